@@ -1,0 +1,1 @@
+"""cronwire: a multi-tenant durable cron service."""

@@ -1,0 +1,74 @@
+"""Prometheus implementation of the Metrics port (one registry per process/container)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class PrometheusMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self._backlog = Gauge(
+            "scheduler_runs_due_backlog", "Runs due and not yet terminal", registry=r
+        )
+        self._skew = Gauge(
+            "scheduler_clock_skew_seconds", "Replica clock minus Postgres now()", registry=r
+        )
+        self._lag = Histogram(
+            "scheduler_fire_lag_seconds", "First attempt start minus scheduled_for",
+            buckets=LAG_BUCKETS, registry=r,
+        )
+        self._runs = Counter(
+            "scheduler_runs_total", "Runs finished, by outcome", ["outcome"], registry=r
+        )
+        self._claims = Counter(
+            "scheduler_claims_total", "Runs claimed, by claim source", ["source"], registry=r
+        )
+        self._lease_lost = Counter(
+            "scheduler_lease_lost_total", "Deliveries abandoned because the lease was lost",
+            registry=r,
+        )
+        self._breakers = Gauge(
+            "scheduler_breaker_open", "Targets whose circuit breaker is open", registry=r
+        )
+        self._duration = Histogram(
+            "scheduler_delivery_duration_seconds", "One delivery attempt, end to end",
+            buckets=DURATION_BUCKETS, registry=r,
+        )
+        self._tick = Histogram(
+            "scheduler_planner_tick_seconds", "One planner transaction", registry=r
+        )
+
+    def claims(self, source: str, count: int) -> None:
+        self._claims.labels(source=source).inc(count)
+
+    def run_finished(self, outcome: str) -> None:
+        self._runs.labels(outcome=outcome).inc()
+
+    def lease_lost(self, count: int = 1) -> None:
+        self._lease_lost.inc(count)
+
+    def fire_lag(self, seconds: float) -> None:
+        self._lag.observe(seconds)
+
+    def delivery_duration(self, seconds: float) -> None:
+        self._duration.observe(seconds)
+
+    def planner_tick(self, seconds: float) -> None:
+        self._tick.observe(seconds)
+
+    def set_backlog(self, runs: int) -> None:
+        self._backlog.set(runs)
+
+    def set_clock_skew(self, seconds: float) -> None:
+        self._skew.set(seconds)
+
+    def set_breakers_open(self, targets: int) -> None:
+        self._breakers.set(targets)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,170 @@
+"""The `cronwire` command. Bad arguments or configuration: one stderr line, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import NoReturn, TypeVar
+
+from cronwire.config import Settings, describe, load_settings
+from cronwire.errors import ConfigError, CronwireError, NotFound
+
+T = TypeVar("T")
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors in one line (the default prints usage too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"cronwire: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@contextlib.contextmanager
+def _database(settings: Settings) -> Iterator[Settings]:
+    """Settings with a reachable DSN; starts the embedded server for one command if needed."""
+    from cronwire.serve import start_embedded_postgres
+
+    settings, embedded = start_embedded_postgres(settings)
+    try:
+        yield settings
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+def _run_async(make: Callable[[], Awaitable[T]]) -> T:
+    async def main() -> T:
+        return await make()
+
+    return asyncio.run(main())
+
+
+def cmd_serve(settings: Settings, _args: argparse.Namespace) -> int:
+    from cronwire.serve import serve
+
+    serve(settings)
+    return 0
+
+
+def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
+    from cronwire.adapters.postgres.migrator import migrate
+
+    with _database(settings) as ready:
+        assert ready.database_url is not None
+        dsn = ready.database_url
+        applied = _run_async(lambda: migrate(dsn))
+    print(json.dumps({"applied": applied}))
+    return 0
+
+
+async def _with_tenants(settings: Settings, action: Callable[[object], Awaitable[T]]) -> T:
+    from cronwire.adapters.postgres.migrator import migrate
+    from cronwire.adapters.postgres.pool import create_pool
+    from cronwire.adapters.postgres.tenants import PostgresTenantStore
+
+    assert settings.database_url is not None
+    if settings.auto_migrate:
+        await migrate(settings.database_url)
+    pool = await create_pool(settings.database_url, 2)
+    try:
+        return await action(PostgresTenantStore(pool))
+    finally:
+        await pool.close()
+
+
+def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
+    name = args.name.strip()
+    if not 1 <= len(name) <= 200:
+        _fail("NAME: must be 1..200 characters")
+    with _database(settings) as ready:
+        issued = _run_async(lambda: _with_tenants(ready, lambda s: s.create(name)))  # type: ignore[attr-defined]
+    print(json.dumps(issued.as_json()))
+    return 0
+
+
+def cmd_tenant_token(settings: Settings, args: argparse.Namespace) -> int:
+    try:
+        tenant_id = uuid.UUID(args.tenant_id)
+    except ValueError:
+        _fail(f"TENANT_ID: not a UUID: {args.tenant_id!r}")
+    with _database(settings) as ready:
+        try:
+            issued = _run_async(
+                lambda: _with_tenants(ready, lambda s: s.issue_token(tenant_id))  # type: ignore[attr-defined]
+            )
+        except NotFound as exc:
+            _fail(str(exc))
+    print(json.dumps(issued.as_json()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    variables = "\n".join(f"  {name:<40} default {default}" for name, default in describe())
+    parser = _Parser(
+        prog="cronwire",
+        description="Multi-tenant durable cron service.",
+        epilog="configuration (environment, or a TOML file via SCHEDULER_CONFIG_FILE):\n"
+        + variables,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    serve = commands.add_parser(
+        "serve", help="run one replica: API + planner + executor (SCHEDULER_ROLES selects)"
+    )
+    serve.set_defaults(handler=cmd_serve)
+
+    migrate = commands.add_parser("migrate", help="apply pending migrations (idempotent)")
+    migrate.set_defaults(handler=cmd_migrate)
+
+    tenant = commands.add_parser("tenant", help="manage tenants and API tokens")
+    tenant_commands = tenant.add_subparsers(dest="tenant_command", required=True,
+                                            parser_class=_Parser)
+    create = tenant_commands.add_parser("create", help="create a tenant and its first token")
+    create.add_argument("name", metavar="NAME", help="display name of the tenant")
+    create.set_defaults(handler=cmd_tenant_create)
+    token = tenant_commands.add_parser("token", help="issue another token for a tenant")
+    token.add_argument("tenant_id", metavar="TENANT_ID", help="the tenant's UUID")
+    token.set_defaults(handler=cmd_tenant_token)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        _fail(str(exc))
+    _setup_logging()
+    try:
+        result: int = args.handler(settings, args)
+    except ConfigError as exc:
+        _fail(str(exc))
+    except CronwireError as exc:
+        print(f"cronwire: {exc}", file=sys.stderr)
+        return 1
+    return result
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+

@@ -1,0 +1,251 @@
+"""Settings: every variable of CONTRACT.md, from the environment and optionally a TOML file.
+
+Precedence: environment > TOML file (``SCHEDULER_CONFIG_FILE``, or ``config/cronwire.toml``
+when it exists) > defaults. Keys in the TOML file are the variable names without the
+``SCHEDULER_`` prefix, in lower case (``planner_batch = 500``) or verbatim.
+
+A bad value raises :class:`ConfigError` whose message names the variable; the CLI prints
+that one line and exits 2. Nothing here performs I/O at import time.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from cronwire.errors import ConfigError
+
+PREFIX = "SCHEDULER_"
+ROLES = frozenset({"api", "planner", "executor"})
+CLAIM_SOURCES = frozenset({"postgres", "kafka"})
+DELIVERERS = frozenset({"aiohttp", "httpx"})
+DEFAULT_CONFIG_FILE = Path("config/cronwire.toml")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    database_url: str | None = None
+    home: Path = Path("./.cronwire")
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+    roles: frozenset[str] = frozenset({"api", "planner", "executor"})
+    instance_id: str = ""
+    claim_source: str = "postgres"
+    kafka_bootstrap_servers: str | None = None
+    kafka_topic: str = "cronwire.runs"
+    planner_tick_seconds: float = 1.0
+    planner_lookahead_seconds: float = 5.0
+    planner_batch: int = 500
+    executor_workers: int = 256
+    executor_batch: int = 500
+    delivery_timeout_seconds: float = 10.0
+    deliverer: str = "aiohttp"
+    allow_private_targets: bool = False
+    auto_migrate: bool = True
+    shutdown_grace_seconds: float = 20.0
+    retention_months: int = 3
+    tenant_max_schedules: int = 100_000
+    tenant_min_interval_seconds: int = 1
+    tenant_max_body_bytes: int = 65_536
+    tenant_max_headers: int = 32
+    api_max_request_bytes: int = 262_144
+    db_pool_size: int = 10
+
+    @property
+    def lease_seconds(self) -> float:
+        """A lease outlives one attempt by a factor of two (seed ADR)."""
+        return 2 * self.delivery_timeout_seconds
+
+    @property
+    def embedded_database(self) -> bool:
+        return self.database_url is None
+
+
+def _positive_int(name: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a whole number, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name}: must be greater than 0, got {value}")
+    return value
+
+
+def _port(name: str, raw: str) -> int:
+    value = _positive_int(name, raw)
+    if value > 65535:
+        raise ConfigError(f"{name}: must be a TCP port 1..65535, got {value}")
+    return value
+
+
+def _positive_float(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a number of seconds, got {raw!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise ConfigError(f"{name}: must be a finite number greater than 0, got {raw!r}")
+    return value
+
+
+def _non_negative_float(name: str, raw: str) -> float:
+    if raw.strip() in {"0", "0.0"}:
+        return 0.0
+    return _positive_float(name, raw)
+
+
+def _bool(name: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"{name}: expected true or false, got {raw!r}")
+
+
+def _choice(allowed: frozenset[str]) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in allowed:
+            options = ", ".join(sorted(allowed))
+            raise ConfigError(f"{name}: must be one of {options}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _roles(name: str, raw: str) -> frozenset[str]:
+    roles = frozenset(part.strip().lower() for part in raw.split(",") if part.strip())
+    unknown = roles - ROLES
+    if not roles or unknown:
+        bad = ", ".join(sorted(unknown)) or "(empty)"
+        raise ConfigError(f"{name}: unknown role {bad}; choose from api, planner, executor")
+    return roles
+
+
+def _dsn(name: str, raw: str) -> str:
+    value = raw.strip()
+    parts = urlsplit(value)
+    if parts.scheme not in {"postgres", "postgresql"}:
+        raise ConfigError(f"{name}: must be a postgresql:// URL, got scheme {parts.scheme!r}")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        raise ConfigError(f"{name}: malformed port in DSN") from None
+    if not parts.hostname and "host=" not in parts.query:
+        raise ConfigError(f"{name}: DSN names no host")
+    return value
+
+
+def _text(name: str, raw: str) -> str:
+    value = raw.strip()
+    if not value:
+        raise ConfigError(f"{name}: must not be empty")
+    return value
+
+
+def _bootstrap(name: str, raw: str) -> str:
+    value = _text(name, raw)
+    for server in value.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"{name}: expected host:port[,host:port...], got {raw!r}")
+    return value
+
+
+_PARSERS: dict[str, Callable[[str, str], Any]] = {
+    "database_url": _dsn,
+    "home": lambda _n, raw: Path(raw),
+    "http_host": _text,
+    "http_port": _port,
+    "roles": _roles,
+    "instance_id": _text,
+    "claim_source": _choice(CLAIM_SOURCES),
+    "kafka_bootstrap_servers": _bootstrap,
+    "kafka_topic": _text,
+    "planner_tick_seconds": _positive_float,
+    "planner_lookahead_seconds": _non_negative_float,
+    "planner_batch": _positive_int,
+    "executor_workers": _positive_int,
+    "executor_batch": _positive_int,
+    "delivery_timeout_seconds": _positive_float,
+    "deliverer": _choice(DELIVERERS),
+    "allow_private_targets": _bool,
+    "auto_migrate": _bool,
+    "shutdown_grace_seconds": _non_negative_float,
+    "retention_months": _positive_int,
+    "tenant_max_schedules": _positive_int,
+    "tenant_min_interval_seconds": _positive_int,
+    "tenant_max_body_bytes": _positive_int,
+    "tenant_max_headers": _positive_int,
+    "api_max_request_bytes": _positive_int,
+    "db_pool_size": _positive_int,
+}
+
+
+def _read_toml(path: Path) -> dict[str, str]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{PREFIX}CONFIG_FILE: cannot read {path}: {exc}") from None
+    values: dict[str, str] = {}
+    for key, value in data.items():
+        field = key.lower().removeprefix(PREFIX.lower())
+        if field not in _PARSERS:
+            raise ConfigError(f"{PREFIX}CONFIG_FILE: unknown key {key!r} in {path}")
+        if isinstance(value, list):
+            value = ",".join(str(v) for v in value)
+        values[field] = str(value).lower() if isinstance(value, bool) else str(value)
+    return values
+
+
+def default_instance_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, config_file: Path | None = None
+) -> Settings:
+    """Build :class:`Settings`; raises :class:`ConfigError` naming the bad variable."""
+    env = os.environ if environ is None else environ
+    raw: dict[str, str] = {}
+    file_name = env.get(f"{PREFIX}CONFIG_FILE")
+    path = config_file or (Path(file_name) if file_name else None)
+    if path is None and DEFAULT_CONFIG_FILE.is_file():
+        path = DEFAULT_CONFIG_FILE
+    if path is not None:
+        raw.update(_read_toml(path))
+    for field in _PARSERS:
+        value = env.get(PREFIX + field.upper())
+        if value is not None and value != "":
+            raw[field] = value
+    values: dict[str, Any] = {}
+    for field, text in raw.items():
+        values[field] = _PARSERS[field](PREFIX + field.upper(), text)
+    values.setdefault("instance_id", default_instance_id())
+    settings = Settings(**values)
+    _check_consistency(settings)
+    return settings
+
+
+def _check_consistency(settings: Settings) -> None:
+    if settings.executor_batch < 1 or settings.executor_workers < 1:
+        raise ConfigError(f"{PREFIX}EXECUTOR_WORKERS: must be at least 1")
+
+
+def describe() -> list[tuple[str, str]]:
+    """(variable, default) pairs, for ``--help`` texts and the README."""
+    defaults = Settings()
+    return [
+        (PREFIX + f.name.upper(), str(getattr(defaults, f.name)))
+        for f in fields(Settings)
+        if f.name in _PARSERS
+    ]

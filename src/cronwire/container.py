@@ -1,0 +1,89 @@
+"""The composition root: the only module that wires concrete adapters to services.
+
+Nothing here runs at import time; providers build objects when first asked. Tests
+swap adapters with ``container.<provider>.override(...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+from dependency_injector import containers, providers
+from fastapi import APIRouter
+
+from cronwire.adapters.clock import SystemClock
+from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
+from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
+from cronwire.adapters.metrics import PrometheusMetrics
+from cronwire.adapters.postgres.pool import create_pool
+from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.config import Settings
+from cronwire.service.supervisor import LoopBody
+
+
+async def _pool_resource(dsn: str, size: int) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(dsn, size)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+async def _deliverer_resource(
+    deliverer: AiohttpDeliverer | HttpxDeliverer,
+) -> AsyncIterator[AiohttpDeliverer | HttpxDeliverer]:
+    await deliverer.start()
+    try:
+        yield deliverer
+    finally:
+        await deliverer.close()
+
+
+class Container(containers.DeclarativeContainer):
+    settings = providers.Dependency(instance_of=Settings)
+
+    clock = providers.Singleton(SystemClock)
+    metrics = providers.Singleton(PrometheusMetrics)
+
+    db_pool = providers.Resource(
+        _pool_resource,
+        dsn=settings.provided.database_url,
+        size=settings.provided.db_pool_size,
+    )
+    tenant_store = providers.Singleton(PostgresTenantStore, pool=db_pool)
+
+    target_guard = providers.Singleton(
+        TargetGuard, allow_private=settings.provided.allow_private_targets
+    )
+    deliverer = providers.Resource(
+        _deliverer_resource,
+        deliverer=providers.Selector(
+            settings.provided.deliverer,
+            aiohttp=providers.Factory(
+                AiohttpDeliverer, guard=target_guard,
+                max_connections=settings.provided.executor_workers,
+            ),
+            httpx=providers.Factory(
+                HttpxDeliverer, guard=target_guard,
+                max_connections=settings.provided.executor_workers,
+            ),
+        ),
+    )
+
+
+def build_container(settings: Settings) -> Container:
+    return Container(settings=settings)
+
+
+def api_routers(container: Container) -> list[APIRouter]:
+    """Tenant-facing routers served by the ``api`` role."""
+    routers: list[APIRouter] = []
+    return routers
+
+
+async def role_loops(container: Container, settings: Settings) -> dict[str, LoopBody]:
+    """The background loops of this replica's roles, by name (for /readyz)."""
+    loops: dict[str, LoopBody] = {}
+    return loops

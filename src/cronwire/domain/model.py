@@ -1,0 +1,178 @@
+"""The core records of the domain: schedules, runs and attempts (pure data, no I/O)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+
+# Fixed forever: run ids are uuid5(RUN_NAMESPACE, "<schedule_id>/<scheduled_for µs>"), so
+# the same occurrence always gets the same id and idempotency key on every replica.
+RUN_NAMESPACE = uuid.UUID("6f1d8d4e-3c0b-5a57-9a43-0c7a1f3e9b21")
+MAX_ATTEMPTS = 8
+
+
+class ScheduleStatus(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    DELETED = "deleted"
+
+
+class MisfirePolicy(StrEnum):
+    FIRE_ALL = "fire_all"
+    FIRE_ONCE = "fire_once"
+    SKIP = "skip"
+
+
+class RunStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.SKIPPED, RunStatus.CANCELLED}
+)
+
+
+class Trigger(StrEnum):
+    SCHEDULE = "schedule"
+    MANUAL = "manual"
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_attempts: int = 3
+    initial_backoff_seconds: float = 10.0
+    max_backoff_seconds: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    url: str
+    method: str = "POST"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: str | None = None
+
+
+def epoch_micros(instant: datetime) -> int:
+    delta = instant.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def run_id_for(schedule_id: uuid.UUID, scheduled_for: datetime) -> uuid.UUID:
+    """Deterministic run id: the same (schedule, occurrence) always maps to the same id."""
+    return uuid.uuid5(RUN_NAMESPACE, f"{schedule_id}/{epoch_micros(scheduled_for)}")
+
+
+def idempotency_key_for(run_id: uuid.UUID) -> str:
+    """The ``webhook-id`` receivers dedupe on; stable across attempts and replicas."""
+    return f"msg_{run_id.hex}"
+
+
+@dataclass(frozen=True, slots=True)
+class DueSchedule:
+    """What the planner reads of one claimed, due schedule."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    cron: str
+    timezone: str
+    misfire_policy: MisfirePolicy
+    catchup_window_seconds: int
+    next_fire_at: datetime
+    last_fire_at: datetime | None
+    starts_at: datetime | None
+    ends_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRun:
+    """One occurrence to materialise; id and idempotency key derive from it."""
+
+    schedule_id: uuid.UUID
+    tenant_id: uuid.UUID
+    scheduled_for: datetime
+    status: RunStatus = RunStatus.PENDING  # SKIPPED for misfires the policy drops
+    trigger: Trigger = Trigger.SCHEDULE
+
+    @property
+    def id(self) -> uuid.UUID:
+        return run_id_for(self.schedule_id, self.scheduled_for)
+
+    @property
+    def idempotency_key(self) -> str:
+        return idempotency_key_for(self.id)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleAdvance:
+    """The planner's move of one schedule's cursor (None: no further occurrence)."""
+
+    schedule_id: uuid.UUID
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanDecision:
+    runs: list[PlannedRun]
+    advances: list[ScheduleAdvance]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    """A run whose lease this replica holds, with everything needed to deliver it."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    schedule_id: uuid.UUID
+    scheduled_for: datetime
+    idempotency_key: str
+    trigger: Trigger
+    attempt: int  # the attempt about to be made, 1..MAX_ATTEMPTS
+    target: Target
+    retry: RetryPolicy
+    signing_secrets: tuple[str, ...]
+    lease_expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """Evidence of one delivery attempt, as the tenant sees it in run detail."""
+
+    run_id: uuid.UUID
+    scheduled_for: datetime
+    tenant_id: uuid.UUID
+    attempt: int
+    started_at: datetime
+    finished_at: datetime
+    outcome: str
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+    response_excerpt: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunResolution:
+    """The write that ends one leased attempt: succeeded, failed, or retrying later."""
+
+    run_id: uuid.UUID
+    scheduled_for: datetime
+    status: RunStatus  # SUCCEEDED, FAILED or RETRYING
+    attempt_count: int
+    fire_after: datetime | None  # when RETRYING
+    last_status_code: int | None
+    last_error: str | None
+    attempt: AttemptRecord | None

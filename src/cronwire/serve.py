@@ -1,0 +1,128 @@
+"""`cronwire serve`: one replica's lifecycle — start, run the loops of its roles, drain, exit 0.
+
+Shutdown order on SIGTERM/SIGINT: stop claiming (the shared ``stopping`` event), let
+in-flight deliveries finish or be released within the grace period, stop the HTTP
+server, close pools and clients, then stop the embedded Postgres if we started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Generator
+
+import uvicorn
+
+from cronwire.adapters.embedded.postgres import EmbeddedPostgres
+from cronwire.adapters.postgres.migrator import is_current, migrate
+from cronwire.api.app import create_app
+from cronwire.config import Settings
+from cronwire.container import Container, api_routers, build_container, role_loops
+from cronwire.service.supervisor import Supervisor
+
+log = logging.getLogger("cronwire")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the replica owns SIGTERM/SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def start_embedded_postgres(settings: Settings) -> tuple[Settings, EmbeddedPostgres | None]:
+    """With no SCHEDULER_DATABASE_URL, start (or reuse) Postgres under SCHEDULER_HOME."""
+    if not settings.embedded_database:
+        return settings, None
+    server = EmbeddedPostgres(settings.home / "postgres")
+    dsn = server.start()
+    log.info("embedded postgres (no SCHEDULER_DATABASE_URL): data in %s, dsn %s",
+             server.data_dir, dsn)
+    return dataclasses.replace(settings, database_url=dsn), server
+
+
+def _readiness(container: Container, supervisor: Supervisor) -> Callable[[], Awaitable[dict[str, bool]]]:
+    async def check() -> dict[str, bool]:
+        checks = {"database": False, "migrations": False}
+        try:
+            pool = await container.db_pool()
+            async with pool.acquire(timeout=2) as conn:
+                checks["database"] = await conn.fetchval("SELECT true")
+                checks["migrations"] = await is_current(conn)
+        except Exception:  # noqa: BLE001 - readiness reports, it never raises
+            log.warning("readiness: database check failed", exc_info=True)
+        checks.update({f"loop:{name}": ok for name, ok in supervisor.health().items()})
+        return checks
+
+    return check
+
+
+async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Run until ``stop`` is set or SIGTERM/SIGINT arrives."""
+    assert settings.database_url is not None
+    if settings.auto_migrate:
+        applied = await migrate(settings.database_url)
+        if applied:
+            log.info("applied migrations %s", applied)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+    container = build_container(settings)
+    await container.init_resources()
+    supervisor = Supervisor()
+    metrics = container.metrics()
+    app = create_app(
+        _readiness(container, supervisor),
+        metrics.exposition,
+        api_routers(container) if "api" in settings.roles else [],
+    )
+    server = _Server(uvicorn.Config(
+        app, host=settings.http_host, port=settings.http_port, log_level="warning",
+        lifespan="off", access_log=False,
+    ))
+    http_task = asyncio.create_task(server.serve(), name="http")
+    try:
+        for name, body in (await role_loops(container, settings)).items():
+            supervisor.start(name, body)
+        log.info("replica %s serving http://%s:%s roles=%s claim_source=%s",
+                 settings.instance_id, settings.http_host, settings.http_port,
+                 ",".join(sorted(settings.roles)), settings.claim_source)
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({stopped, http_task}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if http_task.done() and http_task.exception() is not None:
+            raise http_task.exception()  # type: ignore[misc]
+        log.info("shutting down: draining within %ss", settings.shutdown_grace_seconds)
+        await supervisor.stop(settings.shutdown_grace_seconds)
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(http_task, timeout=5)
+        await container.shutdown_resources()
+    log.info("replica %s stopped", settings.instance_id)
+
+
+def serve(settings: Settings) -> None:
+    settings, embedded = start_embedded_postgres(settings)
+    try:
+        _run(run_replica(settings))
+    finally:
+        if embedded is not None:
+            embedded.stop()
+            log.info("embedded postgres stopped")
+
+
+def _run(main: Awaitable[None]) -> None:
+    try:
+        import uvloop
+
+        uvloop.run(main)  # type: ignore[arg-type]
+    except ImportError:  # pragma: no cover - uvloop is a dependency, but optional on odd platforms
+        asyncio.run(main)  # type: ignore[arg-type]

@@ -1,0 +1,160 @@
+"""The migrated schema has the guarantees ARCHITECTURE.md relies on; the migrator is safe."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from cronwire.adapters.postgres.migrator import MIGRATIONS_DIR, discover, migrate
+from cronwire.errors import MigrationError
+from tests.support.servers import DatabaseFactory, with_database
+
+
+async def test_job_run_has_the_unique_occurrence_key(db_pool: asyncpg.Pool) -> None:
+    columns = await db_pool.fetchval(
+        """
+        SELECT array_agg(a.attname ORDER BY k.ord)
+        FROM pg_constraint c
+        CROSS JOIN LATERAL unnest(c.conkey) WITH ORDINALITY AS k(attnum, ord)
+        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum
+        WHERE c.conrelid = 'job_run'::regclass AND c.contype = 'u'
+        """
+    )
+    assert columns == ["schedule_id", "scheduled_for"]
+
+
+@pytest.mark.parametrize("table", ["job_run", "job_run_attempt"])
+async def test_run_tables_are_range_partitioned_monthly(db_pool: asyncpg.Pool, table: str) -> None:
+    strategy, key = await db_pool.fetchrow(
+        """
+        SELECT p.partstrat::text, a.attname
+        FROM pg_partitioned_table p
+        JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
+        WHERE p.partrelid = $1::regclass
+        """,
+        table,
+    )
+    assert (strategy, key) == ("r", "scheduled_for")
+    children = {
+        row["relname"]
+        for row in await db_pool.fetch(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = $1::regclass",
+            table,
+        )
+    }
+    now = datetime.now(UTC)
+    next_month = datetime(now.year + now.month // 12, now.month % 12 + 1, 1, tzinfo=UTC)
+    assert f"{table}_p{now:%Y_%m}" in children
+    assert f"{table}_p{next_month:%Y_%m}" in children
+
+
+async def test_partial_indexes_for_planner_and_claim(db_pool: asyncpg.Pool) -> None:
+    rows = await db_pool.fetch(
+        "SELECT c.relname AS name, pg_get_expr(i.indpred, i.indrelid) AS predicate "
+        "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE i.indrelid IN ('schedule'::regclass, 'job_run'::regclass)"
+    )
+    predicates = {row["name"]: row["predicate"] for row in rows}
+    assert "status = 'active'" in predicates["schedule_due_idx"]
+    assert "pending" in predicates["job_run_claim_idx"]
+    assert "retrying" in predicates["job_run_claim_idx"]
+
+
+async def test_attempt_primary_key_and_bounds(db_pool: asyncpg.Pool) -> None:
+    pk = await db_pool.fetchval(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE conrelid = 'job_run_attempt'::regclass AND contype = 'p'"
+    )
+    assert pk == "PRIMARY KEY (run_id, attempt, scheduled_for)"
+    checks = await db_pool.fetch(
+        "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint "
+        "WHERE conrelid = 'job_run_attempt'::regclass AND contype = 'c'"
+    )
+    assert any("attempt >= 1" in r["def"] and "attempt <= 8" in r["def"] for r in checks)
+
+
+async def test_tables_of_the_schema_exist(db_pool: asyncpg.Pool) -> None:
+    names = {
+        r["relname"]
+        for r in await db_pool.fetch(
+            "SELECT relname FROM pg_class WHERE relnamespace = 'public'::regnamespace "
+            "AND relkind IN ('r', 'p')"
+        )
+    }
+    assert {"tenant", "api_token", "schedule", "job_run", "job_run_attempt",
+            "target_breaker", "schema_migration"} <= names
+    token_columns = {
+        r["attname"]
+        for r in await db_pool.fetch(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'api_token'::regclass "
+            "AND attnum > 0"
+        )
+    }
+    assert "token_hash" in token_columns and "token" not in token_columns
+
+
+async def test_duplicate_occurrence_is_rejected_by_the_database(db_pool: asyncpg.Pool) -> None:
+    when = datetime.now(UTC).replace(microsecond=0)
+    insert = (
+        "INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, "
+        "fire_after) VALUES (gen_random_uuid(), gen_random_uuid(), "
+        "'00000000-0000-0000-0000-000000000001', $1, 'k', $1)"
+    )
+    await db_pool.execute(insert, when)
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await db_pool.execute(insert, when)
+
+
+async def test_changed_migration_file_is_refused(
+    database_factory: DatabaseFactory, tmp_path: Path
+) -> None:
+    for migration in discover():
+        (tmp_path / f"{migration.version:04d}_{migration.name}.sql").write_text(migration.sql)
+    name, dsn = await database_factory.create()  # already migrated from the template
+    try:
+        assert await migrate(dsn, tmp_path) == []
+        first = sorted(tmp_path.glob("*.sql"))[0]
+        first.write_text(first.read_text() + "\n-- edited after release\n")
+        with pytest.raises(MigrationError, match="checksum"):
+            await migrate(dsn, tmp_path)
+    finally:
+        await database_factory.drop(name)
+
+
+async def test_three_processes_migrating_at_once_apply_each_file_once(admin_dsn: str) -> None:
+    name = "cw_concurrent_migrate"
+    admin = await asyncpg.connect(admin_dsn)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    dsn = with_database(admin_dsn, name)
+    script = (
+        "import asyncio, sys; from cronwire.adapters.postgres.migrator import migrate; "
+        "print(asyncio.run(migrate(sys.argv[1])))"
+    )
+    try:
+        procs = [
+            await asyncio.create_subprocess_exec(
+                sys.executable, "-c", script, dsn,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )
+            for _ in range(3)
+        ]
+        results = [await asyncio.wait_for(p.communicate(), 60) for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], [r[1].decode() for r in results]
+        outputs = sorted(r[0].decode().strip() for r in results)
+        expected = str([m.version for m in discover(MIGRATIONS_DIR)])
+        assert outputs == sorted(["[]", "[]", expected])
+        conn = await asyncpg.connect(dsn)
+        try:
+            assert await conn.fetchval("SELECT count(*) FROM schema_migration") == len(discover())
+        finally:
+            await conn.close()
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()

@@ -1,0 +1,87 @@
+"""Every CONTRACT.md variable is read; a bad value names its variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cronwire.config import Settings, load_settings
+from cronwire.errors import ConfigError
+
+
+def test_defaults_match_the_contract() -> None:
+    s = load_settings({})
+    assert s.database_url is None and s.embedded_database
+    assert s.home == Path("./.cronwire")
+    assert (s.http_host, s.http_port) == ("127.0.0.1", 8080)
+    assert s.roles == {"api", "planner", "executor"}
+    assert s.claim_source == "postgres" and s.kafka_topic == "cronwire.runs"
+    assert (s.planner_tick_seconds, s.planner_lookahead_seconds, s.planner_batch) == (1, 5, 500)
+    assert s.executor_batch == 500 and s.delivery_timeout_seconds == 10
+    assert s.lease_seconds == 20
+    assert s.allow_private_targets is False and s.auto_migrate is True
+    assert (s.shutdown_grace_seconds, s.retention_months) == (20, 3)
+    assert (s.tenant_max_schedules, s.tenant_min_interval_seconds,
+            s.tenant_max_body_bytes) == (100_000, 1, 65_536)
+    assert s.instance_id  # <hostname>-<pid>
+
+
+def test_environment_overrides() -> None:
+    s = load_settings({
+        "SCHEDULER_DATABASE_URL": "postgresql://u:p@db:5432/cron",
+        "SCHEDULER_ROLES": "planner, executor",
+        "SCHEDULER_CLAIM_SOURCE": "KAFKA",
+        "SCHEDULER_KAFKA_BOOTSTRAP_SERVERS": "k1:9092,k2:9092",
+        "SCHEDULER_EXECUTOR_WORKERS": "64",
+        "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true",
+        "SCHEDULER_INSTANCE_ID": "pod-a",
+    })
+    assert s.database_url == "postgresql://u:p@db:5432/cron"
+    assert s.roles == {"planner", "executor"}
+    assert s.claim_source == "kafka"
+    assert s.executor_workers == 64 and s.allow_private_targets and s.instance_id == "pod-a"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SCHEDULER_CLAIM_SOURCE", "redis"),
+        ("SCHEDULER_DATABASE_URL", "mysql://x@y/z"),
+        ("SCHEDULER_DATABASE_URL", "postgresql://host:notaport/db"),
+        ("SCHEDULER_DATABASE_URL", "not a url"),
+        ("SCHEDULER_DELIVERY_TIMEOUT_SECONDS", "-1"),
+        ("SCHEDULER_DELIVERY_TIMEOUT_SECONDS", "nan"),
+        ("SCHEDULER_HTTP_PORT", "70000"),
+        ("SCHEDULER_PLANNER_BATCH", "0"),
+        ("SCHEDULER_EXECUTOR_WORKERS", "many"),
+        ("SCHEDULER_ROLES", "api,cook"),
+        ("SCHEDULER_ALLOW_PRIVATE_TARGETS", "maybe"),
+        ("SCHEDULER_KAFKA_BOOTSTRAP_SERVERS", "localhost"),
+    ],
+)
+def test_bad_value_names_the_variable(variable: str, value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({variable: value})
+    message = str(caught.value)
+    assert message.startswith(variable + ":")
+    assert "\n" not in message
+
+
+def test_toml_file_sets_keys_and_environment_wins(tmp_path: Path) -> None:
+    path = tmp_path / "cronwire.toml"
+    path.write_text('planner_batch = 250\nSCHEDULER_EXECUTOR_BATCH = 100\nroles = ["api"]\n')
+    s = load_settings({"SCHEDULER_CONFIG_FILE": str(path), "SCHEDULER_PLANNER_BATCH": "300"})
+    assert (s.planner_batch, s.executor_batch, s.roles) == (300, 100, {"api"})
+
+
+def test_toml_unknown_key_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "cronwire.toml"
+    path.write_text("planer_batch = 1\n")
+    with pytest.raises(ConfigError, match="unknown key 'planer_batch'"):
+        load_settings({"SCHEDULER_CONFIG_FILE": str(path)})
+
+
+def test_settings_is_immutable() -> None:
+    with pytest.raises(AttributeError):
+        Settings().planner_batch = 3  # type: ignore[misc]
