@@ -78,8 +78,13 @@ CREATE TABLE job_run (
     CONSTRAINT job_run_occurrence_key UNIQUE (schedule_id, scheduled_for)
 ) PARTITION BY RANGE (scheduled_for);
 
--- The executor's claim path: only runnable rows are indexed, so the index stays small.
+-- The executor's claim paths: only runnable rows are indexed, so the indexes stay small.
 CREATE INDEX job_run_claim_idx ON job_run (fire_after) WHERE status IN ('pending', 'retrying');
+-- Per-tenant claim (fairness: one tenant's backlog must not starve another's single run).
+CREATE INDEX job_run_claim_tenant_idx ON job_run (tenant_id, fire_after)
+    WHERE status IN ('pending', 'retrying');
+-- Expired leases of running rows are reclaimable by the claim query itself.
+CREATE INDEX job_run_lease_idx ON job_run (claim_expires_at) WHERE status = 'running';
 -- Tenant-wide history, newest first, keyset on (scheduled_for, id).
 CREATE INDEX job_run_tenant_history_idx ON job_run (tenant_id, scheduled_for DESC, id DESC);
 -- Kafka mode outbox: committed runs not yet published.

@@ -72,6 +72,12 @@ class Container(containers.DeclarativeContainer):
         ),
     )
 
+    # -- planner providers (stage 1) --
+
+    # -- executor providers (stage 2) --
+
+    # -- api providers --
+
 
 def build_container(settings: Settings) -> Container:
     return Container(settings=settings)
@@ -80,10 +86,14 @@ def build_container(settings: Settings) -> Container:
 def api_routers(container: Container) -> list[APIRouter]:
     """Tenant-facing routers served by the ``api`` role."""
     routers: list[APIRouter] = []
+    # -- tenant API routers --
     return routers
 
 
 async def role_loops(container: Container, settings: Settings) -> dict[str, LoopBody]:
     """The background loops of this replica's roles, by name (for /readyz)."""
     loops: dict[str, LoopBody] = {}
+    # -- planner role (stage 1) --
+    # -- executor role (stage 2) --
+    # -- maintenance (every replica) --
     return loops

@@ -11,3 +11,17 @@ class InvalidTarget(DomainError):
 
 class TargetRefused(DomainError):
     """A target's host is, or resolves to, an address deliveries must not reach."""
+
+
+class InvalidCron(DomainError):
+    """A cron expression is malformed, unsupported or can never fire.
+
+    The message is meant for humans and starts with ``"cron: "``.
+    """
+
+
+class InvalidTimezone(DomainError):
+    """A time zone name is not a known IANA zone.
+
+    The message is meant for humans and starts with ``"timezone: "``.
+    """
