@@ -53,7 +53,7 @@ def _readiness(container: Container, supervisor: Supervisor) -> Callable[[], Awa
             async with pool.acquire(timeout=2) as conn:
                 checks["database"] = await conn.fetchval("SELECT true")
                 checks["migrations"] = await is_current(conn)
-        except Exception:  # noqa: BLE001 - readiness reports, it never raises
+        except Exception:  # readiness reports failures, it never raises
             log.warning("readiness: database check failed", exc_info=True)
         checks.update({f"loop:{name}": ok for name, ok in supervisor.health().items()})
         return checks
@@ -75,7 +75,7 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
             loop.add_signal_handler(sig, stop.set)
 
     container = build_container(settings)
-    await container.init_resources()
+    await _maybe_await(container.init_resources())
     supervisor = Supervisor()
     metrics = container.metrics()
     app = create_app(
@@ -105,8 +105,14 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
         server.should_exit = True
         with contextlib.suppress(Exception):
             await asyncio.wait_for(http_task, timeout=5)
-        await container.shutdown_resources()
+        await _maybe_await(container.shutdown_resources())
     log.info("replica %s stopped", settings.instance_id)
+
+
+async def _maybe_await(result: Awaitable[None] | None) -> None:
+    """dependency-injector returns an awaitable only when some resource is async."""
+    if result is not None:
+        await result
 
 
 def serve(settings: Settings) -> None:

@@ -1,0 +1,158 @@
+"""The `cronwire` command as users run it: real processes, real Postgres."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import signal
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cronwire.adapters.embedded.postgres import free_port
+from tests.support.processes import clean_env, cronwire_executable, run_cli, wait_http_ok
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SCHEDULER_CLAIM_SOURCE", "rabbitmq"),
+        ("SCHEDULER_DATABASE_URL", "mysql://root@localhost/db"),
+        ("SCHEDULER_DATABASE_URL", "postgresql://db:port/x"),
+        ("SCHEDULER_DELIVERY_TIMEOUT_SECONDS", "-3"),
+    ],
+)
+@pytest.mark.parametrize("command", [["serve"], ["migrate"], ["tenant", "create", "acme"]])
+def test_bad_configuration_exits_2_with_one_line(
+    variable: str, value: str, command: list[str]
+) -> None:
+    result = run_cli(*command, env=clean_env(**{variable: value}))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and variable in lines[0], result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["serve", "--help"], ["migrate", "--help"], ["tenant", "--help"],
+     ["tenant", "create", "--help"], ["tenant", "token", "--help"]],
+)
+def test_every_command_has_help(args: list[str]) -> None:
+    result = run_cli(*args, env=clean_env())
+    assert result.returncode == 0 and "usage: cronwire" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["frobnicate"], ["tenant"], ["tenant", "token", "not-a-uuid"], ["tenant", "create"]]
+)
+def test_bad_arguments_exit_2_with_one_line(args: list[str], database_url: str) -> None:
+    result = run_cli(*args, env=clean_env(SCHEDULER_DATABASE_URL=database_url))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_tenant_create_and_token_print_contract_json(database_url: str) -> None:
+    env = clean_env(SCHEDULER_DATABASE_URL=database_url)
+    created = run_cli("tenant", "create", "acme", env=env)
+    assert created.returncode == 0, created.stderr
+    first = json.loads(created.stdout.strip().splitlines()[-1])
+    assert set(first) == {"tenant_id", "name", "token"} and first["name"] == "acme"
+    uuid.UUID(first["tenant_id"])
+    again = run_cli("tenant", "token", first["tenant_id"], env=env)
+    assert again.returncode == 0, again.stderr
+    second = json.loads(again.stdout)
+    assert second["tenant_id"] == first["tenant_id"] and second["token"] != first["token"]
+    unknown = run_cli("tenant", "token", str(uuid.uuid4()), env=env)
+    assert unknown.returncode == 2 and "does not exist" in unknown.stderr
+
+
+def test_migrate_is_idempotent(database_url: str) -> None:
+    env = clean_env(SCHEDULER_DATABASE_URL=database_url)
+    result = run_cli("migrate", env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"applied": []}
+
+
+def _as_user(user: str | None) -> dict[str, object]:
+    if user is None:
+        return {}
+    entry = pwd.getpwnam(user)
+    return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
+
+
+def _serve(home: Path, port: int, user: str | None = None) -> subprocess.Popen[str]:
+    env = clean_env(SCHEDULER_HOME=str(home), SCHEDULER_HTTP_PORT=str(port))
+    return subprocess.Popen(  # type: ignore[call-overload]
+        [cronwire_executable(), "serve"], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, cwd=str(home.parent), **_as_user(user),
+    )
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=40)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return proc.returncode, err
+
+
+def test_serve_on_embedded_postgres_is_healthy_stops_cleanly_and_keeps_data(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    port = free_port()
+    proc = _serve(home, port)
+    try:
+        waited = wait_http_ok(f"http://127.0.0.1:{port}/healthz", 15, proc)
+        wait_http_ok(f"http://127.0.0.1:{port}/readyz", 15, proc)
+        created = run_cli("tenant", "create", "kept", env=clean_env(SCHEDULER_HOME=str(home)))
+        assert created.returncode == 0, created.stderr
+    finally:
+        code, err = _stop(proc)
+    assert code == 0, err
+    embedded_lines = [line for line in err.splitlines() if "embedded postgres (no" in line]
+    assert len(embedded_lines) == 1 and "postgresql://" in embedded_lines[0]
+    assert not (home / "postgres" / "postmaster.pid").exists(), "embedded server left running"
+    print(f"time to healthy: {waited:.2f}s")
+
+    tenant_id = json.loads(created.stdout)["tenant_id"]
+    proc = _serve(home, port)
+    try:
+        wait_http_ok(f"http://127.0.0.1:{port}/readyz", 15, proc)
+        again = run_cli("tenant", "token", tenant_id, env=clean_env(SCHEDULER_HOME=str(home)))
+        assert again.returncode == 0, again.stderr  # the data survived the restart
+    finally:
+        code, err = _stop(proc)
+    assert code == 0, err
+
+
+def _interpreter_usable_by(user: str) -> bool:
+    if os.geteuid() != 0:
+        return False
+    probe = subprocess.run([cronwire_executable(), "--help"], capture_output=True, check=False,
+                           **_as_user(user))
+    return probe is not None and probe.returncode == 0
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not _interpreter_usable_by("nobody"),
+    reason="needs root, and an interpreter the user 'nobody' can reach (.ci/run grants it)",
+)
+def test_serve_works_as_a_normal_user(tmp_path: Path) -> None:
+    user = pwd.getpwnam("nobody")
+    home = tmp_path / "home"
+    home.mkdir()
+    os.chown(home, user.pw_uid, user.pw_gid)
+    for parent in [tmp_path, *tmp_path.parents]:
+        parent.chmod(parent.stat().st_mode | 0o005)
+    port = free_port()
+    proc = _serve(home / "data", port, user="nobody")
+    try:
+        wait_http_ok(f"http://127.0.0.1:{port}/readyz", 30, proc)
+    finally:
+        code, err = _stop(proc)
+    assert code == 0, err

@@ -1,0 +1,53 @@
+"""Running the `cronwire` console script as a real process in tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def cronwire_executable() -> str:
+    """The console script of this venv (falls back to ``python -m cronwire.cli``)."""
+    candidate = Path(sys.executable).with_name("cronwire")
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("cronwire")
+    if found is None:
+        raise RuntimeError("cronwire console script not installed")
+    return found
+
+
+def clean_env(**overrides: str) -> dict[str, str]:
+    """The test process environment without SCHEDULER_* leaking in, plus overrides."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
+    env.update(overrides)
+    return env
+
+
+def run_cli(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [cronwire_executable(), *args], env=env, capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def wait_http_ok(url: str, deadline_seconds: float, proc: subprocess.Popen[str] | None = None) -> float:
+    """Poll ``url`` until it answers 200; returns seconds waited. Fails on early exit."""
+    start = time.monotonic()
+    while time.monotonic() - start < deadline_seconds:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"process exited early with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return time.monotonic() - start
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{url} not healthy within {deadline_seconds}s")
