@@ -1,0 +1,220 @@
+"""The alternative Deliverer: httpx over an httpcore pool whose network backend
+connects through the TargetGuard.
+
+httpcore hands ``connect_tcp`` the URL's host; the backend resolves and checks
+it once with the guard and dials only a checked address. TLS SNI and the Host
+header come from the URL, so they keep the tenant's host name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.cookiejar
+import time
+from collections.abc import AsyncGenerator, Iterable
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import httpcore
+import httpx
+
+from cronwire.adapters.http.guard import TargetGuard
+from cronwire.domain.delivery import (
+    EXCERPT_BYTES,
+    DeliveryRequest,
+    DeliveryResult,
+    Outcome,
+    default_user_agent,
+    delivery_headers,
+    error_text,
+    parse_retry_after,
+    response_excerpt,
+    status_error,
+    status_outcome,
+)
+from cronwire.domain.errors import InvalidTarget, TargetRefused
+from cronwire.domain.netpolicy import validate_target_url
+
+DRAIN_BYTES = 64 * 1024
+
+
+class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
+    """httpcore backend that dials only addresses the guard resolved and checked."""
+
+    def __init__(self, guard: TargetGuard, inner: httpcore.AsyncNetworkBackend | None = None):
+        self._guard = guard
+        self._inner = inner or httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's signature
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            addresses = await self._guard.resolve_checked(host, port)
+        except OSError as exc:
+            raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
+        last_error: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    address, port, timeout, local_address, socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                last_error = exc
+        assert last_error is not None  # resolve_checked never returns an empty list
+        raise last_error
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's signature
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("unix sockets are not delivery targets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+class _GuardedTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, guard: TargetGuard, max_connections: int) -> None:
+        ssl_context = httpx.create_ssl_context(trust_env=False)
+        super().__init__(verify=ssl_context, trust_env=False)
+        # httpx has no public knob for the network backend; the pool it would
+        # have built is replaced by the same pool with ours. The contract
+        # suite's rebinding test fails if an upgrade stops honouring it.
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=max_connections,
+            max_keepalive_connections=max_connections,
+            keepalive_expiry=5.0,
+            network_backend=GuardedNetworkBackend(guard),
+        )
+
+
+def _no_cookies() -> http.cookiejar.CookieJar:
+    """A jar that stores nothing: one tenant's target must not set cookies for another.
+
+    Passed as a CookieJar (httpx adopts it); an httpx.Cookies would be copied
+    into a fresh jar that forgets the policy.
+    """
+    return http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+
+
+class HttpxDeliverer:
+    """Delivers runs with httpx. ``start()`` before use, ``close()`` after."""
+
+    def __init__(
+        self,
+        guard: TargetGuard,
+        *,
+        max_connections: int = 1000,
+        user_agent: str | None = None,
+    ) -> None:
+        self._guard = guard
+        self._max_connections = max_connections
+        self._user_agent = user_agent or default_user_agent()
+        self._client: httpx.AsyncClient | None = None
+
+    async def start(self) -> None:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                transport=_GuardedTransport(self._guard, self._max_connections),
+                follow_redirects=False,
+                trust_env=False,
+                cookies=_no_cookies(),
+            )
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def deliver(self, req: DeliveryRequest) -> DeliveryResult:
+        """One attempt. Never raises for delivery failures; CancelledError propagates."""
+        if self._client is None:
+            raise RuntimeError("HttpxDeliverer.start() was not called")
+        started_at = datetime.now(UTC)
+        began = time.monotonic()
+
+        def result(
+            outcome: Outcome,
+            *,
+            status: int | None = None,
+            error: str | None = None,
+            excerpt: str | None = None,
+            retry_after: float | None = None,
+        ) -> DeliveryResult:
+            return DeliveryResult(
+                outcome=outcome,
+                status_code=status,
+                error=error,
+                duration_ms=round((time.monotonic() - began) * 1000),
+                response_excerpt=excerpt,
+                retry_after_seconds=retry_after,
+                started_at=started_at,
+                finished_at=datetime.now(UTC),
+            )
+
+        # httpx timeouts are per phase; the attempt's budget is a total.
+        deadline = asyncio.get_running_loop().time() + req.timeout_seconds
+        try:
+            validate_target_url(req.url)
+            headers = delivery_headers(
+                req, int(started_at.timestamp()), user_agent=self._user_agent
+            )
+            request = self._client.build_request(
+                req.method,
+                req.url,
+                headers=headers,
+                content=req.body,
+                timeout=httpx.Timeout(req.timeout_seconds),
+            )
+            async with asyncio.timeout_at(deadline):
+                response = await self._client.send(request, stream=True)
+            try:
+                body = await _read_excerpt(response, deadline)
+            finally:
+                await response.aclose()
+            finished_at = datetime.now(UTC)
+            status = response.status_code
+            return result(
+                status_outcome(status),
+                status=status,
+                error=status_error(
+                    status, response.reason_phrase, response.headers.get("location")
+                ),
+                excerpt=response_excerpt(body) if body else None,
+                retry_after=parse_retry_after(response.headers.get("retry-after"), finished_at),
+            )
+        except (InvalidTarget, TargetRefused) as exc:
+            return result(Outcome.BLOCKED, error=error_text(exc))
+        except (TimeoutError, httpx.TimeoutException) as exc:
+            detail = f"no complete response within {req.timeout_seconds:g}s"
+            return result(Outcome.TIMEOUT, error=error_text(exc, detail))
+        except Exception as exc:  # every other failure is a failed attempt
+            return result(Outcome.CONNECTION_ERROR, error=error_text(exc))
+
+
+async def _read_excerpt(response: httpx.Response, deadline: float) -> bytes:
+    """The first EXCERPT_BYTES of the (decoded) body, reading at most DRAIN_BYTES more.
+
+    A failure or the deadline while reading the body does not change the
+    outcome: the status line already decided it.
+    """
+    data = b""
+    chunks = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    try:
+        async with asyncio.timeout_at(deadline), contextlib.aclosing(chunks):
+            async for chunk in chunks:
+                data += chunk
+                if len(data) > EXCERPT_BYTES + DRAIN_BYTES:
+                    break
+    except (TimeoutError, httpx.HTTPError):
+        pass
+    return data[:EXCERPT_BYTES]

@@ -1,0 +1,250 @@
+"""The delivery request: what is sent for one attempt of a run, how it is signed,
+and how the answer is classified.
+
+Pure apart from :func:`new_signing_secret` (randomness) and
+:func:`default_user_agent` (reads installed package metadata once). Clocks are
+the caller's: timestamps are passed in.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import functools
+import hashlib
+import hmac
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from enum import StrEnum
+from importlib import metadata
+from uuid import UUID
+
+from cronwire.domain.errors import InvalidTarget
+
+EXCERPT_BYTES = 1024
+ERROR_CHARS = 500
+SECRET_PREFIX = "whsec_"
+
+# Headers the HTTP client computes from the request itself. Letting a tenant
+# set them could desynchronise message framing (request smuggling) or
+# misroute the request, so tenant values for these are dropped.
+_CLIENT_OWNED = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "proxy-authorization",
+        "proxy-connection",
+    }
+)
+_RETRYABLE_STATUS = frozenset({408, 425, 429})
+_DELTA_SECONDS = re.compile(r"[+-]?\d{1,12}(\.\d{1,9})?")
+
+
+class Outcome(StrEnum):
+    SUCCESS = "success"
+    HTTP_ERROR = "http_error"
+    TIMEOUT = "timeout"
+    CONNECTION_ERROR = "connection_error"
+    BLOCKED = "blocked"  # refused by the address policy at delivery; permanent
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryRequest:
+    run_id: UUID
+    schedule_id: UUID
+    idempotency_key: str
+    scheduled_for: datetime
+    attempt: int
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: bytes
+    signing_secrets: tuple[str, ...]
+    timeout_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryResult:
+    outcome: Outcome
+    status_code: int | None
+    error: str | None  # "ClassName: message", at most ERROR_CHARS
+    duration_ms: int
+    response_excerpt: str | None  # at most EXCERPT_BYTES of the body, utf-8
+    retry_after_seconds: float | None
+    started_at: datetime
+    finished_at: datetime
+
+    @property
+    def retryable(self) -> bool:
+        """Whether another attempt could plausibly succeed.
+
+        Timeouts, connection errors, 5xx, 408 (request timeout), 425 (too early)
+        and 429 (rate limited) describe a receiver that is busy or briefly away.
+        Any other 4xx says the request itself is wrong (auth, path, payload) and
+        a 3xx points elsewhere; sending the same request again gets the same
+        answer, so retrying only adds load. BLOCKED is a policy decision about
+        the target address that does not change between attempts, and retrying
+        it would hand a DNS-rebinding attacker more tries.
+        """
+        if self.outcome in (Outcome.TIMEOUT, Outcome.CONNECTION_ERROR):
+            return True
+        if self.outcome is Outcome.HTTP_ERROR and self.status_code is not None:
+            return self.status_code in _RETRYABLE_STATUS or 500 <= self.status_code <= 599
+        return False
+
+
+def rfc3339_utc(moment: datetime) -> str:
+    """``2027-03-28T01:00:00Z``; sub-second digits only when present."""
+    if moment.tzinfo is None:
+        raise ValueError("naive datetime; cronwire times are timezone-aware")
+    utc = moment.astimezone(UTC)
+    spec = "microseconds" if utc.microsecond else "seconds"
+    return utc.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
+
+
+def default_body(schedule_id: UUID, run_id: UUID, scheduled_for: datetime, attempt: int) -> bytes:
+    """The JSON body sent when the target has no body of its own."""
+    document = {
+        "schedule_id": str(schedule_id),
+        "run_id": str(run_id),
+        "scheduled_for": rfc3339_utc(scheduled_for),
+        "attempt": attempt,
+    }
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+def _secret_key(secret: str) -> bytes:
+    encoded = secret.removeprefix(SECRET_PREFIX)
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except ValueError:
+        raise ValueError("signing secret is not whsec_<base64>") from None
+
+
+def sign(secrets: Sequence[str], msg_id: str, timestamp: int, body: bytes) -> str:
+    """Standard Webhooks ``webhook-signature``: one ``v1,<base64>`` per secret.
+
+    Several secrets sign at once while a secret is being rotated, so receivers
+    holding either the old or the new one can verify.
+    """
+    if not secrets:
+        raise ValueError("at least one signing secret is required")
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    signatures = []
+    for secret in secrets:
+        digest = hmac.new(_secret_key(secret), signed, hashlib.sha256).digest()
+        signatures.append("v1," + base64.b64encode(digest).decode("ascii"))
+    return " ".join(signatures)
+
+
+def new_signing_secret() -> str:
+    """A fresh ``whsec_`` secret (24 random bytes)."""
+    return SECRET_PREFIX + base64.b64encode(os.urandom(24)).decode("ascii")
+
+
+@functools.cache
+def default_user_agent() -> str:
+    """``cronwire/<installed version>``."""
+    try:
+        version = metadata.version("cronwire")
+    except metadata.PackageNotFoundError:
+        version = "0+unknown"
+    return f"cronwire/{version}"
+
+
+def _check_header(name: str, value: str) -> None:
+    if not name or any(ch in name for ch in ":\r\n\0 \t"):
+        raise InvalidTarget(f"target.headers: invalid header name {name!r}")
+    if any(ch in value for ch in "\r\n\0"):
+        raise InvalidTarget(f"target.headers: header {name!r} contains a line break")
+
+
+def delivery_headers(
+    req: DeliveryRequest, timestamp: int, *, user_agent: str | None = None
+) -> dict[str, str]:
+    """Every header of one attempt: the tenant's, then ours (ours win, case-insensitively).
+
+    Raises InvalidTarget for a tenant header that cannot be sent safely.
+    """
+    ours = {
+        "webhook-id": req.idempotency_key,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": sign(req.signing_secrets, req.idempotency_key, timestamp, req.body),
+        "x-cronwire-run-id": str(req.run_id),
+        "x-cronwire-schedule-id": str(req.schedule_id),
+        "x-cronwire-scheduled-for": rfc3339_utc(req.scheduled_for),
+        "x-cronwire-attempt": str(req.attempt),
+        "user-agent": user_agent or default_user_agent(),
+    }
+    headers: dict[str, str] = {}
+    for name, value in req.headers.items():
+        _check_header(name, value)
+        lowered = name.lower()
+        if lowered not in ours and lowered not in _CLIENT_OWNED:
+            headers[name] = value
+    if not any(name.lower() == "content-type" for name in headers):
+        headers["content-type"] = "application/json"
+    headers.update(ours)
+    return headers
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value (delta-seconds or HTTP-date).
+
+    A time in the past or a negative delay gives 0; anything unparseable, None.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if _DELTA_SECONDS.fullmatch(text):
+        return max(0.0, float(text))
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)  # HTTP-dates are GMT
+    seconds = (when - now).total_seconds()
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def response_excerpt(data: bytes) -> str:
+    """At most EXCERPT_BYTES of ``data`` as text, never ending inside a character."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    # final=False keeps an incomplete trailing sequence back instead of
+    # turning it into U+FFFD: the cut lands on a character boundary.
+    return decoder.decode(data[:EXCERPT_BYTES], final=False)
+
+
+def error_text(exc: BaseException, detail: str | None = None) -> str:
+    """``ClassName: message`` of at most ERROR_CHARS characters."""
+    message = detail if detail is not None else str(exc)
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return text[:ERROR_CHARS]
+
+
+def status_outcome(status: int) -> Outcome:
+    """Any 2xx is success; everything else, redirects included, is an HTTP error."""
+    return Outcome.SUCCESS if 200 <= status <= 299 else Outcome.HTTP_ERROR
+
+
+def status_error(status: int, reason: str | None, location: str | None) -> str | None:
+    """The error text recorded for a non-2xx answer."""
+    if 200 <= status <= 299:
+        return None
+    text = f"HTTPStatus: {status} {reason or ''}".rstrip()
+    if 300 <= status <= 399:
+        text += f" (redirect to {location or 'nowhere'} not followed)"
+    return text[:ERROR_CHARS]
