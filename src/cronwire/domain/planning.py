@@ -1,0 +1,173 @@
+"""The planner's pure decision: which runs a batch of due schedules gets, and where each
+schedule's cursor (``next_fire_at``) moves. No I/O, no clock: ``db_now`` is Postgres ``now()``.
+
+Rules (ADR 0003, "Misfires"):
+
+* Occurrences in ``[next_fire_at, db_now + lookahead]`` become ``pending`` runs.
+* An occurrence older than ``db_now - MISFIRE_TOLERANCE`` was *missed* (the planner was down
+  or the schedule paused); the schedule's misfire policy decides it:
+  ``fire_all`` keeps those within ``catchup_window_seconds``, ``fire_once`` keeps only the
+  latest, ``skip`` keeps none. Every dropped occurrence becomes a ``skipped`` run, so the
+  tenant sees the gap in the run history, up to ``MAX_SKIPPED_ROWS`` per catch-up (the most
+  recent ones; older ones leave no row).
+* Nothing older than ``RECORD_HORIZON`` is written at all: ``job_run`` partitions are only
+  guaranteed to exist back to the start of last month, and a row without a partition would
+  fail the whole planner transaction on every tick.
+* A schedule gets at most ``MAX_RUNS_PER_PASS`` pending runs per tick; if more are due its
+  cursor stays in the past and the next tick picks it up again first.
+* ``starts_at`` / ``ends_at`` bound every occurrence (both inclusive); a schedule with no
+  further occurrence gets ``next_fire_at = None``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from cronwire.domain.cron import next_occurrences, occurrences_between
+from cronwire.domain.errors import DomainError
+from cronwire.domain.model import (
+    DueSchedule,
+    MisfirePolicy,
+    PlanDecision,
+    PlannedRun,
+    RunStatus,
+    ScheduleAdvance,
+)
+
+# Lateness that is still "on time" (Quartz's misfireThreshold has the same default): a slow
+# tick or a short restart must not turn ordinary runs into misfires.
+MISFIRE_TOLERANCE = timedelta(seconds=60)
+MAX_RUNS_PER_PASS = 1000
+MAX_SKIPPED_ROWS = 1000
+RECORD_HORIZON = timedelta(days=7)
+# Rows one decision may write in total; schedules past it are left untouched (still locked
+# until commit, then due again at once) so one tick's transaction stays bounded.
+MAX_ROWS_PER_DECISION = 50_000
+
+_TICK = timedelta(microseconds=1)
+# Backward search for the latest occurrences: windows of 1 s, 4 s, 16 s, ... before a bound.
+_PROBE_FIRST = timedelta(seconds=1)
+_PROBE_GROWTH = 4
+_PROBE_PAGE = 4096
+
+
+def decide(
+    schedules: Sequence[DueSchedule], db_now: datetime, lookahead_seconds: float
+) -> PlanDecision:
+    """Runs and cursor moves for ``schedules``, claimed at Postgres time ``db_now``.
+
+    Schedules without an advance in the result are left as they were (row budget spent).
+    """
+    horizon = db_now + timedelta(seconds=lookahead_seconds)
+    runs: list[PlannedRun] = []
+    advances: list[ScheduleAdvance] = []
+    for schedule in schedules:
+        if advances and len(runs) >= MAX_ROWS_PER_DECISION:
+            break
+        planned, advance = plan_schedule(schedule, db_now, horizon)
+        runs.extend(planned)
+        advances.append(advance)
+    return PlanDecision(runs=runs, advances=advances)
+
+
+def plan_schedule(
+    schedule: DueSchedule, db_now: datetime, horizon: datetime
+) -> tuple[list[PlannedRun], ScheduleAdvance]:
+    """One schedule's runs up to ``horizon`` and its new cursor."""
+    try:
+        return _plan(schedule, db_now, horizon)
+    except DomainError:
+        # A cron or zone that no longer parses (e.g. tzdata dropped a zone) can never fire;
+        # parking it keeps it from heading every batch forever. Its history stays intact.
+        return [], ScheduleAdvance(schedule.id, None, schedule.last_fire_at)
+
+
+def _plan(
+    s: DueSchedule, db_now: datetime, horizon: datetime
+) -> tuple[list[PlannedRun], ScheduleAdvance]:
+    cursor = s.next_fire_at if s.starts_at is None else max(s.next_fire_at, s.starts_at)
+    end = horizon if s.ends_at is None else min(horizon, s.ends_at)
+    floor = db_now - RECORD_HORIZON
+    skipped: list[datetime] = []
+    missed_before = db_now - MISFIRE_TOLERANCE
+    if cursor < missed_before:
+        keep_from = _first_kept(s, cursor, min(missed_before, end + _TICK), db_now)
+        # Dropped: [cursor, keep_from), most recent first to keep, never below the floor.
+        drop_until = min(keep_from, end + _TICK)
+        skipped = _tail(s, max(cursor, floor), drop_until, MAX_SKIPPED_ROWS)
+        cursor = max(keep_from, floor)
+    fires = _between(s, cursor, end, MAX_RUNS_PER_PASS + 1)
+    if len(fires) > MAX_RUNS_PER_PASS:
+        next_fire: datetime | None = fires[MAX_RUNS_PER_PASS]  # still due: next tick resumes
+        fires = fires[:MAX_RUNS_PER_PASS]
+    else:
+        following = next_occurrences(
+            s.cron, s.timezone, max(end, cursor - _TICK), 1, starts_at=s.starts_at,
+            ends_at=s.ends_at,
+        )
+        next_fire = following[0] if following else None
+    runs = [_run(s, at, RunStatus.SKIPPED) for at in skipped]
+    runs += [_run(s, at, RunStatus.PENDING) for at in fires]
+    last_fire = fires[-1] if fires else s.last_fire_at
+    return runs, ScheduleAdvance(s.id, next_fire, last_fire)
+
+
+def _first_kept(
+    s: DueSchedule, cursor: datetime, missed_before: datetime, db_now: datetime
+) -> datetime:
+    """The earliest instant whose occurrences still fire; missed ones before it are dropped.
+
+    ``missed_before`` is exclusive: occurrences from it on are on time under every policy.
+    """
+    if s.misfire_policy is MisfirePolicy.FIRE_ALL:
+        window_start = db_now - timedelta(seconds=s.catchup_window_seconds)
+        return min(max(cursor, window_start), missed_before)
+    if s.misfire_policy is MisfirePolicy.FIRE_ONCE:
+        latest = _tail(s, cursor, missed_before, 1)
+        return latest[0] if latest else missed_before
+    return missed_before  # SKIP
+
+
+def _between(s: DueSchedule, lo: datetime, hi: datetime, limit: int) -> list[datetime]:
+    """Occurrences in ``[lo, hi]``, oldest first, at most ``limit``."""
+    if hi < lo:
+        return []
+    return occurrences_between(s.cron, s.timezone, lo - _TICK, hi, limit)
+
+
+def _tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[datetime]:
+    """The last ``count`` occurrences in ``[lo, hi)``, oldest first.
+
+    Cron maths only walks forward, so look back through growing windows before ``hi``
+    until one holds ``count`` occurrences (or reaches ``lo``), then walk that window,
+    keeping its tail. Every window before the last one held fewer than ``count``, so the
+    work stays near ``count`` times the growth factor for regular schedules.
+    """
+    if hi <= lo:
+        return []
+    span = _PROBE_FIRST
+    while True:
+        start = max(lo, hi - span)
+        kept = _walk_tail(s, start, hi, count)
+        if len(kept) >= count or start == lo:
+            return kept
+        span *= _PROBE_GROWTH
+
+
+def _walk_tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[datetime]:
+    """Every occurrence in ``[lo, hi)`` walked page by page, the last ``count`` kept."""
+    kept: deque[datetime] = deque(maxlen=count)
+    after = lo - _TICK
+    last = hi - _TICK
+    while True:
+        page = occurrences_between(s.cron, s.timezone, after, last, _PROBE_PAGE)
+        kept.extend(page)
+        if len(page) < _PROBE_PAGE:
+            return list(kept)
+        after = page[-1]
+
+
+def _run(s: DueSchedule, at: datetime, status: RunStatus) -> PlannedRun:
+    return PlannedRun(schedule_id=s.id, tenant_id=s.tenant_id, scheduled_for=at, status=status)
