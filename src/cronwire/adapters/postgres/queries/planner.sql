@@ -1,0 +1,38 @@
+-- Stage 1, the planner: claim due schedules, materialise their runs, advance them.
+-- All three run in ONE transaction (PostgresPlannerStore.plan_on); each is one round trip.
+
+-- name: schedule_claim_due
+-- $1 lookahead seconds, $2 batch size. now() is the only clock: it is the transaction's
+-- start time, returned so the pure planner decides with exactly the instant used here.
+SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
+       next_fire_at, last_fire_at, starts_at, ends_at, now() AS db_now
+FROM schedule
+WHERE status = 'active' AND next_fire_at <= now() + make_interval(secs => $1)
+ORDER BY next_fire_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED
+
+-- name: job_run_insert_planned
+-- Every planned run in one statement. ON CONFLICT DO NOTHING covers both the primary key
+-- (deterministic id) and UNIQUE (schedule_id, scheduled_for): re-planning an occurrence
+-- (cursor moved backwards, operator replan) is harmless. Skipped runs are terminal at once.
+INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
+                     status, fire_after, finished_at, last_error)
+SELECT r.id, r.tenant_id, r.schedule_id, r.scheduled_for, r.idempotency_key, r.trigger,
+       r.status, r.scheduled_for,
+       CASE WHEN r.status = 'skipped' THEN now() END,
+       CASE WHEN r.status = 'skipped' THEN 'missed while no planner ran; dropped by the misfire policy' END
+FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::text[], $6::text[],
+            $7::text[])
+     AS r(id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger, status)
+ON CONFLICT DO NOTHING
+
+-- name: schedule_advance
+-- The cursors of the claimed (still locked) schedules; NULL next_fire_at = no more fires.
+-- updated_at is the tenant's edit time, so the planner leaves it alone.
+UPDATE schedule AS s
+SET next_fire_at = a.next_fire_at,
+    last_fire_at = a.last_fire_at
+FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[])
+     AS a(id, next_fire_at, last_fire_at)
+WHERE s.id = a.id

@@ -1,0 +1,102 @@
+"""Stage 1 loop: every tick, materialise the runs of due schedules (seed ADR, ADR 0001).
+
+Every replica runs one; they never talk to each other. ``SKIP LOCKED`` spreads the due
+schedules over them and ``UNIQUE (schedule_id, scheduled_for)`` catches anything that
+slips through, so more planners only means more throughput.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cronwire.domain.planning import decide
+from cronwire.errors import StorageError
+from cronwire.ports import Metrics, PlannerStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TickResult:
+    """What one planner transaction did; ``failed`` ticks wrote nothing."""
+
+    schedules: int
+    runs_inserted: int
+    failed: bool = False
+
+
+class Planner:
+    def __init__(
+        self,
+        store: PlannerStore,
+        metrics: Metrics,
+        *,
+        batch: int,
+        tick_seconds: float,
+        lookahead_seconds: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._batch = batch
+        self._tick_seconds = tick_seconds
+        self._lookahead_seconds = lookahead_seconds
+        self._decide = functools.partial(decide, lookahead_seconds=lookahead_seconds)
+        self._monotonic = monotonic
+        self._waiters: list[asyncio.Future[TickResult]] = []
+        # Totals since start: the typed test signal, alongside next_tick().
+        self.ticks = 0
+        self.failed_ticks = 0
+        self.schedules_claimed = 0
+        self.runs_inserted = 0
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Tick until ``stopping`` is set. A full batch means more is due: tick again at
+        once; otherwise wait one tick interval (or until stopping)."""
+        while not stopping.is_set():
+            result = await self.tick()
+            if result.schedules >= self._batch and not result.failed:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), self._tick_seconds)
+
+    async def tick(self) -> TickResult:
+        """One planner transaction. A storage failure is logged, counted and retried by
+        the next tick; the transaction rolled back, so it wrote nothing."""
+        started = self._monotonic()
+        try:
+            schedules, inserted = await self._store.plan_due(
+                limit=self._batch,
+                lookahead_seconds=self._lookahead_seconds,
+                decide=self._decide,
+            )
+            result = TickResult(schedules, inserted)
+        except StorageError as exc:
+            log.error("planner tick failed, retrying in %ss: %s", self._tick_seconds, exc)
+            result = TickResult(0, 0, failed=True)
+        finally:
+            self._metrics.planner_tick(self._monotonic() - started)
+        self._record(result)
+        return result
+
+    async def next_tick(self) -> TickResult:
+        """The result of the next tick to complete (tests await this instead of sleeping)."""
+        waiter: asyncio.Future[TickResult] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        return await waiter
+
+    def _record(self, result: TickResult) -> None:
+        self.ticks += 1
+        self.failed_ticks += result.failed
+        self.schedules_claimed += result.schedules
+        self.runs_inserted += result.runs_inserted
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(result)
