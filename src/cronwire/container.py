@@ -17,9 +17,11 @@ from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
+from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.config import Settings
+from cronwire.service.planner import Planner
 from cronwire.service.supervisor import LoopBody
 
 
@@ -73,6 +75,15 @@ class Container(containers.DeclarativeContainer):
     )
 
     # -- planner providers (stage 1) --
+    planner_store = providers.Singleton(PostgresPlannerStore, pool=db_pool)
+    planner = providers.Singleton(
+        Planner,
+        store=planner_store,
+        metrics=metrics,
+        batch=settings.provided.planner_batch,
+        tick_seconds=settings.provided.planner_tick_seconds,
+        lookahead_seconds=settings.provided.planner_lookahead_seconds,
+    )
 
     # -- executor providers (stage 2) --
 
@@ -94,6 +105,10 @@ async def role_loops(container: Container, settings: Settings) -> dict[str, Loop
     """The background loops of this replica's roles, by name (for /readyz)."""
     loops: dict[str, LoopBody] = {}
     # -- planner role (stage 1) --
+    if "planner" in settings.roles:
+        # db_pool is an async Resource, so providers depending on it resolve to awaitables.
+        planner: Planner = await container.planner()  # type: ignore[misc]
+        loops["planner"] = planner.run
     # -- executor role (stage 2) --
     # -- maintenance (every replica) --
     return loops
