@@ -117,6 +117,33 @@ def cmd_tenant_token(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_partitions_maintain(settings: Settings, _args: argparse.Namespace) -> int:
+    from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
+    from cronwire.adapters.postgres.migrator import migrate
+    from cronwire.adapters.postgres.pool import create_pool
+    from cronwire.service.maintenance import PartitionKeeper
+
+    async def maintain(dsn: str) -> dict[str, object]:
+        if settings.auto_migrate:
+            await migrate(dsn)
+        pool = await create_pool(dsn, 2)
+        try:
+            store = PostgresMaintenanceStore(pool)
+            keeper = PartitionKeeper(store, retention_months=settings.retention_months,
+                                     interval_seconds=0)
+            created, dropped = await keeper.run_once()
+            return {"created": created, "dropped": dropped, "partitions": await store.partitions()}
+        finally:
+            await pool.close()
+
+    with _database(settings) as ready:
+        assert ready.database_url is not None
+        dsn = ready.database_url
+        report = _run_async(lambda: maintain(dsn))
+    print(json.dumps(report))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     variables = "\n".join(f"  {name:<40} default {default}" for name, default in describe())
     parser = _Parser(
@@ -145,6 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
     token = tenant_commands.add_parser("token", help="issue another token for a tenant")
     token.add_argument("tenant_id", metavar="TENANT_ID", help="the tenant's UUID")
     token.set_defaults(handler=cmd_tenant_token)
+    partitions = commands.add_parser("partitions", help="run-history partition upkeep")
+    partition_commands = partitions.add_subparsers(dest="partitions_command", required=True,
+                                                   parser_class=_Parser)
+    maintain = partition_commands.add_parser(
+        "maintain",
+        help="create future job_run partitions, detach and drop those past "
+        "SCHEDULER_RETENTION_MONTHS (also runs hourly inside serve)",
+    )
+    maintain.set_defaults(handler=cmd_partitions_maintain)
     return parser
 
 

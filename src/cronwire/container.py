@@ -18,10 +18,12 @@ from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
+from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.config import Settings
 from cronwire.service.planner import Planner
+from cronwire.service.maintenance import FleetGauges, PartitionKeeper
 from cronwire.service.supervisor import LoopBody
 
 
@@ -74,6 +76,15 @@ class Container(containers.DeclarativeContainer):
         ),
     )
 
+    maintenance_store = providers.Singleton(PostgresMaintenanceStore, pool=db_pool)
+    partition_keeper = providers.Singleton(
+        PartitionKeeper, store=maintenance_store,
+        retention_months=settings.provided.retention_months, interval_seconds=3600.0,
+    )
+    fleet_gauges = providers.Singleton(
+        FleetGauges, store=maintenance_store, metrics=metrics, clock=clock, interval_seconds=5.0,
+    )
+
     # -- planner providers (stage 1) --
     planner_store = providers.Singleton(PostgresPlannerStore, pool=db_pool)
     planner = providers.Singleton(
@@ -111,4 +122,6 @@ async def role_loops(container: Container, settings: Settings) -> dict[str, Loop
         loops["planner"] = planner.run
     # -- executor role (stage 2) --
     # -- maintenance (every replica) --
+    loops["partitions"] = container.partition_keeper().run
+    loops["gauges"] = container.fleet_gauges().run
     return loops

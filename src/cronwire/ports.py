@@ -16,13 +16,16 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+from cronwire.domain.breaker import BreakerPolicy, BreakerState
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
+from cronwire.domain.history import RunDetail, RunQuery, RunView
 from cronwire.domain.model import (
     ClaimedRun,
     DueSchedule,
     PlanDecision,
     RunResolution,
 )
+from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
 
 class Clock(Protocol):
@@ -157,3 +160,139 @@ class Metrics(Protocol):
     def set_clock_skew(self, seconds: float) -> None: ...
 
     def set_breakers_open(self, targets: int) -> None: ...
+
+
+# -- tenant API (issue 5): tokens, schedules, run history --
+# Every method takes the tenant id and confines itself to that tenant's rows: another
+# tenant's object is indistinguishable from a missing one (NotFound), never a 403.
+
+
+class TokenVerifier(Protocol):
+    async def tenant_for_token(self, token: str) -> UUID | None:
+        """The tenant owning ``token`` (compared in constant time), or None."""
+        ...
+
+
+class ScheduleStore(Protocol):
+    """Schedules as tenants edit them. Every fire-time computation uses the database
+    clock read inside the writing transaction. Raises NotFound for a missing, deleted or
+    foreign schedule and StorageError when the database fails."""
+
+    async def limits_and_now(
+        self, tenant_id: UUID, defaults: TenantLimits
+    ) -> tuple[TenantLimits, datetime]:
+        """The tenant's effective limits (its own columns over ``defaults``) and ``now()``."""
+        ...
+
+    async def create(
+        self, tenant_id: UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
+        max_schedules: int,
+    ) -> ScheduleRecord:
+        """Insert a validated schedule with its first ``next_fire_at``; LimitExceeded
+        ("max_schedules") when the tenant already has ``max_schedules`` live ones."""
+        ...
+
+    async def db_now(self) -> datetime:
+        """Postgres ``now()`` (previews count from it)."""
+        ...
+
+    async def get(self, tenant_id: UUID, schedule_id: UUID) -> ScheduleRecord: ...
+
+    async def list(
+        self, tenant_id: UUID, *, after: UUID | None, limit: int
+    ) -> Sequence[ScheduleRecord]:
+        """Live schedules ordered by id, strictly after ``after`` (keyset)."""
+        ...
+
+    async def update(
+        self, tenant_id: UUID, schedule_id: UUID, revise: Callable[[ScheduleSpec], ScheduleSpec]
+    ) -> ScheduleRecord:
+        """Lock the row, apply ``revise`` (pure; may raise a domain error, which rolls
+        back), recompute ``next_fire_at`` if the timing changed, write."""
+        ...
+
+    async def delete(self, tenant_id: UUID, schedule_id: UUID) -> int:
+        """Soft-delete; cancels the schedule's pending/retrying runs (running ones finish).
+        Returns how many runs were cancelled. History stays readable."""
+        ...
+
+    async def set_paused(self, tenant_id: UUID, schedule_id: UUID, paused: bool) -> ScheduleRecord:
+        """Pause or resume. Resuming keeps ``next_fire_at`` so the planner's misfire
+        policy decides what happens to the occurrences missed while paused."""
+        ...
+
+    async def trigger(self, tenant_id: UUID, schedule_id: UUID) -> RunView:
+        """A manual run due now, at an instant no cron occurrence can take."""
+        ...
+
+    async def rotate_secret(
+        self, tenant_id: UUID, schedule_id: UUID, new_secret: str, overlap_seconds: int
+    ) -> ScheduleRecord:
+        """Install ``new_secret``; the old one keeps signing for ``overlap_seconds``."""
+        ...
+
+
+class RunHistory(Protocol):
+    """The tenant-facing run history (reads only)."""
+
+    async def list(self, tenant_id: UUID, query: RunQuery) -> Sequence[RunView]: ...
+
+    async def get(self, tenant_id: UUID, run_id: UUID) -> RunDetail:
+        """The run and its attempts (oldest first); NotFound if not this tenant's."""
+        ...
+
+
+# -- executor: circuit breaker store (stage 2) --
+
+
+class BreakerStore(Protocol):
+    """Circuit-breaker state per (tenant, target key), shared by all replicas in Postgres.
+
+    The transitions are :mod:`cronwire.domain.breaker`'s; the store only reads, locks and
+    writes. Keys are ``(tenant_id, target_key(url))``."""
+
+    async def open_states(
+        self, keys: Sequence[tuple[UUID, str]]
+    ) -> tuple[datetime, dict[tuple[UUID, str], BreakerState]]:
+        """Postgres ``now()`` and the state of each of ``keys`` whose breaker is not
+        closed (a key missing from the dict is closed). One round trip per claim batch."""
+        ...
+
+    async def try_probe(
+        self, key: tuple[UUID, str], owner: str, probe_seconds: float
+    ) -> bool:
+        """Take the half-open probe of ``key`` if its cool-down is over (or the previous
+        probe expired); True for exactly one caller among concurrent replicas."""
+        ...
+
+    async def record(
+        self, outcomes: Sequence[tuple[UUID, str, bool]], policy: BreakerPolicy
+    ) -> None:
+        """Feed attempt outcomes ``(tenant_id, target_key, healthy)`` in the order they
+        finished; applies the domain transitions under row locks in one transaction."""
+        ...
+
+    async def open_count(self) -> int:
+        """Targets whose breaker is not closed (scheduler_breaker_open)."""
+        ...
+
+
+class MaintenanceStore(Protocol):
+    """Partition upkeep and the fleet-wide gauges every replica reports."""
+
+    async def maintain_partitions(
+        self, months_ahead: int, retention_months: int
+    ) -> tuple[int, list[str]]:
+        """Create run-history partitions ``months_ahead`` months past this one and detach +
+        drop those older than ``retention_months`` (this month counts as one), under an
+        advisory lock so one replica does it at a time. Returns (created, dropped names);
+        (0, []) when another replica holds the lock. Raises StorageError."""
+        ...
+
+    async def due_backlog(self) -> int:
+        """Runs due and not terminal (scheduler_runs_due_backlog)."""
+        ...
+
+    async def db_now(self) -> datetime:
+        """Postgres ``now()``, for the clock-skew gauge."""
+        ...

@@ -1,0 +1,63 @@
+"""Partition upkeep and fleet gauges in Postgres (the MaintenanceStore port)."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+
+import asyncpg
+
+from cronwire.adapters.postgres.sql import queries
+from cronwire.errors import StorageError
+
+Q = queries("maintenance")
+# What a lost or refused connection raises; translated to StorageError at this boundary.
+DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+KEEPER_LOCK = int.from_bytes(hashlib.sha256(b"cronwire.partitions").digest()[:8], "big", signed=True)
+
+
+class PostgresMaintenanceStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def maintain_partitions(self, months_ahead: int, retention_months: int) -> tuple[int, list[str]]:
+        """Create partitions up to ``months_ahead`` and drop those past retention, under an
+        advisory lock; returns (created, dropped). Another replica holding the lock: (0, [])."""
+        try:
+            async with self._pool.acquire() as conn:
+                if not await conn.fetchval(Q["maintenance_try_lock"], KEEPER_LOCK):
+                    return 0, []
+                try:
+                    created = await conn.fetchval(Q["partition_ensure"], months_ahead)
+                    dropped: list[str] = []
+                    for row in await conn.fetch(Q["partition_expired_detach_statements"], retention_months):
+                        # Outside a transaction block: DETACH CONCURRENTLY waits for readers
+                        # instead of blocking them.
+                        await conn.execute(row["detach_sql"])
+                        await conn.execute(row["drop_sql"])
+                        dropped.append(row["partition"])
+                    for row in await conn.fetch(Q["partition_detached_leftovers"], retention_months):
+                        await conn.execute(row["drop_sql"])
+                        dropped.append(row["partition"])
+                    return int(created), dropped
+                finally:
+                    await conn.fetchval(Q["maintenance_unlock"], KEEPER_LOCK)
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"partition maintenance failed: {exc}") from exc
+
+    async def partitions(self) -> list[str]:
+        rows = await self._pool.fetch(Q["partition_list"])
+        return [row["partition"] for row in rows]
+
+    async def due_backlog(self) -> int:
+        try:
+            return int(await self._pool.fetchval(Q["run_due_backlog"]))
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"backlog query failed: {exc}") from exc
+
+    async def db_now(self) -> datetime:
+        try:
+            now: datetime = await self._pool.fetchval(Q["database_now"])
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"now() query failed: {exc}") from exc
+        return now

@@ -1,0 +1,55 @@
+-- Partition upkeep and fleet-wide gauges. Any replica may run these; the keeper takes
+-- an advisory lock so only one does the DDL at a time.
+
+-- name: maintenance_try_lock
+SELECT pg_try_advisory_lock($1)
+
+-- name: maintenance_unlock
+SELECT pg_advisory_unlock($1)
+
+-- name: partition_ensure
+SELECT cronwire_ensure_partitions((date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month')::date, $1::integer + 2)
+
+-- name: partition_expired_detach_statements
+-- Partitions entirely older than the first kept month, as ready-to-run DETACH statements
+-- (%I quotes identifiers; DETACH ... CONCURRENTLY cannot run inside a function).
+SELECT c.relname AS partition,
+       format('ALTER TABLE %I DETACH PARTITION %I CONCURRENTLY', p.relname, c.relname) AS detach_sql,
+       format('DROP TABLE IF EXISTS %I', c.relname) AS drop_sql
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+JOIN pg_class p ON p.oid = i.inhparent
+WHERE p.relname IN ('job_run', 'job_run_attempt')
+  AND c.relname ~ '_p[0-9]{4}_[0-9]{2}$'
+  AND to_date(right(c.relname, 7), 'YYYY_MM')
+      < (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $1::integer - 1))::date
+ORDER BY c.relname
+
+-- name: partition_detached_leftovers
+-- A detach interrupted by a crash leaves the partition "detach pending" or detached but
+-- not dropped; finish both on the next pass.
+SELECT c.relname AS partition, format('DROP TABLE IF EXISTS %I', c.relname) AS drop_sql
+FROM pg_class c
+WHERE c.relkind = 'r'
+  AND c.relnamespace = 'public'::regnamespace
+  AND c.relname ~ '^job_run(_attempt)?_p[0-9]{4}_[0-9]{2}$'
+  AND NOT c.relispartition
+  AND to_date(right(c.relname, 7), 'YYYY_MM')
+      < (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $1::integer - 1))::date
+
+-- name: partition_list
+SELECT p.relname AS parent, c.relname AS partition
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+JOIN pg_class p ON p.oid = i.inhparent
+WHERE p.relname IN ('job_run', 'job_run_attempt')
+ORDER BY p.relname, c.relname
+
+-- name: run_due_backlog
+-- Runs due and not terminal: runnable ones past fire_after plus those being delivered.
+SELECT (SELECT count(*) FROM job_run
+         WHERE status IN ('pending', 'retrying') AND fire_after <= now())
+     + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
+
+-- name: database_now
+SELECT now()

@@ -1,0 +1,73 @@
+"""Small periodic loops every replica runs: partition keeper and fleet gauges."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import timedelta
+
+from cronwire.errors import StorageError
+from cronwire.ports import Clock, MaintenanceStore, Metrics
+
+log = logging.getLogger(__name__)
+MONTHS_AHEAD = 2
+
+
+async def _wait(stopping: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stopping.wait(), timeout=seconds)
+
+
+class PartitionKeeper:
+    """Creates run-history partitions ahead of time and drops expired ones."""
+
+    def __init__(self, store: MaintenanceStore, *, retention_months: int, interval_seconds: float) -> None:
+        self._store = store
+        self._retention = retention_months
+        self._interval = interval_seconds
+        self.passes = 0  # test signal: completed passes
+
+    async def run_once(self) -> tuple[int, list[str]]:
+        created, dropped = await self._store.maintain_partitions(MONTHS_AHEAD, self._retention)
+        if created or dropped:
+            log.info("partitions: created %d, dropped %s", created, dropped or "none")
+        self.passes += 1
+        return created, dropped
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            try:
+                await self.run_once()
+            except StorageError:
+                log.warning("partition maintenance failed; retrying next pass", exc_info=True)
+            await _wait(stopping, self._interval)
+
+
+class FleetGauges:
+    """Samples the due backlog and this replica's clock skew against Postgres."""
+
+    def __init__(self, store: MaintenanceStore, metrics: Metrics, clock: Clock, *, interval_seconds: float) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._clock = clock
+        self._interval = interval_seconds
+
+    async def sample(self) -> tuple[int, float]:
+        backlog = await self._store.due_backlog()
+        before = self._clock.now()
+        db_now = await self._store.db_now()
+        after = self._clock.now()
+        # Compare against the midpoint of the round trip so network latency is not skew.
+        skew = ((before + (after - before) / 2) - db_now) / timedelta(seconds=1)
+        self._metrics.set_backlog(backlog)
+        self._metrics.set_clock_skew(skew)
+        return backlog, skew
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            try:
+                await self.sample()
+            except StorageError:
+                log.warning("gauge sampling failed; retrying next pass", exc_info=True)
+            await _wait(stopping, self._interval)

@@ -1,0 +1,77 @@
+"""Partition keeper and fleet gauges against a real database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+
+import asyncpg
+
+from cronwire.adapters.clock import SystemClock
+from cronwire.adapters.metrics import PrometheusMetrics
+from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
+from cronwire.service.maintenance import FleetGauges, PartitionKeeper
+from tests.support.processes import clean_env, run_cli
+
+
+def _month(offset: int) -> str:
+    now = datetime.now(UTC)
+    index = now.year * 12 + now.month - 1 + offset
+    return f"p{index // 12:04d}_{index % 12 + 1:02d}"
+
+
+async def _insert_run(pool: asyncpg.Pool, when: str) -> None:
+    await pool.execute(
+        "INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, fire_after) "
+        "VALUES (gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), $1::timestamptz, 'k', $1::timestamptz)",
+        datetime.fromisoformat(when),
+    )
+
+
+async def test_keeper_creates_ahead_and_drops_expired_partitions(db_pool: asyncpg.Pool) -> None:
+    now = datetime.now(UTC)
+    old_index = now.year * 12 + now.month - 1 - 6
+    old_start = f"{old_index // 12:04d}-{old_index % 12 + 1:02d}-01"
+    await db_pool.execute("SELECT cronwire_ensure_partitions($1::date, 1)", datetime.fromisoformat(old_start).date())
+    await _insert_run(db_pool, old_start + "T12:00:00+00:00")
+    await _insert_run(db_pool, now.isoformat())
+    # As if migrated a month ago: the month two ahead does not exist yet.
+    await db_pool.execute(f"DROP TABLE job_run_{_month(2)}, job_run_attempt_{_month(2)}")
+
+    store = PostgresMaintenanceStore(db_pool)
+    keeper = PartitionKeeper(store, retention_months=3, interval_seconds=3600)
+    created, dropped = await keeper.run_once()
+
+    names = set(await store.partitions())
+    assert f"job_run_{_month(-6)}" in dropped and f"job_run_attempt_{_month(-6)}" in dropped
+    assert f"job_run_{_month(-6)}" not in names
+    for offset in (-1, 0, 1, 2):  # within retention (3 months incl. this one) and ahead
+        assert f"job_run_{_month(offset)}" in names
+    assert created == 2  # job_run and job_run_attempt for the month two ahead
+    assert await db_pool.fetchval("SELECT count(*) FROM job_run") == 1  # only the expired row went
+    assert await keeper.run_once() == (0, [])  # idempotent
+
+
+async def test_only_one_keeper_does_ddl_at_a_time(db_pool: asyncpg.Pool) -> None:
+    store = PostgresMaintenanceStore(db_pool)
+    results = await asyncio.gather(*(store.maintain_partitions(6, 3) for _ in range(4)))
+    assert sum(created for created, _ in results) == 8  # 4 months x 2 tables, created once
+
+
+async def test_gauges_report_backlog_and_small_clock_skew(db_pool: asyncpg.Pool) -> None:
+    for _ in range(3):
+        await _insert_run(db_pool, "2000-01-01T00:00:00+00:00".replace("2000-01-01", datetime.now(UTC).date().isoformat()))
+    await db_pool.execute("UPDATE job_run SET fire_after = now() - interval '1 minute'")
+    metrics = PrometheusMetrics()
+    backlog, skew = await FleetGauges(PostgresMaintenanceStore(db_pool), metrics, SystemClock(), interval_seconds=5).sample()
+    assert backlog == 3 and abs(skew) < 1.0
+    text = metrics.exposition().decode()
+    assert "scheduler_runs_due_backlog 3.0" in text
+
+
+def test_partitions_maintain_command(database_url: str) -> None:
+    result = run_cli("partitions", "maintain", env=clean_env(SCHEDULER_DATABASE_URL=database_url))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert f"job_run_{_month(2)}" in report["partitions"]
