@@ -10,6 +10,7 @@ import logging
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
 from typing import NoReturn, TypeVar
 
 from cronwire.config import Settings, describe, load_settings
@@ -144,6 +145,38 @@ def cmd_partitions_maintain(settings: Settings, _args: argparse.Namespace) -> in
     return 0
 
 
+def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
+    from cronwire.domain.cron import parse_cron
+    from cronwire.domain.errors import InvalidCron
+    from cronwire.loadtest.harness import LoadTestPlan, run_loadtest
+
+    try:
+        parse_cron(args.cron)
+    except InvalidCron as exc:
+        _fail(f"--cron: {exc}")
+    plan = LoadTestPlan(
+        mode=args.mode, schedules=args.schedules, replicas=args.replicas,
+        duration=args.duration, out=args.out, cron=args.cron, workers=args.workers,
+        dsn=settings.database_url,
+    )
+    report = run_loadtest(plan)
+    print(json.dumps(report.summary))
+    return 0
+
+
+def _bounded(kind: Callable[[str], T], low: T, high: T) -> Callable[[str], T]:
+    def parse(text: str) -> T:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not low <= value <= high:  # type: ignore[operator]
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {text}")
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     variables = "\n".join(f"  {name:<40} default {default}" for name, default in describe())
     parser = _Parser(
@@ -181,6 +214,24 @@ def build_parser() -> argparse.ArgumentParser:
         "SCHEDULER_RETENTION_MONTHS (also runs hourly inside serve)",
     )
     maintain.set_defaults(handler=cmd_partitions_maintain)
+
+    loadtest = commands.add_parser(
+        "loadtest",
+        help="start Postgres (and a broker), a sink and R replicas; fire N schedules at the "
+        "same instants; print one JSON line of results",
+    )
+    loadtest.add_argument("--mode", choices=["postgres", "kafka"], default="postgres")
+    loadtest.add_argument("--schedules", type=_bounded(int, 1, 1_000_000), default=1000)
+    loadtest.add_argument("--replicas", type=_bounded(int, 1, 16), default=2)
+    loadtest.add_argument("--duration", type=_bounded(float, 1.0, 3600.0), default=30.0,
+                          help="seconds of firing (default 30)")
+    loadtest.add_argument("--out", type=Path, default=Path("loadtest-out"),
+                          help="report.json, report.png, logs (default ./loadtest-out)")
+    loadtest.add_argument("--cron", default="*/5 * * * * *",
+                          help="the cron every schedule shares (default every 5 s)")
+    loadtest.add_argument("--workers", type=_bounded(int, 1, 10_000), default=256,
+                          help="SCHEDULER_EXECUTOR_WORKERS per replica")
+    loadtest.set_defaults(handler=cmd_loadtest)
     return parser
 
 
