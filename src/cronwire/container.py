@@ -20,7 +20,12 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.pool import create_pool
+from cronwire.adapters.postgres.run_history import PostgresRunHistory
+from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.api.app import build_tenant_routers
+from cronwire.api.context import ApiContext
+from cronwire.api.limits import default_limits
 from cronwire.config import Settings
 from cronwire.service.planner import Planner
 from cronwire.service.maintenance import FleetGauges, PartitionKeeper
@@ -99,6 +104,8 @@ class Container(containers.DeclarativeContainer):
     # -- executor providers (stage 2) --
 
     # -- api providers --
+    schedule_store = providers.Singleton(PostgresScheduleStore, pool=db_pool)
+    run_history = providers.Singleton(PostgresRunHistory, pool=db_pool)
 
 
 def build_container(settings: Settings) -> Container:
@@ -109,6 +116,17 @@ def api_routers(container: Container) -> list[APIRouter]:
     """Tenant-facing routers served by the ``api`` role."""
     routers: list[APIRouter] = []
     # -- tenant API routers --
+    settings: Settings = container.settings()
+    # Store providers hang off the async pool Resource, so the routers get the providers
+    # themselves and await them per request (a resolved Singleton costs one await).
+    routers.extend(build_tenant_routers(ApiContext(
+        tokens=container.tenant_store,
+        schedules=container.schedule_store,
+        runs=container.run_history,
+        check_url=container.target_guard().check_url,
+        default_limits=default_limits(settings),
+        max_request_bytes=settings.api_max_request_bytes,
+    )))
     return routers
 
 

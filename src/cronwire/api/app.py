@@ -6,7 +6,31 @@ from collections.abc import Callable
 
 from fastapi import APIRouter, FastAPI
 
+from cronwire.api.context import ApiContext
+from cronwire.api.errors import install_error_handlers
 from cronwire.api.ops import ReadinessCheck, ops_router
+from cronwire.api.routes_runs import runs_router
+from cronwire.api.routes_schedules import schedules_router
+
+DESCRIPTION = """\
+Multi-tenant durable cron: schedules, runs and their delivery evidence.
+
+Every `/v1` route takes `Authorization: Bearer <token>` (from `cronwire tenant create`).
+A token sees only its tenant's objects: another tenant's id answers 404, exactly like an
+id that does not exist. Every error has one shape,
+`{"error": {"code", "message", "field", "limit"}}`, and its message starts with the
+field or limit at fault. Times are RFC 3339 in UTC (`...Z`).
+"""
+OPENAPI_TAGS = [
+    {"name": "schedules", "description": "Cron schedules and their HTTP targets."},
+    {"name": "runs", "description": "Run history (newest first) with attempt evidence."},
+    {"name": "operations", "description": "Health, readiness and metrics (no auth)."},
+]
+
+
+def build_tenant_routers(ctx: ApiContext) -> list[APIRouter]:
+    """The `/v1` routers, wired to the stores in ``ctx``."""
+    return [schedules_router(ctx), runs_router(ctx)]
 
 
 def create_app(
@@ -17,8 +41,10 @@ def create_app(
     app = FastAPI(
         title="cronwire",
         version="0.1.0",
-        description="Multi-tenant durable cron: schedules, runs and their delivery evidence.",
+        description=DESCRIPTION,
+        openapi_tags=OPENAPI_TAGS,
     )
+    install_error_handlers(app)
     app.include_router(ops_router(readiness, exposition))
     for router in tenant_routers or []:
         app.include_router(router)

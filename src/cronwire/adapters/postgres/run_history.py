@@ -1,0 +1,94 @@
+"""RunHistory on Postgres: keyset pages of job_run and a run's attempt evidence."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import asyncpg
+
+from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.history import AttemptView, RunDetail, RunQuery, RunView
+from cronwire.domain.model import RunStatus, Trigger
+from cronwire.errors import NotFound, StorageError
+
+Q = queries("run_history")
+# What a lost connection, a server error or a pool timeout looks like from asyncpg.
+DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+# "No bound" as concrete values, so every query keeps one shape the planner can prune on.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+LAST_ID = uuid.UUID(int=(1 << 128) - 1)
+
+
+def run_view(row: asyncpg.Record) -> RunView:
+    return RunView(
+        id=row["id"],
+        schedule_id=row["schedule_id"],
+        scheduled_for=row["scheduled_for"],
+        status=RunStatus(row["status"]),
+        attempt_count=row["attempt_count"],
+        fire_after=row["fire_after"],
+        first_attempt_at=row["first_attempt_at"],
+        finished_at=row["finished_at"],
+        last_status_code=row["last_status_code"],
+        last_error=row["last_error"],
+        trigger=Trigger(row["trigger"]),
+    )
+
+
+def _attempt_view(row: asyncpg.Record) -> AttemptView:
+    return AttemptView(
+        attempt=row["attempt"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        outcome=row["outcome"],
+        status_code=row["status_code"],
+        error=row["error"],
+        duration_ms=row["duration_ms"],
+        response_excerpt=row["response_excerpt"],
+    )
+
+
+def list_arguments(tenant_id: uuid.UUID, query: RunQuery) -> tuple[str, list[object]]:
+    """The named query and its parameters for one page (public for EXPLAIN tests)."""
+    before_at, before_id = (
+        (query.before.scheduled_for, query.before.id) if query.before else (LATEST, LAST_ID)
+    )
+    args: list[object] = [
+        tenant_id, query.since or EARLIEST, query.until or LATEST, before_at, before_id,
+        query.limit,
+    ]
+    status = query.status.value if query.status is not None else None
+    if query.schedule_id is not None:
+        return "run_list_for_schedule", [*args, status, query.schedule_id]
+    if status is not None:
+        return "run_list_for_tenant_status", [*args, status]
+    return "run_list_for_tenant", args
+
+
+class PostgresRunHistory:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def list(self, tenant_id: uuid.UUID, query: RunQuery) -> Sequence[RunView]:
+        name, args = list_arguments(tenant_id, query)
+        try:
+            rows = await self._pool.fetch(Q[name], *args)
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"reading run history failed: {exc!r}") from exc
+        return [run_view(row) for row in rows]
+
+    async def get(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> RunDetail:
+        try:
+            async with self._pool.acquire() as conn:
+                row = await conn.fetchrow(Q["run_get"], tenant_id, run_id)
+                if row is None:
+                    raise NotFound(f"run {run_id} not found")
+                attempts = await conn.fetch(
+                    Q["run_attempts"], tenant_id, run_id, row["scheduled_for"]
+                )
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"reading run {run_id} failed: {exc!r}") from exc
+        return RunDetail(run_view(row), tuple(_attempt_view(a) for a in attempts))

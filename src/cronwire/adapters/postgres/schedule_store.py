@@ -1,0 +1,227 @@
+"""ScheduleStore on Postgres. Every statement carries the tenant id (queries/schedule.sql).
+
+Fire times are computed by the pure rules in :mod:`cronwire.domain.schedule_rules`, with
+the clock read inside the same transaction that writes them (never the replica's clock).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from cronwire.adapters.postgres.run_history import run_view
+from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.history import RunView
+from cronwire.domain.model import (
+    MisfirePolicy,
+    RetryPolicy,
+    ScheduleStatus,
+    Target,
+    idempotency_key_for,
+    run_id_for,
+)
+from cronwire.domain.schedule_rules import LimitExceeded, next_fire_after, rescheduled_next_fire
+from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+from cronwire.errors import NotFound, StorageError
+
+Q = queries("schedule")
+DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+NIL_ID = uuid.UUID(int=0)
+# A manual instant collides only with another manual trigger in the same microsecond.
+MANUAL_INSERT_TRIES = 5
+
+
+def _target_json(target: Target) -> dict[str, Any]:
+    return {"url": target.url, "method": target.method, "headers": dict(target.headers),
+            "body": target.body}
+
+
+def _retry_json(retry: RetryPolicy) -> dict[str, Any]:
+    return {"max_attempts": retry.max_attempts,
+            "initial_backoff_seconds": retry.initial_backoff_seconds,
+            "max_backoff_seconds": retry.max_backoff_seconds}
+
+
+def _spec_columns(spec: ScheduleSpec) -> list[object]:
+    """name .. ends_at in the column order schedule_insert and schedule_update share."""
+    return [spec.name, spec.cron, spec.timezone, _target_json(spec.target),
+            _retry_json(spec.retry), spec.misfire_policy.value, spec.catchup_window_seconds]
+
+
+def _record(row: asyncpg.Record) -> ScheduleRecord:
+    target, retry = row["target"], row["retry"]
+    spec = ScheduleSpec(
+        name=row["name"],
+        cron=row["cron"],
+        timezone=row["timezone"],
+        target=Target(url=target["url"], method=target.get("method", "POST"),
+                      headers=dict(target.get("headers") or {}), body=target.get("body")),
+        retry=RetryPolicy(
+            max_attempts=retry["max_attempts"],
+            initial_backoff_seconds=float(retry["initial_backoff_seconds"]),
+            max_backoff_seconds=float(retry["max_backoff_seconds"]),
+        ),
+        misfire_policy=MisfirePolicy(row["misfire_policy"]),
+        catchup_window_seconds=row["catchup_window_seconds"],
+        starts_at=row["starts_at"],
+        ends_at=row["ends_at"],
+    )
+    return ScheduleRecord(
+        id=row["id"], tenant_id=row["tenant_id"], spec=spec,
+        status=ScheduleStatus(row["status"]), next_fire_at=row["next_fire_at"],
+        last_fire_at=row["last_fire_at"], created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        previous_secret_expires_at=row["previous_secret_expires_at"],
+        signing_secret=row["signing_secret"],
+    )
+
+
+def _found(row: asyncpg.Record | None, schedule_id: uuid.UUID) -> asyncpg.Record:
+    if row is None:
+        raise NotFound(f"schedule {schedule_id} not found")
+    return row
+
+
+class PostgresScheduleStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def limits_and_now(
+        self, tenant_id: uuid.UUID, defaults: TenantLimits
+    ) -> tuple[TenantLimits, datetime]:
+        try:
+            row = await self._pool.fetchrow(Q["tenant_limits_now"], tenant_id)
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"reading tenant limits failed: {exc!r}") from exc
+        if row is None:
+            raise NotFound(f"tenant {tenant_id} not found")
+        limits = defaults.overridden_by(
+            max_schedules=row["max_schedules"],
+            min_interval_seconds=row["min_interval_seconds"],
+            max_body_bytes=row["max_body_bytes"],
+            max_headers=row["max_headers"],
+        )
+        return limits, row["db_now"]
+
+    async def create(
+        self, tenant_id: uuid.UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
+        max_schedules: int,
+    ) -> ScheduleRecord:
+        status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                tenant = _found(await conn.fetchrow(Q["tenant_lock_live_count"], tenant_id),
+                                tenant_id)
+                if tenant["live"] >= max_schedules:
+                    raise LimitExceeded(
+                        "max_schedules", None,
+                        f"this tenant already has {tenant['live']} schedules "
+                        f"(limit {max_schedules}); delete one first",
+                    )
+                row = await conn.fetchrow(
+                    Q["schedule_insert"], uuid.uuid4(), tenant_id, *_spec_columns(spec),
+                    status.value, next_fire_after(spec, tenant["db_now"]), spec.starts_at,
+                    spec.ends_at, signing_secret,
+                )
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"creating a schedule failed: {exc!r}") from exc
+        return _record(_found(row, tenant_id))
+
+    async def db_now(self) -> datetime:
+        try:
+            now: datetime = await self._pool.fetchval(Q["db_now"])
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"reading the database clock failed: {exc!r}") from exc
+        return now
+
+    async def get(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> ScheduleRecord:
+        return _record(_found(await self._fetchrow("schedule_get", tenant_id, schedule_id),
+                              schedule_id))
+
+    async def list(
+        self, tenant_id: uuid.UUID, *, after: uuid.UUID | None, limit: int
+    ) -> Sequence[ScheduleRecord]:
+        try:
+            rows = await self._pool.fetch(Q["schedule_list"], tenant_id, after or NIL_ID, limit)
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"listing schedules failed: {exc!r}") from exc
+        return [_record(row) for row in rows]
+
+    async def update(
+        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+        revise: Callable[[ScheduleSpec], ScheduleSpec],
+    ) -> ScheduleRecord:
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = _found(await conn.fetchrow(Q["schedule_lock"], tenant_id, schedule_id),
+                             schedule_id)
+                current = _record(row)
+                spec = revise(current.spec)  # a domain error here rolls the lock back
+                next_fire_at = rescheduled_next_fire(
+                    current.spec, spec, current.next_fire_at, current.last_fire_at,
+                    row["db_now"],
+                )
+                updated = await conn.fetchrow(
+                    Q["schedule_update"], tenant_id, schedule_id, *_spec_columns(spec),
+                    spec.starts_at, spec.ends_at, next_fire_at,
+                )
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"updating schedule {schedule_id} failed: {exc!r}") from exc
+        return _record(_found(updated, schedule_id))
+
+    async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                _found(await conn.fetchrow(Q["schedule_soft_delete"], tenant_id, schedule_id),
+                       schedule_id)
+                status = await conn.execute(
+                    Q["job_run_cancel_for_schedule"], tenant_id, schedule_id
+                )
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"deleting schedule {schedule_id} failed: {exc!r}") from exc
+        return int(status.rsplit(" ", 1)[-1])
+
+    async def set_paused(
+        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool
+    ) -> ScheduleRecord:
+        status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
+        row = await self._fetchrow("schedule_set_status", tenant_id, schedule_id, status.value)
+        return _record(_found(row, schedule_id))
+
+    async def rotate_secret(
+        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, new_secret: str,
+        overlap_seconds: int,
+    ) -> ScheduleRecord:
+        row = await self._fetchrow(
+            "schedule_rotate_secret", tenant_id, schedule_id, new_secret, float(overlap_seconds)
+        )
+        return _record(_found(row, schedule_id))
+
+    async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                _found(await conn.fetchrow(Q["schedule_lock_live"], tenant_id, schedule_id),
+                       schedule_id)
+                for _ in range(MANUAL_INSERT_TRIES):
+                    instant: datetime = await conn.fetchval(Q["job_run_manual_instant"])
+                    run_id = run_id_for(schedule_id, instant)
+                    row = await conn.fetchrow(
+                        Q["job_run_insert_manual"], run_id, tenant_id, schedule_id, instant,
+                        idempotency_key_for(run_id),
+                    )
+                    if row is not None:
+                        return run_view(row)
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"triggering schedule {schedule_id} failed: {exc!r}") from exc
+        raise StorageError(f"no free instant for a manual run of {schedule_id}; try again")
+
+    async def _fetchrow(self, name: str, *args: object) -> asyncpg.Record | None:
+        try:
+            row: asyncpg.Record | None = await self._pool.fetchrow(Q[name], *args)
+        except DRIVER_ERRORS as exc:
+            raise StorageError(f"{name} failed: {exc!r}") from exc
+        return row

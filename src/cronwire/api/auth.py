@@ -1,0 +1,58 @@
+"""Bearer-token authentication: every tenant route depends on ``tenant_id`` from here.
+
+Tokens are looked up by their SHA-256 and compared in constant time by the token store;
+this module only extracts the header and turns "no tenant" into 401. The tenant id it
+returns is the only tenant id a handler ever passes to a store.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from fastapi import Depends
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from cronwire.api.errors import ApiError
+from cronwire.ports import TokenVerifier
+
+T = TypeVar("T")
+# How the routers get an adapter: a plain object, or a container provider whose value is
+# only ready once the container's async resources (the pool) are initialised.
+Provide = Callable[[], T | Awaitable[T]]
+MAX_TOKEN_CHARS = 512
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="cronwire"'}
+
+
+async def resolve(provide: Provide[T]) -> T:
+    value = provide()
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def unauthorized(message: str) -> ApiError:
+    return ApiError(401, message, headers=_CHALLENGE)
+
+
+def tenant_dependency(tokens: Provide[TokenVerifier]) -> Callable[..., Awaitable[uuid.UUID]]:
+    """A FastAPI dependency yielding the caller's tenant id, or answering 401."""
+    bearer = HTTPBearer(auto_error=False, bearerFormat="cwt_<random>",
+                        description="A token from `cronwire tenant create|token`.")
+
+    async def tenant_id(
+        credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
+    ) -> uuid.UUID:
+        if credentials is None or not credentials.credentials:
+            raise unauthorized("authorization: missing bearer token")
+        token = credentials.credentials
+        found = None
+        if len(token) <= MAX_TOKEN_CHARS:
+            found = await (await resolve(tokens)).tenant_for_token(token)
+        if found is None:
+            raise unauthorized("authorization: unknown or revoked token")
+        return found
+
+    return tenant_id

@@ -1,0 +1,139 @@
+"""One error shape for every refusal: ``{"error": {"code", "message", "field", "limit"}}``.
+
+``message`` starts with the field or limit it is about (``"target.url: scheme must be
+http or https"``), so a tenant can act on it without reading the docs. Domain and storage
+exceptions are mapped to status codes here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from cronwire.domain.errors import DomainError
+from cronwire.domain.schedule_rules import LimitExceeded, RuleViolation, field_of
+from cronwire.errors import NotFound, StorageError
+
+log = logging.getLogger(__name__)
+
+# Limits a tenant hits by how many objects it has (quota) answer 429; limits on the
+# content of one request answer 422 like any other invalid field.
+QUOTA_LIMITS = frozenset({"max_schedules"})
+_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found",
+          405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
+          415: "unsupported_media_type", 422: "invalid_request", 429: "limit_exceeded",
+          503: "unavailable"}
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(examples=["invalid_request"])
+    message: str = Field(examples=["retry.max_attempts: must be between 1 and 8"])
+    field: str | None = Field(None, description="The request field at fault, dotted.",
+                              examples=["retry.max_attempts"])
+    limit: str | None = Field(None, description="The per-tenant limit that was hit.",
+                              examples=["max_schedules"])
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, *, field: str | None = None,
+                 limit: str | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.field, self.limit = status, message, field, limit
+        self.headers = headers
+
+
+def error_response(status: int, message: str, *, field: str | None = None,
+                   limit: str | None = None, headers: dict[str, str] | None = None,
+                   code: str | None = None) -> JSONResponse:
+    detail = ErrorDetail(code=code or _CODES.get(status, "error"), message=message,
+                         field=field, limit=limit)
+    return JSONResponse(ErrorBody(error=detail).model_dump(), status_code=status,
+                        headers=headers)
+
+
+def _described(description: str) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": description}
+
+
+ERROR_DOCS: dict[int, dict[str, Any]] = {
+    401: _described("Missing or unknown bearer token."),
+    404: _described("No such object for this tenant (another tenant's object included)."),
+    413: _described("Request body larger than the server's cap; refused before parsing."),
+    422: _described("Invalid input; `field` names what to fix, `limit` a per-tenant limit."),
+    429: _described("A per-tenant quota (max_schedules) is used up; `limit` names it."),
+    503: _described("The database is unreachable; retry after `Retry-After` seconds."),
+}
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for the given error statuses (always 401 and 503)."""
+    return {status: ERROR_DOCS[status] for status in sorted({401, 503, *statuses})}
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if not isinstance(p, int)]
+    if parts and parts[0] in {"body", "query", "path", "header"}:
+        parts = parts[1:] or parts[:1]
+    return ".".join(parts) or "body"
+
+
+async def _validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid"}
+    field = _dotted(tuple(first.get("loc", ("body",))))
+    if first.get("type") == "json_invalid":
+        field = "body"
+    return error_response(422, f"{field}: {first.get('msg', 'invalid')}", field=field)
+
+
+async def _http(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return error_response(exc.status_code, str(exc.detail),
+                          field="body" if exc.status_code == 413 else None,
+                          headers=dict(exc.headers) if exc.headers else None)
+
+
+async def _api(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.message, field=exc.field, limit=exc.limit,
+                          headers=exc.headers)
+
+
+async def _domain(_: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, LimitExceeded):
+        status = 429 if exc.limit in QUOTA_LIMITS else 422
+        return error_response(status, str(exc), field=exc.field, limit=exc.limit,
+                              code="limit_exceeded")
+    field = exc.field if isinstance(exc, RuleViolation) else field_of(
+        exc if isinstance(exc, DomainError) else DomainError(str(exc)), "body")
+    message = str(exc) if str(exc).startswith(f"{field}: ") else f"{field}: {exc}"
+    return error_response(422, message, field=field)
+
+
+async def _not_found(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(404, str(exc))
+
+
+async def _storage(_: Request, exc: Exception) -> JSONResponse:
+    log.warning("storage failure answered 503: %s", exc)
+    return error_response(503, "the database is unavailable; retry shortly",
+                          headers={"Retry-After": "1"})
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(ApiError, _api)
+    app.add_exception_handler(DomainError, _domain)
+    app.add_exception_handler(NotFound, _not_found)
+    app.add_exception_handler(StorageError, _storage)

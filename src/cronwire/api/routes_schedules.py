@@ -1,0 +1,203 @@
+"""`/v1/schedules`: create, read, list, edit, delete, pause, resume, trigger, preview and
+rotate the signing secret. Handlers translate HTTP to domain and back; the rules are the
+domain's and every store call carries the authenticated tenant id.
+"""
+
+# No "from __future__ import annotations": FastAPI must see the real types of the
+# handlers' parameters, and the Tenant dependency alias is local to the factory.
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Response
+
+from cronwire.api.auth import resolve, tenant_dependency
+from cronwire.api.context import ApiContext
+from cronwire.api.errors import responses
+from cronwire.api.routes_runs import run_out
+from cronwire.api.schemas import (
+    FireTime,
+    Preview,
+    RetryIn,
+    RunOut,
+    ScheduleCreate,
+    ScheduleCreated,
+    ScheduleOut,
+    SchedulePage,
+    SchedulePatch,
+    SecretRotated,
+    TargetIn,
+)
+from cronwire.domain.cron import load_timezone
+from cronwire.domain.delivery import new_signing_secret
+from cronwire.domain.keyset import decode_id_cursor, encode_id_cursor
+from cronwire.domain.model import RetryPolicy, ScheduleStatus, Target
+from cronwire.domain.schedule_rules import (
+    PREVIEW_MAX,
+    RuleViolation,
+    parse_misfire_policy,
+    preview,
+    validate_spec,
+)
+from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec
+
+NULLABLE_ON_PATCH = frozenset({"starts_at", "ends_at"})
+ScheduleId = Annotated[uuid.UUID, Path(alias="id", description="The schedule's id.")]
+
+
+def _target(given: TargetIn) -> Target:
+    return Target(url=given.url, method=given.method, headers=dict(given.headers),
+                  body=given.body)
+
+
+def _retry(given: RetryIn) -> RetryPolicy:
+    return RetryPolicy(given.max_attempts, given.initial_backoff_seconds,
+                       given.max_backoff_seconds)
+
+
+def spec_from(body: ScheduleCreate) -> ScheduleSpec:
+    return ScheduleSpec(
+        name=body.name, cron=body.cron, timezone=body.timezone, target=_target(body.target),
+        retry=_retry(body.retry), misfire_policy=parse_misfire_policy(body.misfire_policy),
+        catchup_window_seconds=body.catchup_window_seconds, starts_at=body.starts_at,
+        ends_at=body.ends_at,
+    )
+
+
+def changes_from(patch: SchedulePatch) -> dict[str, Any]:
+    """The fields a PATCH sets, as domain values; an explicit null only where allowed."""
+    changes: dict[str, Any] = {}
+    for name in sorted(patch.model_fields_set):
+        value = getattr(patch, name)
+        if value is None and name not in NULLABLE_ON_PATCH:
+            raise RuleViolation(name, "must not be null")
+        if isinstance(value, TargetIn):
+            value = _target(value)
+        elif isinstance(value, RetryIn):
+            value = _retry(value)
+        elif name == "misfire_policy":
+            value = parse_misfire_policy(value)
+        changes[name] = value
+    return changes
+
+
+def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
+    spec = record.spec
+    return {
+        "id": record.id, "tenant_id": record.tenant_id, "name": spec.name, "cron": spec.cron,
+        "timezone": spec.timezone,
+        "target": {"url": spec.target.url, "method": spec.target.method,
+                   "headers": dict(spec.target.headers), "body": spec.target.body},
+        "retry": {"max_attempts": spec.retry.max_attempts,
+                  "initial_backoff_seconds": spec.retry.initial_backoff_seconds,
+                  "max_backoff_seconds": spec.retry.max_backoff_seconds},
+        "misfire_policy": spec.misfire_policy.value,
+        "catchup_window_seconds": spec.catchup_window_seconds,
+        "status": record.status.value, "paused": record.status is ScheduleStatus.PAUSED,
+        "starts_at": spec.starts_at, "ends_at": spec.ends_at,
+        "next_fire_at": record.next_fire_at, "last_fire_at": record.last_fire_at,
+        "previous_secret_expires_at": record.previous_secret_expires_at,
+        "created_at": record.created_at, "updated_at": record.updated_at,
+    }
+
+
+def schedules_router(ctx: ApiContext) -> APIRouter:
+    router = APIRouter(prefix="/v1/schedules", tags=["schedules"],
+                       max_body_size=ctx.max_request_bytes)
+    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
+
+    @router.post("", status_code=201, response_model=ScheduleCreated,
+                 summary="Create a schedule (the signing secret is shown only here)",
+                 responses=responses(413, 422, 429))
+    async def create(body: ScheduleCreate, tenant: Tenant, response: Response) -> dict[str, Any]:
+        store = await resolve(ctx.schedules)
+        limits, now = await store.limits_and_now(tenant, ctx.default_limits)
+        spec = validate_spec(spec_from(body), limits, now)
+        await ctx.check_url(spec.target.url)
+        record = await store.create(tenant, spec, paused=body.paused,
+                                    signing_secret=new_signing_secret(),
+                                    max_schedules=limits.max_schedules)
+        response.headers["Location"] = f"/v1/schedules/{record.id}"
+        return {**schedule_out(record), "signing_secret": record.signing_secret}
+
+    @router.get("", response_model=SchedulePage, summary="List schedules (keyset pages by id)",
+                responses=responses(422))
+    async def list_schedules(
+        tenant: Tenant,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        cursor: Annotated[str | None, Query(max_length=200)] = None,
+    ) -> dict[str, Any]:
+        after = decode_id_cursor(cursor) if cursor else None
+        found = await (await resolve(ctx.schedules)).list(tenant, after=after, limit=limit + 1)
+        page = found[:limit]
+        more = len(found) > limit
+        return {"items": [schedule_out(r) for r in page],
+                "next_cursor": encode_id_cursor(page[-1].id) if more else None}
+
+    @router.get("/{id}", response_model=ScheduleOut, summary="Get a schedule",
+                responses=responses(404, 422))
+    async def get(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
+        return schedule_out(await (await resolve(ctx.schedules)).get(tenant, schedule_id))
+
+    @router.patch("/{id}", response_model=ScheduleOut, responses=responses(404, 413, 422),
+                  summary="Edit a schedule; new timing recomputes next_fire_at, no duplicates")
+    async def patch(schedule_id: ScheduleId, body: SchedulePatch,
+                    tenant: Tenant) -> dict[str, Any]:
+        store = await resolve(ctx.schedules)
+        changes = changes_from(body)
+        limits, now = await store.limits_and_now(tenant, ctx.default_limits)
+        if "target" in changes:
+            await ctx.check_url(changes["target"].url)
+        record = await store.update(
+            tenant, schedule_id,
+            lambda spec: validate_spec(spec.with_changes(changes), limits, now),
+        )
+        return schedule_out(record)
+
+    @router.delete("/{id}", status_code=204, response_class=Response,
+                   responses=responses(404, 422),
+                   summary="Delete (soft): stops firing, cancels runs not yet started; "
+                   "history stays readable")
+    async def delete(schedule_id: ScheduleId, tenant: Tenant) -> Response:
+        await (await resolve(ctx.schedules)).delete(tenant, schedule_id)
+        return Response(status_code=204)
+
+    @router.post("/{id}/pause", response_model=ScheduleOut, summary="Pause firing",
+                 responses=responses(404, 422))
+    async def pause(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
+        store = await resolve(ctx.schedules)
+        return schedule_out(await store.set_paused(tenant, schedule_id, True))
+
+    @router.post("/{id}/resume", response_model=ScheduleOut, responses=responses(404, 422),
+                 summary="Resume; occurrences missed meanwhile follow the misfire policy")
+    async def resume(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
+        store = await resolve(ctx.schedules)
+        return schedule_out(await store.set_paused(tenant, schedule_id, False))
+
+    @router.post("/{id}/trigger", status_code=202, response_model=RunOut,
+                 responses=responses(404, 422), summary="Run now (a manual run, due at once)")
+    async def trigger(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
+        return run_out(await (await resolve(ctx.schedules)).trigger(tenant, schedule_id))
+
+    @router.get("/{id}/preview", response_model=Preview, responses=responses(404, 422),
+                summary="The next fire times, in UTC and in the schedule's zone")
+    async def preview_fires(
+        schedule_id: ScheduleId, tenant: Tenant,
+        count: Annotated[int, Query(ge=1, le=PREVIEW_MAX)] = 10,
+    ) -> dict[str, Any]:
+        store = await resolve(ctx.schedules)
+        record = await store.get(tenant, schedule_id)
+        zone = load_timezone(record.spec.timezone)
+        fires = preview(record.spec, await store.db_now(), count)
+        return {"items": [FireTime(utc=t, local=t.astimezone(zone).isoformat())
+                          for t in fires]}
+
+    @router.post("/{id}/rotate-secret", response_model=SecretRotated,
+                 responses=responses(404, 422),
+                 summary="New signing secret; the old one also signs for 24 hours")
+    async def rotate_secret(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
+        record = await (await resolve(ctx.schedules)).rotate_secret(
+            tenant, schedule_id, new_signing_secret(), ctx.secret_overlap_seconds)
+        return {"schedule_id": record.id, "signing_secret": record.signing_secret,
+                "previous_secret_expires_at": record.previous_secret_expires_at}
+
+    return router

@@ -1,0 +1,248 @@
+"""Request and response bodies of the tenant API, with the examples /openapi.json shows.
+
+Input models check types only (unknown fields refused); the rules about
+values (cron syntax, ranges, header names, limits) are the domain's, in
+:mod:`cronwire.domain.schedule_rules`, and the bounds advertised here are read from it so
+the schema and the checks cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+
+from cronwire.domain.model import MAX_ATTEMPTS
+from cronwire.domain.schedule_rules import (
+    MAX_BACKOFF_SECONDS,
+    MAX_CATCHUP_WINDOW_SECONDS,
+    METHODS,
+    MISFIRE_POLICIES,
+    NAME_MAX_CHARS,
+)
+from cronwire.domain.schedules import DEFAULT_CATCHUP_WINDOW_SECONDS
+
+RunStatusName = Literal[
+    "pending", "running", "retrying", "succeeded", "failed", "skipped", "cancelled"
+]
+# Unknown fields are refused (a typo must not silently fall back to a default). Numbers
+# and booleans are strict ("3" is not 3); strings and times parse as JSON gives them.
+_INPUT = ConfigDict(extra="forbid")
+
+EXAMPLE_TARGET = {"url": "https://example.com/hook", "method": "POST",
+                  "headers": {"x-custom": "1"}, "body": "{\"k\": 1}"}
+EXAMPLE_RETRY = {"max_attempts": 5, "initial_backoff_seconds": 10, "max_backoff_seconds": 3600}
+EXAMPLE_CREATE: dict[str, Any] = {
+    "name": "nightly-report", "cron": "0 3 * * *", "timezone": "Europe/Berlin",
+    "target": EXAMPLE_TARGET, "retry": EXAMPLE_RETRY, "misfire_policy": "fire_all",
+    "starts_at": None, "ends_at": None, "paused": False,
+}
+EXAMPLE_SCHEDULE: dict[str, Any] = {
+    "id": "0b7f3c52-8d7e-4a36-9d55-0f3c5a1e2b44",
+    "tenant_id": "5d9f1a0e-2b3c-4d5e-8f90-1a2b3c4d5e6f",
+    **{k: v for k, v in EXAMPLE_CREATE.items() if k != "paused"},
+    "catchup_window_seconds": 3600, "status": "active", "paused": False,
+    "next_fire_at": "2027-03-28T01:00:00Z", "last_fire_at": None,
+    "previous_secret_expires_at": None,
+    "created_at": "2027-03-27T12:00:00Z", "updated_at": "2027-03-27T12:00:00Z",
+}
+EXAMPLE_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+EXAMPLE_RUN: dict[str, Any] = {
+    "id": "6a1c0f55-4e0b-5c1d-8a7e-2b3c4d5e6f70",
+    "schedule_id": EXAMPLE_SCHEDULE["id"], "scheduled_for": "2027-03-28T01:00:00Z",
+    "status": "succeeded", "attempt_count": 1, "fire_after": "2027-03-28T01:00:00Z",
+    "first_attempt_at": "2027-03-28T01:00:00.012Z", "finished_at": "2027-03-28T01:00:00.140Z",
+    "last_status_code": 200, "last_error": None, "trigger": "schedule",
+}
+EXAMPLE_ATTEMPT: dict[str, Any] = {
+    "attempt": 1, "started_at": "2027-03-28T01:00:00.012Z",
+    "finished_at": "2027-03-28T01:00:00.140Z", "outcome": "success", "status_code": 200,
+    "error": None, "duration_ms": 128, "response_excerpt": "{\"ok\":true}",
+}
+
+
+def _examples(*examples: dict[str, Any]) -> ConfigDict:
+    return ConfigDict(json_schema_extra={"examples": list(examples)})
+
+
+class TargetIn(BaseModel):
+    model_config = _INPUT | _examples(EXAMPLE_TARGET)
+
+    url: str = Field(description="Absolute http(s) URL; private addresses are refused.",
+                     json_schema_extra={"format": "uri", "maxLength": 2048})
+    method: str = Field("POST", json_schema_extra={"enum": list(METHODS)})
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra request headers (RFC 9110 names; webhook-*, x-cronwire-* and "
+        "framing headers are cronwire's own). Count limited per tenant.",
+    )
+    body: str | None = Field(
+        None, description="Request body; null sends the JSON {schedule_id, run_id, "
+        "scheduled_for, attempt}. Size limited per tenant (max_body_bytes).",
+    )
+
+
+class RetryIn(BaseModel):
+    model_config = _INPUT | _examples(EXAMPLE_RETRY)
+
+    max_attempts: StrictInt = Field(3, json_schema_extra={"minimum": 1, "maximum": MAX_ATTEMPTS})
+    initial_backoff_seconds: StrictFloat = Field(
+        10.0, json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_BACKOFF_SECONDS})
+    max_backoff_seconds: StrictFloat = Field(
+        3600.0, description="Cap of the exponential backoff; at least initial_backoff_seconds.",
+        json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_BACKOFF_SECONDS})
+
+
+_NAME: dict[str, Any] = {"minLength": 1, "maxLength": NAME_MAX_CHARS}
+_CRON_HELP = "5 fields, or 6 with seconds first (`*/10 * * * * *`); @hourly-style macros."
+_MISFIRE: dict[str, Any] = {"enum": list(MISFIRE_POLICIES)}
+_CATCHUP: dict[str, Any] = {"minimum": 0, "maximum": MAX_CATCHUP_WINDOW_SECONDS}
+
+
+class ScheduleCreate(BaseModel):
+    model_config = _INPUT | _examples(EXAMPLE_CREATE)
+
+    name: str = Field(json_schema_extra=_NAME)
+    cron: str = Field(description=_CRON_HELP)
+    timezone: str = Field("UTC", description="IANA time zone name.")
+    target: TargetIn
+    retry: RetryIn = RetryIn.model_validate({})
+    misfire_policy: str = Field("fire_all", json_schema_extra=_MISFIRE)
+    catchup_window_seconds: StrictInt = Field(
+        DEFAULT_CATCHUP_WINDOW_SECONDS, json_schema_extra=_CATCHUP,
+        description="fire_all replays missed occurrences this far back, no further.")
+    starts_at: AwareDatetime | None = None
+    ends_at: AwareDatetime | None = Field(None, description="Must be later than starts_at.")
+    paused: StrictBool = False
+
+
+class SchedulePatch(BaseModel):
+    """Only the fields present change; target and retry are replaced whole."""
+
+    model_config = _INPUT | _examples({"cron": "30 4 * * *", "timezone": "UTC"})
+
+    name: str | None = Field(None, json_schema_extra=_NAME)
+    cron: str | None = Field(None, description=_CRON_HELP)
+    timezone: str | None = None
+    target: TargetIn | None = None
+    retry: RetryIn | None = None
+    misfire_policy: str | None = Field(None, json_schema_extra=_MISFIRE)
+    catchup_window_seconds: StrictInt | None = Field(None, json_schema_extra=_CATCHUP)
+    starts_at: AwareDatetime | None = None
+    ends_at: AwareDatetime | None = None
+
+
+class TargetOut(BaseModel):
+    url: str
+    method: str
+    headers: dict[str, str]
+    body: str | None
+
+
+class RetryOut(BaseModel):
+    max_attempts: int
+    initial_backoff_seconds: float
+    max_backoff_seconds: float
+
+
+class ScheduleOut(BaseModel):
+    model_config = _examples(EXAMPLE_SCHEDULE)
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    name: str
+    cron: str
+    timezone: str
+    target: TargetOut
+    retry: RetryOut
+    misfire_policy: Literal["fire_all", "fire_once", "skip"]
+    catchup_window_seconds: int
+    status: Literal["active", "paused"]
+    paused: bool
+    starts_at: datetime | None
+    ends_at: datetime | None
+    next_fire_at: datetime | None = Field(description="null: no further occurrence.")
+    last_fire_at: datetime | None
+    previous_secret_expires_at: datetime | None = Field(
+        description="Until then the previous signing secret also signs deliveries.")
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduleCreated(ScheduleOut):
+    model_config = _examples({**EXAMPLE_SCHEDULE, "signing_secret": EXAMPLE_SECRET})
+
+    signing_secret: str = Field(description="Shown once; verify deliveries with it.")
+
+
+class SchedulePage(BaseModel):
+    items: list[ScheduleOut]
+    next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; "
+                                    "null on the last page.")
+
+
+class FireTime(BaseModel):
+    utc: datetime
+    local: str = Field(description="The same instant in the schedule's time zone "
+                       "(RFC 3339 with offset).", examples=["2027-03-28T03:00:00+02:00"])
+
+
+class Preview(BaseModel):
+    model_config = _examples({"items": [{"utc": "2027-03-28T01:00:00Z",
+                                         "local": "2027-03-28T03:00:00+02:00"}]})
+
+    items: list[FireTime]
+
+
+class SecretRotated(BaseModel):
+    model_config = _examples({"schedule_id": EXAMPLE_SCHEDULE["id"],
+                              "signing_secret": EXAMPLE_SECRET,
+                              "previous_secret_expires_at": "2027-03-29T12:00:00Z"})
+
+    schedule_id: uuid.UUID
+    signing_secret: str
+    previous_secret_expires_at: datetime
+
+
+class RunOut(BaseModel):
+    model_config = _examples(EXAMPLE_RUN)
+
+    id: uuid.UUID
+    schedule_id: uuid.UUID
+    scheduled_for: datetime
+    status: RunStatusName
+    attempt_count: int
+    fire_after: datetime
+    first_attempt_at: datetime | None
+    finished_at: datetime | None
+    last_status_code: int | None
+    last_error: str | None
+    trigger: Literal["schedule", "manual"]
+
+
+class AttemptOut(BaseModel):
+    model_config = _examples(EXAMPLE_ATTEMPT)
+
+    attempt: int
+    started_at: datetime
+    finished_at: datetime
+    outcome: str
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+    response_excerpt: str | None = Field(description="At most 1 KiB of the response body.")
+
+
+class RunDetailOut(RunOut):
+    model_config = _examples({**EXAMPLE_RUN, "attempts": [EXAMPLE_ATTEMPT]})
+
+    attempts: list[AttemptOut] = Field(description="At most 8, oldest first.")
+
+
+class RunPage(BaseModel):
+    model_config = _examples({"items": [EXAMPLE_RUN], "next_cursor": None})
+
+    items: list[RunOut]
+    next_cursor: str | None

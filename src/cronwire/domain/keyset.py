@@ -1,0 +1,73 @@
+"""Opaque pagination cursors: base64url of the last row's sort key.
+
+A run page is ordered by (scheduled_for DESC, id DESC), so its cursor is that pair; the
+next page asks for rows strictly below it. Rows inserted or updated while a client pages
+cannot shift the boundary (unlike OFFSET), so nothing that existed when paging started is
+skipped or repeated. A schedule page is ordered by id. The version prefix lets the format
+change without misreading old cursors.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from cronwire.domain.model import epoch_micros
+from cronwire.domain.schedule_rules import RuleViolation
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_CURSOR_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class RunKey:
+    """The sort key of one run in history order."""
+
+    scheduled_for: datetime
+    id: uuid.UUID
+
+
+def _encode(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode("ascii")).decode("ascii").rstrip("=")
+
+
+def _decode(cursor: str, kind: str) -> list[str]:
+    bad = RuleViolation("cursor", "is not a cursor this API returned")
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise bad
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+    except (binascii.Error, ValueError):
+        raise bad from None
+    parts = text.split(":")
+    if parts[0] != kind:
+        raise bad
+    return parts[1:]
+
+
+def encode_run_cursor(key: RunKey) -> str:
+    return _encode(f"r1:{epoch_micros(key.scheduled_for)}:{key.id.hex}")
+
+
+def decode_run_cursor(cursor: str) -> RunKey:
+    """The key a run cursor encodes; RuleViolation("cursor", ...) if it is not one."""
+    try:
+        micros, hex_id = _decode(cursor, "r1")
+        return RunKey(_EPOCH + timedelta(microseconds=int(micros)), uuid.UUID(hex=hex_id))
+    except (ValueError, OverflowError):
+        raise RuleViolation("cursor", "is not a cursor this API returned") from None
+
+
+def encode_id_cursor(last_id: uuid.UUID) -> str:
+    return _encode(f"s1:{last_id.hex}")
+
+
+def decode_id_cursor(cursor: str) -> uuid.UUID:
+    try:
+        (hex_id,) = _decode(cursor, "s1")
+        return uuid.UUID(hex=hex_id)
+    except ValueError:
+        raise RuleViolation("cursor", "is not a cursor this API returned") from None

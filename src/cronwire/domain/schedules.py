@@ -1,0 +1,78 @@
+"""A tenant's schedule as the API creates, edits and shows it (pure data, no I/O).
+
+:class:`ScheduleSpec` is what the tenant controls; :class:`ScheduleRecord` adds what the
+service keeps about it (ids, status, the planner's cursor, timestamps). The rules that
+decide whether a spec is acceptable live in :mod:`cronwire.domain.schedule_rules`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from cronwire.domain.model import MisfirePolicy, RetryPolicy, ScheduleStatus, Target
+
+DEFAULT_CATCHUP_WINDOW_SECONDS = 3600
+
+# Changing any of these moves the fire times, so the planner's cursor is recomputed.
+TIMING_FIELDS = frozenset({"cron", "timezone", "starts_at", "ends_at"})
+# Fields a PATCH may carry (pause/resume have their own routes).
+EDITABLE_FIELDS = frozenset(
+    {"name", "cron", "timezone", "target", "retry", "misfire_policy",
+     "catchup_window_seconds", "starts_at", "ends_at"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantLimits:
+    """Per-tenant quotas; a tenant row's NULL column means the configured default."""
+
+    max_schedules: int
+    min_interval_seconds: int
+    max_body_bytes: int
+    max_headers: int
+
+    def overridden_by(self, **columns: int | None) -> TenantLimits:
+        """These defaults with every non-NULL tenant column applied."""
+        chosen = {name: value for name, value in columns.items() if value is not None}
+        return replace(self, **chosen)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSpec:
+    name: str
+    cron: str
+    target: Target
+    timezone: str = "UTC"
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    misfire_policy: MisfirePolicy = MisfirePolicy.FIRE_ALL
+    catchup_window_seconds: int = DEFAULT_CATCHUP_WINDOW_SECONDS
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+
+    def with_changes(self, changes: dict[str, Any]) -> ScheduleSpec:
+        """A copy with the PATCHed fields replaced (unknown names raise KeyError)."""
+        unknown = set(changes) - EDITABLE_FIELDS
+        if unknown:
+            raise KeyError(", ".join(sorted(unknown)))
+        return replace(self, **changes)
+
+    def timing_differs(self, other: ScheduleSpec) -> bool:
+        return any(getattr(self, name) != getattr(other, name) for name in TIMING_FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    spec: ScheduleSpec
+    status: ScheduleStatus
+    next_fire_at: datetime | None
+    last_fire_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    previous_secret_expires_at: datetime | None
+    # Shown to the tenant only when it is created or rotated.
+    signing_secret: str = field(repr=False)
