@@ -171,8 +171,10 @@ class RunResolution:
     run_id: uuid.UUID
     scheduled_for: datetime
     status: RunStatus  # SUCCEEDED, FAILED or RETRYING
-    attempt_count: int
-    fire_after: datetime | None  # when RETRYING
+    attempt_count: int  # the attempt this resolution ends (the lease was taken for it)
+    # When RETRYING: a delay, not an instant. The store adds it to Postgres now(), so the
+    # next due time is decided by the one clock authority, never by a replica's clock.
+    retry_delay_seconds: float | None
     last_status_code: int | None
     last_error: str | None
     attempt: AttemptRecord | None

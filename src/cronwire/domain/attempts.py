@@ -1,0 +1,65 @@
+"""Evidence rows: what one attempt looked like, cleaned to fit the attempt table.
+
+Postgres ``text`` cannot hold NUL and the excerpt column holds at most 1 KiB of UTF-8.
+The deliverer's excerpt is cut at 1 KiB of *input* bytes, but undecodable input becomes
+U+FFFD (three bytes each), so the text is cut again here by its encoded size: one
+malformed response must not make the batched evidence write fail for every run in it.
+"""
+
+from __future__ import annotations
+
+from cronwire.domain.delivery import EXCERPT_BYTES, DeliveryRequest, DeliveryResult, default_body
+from cronwire.domain.model import MAX_ATTEMPTS, AttemptRecord, ClaimedRun
+
+ERROR_BYTES = 2048  # the deliverer already caps errors at 500 characters
+
+
+def storable_text(text: str | None, max_bytes: int) -> str | None:
+    """``text`` without NUL characters, cut to at most ``max_bytes`` of UTF-8 on a
+    character boundary; None stays None."""
+    if text is None:
+        return None
+    cleaned = text.replace("\x00", "")
+    encoded = cleaned.encode("utf-8", errors="replace")
+    if len(encoded) <= max_bytes:
+        return cleaned
+    return encoded[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def attempt_record(run: ClaimedRun, result: DeliveryResult) -> AttemptRecord:
+    """The evidence row of ``run``'s current attempt (number clamped to 1..MAX_ATTEMPTS)."""
+    return AttemptRecord(
+        run_id=run.id,
+        scheduled_for=run.scheduled_for,
+        tenant_id=run.tenant_id,
+        attempt=max(1, min(MAX_ATTEMPTS, run.attempt)),
+        started_at=result.started_at,
+        finished_at=result.finished_at,
+        outcome=str(result.outcome),
+        status_code=result.status_code,
+        error=storable_text(result.error, ERROR_BYTES),
+        duration_ms=max(0, result.duration_ms),
+        response_excerpt=storable_text(result.response_excerpt, EXCERPT_BYTES),
+    )
+
+
+def request_for(run: ClaimedRun, timeout_seconds: float) -> DeliveryRequest:
+    """What this attempt of ``run`` sends: the target's body, or the default JSON body."""
+    body = (
+        run.target.body.encode("utf-8")
+        if run.target.body is not None
+        else default_body(run.schedule_id, run.id, run.scheduled_for, run.attempt)
+    )
+    return DeliveryRequest(
+        run_id=run.id,
+        schedule_id=run.schedule_id,
+        idempotency_key=run.idempotency_key,
+        scheduled_for=run.scheduled_for,
+        attempt=run.attempt,
+        method=run.target.method,
+        url=run.target.url,
+        headers=run.target.headers,
+        body=body,
+        signing_secrets=run.signing_secrets,
+        timeout_seconds=timeout_seconds,
+    )
