@@ -1,0 +1,22 @@
+"""Translate asyncpg's failures into :class:`cronwire.errors.StorageError` at the boundary."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import asyncpg
+
+from cronwire.errors import StorageError
+
+# What a lost connection, a server error or a pool timeout looks like from asyncpg.
+DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+
+
+@contextlib.contextmanager
+def storage_errors(action: str) -> Iterator[None]:
+    """Re-raise driver errors as StorageError naming ``action``; the cause is chained."""
+    try:
+        yield
+    except DRIVER_ERRORS as exc:
+        raise StorageError(f"{action}: {type(exc).__name__}: {exc}") from exc

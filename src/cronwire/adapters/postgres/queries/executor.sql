@@ -1,0 +1,182 @@
+-- Stage 2 (executor): claim, lease upkeep and every write on a leased run.
+-- Lease rule 3: each write below predicates on claimed_by = $1 (the owner) and
+-- status = 'running', so a replica whose lease was reaped or re-claimed writes nothing.
+
+-- name: job_run_claim
+-- $1 owner, $2 limit (<= idle workers: lease rule 1), $3 lease seconds.
+-- Fair across tenants: every tenant with due runs gets its turn 1 run before any tenant
+-- gets turn 2, so one tenant's 50,000-run backlog cannot starve another's single run.
+-- runnable_tenants is a loose index scan over job_run_claim_tenant_idx: one probe per
+-- tenant that has runnable rows, reading its earliest fire_after (due or not yet).
+-- Expired leases of 'running' rows (their owner died or stalled) come first, turn 0. A
+-- re-claimed expired lease whose attempts are exhausted is driven to 'failed' here and
+-- not returned: its last attempt may have reached the target, and another one would
+-- exceed the policy.
+WITH RECURSIVE runnable_tenants AS (
+    (SELECT r.tenant_id, r.fire_after
+       FROM job_run r
+      WHERE r.status IN ('pending', 'retrying')
+      ORDER BY r.tenant_id, r.fire_after
+      LIMIT 1)
+    UNION ALL
+    SELECT nxt.tenant_id, nxt.fire_after
+      FROM runnable_tenants t
+     CROSS JOIN LATERAL (
+        SELECT r.tenant_id, r.fire_after
+          FROM job_run r
+         WHERE r.status IN ('pending', 'retrying') AND r.tenant_id > t.tenant_id
+         ORDER BY r.tenant_id, r.fire_after
+         LIMIT 1) nxt
+),
+due_tenants AS (
+    -- Longest-waiting tenants first when more tenants are due than one claim can serve.
+    SELECT tenant_id FROM runnable_tenants
+     WHERE fire_after <= now()
+     ORDER BY fire_after
+     LIMIT $2
+),
+fair_share AS (
+    -- Read about 4 x limit candidate rows however many tenants are due.
+    SELECT LEAST($2, GREATEST(1, ceil(4.0 * $2 / GREATEST(count(*), 1))))::integer AS per_tenant
+      FROM due_tenants
+),
+candidates AS (
+    SELECT c.id, c.scheduled_for, c.fire_after,
+           row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.fire_after) AS turn
+      FROM due_tenants d
+     CROSS JOIN fair_share f
+     CROSS JOIN LATERAL (
+        SELECT r.id, r.scheduled_for, r.tenant_id, r.fire_after
+          FROM job_run r
+         WHERE r.tenant_id = d.tenant_id
+           AND r.status IN ('pending', 'retrying')
+           AND r.fire_after <= now()
+         ORDER BY r.fire_after
+         LIMIT f.per_tenant) c
+    UNION ALL
+    (SELECT r.id, r.scheduled_for, r.fire_after, 0 AS turn
+       FROM job_run r
+      WHERE r.status = 'running' AND r.claim_expires_at < now()
+      ORDER BY r.claim_expires_at
+      LIMIT $2)
+),
+picked AS (
+    -- The WHERE is re-checked on the locked row version, so a row another replica
+    -- claimed or finished between the candidate scan and the lock is not taken.
+    SELECT r.id, r.scheduled_for, r.schedule_id, r.status AS previous_status, r.attempt_count
+      FROM candidates c
+      JOIN job_run r ON r.id = c.id AND r.scheduled_for = c.scheduled_for
+     WHERE (r.status IN ('pending', 'retrying') AND r.fire_after <= now()
+            AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now()))
+        OR (r.status = 'running' AND r.claim_expires_at < now())
+     ORDER BY c.turn, c.fire_after
+     LIMIT $2
+       FOR UPDATE OF r SKIP LOCKED
+),
+decided AS (
+    SELECT p.id, p.scheduled_for,
+           p.previous_status = 'running'
+           AND p.attempt_count >= LEAST(GREATEST(COALESCE((s.retry ->> 'max_attempts')::integer, 3), 1), 8)
+           AS exhausted
+      FROM picked p
+      JOIN schedule s ON s.id = p.schedule_id
+)
+UPDATE job_run j
+   SET status           = CASE WHEN d.exhausted THEN 'failed' ELSE 'running' END,
+       claimed_by       = $1,
+       claim_expires_at = CASE WHEN d.exhausted THEN NULL
+                               ELSE now() + make_interval(secs => $3) END,
+       attempt_count    = CASE WHEN d.exhausted THEN j.attempt_count
+                               ELSE LEAST(j.attempt_count + 1, 8) END,
+       first_attempt_at = COALESCE(j.first_attempt_at, now()),
+       finished_at      = CASE WHEN d.exhausted THEN now() END,
+       last_error       = CASE WHEN d.exhausted
+                               THEN 'LeaseExpired: the owner of the final attempt vanished; not delivered again'
+                               ELSE j.last_error END,
+       updated_at       = now()
+  FROM decided d, schedule s
+ WHERE j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
+RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
+          j.status, j.attempt_count, j.claim_expires_at, s.target, s.retry, s.signing_secret,
+          CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
+              AS previous_signing_secret
+
+-- name: job_run_renew_leases
+-- $1 owner, $2 run ids, $3 their scheduled_for, $4 lease seconds. Returns the ids still ours.
+UPDATE job_run j
+   SET claim_expires_at = now() + make_interval(secs => $4), updated_at = now()
+  FROM unnest($2::uuid[], $3::timestamptz[]) AS l(id, scheduled_for)
+ WHERE j.id = l.id AND j.scheduled_for = l.scheduled_for
+   AND j.claimed_by = $1 AND j.status = 'running'
+RETURNING j.id
+
+-- name: job_run_resolve
+-- $1 owner; then one array element per run: the state write and its evidence row.
+-- The attempt_count predicate pins the write to the very lease it ends: a late result of
+-- an earlier attempt of the same run never lands on a later claim of it.
+WITH outcome AS (
+    SELECT *
+      FROM unnest($2::uuid[], $3::timestamptz[], $4::text[], $5::integer[], $6::float8[],
+                  $7::integer[], $8::text[], $9::uuid[], $10::timestamptz[], $11::timestamptz[],
+                  $12::text[], $13::integer[], $14::text[])
+        AS o(id, scheduled_for, status, attempt_count, retry_delay, status_code, error,
+             tenant_id, started_at, finished_at, outcome, duration_ms, response_excerpt)
+),
+landed AS (
+    UPDATE job_run j
+       SET status           = o.status,
+           fire_after       = CASE WHEN o.status = 'retrying'
+                                   THEN now() + make_interval(secs => o.retry_delay)
+                                   ELSE j.fire_after END,
+           finished_at      = CASE WHEN o.status IN ('succeeded', 'failed') THEN now() END,
+           claim_expires_at = NULL,
+           last_status_code = o.status_code,
+           last_error       = o.error,
+           updated_at       = now()
+      FROM outcome o
+     WHERE j.id = o.id AND j.scheduled_for = o.scheduled_for
+       AND j.claimed_by = $1 AND j.status = 'running' AND j.attempt_count = o.attempt_count
+    RETURNING j.id, j.scheduled_for
+),
+evidence AS (
+    INSERT INTO job_run_attempt (run_id, scheduled_for, tenant_id, attempt, started_at,
+                                 finished_at, outcome, status_code, error, duration_ms,
+                                 response_excerpt, claimed_by)
+    SELECT o.id, o.scheduled_for, o.tenant_id, o.attempt_count, o.started_at, o.finished_at,
+           o.outcome, o.status_code, o.error, o.duration_ms, o.response_excerpt, $1
+      FROM outcome o
+      JOIN landed l ON l.id = o.id AND l.scheduled_for = o.scheduled_for
+     WHERE o.started_at IS NOT NULL
+    ON CONFLICT DO NOTHING
+)
+SELECT id FROM landed
+
+-- name: job_run_fail_minimal
+-- The last resort after a failed resolve: the smallest write that ends the run, so the
+-- reap -> claim -> redeliver cycle cannot go on for ever. $1 owner, $2 id, $3 scheduled_for.
+UPDATE job_run
+   SET status = 'failed', finished_at = now(), claim_expires_at = NULL, last_error = $4,
+       updated_at = now()
+ WHERE id = $2 AND scheduled_for = $3 AND claimed_by = $1 AND status = 'running'
+
+-- name: job_run_give_back
+-- Release (shutdown, $4 NULL: due again at once) or defer (open breaker, $4 = when):
+-- the attempt the claim took is given back, and the run returns to the state it was
+-- claimed from. Only rows still ours: a draining replica cannot decrement the attempt
+-- count of a run another replica has re-claimed.
+UPDATE job_run j
+   SET status           = CASE WHEN j.attempt_count <= 1 THEN 'pending' ELSE 'retrying' END,
+       attempt_count    = GREATEST(j.attempt_count - 1, 0),
+       first_attempt_at = CASE WHEN j.attempt_count <= 1 THEN NULL ELSE j.first_attempt_at END,
+       fire_after       = COALESCE($4::timestamptz, j.fire_after),
+       claim_expires_at = NULL,
+       updated_at       = now()
+  FROM unnest($2::uuid[], $3::timestamptz[]) AS l(id, scheduled_for)
+ WHERE j.id = l.id AND j.scheduled_for = l.scheduled_for
+   AND j.claimed_by = $1 AND j.status = 'running'
+
+-- name: job_run_due_backlog
+-- Runs due and not terminal: runnable ones past their fire_after plus those in flight.
+SELECT (SELECT count(*) FROM job_run
+         WHERE status IN ('pending', 'retrying') AND fire_after <= now())
+     + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
