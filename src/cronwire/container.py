@@ -17,18 +17,22 @@ from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
-from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
+from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
+from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
+from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
+from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.app import build_tenant_routers
 from cronwire.api.context import ApiContext
 from cronwire.api.limits import default_limits
 from cronwire.config import Settings
-from cronwire.service.planner import Planner
+from cronwire.service.executor import Executor
 from cronwire.service.maintenance import FleetGauges, PartitionKeeper
+from cronwire.service.planner import Planner
 from cronwire.service.supervisor import LoopBody
 
 
@@ -102,6 +106,28 @@ class Container(containers.DeclarativeContainer):
     )
 
     # -- executor providers (stage 2) --
+    # Kafka mode is another issue; until it lands only postgres is selectable here.
+    claim_source = providers.Selector(
+        settings.provided.claim_source,
+        postgres=providers.Singleton(PostgresClaimSource, pool=db_pool),
+    )
+    run_store = providers.Singleton(PostgresRunStore, pool=db_pool)
+    breaker_store = providers.Singleton(PostgresBreakerStore, pool=db_pool)
+    executor = providers.Singleton(
+        Executor,
+        claim_source=claim_source,
+        run_store=run_store,
+        breaker_store=breaker_store,
+        deliverer=deliverer,
+        metrics=metrics,
+        clock=clock,
+        owner=settings.provided.instance_id,
+        workers=settings.provided.executor_workers,
+        batch=settings.provided.executor_batch,
+        lease_seconds=settings.provided.lease_seconds,
+        delivery_timeout=settings.provided.delivery_timeout_seconds,
+        grace_seconds=settings.provided.shutdown_grace_seconds,
+    )
 
     # -- api providers --
     schedule_store = providers.Singleton(PostgresScheduleStore, pool=db_pool)
@@ -139,6 +165,9 @@ async def role_loops(container: Container, settings: Settings) -> dict[str, Loop
         planner: Planner = await container.planner()  # type: ignore[misc]
         loops["planner"] = planner.run
     # -- executor role (stage 2) --
+    if "executor" in settings.roles:
+        executor: Executor = await container.executor()  # type: ignore[misc]
+        loops["executor"] = executor.run
     # -- maintenance (every replica) --
     loops["partitions"] = container.partition_keeper().run
     loops["gauges"] = container.fleet_gauges().run

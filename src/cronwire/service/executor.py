@@ -1,0 +1,348 @@
+"""Stage 2: claim due runs, deliver them, write what happened (the seed ADR's executor).
+
+The lease rules, as this loop keeps them:
+
+1. Claim no more than can start now: a claim asks for at most the idle delivery slots
+   (and ``batch``), and every claimed run's request starts at once; nothing queues
+   behind a claim while its lease clock runs.
+2. Renew while in flight, abandon when lost: :class:`LeaseKeeper` renews every lease of
+   this replica in one statement and cancels a request whose lease is gone; its result
+   is discarded.
+3. Every write carries the lease: results go through :class:`ResolutionWriter`, whose
+   batched statement matches only rows still ``running`` and ``claimed_by`` this owner;
+   deferrals (open breaker) and releases (shutdown) are predicated the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from cronwire.domain.attempts import request_for
+from cronwire.domain.breaker import (
+    Admission,
+    BreakerPolicy,
+    admission,
+    health_signal,
+    target_key,
+)
+from cronwire.domain.delivery import DeliveryResult, Outcome
+from cronwire.domain.model import ClaimedRun, RunStatus
+from cronwire.domain.retry import Uniform, resolve_attempt
+from cronwire.errors import StorageError
+from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
+from cronwire.service.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.resolution_writer import Finished, ResolutionWriter
+from cronwire.service.signals import ExecutorSignals
+
+log = logging.getLogger(__name__)
+BreakerKey = tuple[UUID, str]
+
+
+class Executor:
+    def __init__(
+        self,
+        claim_source: ClaimSource,
+        run_store: RunStore,
+        breaker_store: BreakerStore,
+        deliverer: Deliverer,
+        metrics: Metrics,
+        clock: Clock,
+        *,
+        owner: str,
+        workers: int,
+        batch: int,
+        lease_seconds: float,
+        delivery_timeout: float,
+        grace_seconds: float,
+        breaker_policy: BreakerPolicy | None = None,
+        poll_seconds: float = 0.25,
+        gauge_seconds: float = 2.0,
+        max_write_batch: int = 500,
+        rng: Uniform | None = None,
+        signals: ExecutorSignals | None = None,
+    ) -> None:
+        self._claims = claim_source
+        self._runs = run_store
+        self._breakers = breaker_store
+        self._deliverer = deliverer
+        self._metrics = metrics
+        self._clock = clock
+        self._owner = owner
+        self._workers = workers
+        self._batch = batch
+        self._lease_seconds = lease_seconds
+        self._delivery_timeout = delivery_timeout
+        self._grace = grace_seconds
+        self._policy = breaker_policy or BreakerPolicy()
+        self._poll = poll_seconds
+        self._gauge_seconds = gauge_seconds
+        self._max_write_batch = max_write_batch
+        self._rng = rng or random.Random()
+        self._signals = signals
+        # Claim when a quarter of the slots are idle, or after a short gathering wait:
+        # fewer, larger claims at full load; no starvation when most slots are busy.
+        self._claim_threshold = max(1, min(batch, workers) // 4)
+        self._gather_seconds = 0.005
+        self._delivering: set[Lease] = set()
+        self._wake = asyncio.Event()
+        self._keeper = LeaseKeeper(
+            run_store, owner=owner, lease_seconds=lease_seconds, on_lost=self._lease_lost,
+            signals=signals,
+        )
+        self._writer = ResolutionWriter(
+            run_store, breaker_store, owner=owner, breaker_policy=self._policy,
+            on_written=self._written, max_batch=max_write_batch,
+        )
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._delivering)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """The Supervisor's loop body: claim and deliver until ``stopping``, then drain."""
+        helpers = [
+            asyncio.create_task(self._wake_when(stopping), name="executor-stopping"),
+            asyncio.create_task(self._keeper.run(), name="executor-leases"),
+            asyncio.create_task(self._refresh_breaker_gauge(), name="executor-gauges"),
+        ]
+        writer = asyncio.create_task(self._writer.run(), name="executor-writer")
+        try:
+            await self._claim_until(stopping)
+            await self._drain()
+        finally:
+            self._writer.close()
+            try:
+                await writer
+            finally:
+                for task in helpers:
+                    task.cancel()
+                await asyncio.gather(*helpers, return_exceptions=True)
+
+    # -- claiming --------------------------------------------------------------------
+
+    async def _claim_until(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            idle = await self._idle_slots(stopping)
+            if idle <= 0:
+                continue
+            limit = min(idle, self._batch)
+            try:
+                runs = await self._claims.claim(self._owner, limit, self._lease_seconds)
+            except StorageError:
+                log.warning("claim failed; retrying in %.2fs", self._poll, exc_info=True)
+                await self._pause(self._poll)
+                continue
+            if runs:
+                self._metrics.claims(self._claims.name, len(runs))
+                await self._admit(runs)
+            if len(runs) < limit:
+                await self._pause(self._poll)  # nothing more is due right now
+
+    async def _idle_slots(self, stopping: asyncio.Event) -> int:
+        """Slots free to start a delivery now (lease rule 1), waiting briefly for more.
+
+        Results not yet written count against the slots beyond one write batch, so a
+        slow database slows claiming instead of growing the buffer without bound."""
+        deadline: float | None = None
+        while not stopping.is_set():
+            backlog = max(0, self._writer.backlog - self._max_write_batch)
+            idle = self._workers - len(self._delivering) - backlog
+            if idle >= self._claim_threshold:
+                return idle
+            now = self._clock.monotonic()
+            if idle > 0:
+                deadline = deadline if deadline is not None else now + self._gather_seconds
+                if now >= deadline:
+                    return idle
+                await self._pause(deadline - now)
+            else:
+                await self._pause(self._poll)
+        return 0
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait up to ``seconds``; a freed slot or ``stopping`` ends the wait early."""
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+
+    async def _wake_when(self, stopping: asyncio.Event) -> None:
+        await stopping.wait()
+        self._wake.set()
+
+    async def _admit(self, runs: Sequence[ClaimedRun]) -> None:
+        """Start every run whose target's breaker lets it through; defer the others."""
+        if self._signals is not None:
+            self._signals.claimed.add(run.id for run in runs)
+        keys = {run.id: (run.tenant_id, target_key(run.target.url)) for run in runs}
+        try:
+            db_now, states = await self._breakers.open_states(sorted(set(keys.values())))
+        except StorageError:
+            # The breaker is advice; the leases are already taken and must not idle.
+            log.warning("reading breakers failed; delivering without them", exc_info=True)
+            db_now, states = datetime.min, {}
+        deferrals: dict[datetime, list[ClaimedRun]] = defaultdict(list)
+        probes_tried: set[BreakerKey] = set()
+        for run in runs:
+            key = keys[run.id]
+            state = states.get(key)
+            if state is None:
+                self._start(run, key[1])
+                continue
+            decision, until = admission(state, db_now)
+            if decision is Admission.TRY_PROBE and key not in probes_tried:
+                probes_tried.add(key)
+                if await self._take_probe(key):
+                    self._start(run, key[1])
+                    continue
+            if until is None:  # lost the probe, or this batch already sent it
+                until = db_now + timedelta(seconds=self._policy.probe_wait_seconds)
+            deferrals[until].append(run)
+        for until, group in deferrals.items():
+            await self._defer(group, until)
+
+    async def _take_probe(self, key: BreakerKey) -> bool:
+        try:
+            return await self._breakers.try_probe(key, self._owner, self._lease_seconds)
+        except StorageError:
+            log.warning("taking the breaker probe failed", exc_info=True)
+            return False
+
+    async def _defer(self, runs: list[ClaimedRun], until: datetime) -> None:
+        """Back to the queue until ``until`` without consuming an attempt (predicated)."""
+        try:
+            await self._runs.defer(self._owner, [(r.id, r.scheduled_for) for r in runs], until)
+        except StorageError:
+            log.warning("deferring %d runs failed; their leases will expire", len(runs),
+                        exc_info=True)
+            return
+        if self._signals is not None:
+            self._signals.deferred.add(run.id for run in runs)
+
+    # -- delivering ------------------------------------------------------------------
+
+    def _start(self, run: ClaimedRun, breaker_key: str) -> None:
+        stale = self._keeper.get(run.id)
+        if stale is not None and stale.in_flight and stale.task is not None:
+            # Our own earlier lease on this run expired and the claim handed it back to us:
+            # that older request is the one to abandon.
+            stale.lost = True
+            self._lease_lost(stale)
+        lease = Lease(run.id, run.scheduled_for)
+        lease.task = asyncio.create_task(self._deliver(run, lease, breaker_key))
+        self._delivering.add(lease)
+        self._keeper.hold(lease)
+
+    async def _deliver(self, run: ClaimedRun, lease: Lease, breaker_key: str) -> None:
+        try:
+            if self._signals is not None:
+                self._signals.started.add([run.id])
+            result = await self._send(run)
+        except asyncio.CancelledError:
+            if not lease.lost:
+                raise
+            # Abandoned: the result is discarded, the loss was counted when it was found.
+            if self._signals is not None:
+                self._signals.abandoned.add([run.id])
+            return
+        finally:
+            self._delivering.discard(lease)
+            self._wake.set()
+        if lease.lost:
+            return
+        if run.attempt == 1:
+            self._metrics.fire_lag((result.started_at - run.scheduled_for).total_seconds())
+        self._metrics.delivery_duration(result.duration_ms / 1000)
+        resolution = resolve_attempt(run, result, self._rng)
+        self._writer.submit(
+            Finished(run, lease, resolution, breaker_key, health_signal(result))
+        )
+
+    async def _send(self, run: ClaimedRun) -> DeliveryResult:
+        """One attempt. The deliverer enforces the timeout; this backstop only stops a
+        broken adapter from holding a lease (renewed for ever) without an answer."""
+        request = request_for(run, self._delivery_timeout)
+        started_at = self._clock.now()
+        began = self._clock.monotonic()
+        try:
+            async with asyncio.timeout(self._delivery_timeout * 2 + 1):
+                return await self._deliverer.deliver(request)
+        except TimeoutError:
+            return DeliveryResult(
+                outcome=Outcome.TIMEOUT,
+                status_code=None,
+                error="TimeoutError: the deliverer did not return in time",
+                duration_ms=round((self._clock.monotonic() - began) * 1000),
+                response_excerpt=None,
+                retry_after_seconds=None,
+                started_at=started_at,
+                finished_at=self._clock.now(),
+            )
+
+    def _lease_lost(self, lease: Lease) -> None:
+        self._metrics.lease_lost()
+        if self._signals is not None:
+            self._signals.lost.add([lease.run_id])
+        if lease.task is not None:
+            lease.task.cancel()
+
+    def _written(self, batch: Sequence[Finished], landed: dict[UUID, RunStatus]) -> None:
+        for item in batch:
+            self._keeper.drop(item.lease)
+            status = landed.get(item.run.id)
+            if status is None:
+                self._metrics.lease_lost()
+                if self._signals is not None:
+                    self._signals.lost.add([item.run.id])
+                continue
+            if status.terminal:
+                self._metrics.run_finished(str(status))
+            if self._signals is not None:
+                self._signals.settled.add([(item.run.id, status)])
+
+    # -- shutdown and gauges -----------------------------------------------------------
+
+    async def _drain(self) -> None:
+        """Let in-flight deliveries finish within the grace period (minus the time the
+        release and the last write need), then cancel the rest and release their leases,
+        predicated on still holding them."""
+        budget = max(0.0, self._grace - min(2.0, self._grace * 0.25))
+        tasks = [lease.task for lease in self._delivering if lease.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=budget)
+        leftover = [lease for lease in self._delivering if not lease.lost]
+        for lease in leftover:
+            if lease.task is not None:
+                lease.task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if not leftover:
+            return
+        try:
+            released = await self._runs.release(
+                self._owner, [(lease.run_id, lease.scheduled_for) for lease in leftover]
+            )
+        except StorageError:
+            log.warning("releasing %d runs failed; their leases will expire", len(leftover),
+                        exc_info=True)
+            return
+        for lease in leftover:
+            self._keeper.drop(lease)
+        log.info("released %d of %d unfinished runs", released, len(leftover))
+        if self._signals is not None:
+            self._signals.released.add(lease.run_id for lease in leftover)
+
+    async def _refresh_breaker_gauge(self) -> None:
+        """scheduler_breaker_open from Postgres, so every replica reports the fleet's
+        view. (The backlog gauge is the fleet gauges' loop, on every replica.)"""
+        while True:
+            try:
+                self._metrics.set_breakers_open(await self._breakers.open_count())
+            except StorageError:
+                log.warning("refreshing the breaker gauge failed", exc_info=True)
+            await asyncio.sleep(self._gauge_seconds)

@@ -1,0 +1,102 @@
+"""Keeps this replica's leases alive while their requests are in flight (lease rule 2).
+
+All leases are renewed together in ONE statement every ``lease_seconds / 3`` seconds, not
+one per run. A lease the renewal cannot find any more (reaped and re-claimed by another
+replica, or finished by someone else) is lost: its request is cancelled and its result
+discarded, because writing it would record a second executor's outcome for the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from cronwire.errors import StorageError
+from cronwire.ports import RunStore
+from cronwire.service.signals import ExecutorSignals
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, eq=False)
+class Lease:
+    """One held lease; ``task`` is its delivery while the request is in flight."""
+
+    run_id: UUID
+    scheduled_for: datetime
+    task: asyncio.Task[None] | None = None
+    lost: bool = False
+
+    @property
+    def in_flight(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+
+class LeaseKeeper:
+    def __init__(
+        self,
+        run_store: RunStore,
+        *,
+        owner: str,
+        lease_seconds: float,
+        on_lost: Callable[[Lease], None],
+        signals: ExecutorSignals | None = None,
+    ) -> None:
+        self._store = run_store
+        self._owner = owner
+        self._lease_seconds = lease_seconds
+        self._on_lost = on_lost
+        self._signals = signals
+        self._held: dict[UUID, Lease] = {}
+
+    @property
+    def interval(self) -> float:
+        return self._lease_seconds / 3
+
+    def hold(self, lease: Lease) -> None:
+        self._held[lease.run_id] = lease
+
+    def drop(self, lease: Lease) -> None:
+        if self._held.get(lease.run_id) is lease:
+            del self._held[lease.run_id]
+
+    def get(self, run_id: UUID) -> Lease | None:
+        return self._held.get(run_id)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    async def run(self) -> None:
+        """Renew until cancelled. A failed renewal is logged and retried next round: it
+        does not prove the lease lost, and if the lease does expire meanwhile, the next
+        successful renewal finds it gone."""
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.renew()
+            except StorageError:
+                log.warning("lease renewal failed; retrying in %.1fs", self.interval, exc_info=True)
+
+    async def renew(self) -> None:
+        leases = list(self._held.values())
+        if not leases:
+            return
+        still_ours = await self._store.renew_leases(
+            self._owner, [(lease.run_id, lease.scheduled_for) for lease in leases],
+            self._lease_seconds,
+        )
+        if self._signals is not None:
+            self._signals.renewals.add([len(still_ours)])
+        for lease in leases:
+            if lease.run_id in still_ours or self._held.get(lease.run_id) is not lease:
+                continue
+            # A lease whose request already finished is left to the resolution write: its
+            # predicate decides, and it may well have landed just before this renewal ran.
+            if lease.in_flight:
+                lease.lost = True
+                self._held.pop(lease.run_id, None)
+                self._on_lost(lease)

@@ -1,0 +1,51 @@
+"""Typed test signals: what a service did, recorded so tests await it instead of sleeping.
+
+Production passes no signals (``None``) and nothing is recorded; tests pass an
+:class:`ExecutorSignals` and wait on a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+from uuid import UUID
+
+from cronwire.domain.model import RunStatus
+
+T = TypeVar("T")
+
+
+class Observed(Generic[T]):
+    """An append-only record that can be awaited."""
+
+    def __init__(self) -> None:
+        self.items: list[T] = []
+        self._changed = asyncio.Event()
+
+    def add(self, items: Iterable[T]) -> None:
+        self.items.extend(items)
+        self._changed.set()
+
+    async def wait_for(self, predicate: Callable[[list[T]], bool], within: float) -> None:
+        """Return once ``predicate(items)`` holds; TimeoutError after ``within`` seconds."""
+        async with asyncio.timeout(within):
+            while not predicate(self.items):
+                self._changed.clear()
+                await self._changed.wait()
+
+    async def wait_count(self, count: int, within: float) -> None:
+        await self.wait_for(lambda items: len(items) >= count, within)
+
+
+@dataclass
+class ExecutorSignals:
+    claimed: Observed[UUID] = field(default_factory=Observed)
+    started: Observed[UUID] = field(default_factory=Observed)  # request about to leave
+    settled: Observed[tuple[UUID, RunStatus]] = field(default_factory=Observed)  # write landed
+    lost: Observed[UUID] = field(default_factory=Observed)  # abandoned or write refused
+    abandoned: Observed[UUID] = field(default_factory=Observed)  # request cancelled, lease lost
+    deferred: Observed[UUID] = field(default_factory=Observed)
+    released: Observed[UUID] = field(default_factory=Observed)
+    renewals: Observed[int] = field(default_factory=Observed)  # leases renewed per round
