@@ -1,0 +1,362 @@
+"""The executor in-process against real Postgres and a real HTTP sink on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import pytest
+from standardwebhooks.webhooks import Webhook
+
+from cronwire.adapters.clock import SystemClock
+from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
+from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.metrics import PrometheusMetrics
+from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
+from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.domain.breaker import BreakerPolicy
+from cronwire.domain.model import RunStatus
+from cronwire.service.executor import Executor
+from cronwire.service.signals import ExecutorSignals
+from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
+from tests.support.sink import Reply, Sink, always, by_attempt, unused_port
+
+OWNER = "executor-under-test"
+
+
+@dataclass
+class Harness:
+    pool: asyncpg.Pool
+    sink: Sink
+    deliverer: AiohttpDeliverer
+
+    async def schedule(self, count: int, *, url: str | None = None, **kwargs: Any) -> SeededSchedule:
+        async with self.pool.acquire() as conn:
+            schedule = await seed_schedule(
+                conn, await seed_tenant(conn), url or self.sink.url, **kwargs
+            )
+            await seed_due_runs(conn, schedule, count)
+        return schedule
+
+    def executor(self, **overrides: Any) -> tuple[Executor, ExecutorSignals, PrometheusMetrics]:
+        signals, metrics = ExecutorSignals(), PrometheusMetrics()
+        options: dict[str, Any] = dict(
+            owner=OWNER, workers=16, batch=16, lease_seconds=6.0, delivery_timeout=3.0,
+            grace_seconds=5.0, poll_seconds=0.05, gauge_seconds=0.1,
+            breaker_policy=BreakerPolicy(failure_threshold=50, cooldown_seconds=60),
+        )
+        options.update(overrides)
+        executor = Executor(
+            PostgresClaimSource(self.pool), PostgresRunStore(self.pool),
+            PostgresBreakerStore(self.pool), self.deliverer, metrics, SystemClock(),
+            signals=signals, **options,
+        )
+        return executor, signals, metrics
+
+    async def statuses(self) -> dict[str, int]:
+        rows = await self.pool.fetch("SELECT status, count(*) AS n FROM job_run GROUP BY status")
+        return {r["status"]: r["n"] for r in rows}
+
+    async def until(self, check: Callable[[], Any], within: float = 10.0) -> None:
+        """Poll an async database condition with a deadline (never a fixed sleep)."""
+        async with asyncio.timeout(within):
+            while not await check():
+                await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def harness(db_pool: asyncpg.Pool) -> AsyncIterator[Harness]:
+    deliverer = AiohttpDeliverer(TargetGuard(allow_private=True))
+    await deliverer.start()
+    async with Sink() as sink:
+        yield Harness(db_pool, sink, deliverer)
+    await deliverer.close()
+
+
+@contextlib.asynccontextmanager
+async def running(executor: Executor) -> AsyncIterator[asyncio.Event]:
+    stopping = asyncio.Event()
+    task = asyncio.create_task(executor.run(stopping))
+    try:
+        yield stopping
+    finally:
+        stopping.set()
+        await asyncio.wait_for(task, 15)
+
+
+def sample(metrics: PrometheusMetrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+async def test_due_runs_are_delivered_signed_and_recorded(harness: Harness) -> None:
+    schedule = await harness.schedule(20)
+    executor, signals, metrics = harness.executor()
+    async with running(executor):
+        await signals.settled.wait_count(20, within=10)
+    assert await harness.statuses() == {"succeeded": 20}
+    assert harness.sink.unique == 20 and harness.sink.duplicates == 0
+    evidence = await harness.pool.fetch("SELECT * FROM job_run_attempt")
+    assert len(evidence) == 20
+    assert {(e["attempt"], e["outcome"], e["status_code"], e["response_excerpt"], e["claimed_by"])
+            for e in evidence} == {(1, "success", 200, "ok", OWNER)}
+    assert all(e["finished_at"] >= e["started_at"] and e["duration_ms"] >= 0 for e in evidence)
+    arrival = harness.sink.arrivals[0]
+    Webhook(schedule.signing_secret).verify(arrival.body, dict(arrival.headers))
+    keys = {r["idempotency_key"] for r in await harness.pool.fetch("SELECT idempotency_key FROM job_run")}
+    assert harness.sink.acknowledged == keys
+    assert sample(metrics, "scheduler_runs_total", outcome="succeeded") == 20
+    assert sample(metrics, "scheduler_claims_total", source="postgres") == 20
+
+
+async def test_never_claims_more_than_idle_workers(harness: Harness) -> None:
+    """Lease rule 1: with 4 workers busy on held requests, only those 4 runs are leased;
+    the other 26 stay pending (a claim of the batch size would have leased all 30)."""
+    hold = asyncio.Event()
+    harness.sink.behaviour = always(Reply(hold=hold))
+    await harness.schedule(30)
+    executor, signals, _ = harness.executor(workers=4, batch=100)
+    async with running(executor):
+        await harness.sink.wait_for(lambda s: len(s.arrivals) == 4, within=10)
+        await signals.claimed.wait_count(4, within=1)
+        assert await harness.statuses() == {"running": 4, "pending": 26}
+        assert len(signals.claimed.items) == 4
+        hold.set()
+        await signals.settled.wait_count(30, within=15)
+    in_flight, most = 0, 0
+    events = sorted([(a.arrived_at, 1) for a in harness.sink.arrivals]
+                    + [(a.answered_at or 0.0, -1) for a in harness.sink.arrivals])
+    for _, change in events:
+        in_flight += change
+        most = max(most, in_flight)
+    assert most <= 4
+    assert await harness.statuses() == {"succeeded": 30}
+
+
+async def test_retries_back_off_and_then_succeed(harness: Harness) -> None:
+    harness.sink.behaviour = by_attempt({1: Reply(500), 2: Reply(502)})
+    await harness.schedule(
+        1, retry={"max_attempts": 3, "initial_backoff_seconds": 0.2, "max_backoff_seconds": 0.3}
+    )
+    executor, signals, _ = harness.executor()
+    async with running(executor):
+        await signals.settled.wait_for(
+            lambda items: any(s is RunStatus.SUCCEEDED for _, s in items), within=10
+        )
+    arrivals = harness.sink.arrivals
+    assert [a.attempt for a in arrivals] == [1, 2, 3]
+    gaps = [b.arrived_at - a.answered_at for a, b in zip(arrivals, arrivals[1:], strict=False)
+            if a.answered_at is not None]
+    assert all(0 <= gap < 0.3 + 0.5 for gap in gaps)  # full jitter under the cap, plus polling
+    rows = await harness.pool.fetch(
+        "SELECT attempt, outcome, status_code FROM job_run_attempt ORDER BY attempt")
+    assert [tuple(r) for r in rows] == [(1, "http_error", 500), (2, "http_error", 502),
+                                        (3, "success", 200)]
+    run = await harness.pool.fetchrow("SELECT status, attempt_count, last_status_code FROM job_run")
+    assert tuple(run) == ("succeeded", 3, 200)
+
+
+@pytest.mark.parametrize(("retry_after", "cap", "low", "high"), [
+    ("1", 5.0, 0.95, 2.5),  # honoured: the next attempt waits at least the asked second
+    ("3600", 0.3, 0.0, 1.3),  # capped: never longer than max_backoff_seconds (+ polling)
+])
+async def test_retry_after_is_honoured_up_to_the_cap(
+    harness: Harness, retry_after: str, cap: float, low: float, high: float
+) -> None:
+    harness.sink.behaviour = by_attempt({1: Reply(503, retry_after=retry_after)})
+    await harness.schedule(
+        1, retry={"max_attempts": 2, "initial_backoff_seconds": 0.01, "max_backoff_seconds": cap}
+    )
+    executor, signals, _ = harness.executor()
+    async with running(executor):
+        await signals.settled.wait_for(
+            lambda items: any(s is RunStatus.SUCCEEDED for _, s in items), within=10
+        )
+    first, second = harness.sink.arrivals
+    assert first.answered_at is not None
+    assert low <= second.arrived_at - first.answered_at <= high
+
+
+def _refused() -> tuple[str | None, Reply]:
+    return f"http://127.0.0.1:{unused_port()}/hook", Reply()
+
+
+@pytest.mark.parametrize(("failure", "outcome", "status_code"), [
+    ("http_500", "http_error", 500),
+    ("timeout", "timeout", None),
+    ("refused", "connection_error", None),
+])
+async def test_a_failing_target_ends_failed_with_evidence_of_every_attempt(
+    harness: Harness, failure: str, outcome: str, status_code: int | None
+) -> None:
+    url, reply = {
+        "http_500": (None, Reply(500, body=b"boom")),
+        "timeout": (None, Reply(delay=1.0)),
+        "refused": _refused(),
+    }[failure]
+    harness.sink.behaviour = always(reply)
+    await harness.schedule(
+        1, url=url,
+        retry={"max_attempts": 3, "initial_backoff_seconds": 0.01, "max_backoff_seconds": 0.05},
+    )
+    executor, signals, metrics = harness.executor(delivery_timeout=0.3)
+    async with running(executor):
+        await signals.settled.wait_for(
+            lambda items: any(s is RunStatus.FAILED for _, s in items), within=15
+        )
+    rows = await harness.pool.fetch(
+        "SELECT attempt, outcome, status_code, error, response_excerpt FROM job_run_attempt "
+        "ORDER BY attempt")
+    assert [(r["attempt"], r["outcome"], r["status_code"]) for r in rows] == [
+        (n, outcome, status_code) for n in (1, 2, 3)]
+    assert all(r["error"] for r in rows)
+    seen = harness.sink.arrivals
+    assert [a.attempt for a in seen] == ([] if failure == "refused" else [1, 2, 3])
+    if failure == "http_500":
+        assert {r["response_excerpt"] for r in rows} == {"boom"}
+    run = await harness.pool.fetchrow("SELECT status, attempt_count FROM job_run")
+    assert tuple(run) == ("failed", 3)
+    assert sample(metrics, "scheduler_runs_total", outcome="failed") == 1
+
+
+async def test_a_request_error_is_not_retried(harness: Harness) -> None:
+    harness.sink.behaviour = always(Reply(404))
+    await harness.schedule(1)
+    executor, signals, _ = harness.executor()
+    async with running(executor):
+        await signals.settled.wait_count(1, within=10)
+    assert [a.attempt for a in harness.sink.arrivals] == [1]
+    assert await harness.statuses() == {"failed": 1}
+
+
+async def test_open_breaker_defers_without_an_attempt_then_one_probe_decides(
+    harness: Harness,
+) -> None:
+    harness.sink.behaviour = always(Reply(500))
+    once = {"max_attempts": 1, "initial_backoff_seconds": 1, "max_backoff_seconds": 1}
+    first = await harness.schedule(2, retry=once)
+    policy = BreakerPolicy(failure_threshold=2, cooldown_seconds=1.0, probe_wait_seconds=0.2)
+    executor, signals, metrics = harness.executor(breaker_policy=policy)
+    async with running(executor):
+        await signals.settled.wait_count(2, within=10)
+        await harness.until(lambda: _breaker(harness.pool, "open", failures=2))
+        async with harness.pool.acquire() as conn:  # three more runs for the same origin
+            await seed_due_runs(conn, first, 3, first=10)
+        await signals.deferred.wait_count(3, within=5)
+        rows = await harness.pool.fetch(
+            "SELECT status, attempt_count FROM job_run WHERE status <> 'failed'")
+        assert {tuple(r) for r in rows} == {("pending", 0)}  # no attempt consumed
+        assert len(harness.sink.arrivals) == 2
+        await harness.until(lambda: _gauge_is(metrics, 1.0))
+        # Cool-down over: exactly one probe goes out; it fails and the breaker re-opens.
+        await harness.sink.wait_for(lambda s: len(s.arrivals) == 3, within=5)
+        await harness.until(lambda: _breaker(harness.pool, "open", failures=3))
+        assert len(harness.sink.arrivals) == 3
+        harness.sink.behaviour = always(Reply(200))
+        await signals.settled.wait_for(
+            lambda items: sum(s is RunStatus.SUCCEEDED for _, s in items) == 2, within=10
+        )
+        await harness.until(lambda: _gauge_is(metrics, 0.0))
+    assert await harness.statuses() == {"failed": 3, "succeeded": 2}
+    assert await harness.pool.fetchval("SELECT state FROM target_breaker") == "closed"
+    assert set(await harness.pool.fetch("SELECT DISTINCT attempt FROM job_run_attempt")) == {(1,)}
+
+
+async def _gauge_is(metrics: PrometheusMetrics, value: float) -> bool:
+    return sample(metrics, "scheduler_breaker_open") == value
+
+
+async def _breaker(pool: asyncpg.Pool, state: str, *, failures: int) -> bool:
+    row = await pool.fetchrow("SELECT state, failures FROM target_breaker")
+    return row is not None and (row["state"], row["failures"]) == (state, failures)
+
+
+async def test_a_lost_lease_cancels_the_request_and_discards_its_result(harness: Harness) -> None:
+    """Lease rule 2: another owner re-claims the run while our request is in flight. The
+    next renewal (every lease/3 = 0.5 s, far before the 30 s delivery timeout) finds it
+    gone, the request is cancelled, and the only terminal write is the new owner's."""
+    hold = asyncio.Event()
+    harness.sink.behaviour = always(Reply(hold=hold))
+    await harness.schedule(1)
+    executor, signals, metrics = harness.executor(lease_seconds=1.5, delivery_timeout=30)
+    async with running(executor):
+        await harness.sink.wait_for(lambda s: len(s.arrivals) == 1, within=10)
+        await harness.pool.execute(
+            "UPDATE job_run SET claimed_by = 'other', claim_expires_at = now() + interval '1 min'"
+        )
+        await signals.abandoned.wait_count(1, within=3)  # not the 30 s timeout
+        assert executor.in_flight == 0 and signals.lost.items == signals.abandoned.items
+        assert sample(metrics, "scheduler_lease_lost_total") == 1
+        hold.set()  # the receiver answers 200 now; nobody is listening any more
+        [other] = await PostgresClaimSource(harness.pool).claim("unused", 1, 1) or [None]
+        assert other is None  # still leased by 'other'
+        store = PostgresRunStore(harness.pool)
+        run_id, scheduled_for = await harness.pool.fetchrow(
+            "SELECT id, scheduled_for FROM job_run")
+        assert await store.fail_minimal("other", run_id, scheduled_for, "decided by other")
+    assert signals.settled.items == []
+    row = await harness.pool.fetchrow("SELECT status, claimed_by, last_error FROM job_run")
+    assert tuple(row) == ("failed", "other", "decided by other")
+    assert await harness.pool.fetchval("SELECT count(*) FROM job_run_attempt") == 0
+
+
+async def test_shutdown_drains_in_flight_deliveries_and_leaves_the_rest(harness: Harness) -> None:
+    harness.sink.behaviour = always(Reply(delay=0.3))
+    await harness.schedule(10)
+    executor, signals, _ = harness.executor(workers=4, batch=4, grace_seconds=5)
+    async with running(executor) as stopping:
+        await harness.sink.wait_for(lambda s: len(s.arrivals) >= 4, within=10)
+        claimed = len(signals.claimed.items)
+        stopping.set()
+    assert len(signals.settled.items) == claimed  # every claimed run finished
+    assert signals.released.items == []
+    statuses = await harness.statuses()
+    assert statuses == {"succeeded": claimed, "pending": 10 - claimed}
+
+
+async def test_shutdown_releases_what_did_not_finish_but_only_its_own(harness: Harness) -> None:
+    """After the grace period unfinished runs are released (attempt given back), except
+    one another replica re-claimed meanwhile: release is predicated on the lease too."""
+    harness.sink.behaviour = always(Reply(hold=asyncio.Event()))  # never answers
+    await harness.schedule(4)
+    executor, signals, _ = harness.executor(workers=4, batch=4, grace_seconds=1.0)
+    async with running(executor) as stopping:
+        await harness.sink.wait_for(lambda s: len(s.arrivals) == 4, within=10)
+        taken = await harness.pool.fetchval(
+            "UPDATE job_run SET claimed_by = 'other' WHERE id = (SELECT id FROM job_run "
+            "ORDER BY id LIMIT 1) RETURNING id")
+        stopping.set()
+    assert len(signals.released.items) == 4
+    rows = await harness.pool.fetch("SELECT id, status, attempt_count, claimed_by FROM job_run")
+    for row in rows:
+        expected = ("running", 1, "other") if row["id"] == taken else ("pending", 0, OWNER)
+        assert (row["status"], row["attempt_count"], row["claimed_by"]) == expected
+
+
+async def test_a_failing_terminal_write_drives_only_that_run_to_failed(harness: Harness) -> None:
+    """One run's terminal write fails in Postgres (a trigger rejects it): the batch is
+    written one by one, the others succeed, and the minimal write ends that run failed
+    instead of leaving it running to be redelivered."""
+    await harness.schedule(5)
+    poison = await harness.pool.fetchval("SELECT id FROM job_run ORDER BY id LIMIT 1")
+    await harness.pool.execute(f"""
+        CREATE FUNCTION reject_one() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.id = '{poison}' AND NEW.status = 'succeeded' THEN
+                RAISE EXCEPTION 'disk full (simulated)';
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER reject_one BEFORE UPDATE ON job_run
+            FOR EACH ROW EXECUTE FUNCTION reject_one();""")
+    executor, signals, _ = harness.executor()
+    async with running(executor):
+        await signals.settled.wait_count(5, within=10)
+    rows = {r["id"]: r for r in await harness.pool.fetch("SELECT * FROM job_run")}
+    assert rows[poison]["status"] == "failed"
+    assert rows[poison]["last_error"].startswith("ResolveFailed")
+    assert sorted(r["status"] for r in rows.values()) == ["failed"] + ["succeeded"] * 4
