@@ -242,6 +242,20 @@ def test_decide_plans_every_schedule_and_keeps_order() -> None:
     assert len(decision.runs) == 2 * 20  # 12:00:00 and 12:00:05 each
 
 
+def test_schedules_sharing_a_timetable_keep_their_own_identity_and_history() -> None:
+    # Same cron, cursor and bounds: one timetable serves all; ids and last fires stay own.
+    firing = [schedule("*/5 * * * * *", next_fire_at=at(12, 0), last_fire_at=at(11, h))
+              for h in range(3)]
+    waiting = [schedule("0 * * * *", next_fire_at=at(12, 0), starts_at=at(15, 30),
+                        last_fire_at=at(9, h)) for h in range(3)]
+    decision = decide(firing + waiting, NOW, LOOKAHEAD)
+    assert len({r.id for r in decision.runs}) == len(decision.runs) == 2 * 3
+    assert {r.schedule_id for r in decision.runs} == {s.id for s in firing}
+    assert [a.last_fire_at for a in decision.advances] == [at(12, 0, 5)] * 3 + [
+        at(9, h) for h in range(3)]
+    assert [a.next_fire_at for a in decision.advances] == [at(12, 0, 10)] * 3 + [at(16, 0)] * 3
+
+
 def test_decide_stops_at_its_row_budget_but_always_makes_progress(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cronwire.domain.cron import next_occurrences, occurrences_between
@@ -63,10 +64,17 @@ def decide(
     horizon = db_now + timedelta(seconds=lookahead_seconds)
     runs: list[PlannedRun] = []
     advances: list[ScheduleAdvance] = []
+    # Schedules that share cron, zone, cursor, bounds and policy share their timetable: the
+    # thundering herd (everyone on "0 * * * *") costs one cron walk per batch, not one each.
+    timetables: dict[tuple[object, ...], _Timetable] = {}
     for schedule in schedules:
         if advances and len(runs) >= MAX_ROWS_PER_DECISION:
             break
-        planned, advance = plan_schedule(schedule, db_now, horizon)
+        key = _timetable_key(schedule)
+        timetable = timetables.get(key)
+        if timetable is None:
+            timetable = timetables[key] = _timetable(schedule, db_now, horizon)
+        planned, advance = timetable.apply(schedule)
         runs.extend(planned)
         advances.append(advance)
     return PlanDecision(runs=runs, advances=advances)
@@ -76,17 +84,44 @@ def plan_schedule(
     schedule: DueSchedule, db_now: datetime, horizon: datetime
 ) -> tuple[list[PlannedRun], ScheduleAdvance]:
     """One schedule's runs up to ``horizon`` and its new cursor."""
+    return _timetable(schedule, db_now, horizon).apply(schedule)
+
+
+@dataclass(frozen=True, slots=True)
+class _Timetable:
+    """One planning pass of a schedule, without its identity: what to write, where to go."""
+
+    skipped: list[datetime]
+    fires: list[datetime]
+    next_fire: datetime | None
+    parked: bool = False
+
+    def apply(self, s: DueSchedule) -> tuple[list[PlannedRun], ScheduleAdvance]:
+        if self.parked:
+            return [], ScheduleAdvance(s.id, None, s.last_fire_at)
+        runs = [
+            PlannedRun(s.id, s.tenant_id, at, RunStatus.SKIPPED) for at in self.skipped
+        ]
+        runs += [PlannedRun(s.id, s.tenant_id, at) for at in self.fires]
+        last_fire = self.fires[-1] if self.fires else s.last_fire_at
+        return runs, ScheduleAdvance(s.id, self.next_fire, last_fire)
+
+
+def _timetable_key(s: DueSchedule) -> tuple[object, ...]:
+    return (s.cron, s.timezone, s.next_fire_at, s.starts_at, s.ends_at, s.misfire_policy,
+            s.catchup_window_seconds)
+
+
+def _timetable(s: DueSchedule, db_now: datetime, horizon: datetime) -> _Timetable:
     try:
-        return _plan(schedule, db_now, horizon)
+        return _plan(s, db_now, horizon)
     except DomainError:
         # A cron or zone that no longer parses (e.g. tzdata dropped a zone) can never fire;
         # parking it keeps it from heading every batch forever. Its history stays intact.
-        return [], ScheduleAdvance(schedule.id, None, schedule.last_fire_at)
+        return _Timetable([], [], None, parked=True)
 
 
-def _plan(
-    s: DueSchedule, db_now: datetime, horizon: datetime
-) -> tuple[list[PlannedRun], ScheduleAdvance]:
+def _plan(s: DueSchedule, db_now: datetime, horizon: datetime) -> _Timetable:
     cursor = s.next_fire_at if s.starts_at is None else max(s.next_fire_at, s.starts_at)
     end = horizon if s.ends_at is None else min(horizon, s.ends_at)
     floor = db_now - RECORD_HORIZON
@@ -108,10 +143,7 @@ def _plan(
             ends_at=s.ends_at,
         )
         next_fire = following[0] if following else None
-    runs = [_run(s, at, RunStatus.SKIPPED) for at in skipped]
-    runs += [_run(s, at, RunStatus.PENDING) for at in fires]
-    last_fire = fires[-1] if fires else s.last_fire_at
-    return runs, ScheduleAdvance(s.id, next_fire, last_fire)
+    return _Timetable(skipped, fires, next_fire)
 
 
 def _first_kept(
@@ -167,7 +199,3 @@ def _walk_tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[d
         if len(page) < _PROBE_PAGE:
             return list(kept)
         after = page[-1]
-
-
-def _run(s: DueSchedule, at: datetime, status: RunStatus) -> PlannedRun:
-    return PlannedRun(schedule_id=s.id, tenant_id=s.tenant_id, scheduled_for=at, status=status)

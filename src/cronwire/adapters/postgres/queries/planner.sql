@@ -29,10 +29,13 @@ ON CONFLICT DO NOTHING
 
 -- name: schedule_advance
 -- The cursors of the claimed (still locked) schedules; NULL next_fire_at = no more fires.
--- updated_at is the tenant's edit time, so the planner leaves it alone.
+-- updated_at is the tenant's edit time, so the planner leaves it alone. The redundant
+-- "id = ANY($1)" lets Postgres fetch the batch by primary key instead of hashing a scan of
+-- the whole table (it cannot see through the join on unnest), so cost follows the batch,
+-- not the number of schedules.
 UPDATE schedule AS s
 SET next_fire_at = a.next_fire_at,
     last_fire_at = a.last_fire_at
 FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[])
      AS a(id, next_fire_at, last_fire_at)
-WHERE s.id = a.id
+WHERE s.id = a.id AND s.id = ANY($1::uuid[])
