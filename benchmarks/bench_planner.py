@@ -1,0 +1,149 @@
+"""Planner throughput: N schedules all due at the same instant (the seed ADR's worst case,
+100k schedules on one cron), timed from the instant they become due until every run row
+exists. Prints one JSON line: {"schedules", "runs", "seconds", "runs_per_second", ...}.
+
+    python benchmarks/bench_planner.py [--schedules 100000] [--dsn postgresql://...]
+                                       [--planners 2] [--batch 2000]
+
+Without --dsn an embedded Postgres with durable settings (fsync on) runs in a temp dir.
+The planners are the production Planner loops, as one replica would run several, each with
+its own connection; the only non-default is the batch size, reported in the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import asyncpg
+
+from cronwire.adapters.embedded.postgres import DURABLE_SETTINGS, EmbeddedPostgres
+from cronwire.adapters.metrics import PrometheusMetrics
+from cronwire.adapters.postgres.migrator import migrate
+from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
+from cronwire.adapters.postgres.pool import create_pool
+from cronwire.service.planner import Planner
+
+LOOKAHEAD_SECONDS = 5.0
+INSERT_SCHEDULES = """
+INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, next_fire_at,
+                      signing_secret)
+SELECT id, $1, 'bench', $2, 'UTC', '{"url": "http://127.0.0.1:9/hook"}'::jsonb, '{}'::jsonb,
+       $3, 'whsec_bench'
+FROM unnest($4::uuid[]) AS id
+"""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--schedules", type=int, default=100_000)
+    parser.add_argument("--dsn", help="an existing database (default: embedded Postgres)")
+    parser.add_argument("--planners", type=int, default=2, help="planner loops (connections)")
+    parser.add_argument("--batch", type=int, default=2000, help="schedules per transaction")
+    return parser.parse_args(argv)
+
+
+async def seed(pool: asyncpg.Pool, count: int) -> datetime:
+    """One tenant and ``count`` schedules whose one occurrence today is the same instant,
+    far enough ahead that none is due before the clock starts. Returns that instant."""
+    now: datetime = await pool.fetchval("SELECT now()")
+    lead = LOOKAHEAD_SECONDS + 2 + count / 40_000
+    fire_at = (now + timedelta(seconds=lead)).replace(microsecond=0)
+    cron = f"{fire_at.second} {fire_at.minute} {fire_at.hour} * * *"  # daily, at that second
+    tenant = uuid.uuid4()
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("INSERT INTO tenant (id, name) VALUES ($1, 'bench')", tenant)
+        await conn.execute(INSERT_SCHEDULES, tenant, cron, fire_at,
+                           [uuid.uuid4() for _ in range(count)])
+    await pool.execute("ANALYZE schedule")
+    return fire_at
+
+
+async def wait_until_due(pool: asyncpg.Pool, fire_at: datetime) -> None:
+    due = fire_at - timedelta(seconds=LOOKAHEAD_SECONDS)
+    while True:
+        now: datetime = await pool.fetchval("SELECT now()")
+        if now >= due:
+            return
+        await asyncio.sleep(min(0.5, (due - now).total_seconds()))
+
+
+async def plan_all(dsn: str, expected: int, planners: int, batch: int) -> float:
+    """Run ``planners`` Planner loops until they inserted ``expected`` runs; seconds taken."""
+    pools = [await create_pool(dsn, 1) for _ in range(planners)]
+    loops = [Planner(PostgresPlannerStore(pool), PrometheusMetrics(), batch=batch,
+                     tick_seconds=1.0, lookahead_seconds=LOOKAHEAD_SECONDS) for pool in pools]
+    stopping = asyncio.Event()
+    started = time.perf_counter()
+    tasks = [asyncio.create_task(loop.run(stopping)) for loop in loops]
+    try:
+        while sum(loop.runs_inserted for loop in loops) < expected:
+            ticks = [asyncio.ensure_future(loop.next_tick()) for loop in loops]
+            done, pending = await asyncio.wait(ticks, timeout=60,
+                                               return_when=asyncio.FIRST_COMPLETED)
+            for waiter in pending:
+                waiter.cancel()
+            if not done:
+                raise RuntimeError("planners made no progress for 60 s")
+        return time.perf_counter() - started
+    finally:
+        stopping.set()
+        await asyncio.gather(*tasks)
+        for pool in pools:
+            await pool.close()
+
+
+async def bench(dsn: str, args: argparse.Namespace) -> dict[str, object]:
+    await migrate(dsn)
+    pool = await create_pool(dsn, 2)
+    try:
+        fire_at = await seed(pool, args.schedules)
+        await wait_until_due(pool, fire_at)
+        seconds = await plan_all(dsn, args.schedules, args.planners, args.batch)
+        runs = await pool.fetchval(
+            "SELECT count(*) FROM job_run WHERE scheduled_for = $1 AND status = 'pending'",
+            fire_at,
+        )
+        advanced = await pool.fetchval(
+            "SELECT count(*) FROM schedule WHERE next_fire_at = $1",
+            fire_at + timedelta(days=1),
+        )
+    finally:
+        await pool.close()
+    if runs != args.schedules or advanced != args.schedules:
+        raise SystemExit(f"bench: expected {args.schedules} runs and advances, "
+                         f"found {runs} runs, {advanced} advances")
+    return {
+        "schedules": args.schedules,
+        "runs": runs,
+        "seconds": round(seconds, 3),
+        "runs_per_second": round(runs / seconds),
+        "planners": args.planners,
+        "batch": args.batch,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.dsn:
+        result = asyncio.run(bench(args.dsn, args))
+    else:
+        with tempfile.TemporaryDirectory(prefix="cronwire-bench-") as tmp:
+            server = EmbeddedPostgres(Path(tmp) / "pg", settings=dict(DURABLE_SETTINGS))
+            server.start()
+            try:
+                result = asyncio.run(bench(server.dsn, args))
+            finally:
+                server.stop()
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
