@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -101,11 +102,31 @@ async def api_fixture(db_pool: asyncpg.Pool) -> AsyncIterator[Api]:
         yield Api(client, db_pool, PostgresTenantStore(db_pool))
 
 
-@pytest.fixture(name="with_limits")
-def with_limits_fixture(api: Api) -> Any:
-    """A factory for a second client of the same database with other limits/settings."""
+@pytest.fixture(name="api_variant")
+def api_variant_fixture(api: Api) -> Any:
+    """A factory of clients on the same database whose ApiContext has other fields
+    (limits, body cap, address policy): ``api_variant(max_request_bytes=1024)``."""
 
     def make(**kwargs: Any) -> httpx.AsyncClient:
         return asgi_client(dataclasses.replace(api_context(api.pool), **kwargs))
 
     return make
+
+
+STATUS_CYCLE = ["succeeded", "failed", "pending", "retrying", "running", "skipped", "cancelled"]
+
+
+async def insert_runs(pool: asyncpg.Pool, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                      count: int, *, newest: datetime, step: timedelta,
+                      statuses: Sequence[str] = STATUS_CYCLE) -> None:
+    """``count`` runs of one schedule at ``newest``, ``newest - step``, ... in one statement,
+    their status cycling through ``statuses`` (newest first)."""
+    await pool.execute(
+        """INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key,
+                                status, fire_after)
+           SELECT gen_random_uuid(), $1, $2, $3::timestamptz - g * $4::interval, 'seed-' || g,
+                  ($5::text[])[1 + g % cardinality($5::text[])],
+                  $3::timestamptz - g * $4::interval
+           FROM generate_series(0, $6 - 1) AS g""",
+        tenant_id, schedule_id, newest, step, list(statuses), count,
+    )

@@ -1,10 +1,11 @@
 """Limits of the tenant API: the request-body cap and the per-tenant defaults.
 
-The body cap (``SCHEDULER_API_MAX_REQUEST_BYTES``) is FastAPI's per-router
-``max_body_size`` (Starlette's RequestBodyLimitMiddleware): a declared
-``Content-Length`` over the cap is refused before a byte is read, and a chunked body is
-counted as it streams in and refused the moment it passes the cap, so the server never
-buffers or parses more than the cap. The 413 reaches the client in the API's error shape.
+The body cap (``SCHEDULER_API_MAX_REQUEST_BYTES``) is enforced by the tenant routers'
+route class, around FastAPI's own handler, so it runs before anything reads or parses the
+body: a declared ``Content-Length`` over the cap is refused without reading a byte, and a
+chunked body is counted as it streams in and refused the moment it passes the cap. The
+server therefore never buffers or parses more than the cap. Both answer 413 in the API's
+error shape (FastAPI's built-in ``max_body_size`` answers plain text for the first case).
 
 The per-tenant limits are columns of ``tenant``; NULL means the configured default built
 here. The domain rules (:mod:`cronwire.domain.schedule_rules`) enforce them.
@@ -12,6 +13,14 @@ here. The domain rules (:mod:`cronwire.domain.schedule_rules`) enforce them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import HTTPException, Request, Response
+from fastapi.routing import APIRoute
+from starlette.types import Message, Receive
+
+from cronwire.api.errors import error_response
 from cronwire.config import Settings
 from cronwire.domain.schedules import TenantLimits
 
@@ -24,3 +33,42 @@ def default_limits(settings: Settings) -> TenantLimits:
         max_body_bytes=settings.tenant_max_body_bytes,
         max_headers=settings.tenant_max_headers,
     )
+
+
+def _too_large(cap: int) -> str:
+    return f"body: request body exceeds {cap} bytes"
+
+
+def _counting(receive: Receive, cap: int) -> Receive:
+    seen = 0
+
+    async def counted() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > cap:
+                # FastAPI re-raises an HTTPException from reading the body untouched; the
+                # app's handler renders it in the error shape.
+                raise HTTPException(413, _too_large(cap))
+        return message
+
+    return counted
+
+
+def capped_route(cap: int) -> type[APIRoute]:
+    """An APIRoute class whose handlers refuse bodies over ``cap`` bytes with 413."""
+
+    class CappedRoute(APIRoute):
+        def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+            handler = super().get_route_handler()
+
+            async def capped(request: Request) -> Response:
+                declared = request.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > cap:
+                    return error_response(413, _too_large(cap), field="body")
+                return await handler(Request(request.scope, _counting(request.receive, cap)))
+
+            return capped
+
+    return CappedRoute

@@ -11,6 +11,7 @@ from pydantic import AwareDatetime
 from cronwire.api.auth import resolve, tenant_dependency
 from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
+from cronwire.api.limits import capped_route
 from cronwire.api.schemas import RunDetailOut, RunPage, RunStatusName
 from cronwire.domain.history import MAX_PAGE, RunQuery, RunView
 from cronwire.domain.keyset import decode_run_cursor, encode_run_cursor
@@ -30,7 +31,7 @@ def run_out(run: RunView) -> dict[str, Any]:
 
 def runs_router(ctx: ApiContext) -> APIRouter:
     router = APIRouter(prefix="/v1/runs", tags=["runs"],
-                       max_body_size=ctx.max_request_bytes)
+                       route_class=capped_route(ctx.max_request_bytes))
     Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
 
     @router.get("", response_model=RunPage, responses=responses(422),

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Path, Query, Response
 from cronwire.api.auth import resolve, tenant_dependency
 from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
+from cronwire.api.limits import capped_route
 from cronwire.api.routes_runs import run_out
 from cronwire.api.schemas import (
     FireTime,
@@ -102,7 +103,7 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
 
 def schedules_router(ctx: ApiContext) -> APIRouter:
     router = APIRouter(prefix="/v1/schedules", tags=["schedules"],
-                       max_body_size=ctx.max_request_bytes)
+                       route_class=capped_route(ctx.max_request_bytes))
     Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
 
     @router.post("", status_code=201, response_model=ScheduleCreated,
