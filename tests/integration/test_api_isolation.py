@@ -1,0 +1,188 @@
+"""Tenant isolation: every /v1 route, called with tenant B's token and tenant A's ids,
+answers 404 or an empty page and leaves A's objects untouched; without a valid token
+every route answers 401. The route table is checked against /openapi.json, so a new
+route cannot be added without joining this walk."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.support.api import Api, Tenant, api_fixture, insert_runs  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.asyncio
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str
+    path: str  # "{schedule}" / "{run}" are filled with A's ids
+    json: Any = None
+    params: dict[str, str] | None = None
+    # What B may see: "404" (not found), "empty" (an empty page), "own" (B's own new object).
+    expect: str = "404"
+
+
+CALLS = [
+    Call("GET", "/v1/schedules", expect="empty"),
+    Call("GET", "/v1/schedules/{schedule}"),
+    Call("PATCH", "/v1/schedules/{schedule}", json={"name": "stolen", "cron": "* * * * *"}),
+    Call("DELETE", "/v1/schedules/{schedule}"),
+    Call("POST", "/v1/schedules/{schedule}/pause"),
+    Call("POST", "/v1/schedules/{schedule}/resume"),
+    Call("POST", "/v1/schedules/{schedule}/trigger"),
+    Call("GET", "/v1/schedules/{schedule}/preview", params={"count": "5"}),
+    Call("POST", "/v1/schedules/{schedule}/rotate-secret"),
+    Call("GET", "/v1/runs", expect="empty"),
+    Call("GET", "/v1/runs", params={"schedule_id": "{schedule}"}, expect="empty"),
+    Call("GET", "/v1/runs", params={"schedule_id": "{schedule}", "status": "succeeded"},
+         expect="empty"),
+    Call("GET", "/v1/runs", params={"status": "succeeded"}, expect="empty"),
+    Call("GET", "/v1/runs", params={"since": "2000-01-01T00:00:00Z",
+                                    "until": "2100-01-01T00:00:00Z"}, expect="empty"),
+    Call("GET", "/v1/runs", params={"cursor": "{run_cursor}"}, expect="empty"),
+    Call("GET", "/v1/schedules", params={"cursor": "{schedule_cursor}"}, expect="empty"),
+    Call("GET", "/v1/runs/{run}"),
+    # Last, so the listings above still expect B to have nothing at all.
+    Call("POST", "/v1/schedules", json={"name": "b", "cron": "@daily",
+                                        "target": {"url": "http://127.0.0.1:9/"}}, expect="own"),
+]
+
+
+def _fill(text: str, ids: dict[str, str]) -> str:
+    for name, value in ids.items():
+        text = text.replace("{" + name + "}", value)
+    return text
+
+
+async def _send(api: Api, call: Call, ids: dict[str, str], headers: dict[str, str]) -> Any:
+    params = {k: _fill(v, ids) for k, v in (call.params or {}).items()}
+    return await api.client.request(call.method, _fill(call.path, ids), json=call.json,
+                                    params=params or None, headers=headers)
+
+
+async def _tenant_a_state(api: Api, tenant: Tenant) -> list[Any]:
+    schedules = await api.pool.fetch(
+        "SELECT id, name, cron, status, next_fire_at, signing_secret, previous_signing_secret, "
+        "updated_at FROM schedule WHERE tenant_id = $1 ORDER BY id", tenant.id)
+    runs = await api.pool.fetch(
+        "SELECT id, status, updated_at FROM job_run WHERE tenant_id = $1 ORDER BY id", tenant.id)
+    return [tuple(r) for r in schedules] + [tuple(r) for r in runs]
+
+
+async def _tenant_a_private_values(api: Api, tenant: Tenant) -> set[str]:
+    """Every id and secret of A, as they would appear in a response body."""
+    rows = await api.pool.fetch(
+        "SELECT id::text AS v FROM schedule WHERE tenant_id = $1 "
+        "UNION ALL SELECT signing_secret FROM schedule WHERE tenant_id = $1 "
+        "UNION ALL SELECT id::text FROM job_run WHERE tenant_id = $1", tenant.id)
+    return {r["v"] for r in rows} | {str(tenant.id), "alpha-one", "alpha-two"}
+
+
+@pytest.fixture
+async def tenant_a(api: Api) -> tuple[Tenant, dict[str, str]]:
+    """Tenant A with two schedules, their runs, and cursors taken from A's own pages."""
+    a = await api.tenant("a")
+    first = await api.create_schedule(a, name="alpha-one")
+    await api.create_schedule(a, name="alpha-two")
+    newest = await api.pool.fetchval("SELECT date_trunc('minute', now())")
+    await insert_runs(api.pool, a.id, uuid.UUID(first["id"]), 5, newest=newest,
+                      step=timedelta(minutes=1), statuses=["succeeded"])
+    runs = (await api.client.get("/v1/runs", params={"limit": 2}, headers=a.headers)).json()
+    schedules = (await api.client.get("/v1/schedules", params={"limit": 1},
+                                      headers=a.headers)).json()
+    assert runs["next_cursor"] and schedules["next_cursor"]
+    return a, {"schedule": first["id"], "run": runs["items"][0]["id"],
+               "run_cursor": runs["next_cursor"], "schedule_cursor": schedules["next_cursor"]}
+
+
+async def test_the_walk_covers_every_tenant_route(api: Api) -> None:
+    spec = (await api.client.get("/openapi.json")).json()
+    routes = {(method.upper(), path) for path, operations in spec["paths"].items()
+              if path.startswith("/v1") for method in operations}
+    assert len(routes) == 12
+    walked = {(c.method, c.path.replace("{schedule}", "{id}").replace("{run}", "{id}"))
+              for c in CALLS}
+    assert walked == routes
+
+
+async def test_another_tenants_objects_answer_404_or_empty_and_stay_untouched(
+    api: Api, tenant_a: tuple[Tenant, dict[str, str]]
+) -> None:
+    a, ids = tenant_a
+    b = await api.tenant("b")
+    before = await _tenant_a_state(api, a)
+    private = await _tenant_a_private_values(api, a)
+    leaks: list[str] = []
+    for call in CALLS:
+        response = await _send(api, call, ids, b.headers)
+        text = response.text
+        asked = {ids[name] for name in ids if "{" + name + "}" in f"{call.path}{call.params}"}
+        shown = {value for value in private - asked if value in text}
+        if shown:
+            leaks.append(f"{call}: shows A's {sorted(shown)}: {text}")
+        if call.expect == "404":
+            twin = await _send(api, call, {**ids, "schedule": str(uuid.uuid4()),
+                                           "run": str(uuid.uuid4())}, b.headers)
+            ok = (response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+                  and twin.status_code == 404)
+        elif call.expect == "empty":
+            ok = response.status_code == 200 and response.json() == {"items": [],
+                                                                     "next_cursor": None}
+        else:
+            ok = response.status_code == 201 and response.json()["tenant_id"] == str(b.id)
+        if not ok:
+            leaks.append(f"{call}: {response.status_code} {text}")
+    assert not leaks, "\n".join(leaks)
+    assert await _tenant_a_state(api, a) == before
+    # A still sees everything of its own; B sees only the one schedule it created.
+    assert len((await api.client.get("/v1/schedules", headers=a.headers)).json()["items"]) == 2
+    own = (await api.client.get("/v1/schedules", headers=b.headers)).json()["items"]
+    assert [s["name"] for s in own] == ["b"]
+
+
+async def test_the_404_for_a_foreign_id_is_the_404_for_a_missing_one(
+    api: Api, tenant_a: tuple[Tenant, dict[str, str]]
+) -> None:
+    """No existence oracle: the answer does not depend on whether the id exists elsewhere."""
+    _, ids = tenant_a
+    b = await api.tenant("b")
+    for kind, path in (("schedule", "/v1/schedules/{}"), ("run", "/v1/runs/{}")):
+        missing = str(uuid.uuid4())
+        foreign = await api.client.get(path.format(ids[kind]), headers=b.headers)
+        absent = await api.client.get(path.format(missing), headers=b.headers)
+        assert foreign.status_code == absent.status_code == 404
+        assert foreign.json()["error"]["message"].replace(ids[kind], "X") == \
+            absent.json()["error"]["message"].replace(missing, "X")
+
+
+async def test_every_route_answers_401_without_a_valid_token(
+    api: Api, tenant_a: tuple[Tenant, dict[str, str]]
+) -> None:
+    a, ids = tenant_a
+    revoked = await api.tenant("revoked")
+    await api.pool.execute("UPDATE api_token SET revoked_at = now() WHERE tenant_id = $1",
+                           revoked.id)
+    bad_headers: list[dict[str, str]] = [
+        {}, {"Authorization": "Bearer"}, {"Authorization": "Bearer cwt_not-a-real-token"},
+        {"Authorization": f"Basic {a.token}"}, {"Authorization": a.token},
+        {"Authorization": "Bearer " + "x" * 5000}, revoked.headers,
+    ]
+    before = await _tenant_a_state(api, a)
+    wrong: list[str] = []
+    for call in CALLS:
+        for headers in bad_headers:
+            response = await _send(api, call, ids, headers)
+            error = response.json().get("error", {}) if response.content else {}
+            if (response.status_code != 401 or error.get("code") != "unauthorized"
+                    or "bearer" not in response.headers.get("www-authenticate", "").lower()):
+                wrong.append(f"{call.method} {call.path} {list(headers.values())[:1]}: "
+                             f"{response.status_code} {response.text[:200]}")
+    assert not wrong, "\n".join(wrong)
+    assert await _tenant_a_state(api, a) == before
+    # Operations routes stay open.
+    assert (await api.client.get("/healthz")).status_code == 200
