@@ -17,6 +17,7 @@ from cronwire.adapters.postgres.pool import create_pool
 from cronwire.config import Settings
 from cronwire.container import build_container, role_loops
 from cronwire.domain.model import DueSchedule, PlanDecision, idempotency_key_for, run_id_for
+from cronwire.errors import StorageError
 from cronwire.service.planner import Planner
 from tests.support.planner_data import (
     ScheduleSpec,
@@ -305,8 +306,24 @@ async def test_container_runs_the_planner_for_the_planner_role(
         await until(lambda: all_planned(db_pool), within=10)
         stopping.set()
         await asyncio.wait_for(task, timeout=5)
+        no_planner = dataclasses.replace(settings, roles=frozenset({"api"}))
+        assert "planner" not in await role_loops(container, no_planner)
     finally:
         await container.shutdown_resources()  # type: ignore[misc]
     assert mismatches([spec], await runs_by_schedule(db_pool)) == []
-    no_planner = dataclasses.replace(settings, roles=frozenset({"api"}))
-    assert "planner" not in await role_loops(build_container(no_planner), no_planner)
+
+
+async def test_store_reads_the_database_clock_and_translates_driver_errors(
+    database_url: str, db_pool: asyncpg.Pool
+) -> None:
+    before = await db_now(db_pool)
+    pool = await create_pool(database_url, 1)
+    store = PostgresPlannerStore(pool)
+    now = await store.db_now()
+    assert before <= now <= await db_now(db_pool)
+    await pool.close()  # what a planner sees when its database goes away
+    with pytest.raises(StorageError):
+        await store.db_now()
+    with pytest.raises(StorageError):
+        await store.plan_due(limit=10, lookahead_seconds=5,
+                             decide=lambda s, n: PlanDecision([], []))

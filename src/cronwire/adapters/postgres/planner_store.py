@@ -12,6 +12,7 @@ from datetime import datetime
 
 import asyncpg
 
+from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.model import (
     DueSchedule,
@@ -19,13 +20,9 @@ from cronwire.domain.model import (
     PlanDecision,
     idempotency_key_for,
 )
-from cronwire.errors import StorageError
 
 Q = queries("planner")
 Decide = Callable[[Sequence[DueSchedule], datetime], PlanDecision]
-
-# What a lost connection, a server error or a pool timeout looks like from asyncpg.
-DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 
 
 def _due_schedule(row: asyncpg.Record) -> DueSchedule:
@@ -55,13 +52,11 @@ class PostgresPlannerStore:
     async def plan_due(
         self, *, limit: int, lookahead_seconds: float, decide: Decide
     ) -> tuple[int, int]:
-        try:
+        with storage_errors("planner transaction"):
             async with self._pool.acquire() as conn, conn.transaction():
                 return await self.plan_on(
                     conn, limit=limit, lookahead_seconds=lookahead_seconds, decide=decide
                 )
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"planner transaction failed: {exc!r}") from exc
 
     async def plan_on(
         self,
@@ -89,10 +84,8 @@ class PostgresPlannerStore:
         return len(rows), inserted
 
     async def db_now(self) -> datetime:
-        try:
-            now: datetime = await self._pool.fetchval("SELECT now()")
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"reading the database clock failed: {exc!r}") from exc
+        with storage_errors("read the database clock"):
+            now: datetime = await self._pool.fetchval(Q["database_now"])
         return now
 
 

@@ -39,3 +39,7 @@ SET next_fire_at = a.next_fire_at,
 FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[])
      AS a(id, next_fire_at, last_fire_at)
 WHERE s.id = a.id AND s.id = ANY($1::uuid[])
+
+-- name: database_now
+-- The one clock authority for due decisions.
+SELECT now()
