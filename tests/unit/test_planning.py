@@ -129,6 +129,23 @@ def test_fire_once_on_a_sparse_schedule_finds_the_latest_miss_days_back() -> Non
     assert advance.next_fire_at == datetime(2027, 1, 11, 3, tzinfo=UTC)
 
 
+def test_fire_once_after_years_paused_still_finds_the_latest_miss() -> None:
+    s = schedule("0 3 * * 1", misfire_policy=MisfirePolicy.FIRE_ONCE,
+                 next_fire_at=datetime(2001, 1, 1, tzinfo=UTC))
+    runs, advance = plan(s)
+    # Only the last seven days are written: one catch-up run, no skipped rows before it.
+    assert [(r.scheduled_for, r.status) for r in runs] == [
+        (datetime(2027, 1, 4, 3, tzinfo=UTC), RunStatus.PENDING)]
+    assert advance.next_fire_at == datetime(2027, 1, 11, 3, tzinfo=UTC)
+
+
+def test_a_miss_older_than_the_record_horizon_is_not_fired_even_by_fire_once() -> None:
+    s = schedule("0 0 1 1 *", misfire_policy=MisfirePolicy.FIRE_ONCE,
+                 next_fire_at=datetime(2026, 12, 1, tzinfo=UTC))
+    runs, advance = plan(s)  # 2027-01-01 was nine days before NOW
+    assert runs == [] and advance.next_fire_at == datetime(2028, 1, 1, tzinfo=UTC)
+
+
 def test_skip_records_every_missed_occurrence_as_skipped() -> None:
     s = schedule(misfire_policy=MisfirePolicy.SKIP, next_fire_at=NOW - timedelta(hours=2))
     runs, advance = plan(s)

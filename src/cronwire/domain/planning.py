@@ -181,7 +181,7 @@ def _tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[dateti
         return []
     span = _PROBE_FIRST
     while True:
-        start = max(lo, hi - span)
+        start = lo if span >= hi - lo else hi - span  # never computes a date before lo
         kept = _walk_tail(s, start, hi, count)
         if len(kept) >= count or start == lo:
             return kept
