@@ -56,13 +56,12 @@ def list_arguments(tenant_id: uuid.UUID, query: RunQuery) -> tuple[str, list[obj
     before_at, before_id = (
         (query.before.scheduled_for, query.before.id) if query.before else (LATEST, LAST_ID)
     )
-    args: list[object] = [
-        tenant_id, query.since or EARLIEST, query.until or LATEST, before_at, before_id,
-        query.limit,
-    ]
+    since, until = query.since or EARLIEST, query.until or LATEST
     status = query.status.value if query.status is not None else None
     if query.schedule_id is not None:
-        return "run_list_for_schedule", [*args, status, query.schedule_id]
+        return "run_list_for_schedule", [tenant_id, since, until, before_at, query.limit, status,
+                                         query.schedule_id]
+    args: list[object] = [tenant_id, since, until, before_at, before_id, query.limit]
     if status is not None:
         return "run_list_for_tenant_status", [*args, status]
     return "run_list_for_tenant", args

@@ -6,7 +6,7 @@
 -- at plan time with a custom plan, at executor start-up with a generic one.
 --   $2 since (inclusive)   $3 until (exclusive)
 --   $4, $5 the previous page's last (scheduled_for, id); "scheduled_for <= $4" repeats
---   the row comparison in a form partition pruning understands.
+--   the row comparison in a form partition pruning understands.   $6 limit   $7 status
 
 -- name: run_list_for_tenant
 -- job_run_tenant_history_idx (tenant_id, scheduled_for DESC, id DESC).
@@ -33,17 +33,18 @@ LIMIT $6
 -- name: run_list_for_schedule
 -- The occurrence key (schedule_id, scheduled_for), read backwards. scheduled_for is
 -- unique within a schedule, so it alone orders the page exactly as (scheduled_for, id)
--- does and the keyset needs no id. The status filter is a plain filter here: one
+-- does, and the keyset is "scheduled_for < $4", an index condition on that key (the id
+-- half of the cursor is not needed). The status filter is a plain filter here: one
 -- schedule's history is the bounded set it walks.
+--   $5 limit   $6 status or NULL   $7 schedule_id
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
        first_attempt_at, finished_at, last_status_code, last_error, trigger
 FROM job_run
-WHERE schedule_id = $8 AND tenant_id = $1
-  AND scheduled_for >= $2 AND scheduled_for < $3
-  AND scheduled_for <= $4 AND (scheduled_for, id) < ($4, $5)
-  AND ($7::text IS NULL OR status = $7::text)
+WHERE schedule_id = $7 AND tenant_id = $1
+  AND scheduled_for >= $2 AND scheduled_for < $3 AND scheduled_for < $4
+  AND ($6::text IS NULL OR status = $6::text)
 ORDER BY scheduled_for DESC
-LIMIT $6
+LIMIT $5
 
 -- name: run_get
 -- By id alone: one primary-key probe per partition (the id does not say which month).
