@@ -64,24 +64,35 @@ class PostgresBreakerStore:
         by_key: dict[Key, list[bool]] = {}
         for tenant_id, target_key, healthy in outcomes:
             by_key.setdefault((tenant_id, target_key), []).append(healthy)
-        if not by_key:
-            return
         failing = sorted(key for key, seen in by_key.items() if not all(seen))
-        keys = sorted(by_key)
         with storage_errors("record breaker outcomes"):
-            async with self._pool.acquire() as conn, conn.transaction():
-                if failing:
-                    await conn.execute(Q["target_breaker_ensure"], *_split(failing))
-                rows = await conn.fetch(Q["target_breaker_lock"], *_split(keys))
-                changed = []
-                for row in rows:
-                    key = (row["tenant_id"], row["target_key"])
-                    before = _state(row)
-                    after = after_outcomes(before, by_key[key], row["db_now"], policy)
-                    if after != before:
-                        changed.append((key, after))
-                if changed:
-                    await conn.execute(Q["target_breaker_write"], *_write_columns(changed))
+            if by_key and not failing:
+                by_key = await self._only_dirty(by_key)
+            if by_key:
+                await self._apply(by_key, failing, policy)
+
+    async def _only_dirty(self, by_key: dict[Key, list[bool]]) -> dict[Key, list[bool]]:
+        """Successes change only breakers that are not clean; skip the lock otherwise."""
+        rows = await self._pool.fetch(Q["target_breaker_dirty"], *_split(sorted(by_key)))
+        return {(r["tenant_id"], r["target_key"]): by_key[(r["tenant_id"], r["target_key"])]
+                for r in rows}
+
+    async def _apply(
+        self, by_key: dict[Key, list[bool]], failing: list[Key], policy: BreakerPolicy
+    ) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            if failing:
+                await conn.execute(Q["target_breaker_ensure"], *_split(failing))
+            rows = await conn.fetch(Q["target_breaker_lock"], *_split(sorted(by_key)))
+            changed = []
+            for row in rows:
+                key = (row["tenant_id"], row["target_key"])
+                before = _state(row)
+                after = after_outcomes(before, by_key[key], row["db_now"], policy)
+                if after != before:
+                    changed.append((key, after))
+            if changed:
+                await conn.execute(Q["target_breaker_write"], *_write_columns(changed))
 
     async def open_count(self) -> int:
         with storage_errors("count open breakers"):

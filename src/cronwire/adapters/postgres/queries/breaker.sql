@@ -23,6 +23,15 @@ UPDATE target_breaker
         OR (state = 'half_open' AND (probe_expires_at IS NULL OR probe_expires_at <= now())))
 RETURNING tenant_id
 
+-- name: target_breaker_dirty
+-- Which of these keys have anything a success would reset (not closed, or failures
+-- counted). Read-only: the common all-success batch on healthy targets writes nothing.
+SELECT b.tenant_id, b.target_key
+  FROM target_breaker b
+  JOIN unnest($1::uuid[], $2::text[]) AS k(tenant_id, target_key)
+    ON b.tenant_id = k.tenant_id AND b.target_key = k.target_key
+ WHERE b.state <> 'closed' OR b.failures > 0
+
 -- name: target_breaker_ensure
 -- Rows for keys about to record a failure (a success on a missing row changes nothing).
 INSERT INTO target_breaker (tenant_id, target_key)

@@ -36,49 +36,53 @@ due_tenants AS (
      LIMIT $2
 ),
 fair_share AS (
-    -- Read about 4 x limit candidate rows however many tenants are due.
-    SELECT LEAST($2, GREATEST(1, ceil(4.0 * $2 / GREATEST(count(*), 1))))::integer AS per_tenant
+    -- Lock about 2 x limit candidate rows however many tenants are due.
+    SELECT LEAST($2, GREATEST(1, ceil(2.0 * $2 / GREATEST(count(*), 1))))::integer AS per_tenant
       FROM due_tenants
 ),
-candidates AS (
-    SELECT c.id, c.scheduled_for, c.fire_after,
+expired AS (
+    -- Leases whose owner died or stalled: reclaimable by this same statement.
+    SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
+           0::bigint AS turn
+      FROM job_run r
+     WHERE r.status = 'running' AND r.claim_expires_at < now()
+     ORDER BY r.claim_expires_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+),
+fair AS (
+    -- Rows are locked where they are read (SKIP LOCKED inside each tenant's scan), so a
+    -- concurrent replica's claim skips them instead of waiting, and no second pass over
+    -- job_run is needed to lock them. The WHERE is re-checked on the locked row version:
+    -- a row another replica claimed or finished meanwhile is not taken. Locked rows that
+    -- lose the ranking below are unlocked when this statement's transaction ends.
+    SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
            row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.fire_after) AS turn
       FROM due_tenants d
      CROSS JOIN fair_share f
      CROSS JOIN LATERAL (
-        SELECT r.id, r.scheduled_for, r.tenant_id, r.fire_after
+        SELECT r.id, r.scheduled_for, r.schedule_id, r.tenant_id, r.status, r.attempt_count,
+               r.fire_after
           FROM job_run r
          WHERE r.tenant_id = d.tenant_id
            AND r.status IN ('pending', 'retrying')
            AND r.fire_after <= now()
+           AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
          ORDER BY r.fire_after
-         LIMIT f.per_tenant) c
-    UNION ALL
-    (SELECT r.id, r.scheduled_for, r.fire_after, 0 AS turn
-       FROM job_run r
-      WHERE r.status = 'running' AND r.claim_expires_at < now()
-      ORDER BY r.claim_expires_at
-      LIMIT $2)
+         LIMIT f.per_tenant
+           FOR UPDATE SKIP LOCKED) c
 ),
-picked AS (
-    -- The WHERE is re-checked on the locked row version, so a row another replica
-    -- claimed or finished between the candidate scan and the lock is not taken.
-    SELECT r.id, r.scheduled_for, r.schedule_id, r.status AS previous_status, r.attempt_count
-      FROM candidates c
-      JOIN job_run r ON r.id = c.id AND r.scheduled_for = c.scheduled_for
-     WHERE (r.status IN ('pending', 'retrying') AND r.fire_after <= now()
-            AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now()))
-        OR (r.status = 'running' AND r.claim_expires_at < now())
-     ORDER BY c.turn, c.fire_after
-     LIMIT $2
-       FOR UPDATE OF r SKIP LOCKED
+candidates AS (
+    SELECT * FROM expired
+    UNION ALL
+    SELECT * FROM fair
 ),
 decided AS (
     SELECT p.id, p.scheduled_for,
-           p.previous_status = 'running'
+           p.status = 'running'
            AND p.attempt_count >= LEAST(GREATEST(COALESCE((s.retry ->> 'max_attempts')::integer, 3), 1), 8)
            AS exhausted
-      FROM picked p
+      FROM (SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2) p
       JOIN schedule s ON s.id = p.schedule_id
 )
 UPDATE job_run j
@@ -95,7 +99,10 @@ UPDATE job_run j
                                ELSE j.last_error END,
        updated_at       = now()
   FROM decided d, schedule s
- WHERE j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
+ -- The id array steers the planner to the primary-key index of each partition; a join on
+ -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided))
+   AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
           j.status, j.attempt_count, j.claim_expires_at, s.target, s.retry, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
