@@ -1,0 +1,152 @@
+"""Executor throughput: N due runs -> signed POSTs to a local sink -> terminal rows written.
+
+One replica's production Executor (aiohttp deliverer, Postgres claim source, run store and
+breaker store) runs in this process; the sink is a separate process so the two do not
+share a core. Timed from the executor's start, with every run already due, until the last
+terminal write has landed; then checked against the database and the sink. Prints one
+JSON line: {"runs", "seconds", "runs_per_second", "delivered", "duplicates", ...}.
+
+    python benchmarks/bench_executor.py [--runs 20000] [--dsn postgresql://...]
+                                        [--workers 256] [--batch 500]
+
+Without --dsn an embedded Postgres with durable settings (fsync on) runs in a temp dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # tests.support: the seeding helpers and the sink
+
+from cronwire.adapters.clock import SystemClock  # noqa: E402
+from cronwire.adapters.embedded.postgres import DURABLE_SETTINGS, EmbeddedPostgres  # noqa: E402
+from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer  # noqa: E402
+from cronwire.adapters.http.guard import TargetGuard  # noqa: E402
+from cronwire.adapters.metrics import PrometheusMetrics  # noqa: E402
+from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore  # noqa: E402
+from cronwire.adapters.postgres.claim_source import PostgresClaimSource  # noqa: E402
+from cronwire.adapters.postgres.migrator import migrate  # noqa: E402
+from cronwire.adapters.postgres.pool import create_pool  # noqa: E402
+from cronwire.adapters.postgres.run_store import PostgresRunStore  # noqa: E402
+from cronwire.service.executor import Executor  # noqa: E402
+from cronwire.service.signals import ExecutorSignals  # noqa: E402
+from tests.support.runs import non_terminal, seed_due_runs, seed_schedule, seed_tenant  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20_000)
+    parser.add_argument("--dsn", help="an existing, migrated-or-empty database (default: embedded)")
+    parser.add_argument("--workers", type=int, default=256, help="SCHEDULER_EXECUTOR_WORKERS")
+    parser.add_argument("--batch", type=int, default=500, help="SCHEDULER_EXECUTOR_BATCH")
+    parser.add_argument("--tenants", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=600, help="give up after (seconds)")
+    return parser.parse_args(argv)
+
+
+def start_sink() -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.sink", "--port", "0"], cwd=ROOT,
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )
+    assert proc.stdout is not None
+    port = int(json.loads(proc.stdout.readline())["port"])
+    return proc, port
+
+
+async def sink_stats(port: int) -> dict[str, int]:
+    async with aiohttp.ClientSession() as session, session.get(
+        f"http://127.0.0.1:{port}/stats"
+    ) as response:
+        stats: dict[str, int] = await response.json()
+        return stats
+
+
+async def run(args: argparse.Namespace, dsn: str, sink_port: int) -> dict[str, object]:
+    await migrate(dsn)
+    pool = await create_pool(dsn, 8)
+    deliverer = AiohttpDeliverer(TargetGuard(allow_private=True), max_connections=args.workers)
+    await deliverer.start()
+    try:
+        async with pool.acquire() as conn:
+            for n in range(args.tenants):
+                schedule = await seed_schedule(
+                    conn, await seed_tenant(conn, f"bench-{n}"),
+                    f"http://127.0.0.1:{sink_port}/hook",
+                )
+                await seed_due_runs(conn, schedule, args.runs // args.tenants)
+            await conn.execute("ANALYZE job_run")
+        total = args.runs // args.tenants * args.tenants
+        signals = ExecutorSignals()
+        lease = 20.0
+        executor = Executor(
+            PostgresClaimSource(pool), PostgresRunStore(pool), PostgresBreakerStore(pool),
+            deliverer, PrometheusMetrics(), SystemClock(), owner="bench", workers=args.workers,
+            batch=args.batch, lease_seconds=lease, delivery_timeout=lease / 2, grace_seconds=10,
+            signals=signals,
+        )
+        stopping = asyncio.Event()
+        began = time.perf_counter()
+        task = asyncio.create_task(executor.run(stopping))
+        await signals.settled.wait_count(total, within=args.timeout)
+        seconds = time.perf_counter() - began
+        stopping.set()
+        await task
+        stats = await sink_stats(sink_port)
+        left = await non_terminal(pool)  # type: ignore[arg-type]
+        return {
+            "benchmark": "executor",
+            "runs": total,
+            "seconds": round(seconds, 3),
+            "runs_per_second": round(total / seconds, 1),
+            "delivered": stats["unique"],
+            "duplicates": stats["duplicates"],
+            "non_terminal": left,
+            "workers": args.workers,
+            "batch": args.batch,
+            "tenants": args.tenants,
+            "deliverer": "aiohttp",
+        }
+    finally:
+        await deliverer.close()
+        await pool.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    sink, port = start_sink()
+    try:
+        if args.dsn:
+            result = _run(run(args, args.dsn, port))
+        else:
+            with tempfile.TemporaryDirectory(prefix="cronwire-bench-") as tmp:
+                server = EmbeddedPostgres(Path(tmp) / "pg", settings=dict(DURABLE_SETTINGS))
+                dsn = server.start()
+                try:
+                    result = _run(run(args, dsn, port))
+                finally:
+                    server.stop()
+    finally:
+        sink.terminate()
+        sink.wait(10)
+    print(json.dumps(result))
+
+
+def _run(coro: object) -> dict[str, object]:
+    import uvloop
+
+    return uvloop.run(coro)  # type: ignore[arg-type, no-any-return]
+
+
+if __name__ == "__main__":
+    main()
