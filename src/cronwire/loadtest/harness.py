@@ -123,7 +123,8 @@ def _servers(plan: LoadTestPlan) -> Iterator[tuple[str, str | None]]:
 
 
 async def _seed(dsn: str, plan: LoadTestPlan, sink_port: int) -> tuple[uuid.UUID, list[uuid.UUID], datetime]:
-    """Tenant + schedules whose first fire is the first cron instant after the warm-up."""
+    """Tenant + schedules whose first fire is the first cron instant after the warm-up and
+    whose ``ends_at`` is ``duration`` seconds later."""
     await migrate(dsn)
     pool = await create_pool(dsn, 2)
     try:
@@ -137,7 +138,7 @@ async def _seed(dsn: str, plan: LoadTestPlan, sink_port: int) -> tuple[uuid.UUID
         retry = {"max_attempts": 5, "initial_backoff_seconds": 1, "max_backoff_seconds": 30}
         await pool.execute(
             Q["loadtest_schedules_insert"], ids, tenant.tenant_id, plan.cron, target, retry, first,
-            new_signing_secret(),
+            first + timedelta(seconds=plan.duration), new_signing_secret(),
         )
         return tenant.tenant_id, ids, first
     finally:
@@ -181,15 +182,15 @@ def _start_replicas(fleet: _Fleet, plan: LoadTestPlan, dsn: str, bootstrap: str 
 
 
 async def _drain(dsn: str, tenant_id: uuid.UUID, horizon: datetime, fleet: _Fleet, planned: int) -> float:
-    """Pause the schedules, then wait until every planned run is terminal and acknowledged.
+    """Wait until the planner has passed the horizon and every run up to it is terminal.
     Returns seconds from the horizon to the end of the drain."""
     pool = await create_pool(dsn, 2)
     try:
-        await pool.execute(Q["loadtest_schedules_pause"], tenant_id)
         deadline = time.monotonic() + MAX_DRAIN_SECONDS
         while time.monotonic() < deadline:
+            unplanned = await pool.fetchval(Q["loadtest_unplanned"], tenant_id, horizon)
             unfinished = await pool.fetchval(Q["loadtest_unfinished"], tenant_id, horizon)
-            if unfinished == 0 and _sink_unique(fleet.sink_port) >= planned:
+            if unplanned == 0 and unfinished == 0 and _sink_unique(fleet.sink_port) >= planned:
                 break
             await asyncio.sleep(0.2)
         db_now: datetime = await pool.fetchval(Q["loadtest_now"])

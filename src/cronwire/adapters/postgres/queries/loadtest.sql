@@ -1,13 +1,16 @@
 -- Load-test set-up and observation (the harness only; never used by serve).
 
 -- name: loadtest_schedules_insert
+-- ends_at bounds the test: the planner itself stops every schedule at the horizon.
 INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
-                      status, next_fire_at, signing_secret)
-SELECT id, $2, 'load-' || ord, $3, 'UTC', $4::jsonb, $5::jsonb, 'fire_all', 'active', $6, $7
+                      status, next_fire_at, ends_at, signing_secret)
+SELECT id, $2, 'load-' || ord, $3, 'UTC', $4::jsonb, $5::jsonb, 'fire_all', 'active', $6, $7, $8
 FROM unnest($1::uuid[]) WITH ORDINALITY AS s(id, ord)
 
--- name: loadtest_schedules_pause
-UPDATE schedule SET status = 'paused', updated_at = now() WHERE tenant_id = $1
+-- name: loadtest_unplanned
+-- Schedules the planner has not yet moved past the horizon.
+SELECT count(*) FROM schedule
+WHERE tenant_id = $1 AND status = 'active' AND next_fire_at IS NOT NULL AND next_fire_at <= $2
 
 -- name: loadtest_now
 SELECT now()
