@@ -278,6 +278,9 @@ async def test_malformed_json_and_wrong_types_name_the_body(api: Api) -> None:
     response = await api.client.post("/v1/schedules", content=b'{"name": ', headers={
         **tenant.headers, "content-type": "application/json"})
     assert response.status_code == 422 and response.json()["error"]["field"] == "body"
+    undecodable = await api.client.post("/v1/schedules", content=b"\xff\xfe{", headers={
+        **tenant.headers, "content-type": "application/json"})
+    assert undecodable.status_code == 422 and undecodable.json()["error"]["field"] == "body"
     response = await api.client.post("/v1/schedules", json=[1, 2], headers=tenant.headers)
     assert response.status_code == 422 and response.json()["error"]["field"] == "body"
     missing = await api.client.post("/v1/schedules", json={"name": "x"}, headers=tenant.headers)

@@ -98,6 +98,11 @@ async def _validation(_: Request, exc: Exception) -> JSONResponse:
 
 async def _http(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400:
+        # FastAPI's answer to a body it cannot decode (not UTF-8, broken framing): an
+        # input error like any other, so a 422 naming the body.
+        return error_response(422, f"body: cannot be decoded as JSON ({exc.detail})",
+                              field="body")
     return error_response(exc.status_code, str(exc.detail),
                           field="body" if exc.status_code == 413 else None,
                           headers=dict(exc.headers) if exc.headers else None)
