@@ -32,7 +32,6 @@ from cronwire.domain.breaker import (
     health_signal,
     target_key,
 )
-from cronwire.domain.delivery import DeliveryResult, Outcome
 from cronwire.domain.model import ClaimedRun, RunStatus
 from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.errors import StorageError
@@ -243,7 +242,8 @@ class Executor:
         try:
             if self._signals is not None:
                 self._signals.started.add([run.id])
-            result = await self._send(run)
+            # The Deliverer enforces the per-attempt timeout (its contract suite tests it).
+            result = await self._deliverer.deliver(request_for(run, self._delivery_timeout))
         except asyncio.CancelledError:
             if not lease.lost:
                 raise
@@ -263,27 +263,6 @@ class Executor:
         self._writer.submit(
             Finished(run, lease, resolution, breaker_key, health_signal(result))
         )
-
-    async def _send(self, run: ClaimedRun) -> DeliveryResult:
-        """One attempt. The deliverer enforces the timeout; this backstop only stops a
-        broken adapter from holding a lease (renewed for ever) without an answer."""
-        request = request_for(run, self._delivery_timeout)
-        started_at = self._clock.now()
-        began = self._clock.monotonic()
-        try:
-            async with asyncio.timeout(self._delivery_timeout * 2 + 1):
-                return await self._deliverer.deliver(request)
-        except TimeoutError:
-            return DeliveryResult(
-                outcome=Outcome.TIMEOUT,
-                status_code=None,
-                error="TimeoutError: the deliverer did not return in time",
-                duration_ms=round((self._clock.monotonic() - began) * 1000),
-                response_excerpt=None,
-                retry_after_seconds=None,
-                started_at=started_at,
-                finished_at=self._clock.now(),
-            )
 
     def _lease_lost(self, lease: Lease) -> None:
         self._metrics.lease_lost()
