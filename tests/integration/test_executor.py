@@ -361,3 +361,35 @@ async def test_a_failing_terminal_write_drives_only_that_run_to_failed(harness: 
     assert rows[poison]["status"] == "failed"
     assert rows[poison]["last_error"].startswith("ResolveFailed")
     assert sorted(r["status"] for r in rows.values()) == ["failed"] + ["succeeded"] * 4
+
+
+async def test_a_malformed_target_fails_with_evidence_instead_of_crashing(harness: Harness) -> None:
+    schedule = await harness.schedule(1)
+    await harness.pool.execute(
+        "UPDATE schedule SET target = '{\"method\": \"POST\"}'::jsonb WHERE id = $1", schedule.id)
+    executor, signals, _ = harness.executor()
+    async with running(executor):
+        await signals.settled.wait_count(1, within=10)
+    row = await harness.pool.fetchrow("SELECT outcome, error FROM job_run_attempt")
+    assert row["outcome"] == "blocked" and row["error"]
+    assert await harness.statuses() == {"failed": 1}
+
+
+class _BrokenDeliverer(AiohttpDeliverer):
+    async def deliver(self, request: object) -> object:  # type: ignore[override]
+        raise RuntimeError("adapter bug")
+
+
+async def test_a_deliverer_that_raises_records_a_retryable_failure(harness: Harness) -> None:
+    await harness.schedule(
+        1, retry={"max_attempts": 2, "initial_backoff_seconds": 0.01, "max_backoff_seconds": 0.02})
+    harness.deliverer = _BrokenDeliverer(TargetGuard(allow_private=True))
+    executor, signals, _ = harness.executor()
+    async with running(executor):
+        await signals.settled.wait_for(
+            lambda items: any(s is RunStatus.FAILED for _, s in items), within=10)
+    rows = await harness.pool.fetch("SELECT attempt, outcome, error FROM job_run_attempt "
+                                    "ORDER BY attempt")
+    assert [(r["attempt"], r["outcome"]) for r in rows] == [(1, "connection_error"),
+                                                            (2, "connection_error")]
+    assert all("adapter bug" in r["error"] for r in rows)

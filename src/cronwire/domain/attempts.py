@@ -8,7 +8,16 @@ malformed response must not make the batched evidence write fail for every run i
 
 from __future__ import annotations
 
-from cronwire.domain.delivery import EXCERPT_BYTES, DeliveryRequest, DeliveryResult, default_body
+from datetime import datetime
+
+from cronwire.domain.delivery import (
+    EXCERPT_BYTES,
+    DeliveryRequest,
+    DeliveryResult,
+    Outcome,
+    default_body,
+    error_text,
+)
 from cronwire.domain.model import MAX_ATTEMPTS, AttemptRecord, ClaimedRun
 
 ERROR_BYTES = 2048  # the deliverer already caps errors at 500 characters
@@ -62,4 +71,19 @@ def request_for(run: ClaimedRun, timeout_seconds: float) -> DeliveryRequest:
         body=body,
         signing_secrets=run.signing_secrets,
         timeout_seconds=timeout_seconds,
+    )
+
+
+def internal_failure(exc: Exception, started_at: datetime, finished_at: datetime) -> DeliveryResult:
+    """The result recorded when the deliverer itself broke (it must never raise): a
+    retryable failure with evidence, so the run is neither lost nor stuck leased."""
+    return DeliveryResult(
+        outcome=Outcome.CONNECTION_ERROR,
+        status_code=None,
+        error=error_text(exc, f"deliverer failed: {exc}"),
+        duration_ms=max(0, round((finished_at - started_at).total_seconds() * 1000)),
+        response_excerpt=None,
+        retry_after_seconds=None,
+        started_at=started_at,
+        finished_at=finished_at,
     )

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
 
-from cronwire.domain.attempts import request_for
+from cronwire.domain.attempts import internal_failure, request_for
 from cronwire.domain.breaker import (
     Admission,
     BreakerPolicy,
@@ -32,6 +32,7 @@ from cronwire.domain.breaker import (
     health_signal,
     target_key,
 )
+from cronwire.domain.delivery import DeliveryResult
 from cronwire.domain.model import ClaimedRun, RunStatus
 from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.errors import StorageError
@@ -242,8 +243,7 @@ class Executor:
         try:
             if self._signals is not None:
                 self._signals.started.add([run.id])
-            # The Deliverer enforces the per-attempt timeout (its contract suite tests it).
-            result = await self._deliverer.deliver(request_for(run, self._delivery_timeout))
+            result = await self._attempt(run)
         except asyncio.CancelledError:
             if not lease.lost:
                 raise
@@ -263,6 +263,18 @@ class Executor:
         self._writer.submit(
             Finished(run, lease, resolution, breaker_key, health_signal(result))
         )
+
+    async def _attempt(self, run: ClaimedRun) -> DeliveryResult:
+        """One request. The Deliverer enforces the per-attempt timeout (its contract
+        suite tests it) and reports failures as outcomes; should it raise anyway, the
+        attempt is recorded as a retryable failure rather than leaving a lease that is
+        renewed for ever with nothing in flight."""
+        started_at = self._clock.now()
+        try:
+            return await self._deliverer.deliver(request_for(run, self._delivery_timeout))
+        except Exception as exc:
+            log.exception("deliverer raised for run %s", run.id)
+            return internal_failure(exc, started_at, self._clock.now())
 
     def _lease_lost(self, lease: Lease) -> None:
         self._metrics.lease_lost()

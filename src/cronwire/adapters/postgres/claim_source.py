@@ -28,10 +28,15 @@ Q = queries("executor")
 log = logging.getLogger(__name__)
 
 
-def target_from_json(doc: Mapping[str, Any]) -> Target:
-    headers = doc.get("headers") or {}
+def target_from_json(doc: Mapping[str, Any] | None) -> Target:
+    """The schedule's target. A malformed document (the API never writes one) still
+    gives a Target: its empty URL fails the attempt as a refused target with evidence,
+    instead of one bad row crashing every claim that returns it."""
+    doc = doc if isinstance(doc, Mapping) else {}
+    headers = doc.get("headers")
+    headers = headers if isinstance(headers, Mapping) else {}
     return Target(
-        url=str(doc["url"]),
+        url=str(doc.get("url") or ""),
         method=str(doc.get("method") or "POST").upper(),
         headers={str(k): str(v) for k, v in headers.items()},
         body=None if doc.get("body") is None else str(doc["body"]),
@@ -40,15 +45,21 @@ def target_from_json(doc: Mapping[str, Any]) -> Target:
 
 def retry_from_json(doc: Mapping[str, Any] | None) -> RetryPolicy:
     defaults = RetryPolicy()
-    doc = doc or {}
-    attempts = int(doc.get("max_attempts") or defaults.max_attempts)
-    return RetryPolicy(
-        max_attempts=max(1, min(MAX_ATTEMPTS, attempts)),
-        initial_backoff_seconds=float(
-            doc.get("initial_backoff_seconds", defaults.initial_backoff_seconds)
-        ),
-        max_backoff_seconds=float(doc.get("max_backoff_seconds", defaults.max_backoff_seconds)),
-    )
+    doc = doc if isinstance(doc, Mapping) else {}
+    try:
+        return RetryPolicy(
+            max_attempts=max(
+                1, min(MAX_ATTEMPTS, int(doc.get("max_attempts") or defaults.max_attempts))
+            ),
+            initial_backoff_seconds=float(
+                doc.get("initial_backoff_seconds", defaults.initial_backoff_seconds)
+            ),
+            max_backoff_seconds=float(
+                doc.get("max_backoff_seconds", defaults.max_backoff_seconds)
+            ),
+        )
+    except (TypeError, ValueError):
+        return defaults
 
 
 def claimed_run(row: asyncpg.Record) -> ClaimedRun:
