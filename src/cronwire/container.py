@@ -169,6 +169,8 @@ async def role_loops(container: Container, settings: Settings) -> dict[str, Loop
         executor: Executor = await container.executor()  # type: ignore[misc]
         loops["executor"] = executor.run
     # -- maintenance (every replica) --
-    loops["partitions"] = container.partition_keeper().run
-    loops["gauges"] = container.fleet_gauges().run
+    keeper: PartitionKeeper = await container.partition_keeper()  # type: ignore[misc]
+    gauges: FleetGauges = await container.fleet_gauges()  # type: ignore[misc]
+    loops["partitions"] = keeper.run
+    loops["gauges"] = gauges.run
     return loops
