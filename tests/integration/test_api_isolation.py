@@ -14,8 +14,6 @@ import pytest
 
 from tests.support.api import Api, Tenant, api_fixture, insert_runs  # noqa: F401 - fixture
 
-pytestmark = pytest.mark.asyncio
-
 
 @dataclass(frozen=True)
 class Call:
@@ -186,3 +184,31 @@ async def test_every_route_answers_401_without_a_valid_token(
     assert await _tenant_a_state(api, a) == before
     # Operations routes stay open.
     assert (await api.client.get("/healthz")).status_code == 200
+
+
+# Statements that legitimately do not filter on tenant_id, and why.
+NOT_TENANT_SCOPED = {
+    "db_now": "reads the clock only",
+    "job_run_manual_instant": "reads the clock only",
+    "tenant_limits_now": "the tenant row itself, by id = $1",
+    "tenant_lock_live_count": "the tenant row itself, by t.id = $1",
+    "schedule_insert": "writes the authenticated tenant id ($2)",
+    "job_run_insert_manual": "writes the authenticated tenant id ($2) after schedule_lock_live",
+}
+
+
+def test_every_api_statement_is_confined_to_the_callers_tenant() -> None:
+    """The static half of the isolation guarantee (ADR 0007): each API query names the
+    tenant parameter, so a query added without it fails here before it can leak."""
+    from cronwire.adapters.postgres.sql import queries
+
+    unscoped = []
+    for file in ("schedule", "run_history"):
+        for name, sql in queries(file).items():
+            if name in NOT_TENANT_SCOPED:
+                continue
+            if "tenant_id = $1" not in sql:
+                unscoped.append(f"{file}.{name}")
+    assert not unscoped, f"API queries without 'tenant_id = $1': {unscoped}"
+    statements = set(queries("schedule")) | set(queries("run_history"))
+    assert set(NOT_TENANT_SCOPED) <= statements  # no stale exemptions
