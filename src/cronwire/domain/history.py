@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cronwire.domain.keyset import RunKey
-from cronwire.domain.model import RunStatus, Trigger
+from cronwire.domain.model import AttemptRecord, RunStatus, Trigger
 
 MAX_PAGE = 200
 
@@ -32,21 +32,9 @@ class RunView:
 
 
 @dataclass(frozen=True, slots=True)
-class AttemptView:
-    attempt: int
-    started_at: datetime
-    finished_at: datetime
-    outcome: str
-    status_code: int | None
-    error: str | None
-    duration_ms: int
-    response_excerpt: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class RunDetail:
     run: RunView
-    attempts: tuple[AttemptView, ...]
+    attempts: tuple[AttemptRecord, ...]  # the executor's evidence rows, oldest first
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,14 +8,13 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
-from cronwire.domain.history import AttemptView, RunDetail, RunQuery, RunView
-from cronwire.domain.model import RunStatus, Trigger
-from cronwire.errors import NotFound, StorageError
+from cronwire.domain.history import RunDetail, RunQuery, RunView
+from cronwire.domain.model import AttemptRecord, RunStatus, Trigger
+from cronwire.errors import NotFound
 
 Q = queries("run_history")
-# What a lost connection, a server error or a pool timeout looks like from asyncpg.
-DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 # "No bound" as concrete values, so every query keeps one shape the planner can prune on.
 EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 LATEST = datetime(9999, 12, 30, tzinfo=UTC)
@@ -38,8 +37,11 @@ def run_view(row: asyncpg.Record) -> RunView:
     )
 
 
-def _attempt_view(row: asyncpg.Record) -> AttemptView:
-    return AttemptView(
+def _attempt(row: asyncpg.Record) -> AttemptRecord:
+    return AttemptRecord(
+        run_id=row["run_id"],
+        scheduled_for=row["scheduled_for"],
+        tenant_id=row["tenant_id"],
         attempt=row["attempt"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
@@ -73,14 +75,12 @@ class PostgresRunHistory:
 
     async def list(self, tenant_id: uuid.UUID, query: RunQuery) -> Sequence[RunView]:
         name, args = list_arguments(tenant_id, query)
-        try:
+        with storage_errors("reading run history"):
             rows = await self._pool.fetch(Q[name], *args)
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"reading run history failed: {exc!r}") from exc
         return [run_view(row) for row in rows]
 
     async def get(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> RunDetail:
-        try:
+        with storage_errors(f"reading run {run_id}"):
             async with self._pool.acquire() as conn:
                 row = await conn.fetchrow(Q["run_get"], tenant_id, run_id)
                 if row is None:
@@ -88,6 +88,4 @@ class PostgresRunHistory:
                 attempts = await conn.fetch(
                     Q["run_attempts"], tenant_id, run_id, row["scheduled_for"]
                 )
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"reading run {run_id} failed: {exc!r}") from exc
-        return RunDetail(run_view(row), tuple(_attempt_view(a) for a in attempts))
+        return RunDetail(run_view(row), tuple(_attempt(a) for a in attempts))

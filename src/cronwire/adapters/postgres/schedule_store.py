@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.run_history import run_view
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.history import RunView
@@ -29,7 +30,6 @@ from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.errors import NotFound, StorageError
 
 Q = queries("schedule")
-DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
 NIL_ID = uuid.UUID(int=0)
 # A manual instant collides only with another manual trigger in the same microsecond.
 MANUAL_INSERT_TRIES = 5
@@ -80,9 +80,10 @@ def _record(row: asyncpg.Record) -> ScheduleRecord:
     )
 
 
-def _found(row: asyncpg.Record | None, schedule_id: uuid.UUID) -> asyncpg.Record:
+def _found(row: asyncpg.Record | None, object_id: uuid.UUID,
+           kind: str = "schedule") -> asyncpg.Record:
     if row is None:
-        raise NotFound(f"schedule {schedule_id} not found")
+        raise NotFound(f"{kind} {object_id} not found")
     return row
 
 
@@ -93,10 +94,8 @@ class PostgresScheduleStore:
     async def limits_and_now(
         self, tenant_id: uuid.UUID, defaults: TenantLimits
     ) -> tuple[TenantLimits, datetime]:
-        try:
+        with storage_errors("reading tenant limits"):
             row = await self._pool.fetchrow(Q["tenant_limits_now"], tenant_id)
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"reading tenant limits failed: {exc!r}") from exc
         if row is None:
             raise NotFound(f"tenant {tenant_id} not found")
         limits = defaults.overridden_by(
@@ -112,10 +111,10 @@ class PostgresScheduleStore:
         max_schedules: int,
     ) -> ScheduleRecord:
         status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
-        try:
+        with storage_errors("creating a schedule"):
             async with self._pool.acquire() as conn, conn.transaction():
                 tenant = _found(await conn.fetchrow(Q["tenant_lock_live_count"], tenant_id),
-                                tenant_id)
+                                tenant_id, "tenant")
                 if tenant["live"] >= max_schedules:
                     raise LimitExceeded(
                         "max_schedules", None,
@@ -127,15 +126,11 @@ class PostgresScheduleStore:
                     status.value, next_fire_after(spec, tenant["db_now"]), spec.starts_at,
                     spec.ends_at, signing_secret,
                 )
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"creating a schedule failed: {exc!r}") from exc
-        return _record(_found(row, tenant_id))
+        return _record(_found(row, tenant_id, "tenant"))
 
     async def db_now(self) -> datetime:
-        try:
+        with storage_errors("reading the database clock"):
             now: datetime = await self._pool.fetchval(Q["db_now"])
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"reading the database clock failed: {exc!r}") from exc
         return now
 
     async def get(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> ScheduleRecord:
@@ -145,17 +140,15 @@ class PostgresScheduleStore:
     async def list(
         self, tenant_id: uuid.UUID, *, after: uuid.UUID | None, limit: int
     ) -> Sequence[ScheduleRecord]:
-        try:
+        with storage_errors("listing schedules"):
             rows = await self._pool.fetch(Q["schedule_list"], tenant_id, after or NIL_ID, limit)
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"listing schedules failed: {exc!r}") from exc
         return [_record(row) for row in rows]
 
     async def update(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
         revise: Callable[[ScheduleSpec], ScheduleSpec],
     ) -> ScheduleRecord:
-        try:
+        with storage_errors(f"updating schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 row = _found(await conn.fetchrow(Q["schedule_lock"], tenant_id, schedule_id),
                              schedule_id)
@@ -169,20 +162,16 @@ class PostgresScheduleStore:
                     Q["schedule_update"], tenant_id, schedule_id, *_spec_columns(spec),
                     spec.starts_at, spec.ends_at, next_fire_at,
                 )
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"updating schedule {schedule_id} failed: {exc!r}") from exc
         return _record(_found(updated, schedule_id))
 
     async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
-        try:
+        with storage_errors(f"deleting schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 _found(await conn.fetchrow(Q["schedule_soft_delete"], tenant_id, schedule_id),
                        schedule_id)
                 status = await conn.execute(
                     Q["job_run_cancel_for_schedule"], tenant_id, schedule_id
                 )
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"deleting schedule {schedule_id} failed: {exc!r}") from exc
         return int(status.rsplit(" ", 1)[-1])
 
     async def set_paused(
@@ -202,7 +191,7 @@ class PostgresScheduleStore:
         return _record(_found(row, schedule_id))
 
     async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
-        try:
+        with storage_errors(f"triggering schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 _found(await conn.fetchrow(Q["schedule_lock_live"], tenant_id, schedule_id),
                        schedule_id)
@@ -215,13 +204,9 @@ class PostgresScheduleStore:
                     )
                     if row is not None:
                         return run_view(row)
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"triggering schedule {schedule_id} failed: {exc!r}") from exc
         raise StorageError(f"no free instant for a manual run of {schedule_id}; try again")
 
     async def _fetchrow(self, name: str, *args: object) -> asyncpg.Record | None:
-        try:
+        with storage_errors(name):
             row: asyncpg.Record | None = await self._pool.fetchrow(Q[name], *args)
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"{name} failed: {exc!r}") from exc
         return row

@@ -55,8 +55,8 @@ WHERE id = $2 AND tenant_id = $1
 
 -- name: run_attempts
 -- The run's evidence, pruned to its own partition by scheduled_for.
-SELECT attempt, started_at, finished_at, outcome, status_code, error, duration_ms,
-       response_excerpt
+SELECT run_id, scheduled_for, tenant_id, attempt, started_at, finished_at, outcome,
+       status_code, error, duration_ms, response_excerpt
 FROM job_run_attempt
 WHERE run_id = $2 AND scheduled_for = $3 AND tenant_id = $1
 ORDER BY attempt
