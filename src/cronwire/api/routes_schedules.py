@@ -140,7 +140,11 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
         return schedule_out(await (await resolve(ctx.schedules)).get(tenant, schedule_id))
 
     @router.patch("/{id}", response_model=ScheduleOut, responses=responses(404, 413, 422),
-                  summary="Edit a schedule; new timing recomputes next_fire_at, no duplicates")
+                  summary="Edit a schedule; new timing recomputes next_fire_at, no duplicates",
+                  description="Only the fields present change (`target` and `retry` are "
+                  "replaced whole). A new `cron`, `timezone`, `starts_at` or `ends_at` "
+                  "moves `next_fire_at` to the first occurrence after both now and the "
+                  "last occurrence already planned, so nothing is planned twice.")
     async def patch(schedule_id: ScheduleId, body: SchedulePatch,
                     tenant: Tenant) -> dict[str, Any]:
         store = await resolve(ctx.schedules)
@@ -157,25 +161,38 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
     @router.delete("/{id}", status_code=204, response_class=Response,
                    responses=responses(404, 422),
                    summary="Delete (soft): stops firing, cancels runs not yet started; "
-                   "history stays readable")
+                   "history stays readable",
+                   description="The schedule stops firing and disappears from reads and "
+                   "lists (404 afterwards). Its `pending` and `retrying` runs become "
+                   "`cancelled`; a `running` run (its request may be on the wire) finishes "
+                   "normally. Every run stays readable under `/v1/runs`.")
     async def delete(schedule_id: ScheduleId, tenant: Tenant) -> Response:
         await (await resolve(ctx.schedules)).delete(tenant, schedule_id)
         return Response(status_code=204)
 
     @router.post("/{id}/pause", response_model=ScheduleOut, summary="Pause firing",
-                 responses=responses(404, 422))
+                 responses=responses(404, 422),
+                 description="No new runs are planned. Runs already planned (the planner "
+                 "works a few seconds ahead) are still delivered.")
     async def pause(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
         store = await resolve(ctx.schedules)
         return schedule_out(await store.set_paused(tenant, schedule_id, True))
 
     @router.post("/{id}/resume", response_model=ScheduleOut, responses=responses(404, 422),
-                 summary="Resume; occurrences missed meanwhile follow the misfire policy")
+                 summary="Resume; occurrences missed meanwhile follow the misfire policy",
+                 description="`next_fire_at` is left where the pause found it, so the "
+                 "occurrences missed while paused are handled by `misfire_policy` "
+                 "(`fire_all` within `catchup_window_seconds`, `fire_once`, or `skip`; "
+                 "skipped ones appear in the history as `skipped` runs).")
     async def resume(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
         store = await resolve(ctx.schedules)
         return schedule_out(await store.set_paused(tenant, schedule_id, False))
 
     @router.post("/{id}/trigger", status_code=202, response_model=RunOut,
-                 responses=responses(404, 422), summary="Run now (a manual run, due at once)")
+                 responses=responses(404, 422), summary="Run now (a manual run, due at once)",
+                 description="Works on paused schedules too. The run's `scheduled_for` is "
+                 "the database clock with a non-zero microsecond part, so it never takes "
+                 "the slot of a cron occurrence (those are whole seconds).")
     async def trigger(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
         return run_out(await (await resolve(ctx.schedules)).trigger(tenant, schedule_id))
 
