@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
+import os
 import tempfile
 import time
 import uuid
@@ -76,7 +76,9 @@ async def wait_until_due(pool: asyncpg.Pool, fire_at: datetime) -> None:
 
 
 async def plan_all(dsn: str, expected: int, planners: int, batch: int) -> float:
-    """Run ``planners`` Planner loops until they inserted ``expected`` runs; seconds taken."""
+    """Run ``planners`` Planner loops until they inserted ``expected`` runs; seconds taken.
+
+    Wall time depends on what else the machine runs; ``main`` also reports CPU seconds."""
     pools = [await create_pool(dsn, 1) for _ in range(planners)]
     loops = [Planner(PostgresPlannerStore(pool), PrometheusMetrics(), batch=batch,
                      tick_seconds=1.0, lookahead_seconds=LOOKAHEAD_SECONDS) for pool in pools]
@@ -100,13 +102,37 @@ async def plan_all(dsn: str, expected: int, planners: int, batch: int) -> float:
             await pool.close()
 
 
-async def bench(dsn: str, args: argparse.Namespace) -> dict[str, object]:
+def cluster_cpu_seconds(postmaster_pid: int | None) -> float:
+    """CPU seconds used so far by a local Postgres cluster (postmaster and its children)."""
+    if postmaster_pid is None:
+        return 0.0
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # Fields after the ")" that closes the command name: state ppid ... utime stime.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended while we looked
+        if stat.parent.name == str(postmaster_pid):
+            # Its own time plus that of children already gone (backends of closed pools).
+            ticks += sum(int(f) for f in fields[11:15])
+        elif int(fields[1]) == postmaster_pid:
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+async def bench(
+    dsn: str, args: argparse.Namespace, postmaster_pid: int | None = None
+) -> dict[str, object]:
     await migrate(dsn)
     pool = await create_pool(dsn, 2)
     try:
         fire_at = await seed(pool, args.schedules)
         await wait_until_due(pool, fire_at)
+        cpu_before = time.process_time(), cluster_cpu_seconds(postmaster_pid)
         seconds = await plan_all(dsn, args.schedules, args.planners, args.batch)
+        cpu_planner = time.process_time() - cpu_before[0]
+        cpu_postgres = cluster_cpu_seconds(postmaster_pid) - cpu_before[1]
         runs = await pool.fetchval(
             "SELECT count(*) FROM job_run WHERE scheduled_for = $1 AND status = 'pending'",
             fire_at,
@@ -127,6 +153,10 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, object]:
         "runs_per_second": round(runs / seconds),
         "planners": args.planners,
         "batch": args.batch,
+        # Load-independent cost: CPU seconds spent while planning (Postgres only when the
+        # cluster is the embedded one, whose processes we can see).
+        "cpu_seconds_planner": round(cpu_planner, 3),
+        "cpu_seconds_postgres": round(cpu_postgres, 3) if postmaster_pid else None,
     }
 
 
@@ -139,11 +169,12 @@ def main(argv: list[str] | None = None) -> None:
             server = EmbeddedPostgres(Path(tmp) / "pg", settings=dict(DURABLE_SETTINGS))
             server.start()
             try:
-                result = asyncio.run(bench(server.dsn, args))
+                pid = int((server.data_dir / "postmaster.pid").read_text().split()[0])
+                result = asyncio.run(bench(server.dsn, args, pid))
             finally:
                 server.stop()
     print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
