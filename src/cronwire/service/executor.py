@@ -19,30 +19,23 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections import defaultdict
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from uuid import UUID
 
 from cronwire.domain.attempts import internal_failure, request_for
-from cronwire.domain.breaker import (
-    Admission,
-    BreakerPolicy,
-    admission,
-    health_signal,
-    target_key,
-)
+from cronwire.domain.breaker import BreakerPolicy, health_signal
 from cronwire.domain.delivery import DeliveryResult
 from cronwire.domain.model import ClaimedRun, RunStatus
 from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.errors import StorageError
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
+from cronwire.service.breaker_gate import BreakerGate
 from cronwire.service.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.resolution_writer import Finished, ResolutionWriter
 from cronwire.service.signals import ExecutorSignals
 
 log = logging.getLogger(__name__)
-BreakerKey = tuple[UUID, str]
 
 
 class Executor:
@@ -95,6 +88,9 @@ class Executor:
         self._keeper = LeaseKeeper(
             run_store, owner=owner, lease_seconds=lease_seconds, on_lost=self._lease_lost,
             signals=signals,
+        )
+        self._gate = BreakerGate(
+            breaker_store, owner=owner, policy=self._policy, probe_seconds=lease_seconds
         )
         self._writer = ResolutionWriter(
             run_store, breaker_store, owner=owner, breaker_policy=self._policy,
@@ -180,39 +176,11 @@ class Executor:
         """Start every run whose target's breaker lets it through; defer the others."""
         if self._signals is not None:
             self._signals.claimed.add(run.id for run in runs)
-        keys = {run.id: (run.tenant_id, target_key(run.target.url)) for run in runs}
-        try:
-            db_now, states = await self._breakers.open_states(sorted(set(keys.values())))
-        except StorageError:
-            # The breaker is advice; the leases are already taken and must not idle.
-            log.warning("reading breakers failed; delivering without them", exc_info=True)
-            db_now, states = datetime.min, {}
-        deferrals: dict[datetime, list[ClaimedRun]] = defaultdict(list)
-        probes_tried: set[BreakerKey] = set()
-        for run in runs:
-            key = keys[run.id]
-            state = states.get(key)
-            if state is None:
-                self._start(run, key[1])
-                continue
-            decision, until = admission(state, db_now)
-            if decision is Admission.TRY_PROBE and key not in probes_tried:
-                probes_tried.add(key)
-                if await self._take_probe(key):
-                    self._start(run, key[1])
-                    continue
-            if until is None:  # lost the probe, or this batch already sent it
-                until = db_now + timedelta(seconds=self._policy.probe_wait_seconds)
-            deferrals[until].append(run)
-        for until, group in deferrals.items():
+        admitted = await self._gate.sort(runs)
+        for run, breaker_key in admitted.deliver:
+            self._start(run, breaker_key)
+        for until, group in admitted.defer.items():
             await self._defer(group, until)
-
-    async def _take_probe(self, key: BreakerKey) -> bool:
-        try:
-            return await self._breakers.try_probe(key, self._owner, self._lease_seconds)
-        except StorageError:
-            log.warning("taking the breaker probe failed", exc_info=True)
-            return False
 
     async def _defer(self, runs: list[ClaimedRun], until: datetime) -> None:
         """Back to the queue until ``until`` without consuming an attempt (predicated)."""
