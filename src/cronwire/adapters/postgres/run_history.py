@@ -22,35 +22,13 @@ LAST_ID = uuid.UUID(int=(1 << 128) - 1)
 
 
 def run_view(row: asyncpg.Record) -> RunView:
-    return RunView(
-        id=row["id"],
-        schedule_id=row["schedule_id"],
-        scheduled_for=row["scheduled_for"],
-        status=RunStatus(row["status"]),
-        attempt_count=row["attempt_count"],
-        fire_after=row["fire_after"],
-        first_attempt_at=row["first_attempt_at"],
-        finished_at=row["finished_at"],
-        last_status_code=row["last_status_code"],
-        last_error=row["last_error"],
-        trigger=Trigger(row["trigger"]),
-    )
+    """A job_run row as the history shows it (the queries select exactly its fields)."""
+    return RunView(**{**dict(row), "status": RunStatus(row["status"]),
+                      "trigger": Trigger(row["trigger"])})
 
 
 def _attempt(row: asyncpg.Record) -> AttemptRecord:
-    return AttemptRecord(
-        run_id=row["run_id"],
-        scheduled_for=row["scheduled_for"],
-        tenant_id=row["tenant_id"],
-        attempt=row["attempt"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        outcome=row["outcome"],
-        status_code=row["status_code"],
-        error=row["error"],
-        duration_ms=row["duration_ms"],
-        response_excerpt=row["response_excerpt"],
-    )
+    return AttemptRecord(**dict(row))
 
 
 def list_arguments(tenant_id: uuid.UUID, query: RunQuery) -> tuple[str, list[object]]:
