@@ -21,6 +21,7 @@ from cronwire.adapters.postgres.migrator import is_current, migrate
 from cronwire.api.app import create_app
 from cronwire.config import Settings
 from cronwire.container import Container, api_routers, build_container, role_loops
+from cronwire.errors import ConfigError
 from cronwire.service.supervisor import Supervisor
 
 log = logging.getLogger("cronwire")
@@ -115,7 +116,17 @@ async def _maybe_await(result: Awaitable[None] | None) -> None:
         await result
 
 
+def check_buildable(settings: Settings) -> None:
+    """Refuse, before starting anything, a configuration this build cannot run."""
+    if settings.claim_source == "kafka" and "executor" in settings.roles:
+        raise ConfigError(
+            "SCHEDULER_CLAIM_SOURCE: the kafka claim source is not part of this release yet; "
+            "use postgres (the default)"
+        )
+
+
 def serve(settings: Settings) -> None:
+    check_buildable(settings)
     settings, embedded = start_embedded_postgres(settings)
     try:
         _run(run_replica(settings))

@@ -36,6 +36,17 @@ def test_bad_configuration_exits_2_with_one_line(
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+def test_kafka_claim_source_is_refused_until_it_is_built(tmp_path: Path) -> None:
+    result = run_cli("serve", env=clean_env(SCHEDULER_CLAIM_SOURCE="kafka",
+                                             SCHEDULER_HOME=str(tmp_path)))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "cronwire: SCHEDULER_CLAIM_SOURCE: the kafka claim source is not part of this release "
+        "yet; use postgres (the default)"
+    ]
+    assert not (tmp_path / "postgres").exists()  # nothing was started
+
+
 @pytest.mark.parametrize(
     "args",
     [["--help"], ["serve", "--help"], ["migrate", "--help"], ["tenant", "--help"],
