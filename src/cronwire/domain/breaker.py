@@ -19,6 +19,7 @@ request refused by our own address policy never reached the target and does not 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -62,6 +63,7 @@ class Admission(Enum):
     DEFER = "defer"  # open, or another replica's probe is still out
 
 
+@functools.lru_cache(maxsize=4096)  # one parse per distinct URL, not one per run
 def target_key(url: str) -> str:
     """The breaker's unit: ``scheme://host:port``, lower-cased, default ports written
     out (``https://Example.com/x`` and ``https://example.com:443/y`` share a breaker)."""

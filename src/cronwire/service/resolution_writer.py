@@ -25,7 +25,7 @@ from cronwire.service.lease_keeper import Lease
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per delivery, and frozen __init__ costs more
 class Finished:
     """One attempt's result, ready to be written."""
 

@@ -7,6 +7,7 @@ once: nothing queues behind the claim while its lease clock runs (lease rule 1).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -62,21 +63,41 @@ def retry_from_json(doc: Mapping[str, Any] | None) -> RetryPolicy:
         return defaults
 
 
-def claimed_run(row: asyncpg.Record) -> ClaimedRun:
-    secrets = tuple(s for s in (row["signing_secret"], row["previous_signing_secret"]) if s)
-    return ClaimedRun(
-        id=row["id"],
-        tenant_id=row["tenant_id"],
-        schedule_id=row["schedule_id"],
-        scheduled_for=row["scheduled_for"],
-        idempotency_key=row["idempotency_key"],
-        trigger=Trigger(row["trigger"]),
-        attempt=row["attempt_count"],
-        target=target_from_json(row["target"]),
-        retry=retry_from_json(row["retry"]),
-        signing_secrets=secrets,
-        lease_expires_at=row["claim_expires_at"],
-    )
+def _policies(text: str, retry_text: str) -> tuple[Target, RetryPolicy]:
+    try:
+        target, retry = json.loads(text), json.loads(retry_text)
+    except (TypeError, ValueError):
+        target, retry = None, None
+    return target_from_json(target), retry_from_json(retry)
+
+
+def claimed_runs(rows: Sequence[asyncpg.Record]) -> list[ClaimedRun]:
+    """Runs of a claim; each schedule's target and retry policy are parsed once."""
+    parsed: dict[object, tuple[Target, RetryPolicy]] = {}
+    runs = []
+    for row in rows:
+        if row["status"] != RunStatus.RUNNING:
+            continue
+        schedule_id = row["schedule_id"]
+        if schedule_id not in parsed:
+            parsed[schedule_id] = _policies(row["target_json"], row["retry_json"])
+        target, retry = parsed[schedule_id]
+        runs.append(ClaimedRun(
+            id=row["id"],
+            tenant_id=row["tenant_id"],
+            schedule_id=schedule_id,
+            scheduled_for=row["scheduled_for"],
+            idempotency_key=row["idempotency_key"],
+            trigger=Trigger(row["trigger"]),
+            attempt=row["attempt_count"],
+            target=target,
+            retry=retry,
+            signing_secrets=tuple(
+                s for s in (row["signing_secret"], row["previous_signing_secret"]) if s
+            ),
+            lease_expires_at=row["claim_expires_at"],
+        ))
+    return runs
 
 
 class PostgresClaimSource:
@@ -90,7 +111,7 @@ class PostgresClaimSource:
             return []
         with storage_errors("claim runs"):
             rows = await self._pool.fetch(Q["job_run_claim"], owner, limit, lease_seconds)
-        runs = [claimed_run(r) for r in rows if r["status"] == RunStatus.RUNNING]
+        runs = claimed_runs(rows)
         if len(runs) != len(rows):
             log.warning(
                 "failed %d expired leases whose final attempt's owner vanished",

@@ -104,7 +104,9 @@ UPDATE job_run j
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
-          j.status, j.attempt_count, j.claim_expires_at, s.target, s.retry, s.signing_secret,
+          j.status, j.attempt_count, j.claim_expires_at,
+          -- As text: parsed once per schedule in the batch, not once per run.
+          s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
               AS previous_signing_secret
 
