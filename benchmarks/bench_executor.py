@@ -38,6 +38,7 @@ from cronwire.adapters.postgres.claim_source import PostgresClaimSource  # noqa:
 from cronwire.adapters.postgres.migrator import migrate  # noqa: E402
 from cronwire.adapters.postgres.pool import create_pool  # noqa: E402
 from cronwire.adapters.postgres.run_store import PostgresRunStore  # noqa: E402
+from cronwire.serve import tune_gc  # noqa: E402
 from cronwire.service.executor import Executor  # noqa: E402
 from tests.support.runs import non_terminal, seed_due_runs, seed_schedule, seed_tenant  # noqa: E402
 
@@ -109,6 +110,7 @@ async def run(args: argparse.Namespace, dsn: str, sink_port: int) -> dict[str, o
             deliverer, metrics, SystemClock(), owner="bench", workers=args.workers,
             batch=args.batch, lease_seconds=lease, delivery_timeout=lease / 2, grace_seconds=10,
         )
+        tune_gc()  # as `cronwire serve` does
         stopping = asyncio.Event()
         began = time.perf_counter()
         task = asyncio.create_task(executor.run(stopping))

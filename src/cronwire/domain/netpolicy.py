@@ -11,6 +11,7 @@ them; a policy that only understood dotted quads could be walked around.
 
 from __future__ import annotations
 
+import functools
 import re
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network, ip_address
 from urllib.parse import urlsplit
@@ -114,6 +115,7 @@ def _parse_inet_aton(host: str) -> IPv4Address | None:
     return IPv4Address(value)
 
 
+@functools.lru_cache(maxsize=8192)  # pure, and on every delivery's path
 def parse_host_ip(host: str) -> IPAddress | None:
     """The IP address a URL host denotes, or None when it is a name.
 
