@@ -76,6 +76,8 @@ RULES: list[tuple[str, Any, str]] = [
     ("catchup_window_seconds", -1, "catchup_window_seconds"),
     ("starts_at", "2027-01-01T00:00:00", "starts_at"),  # no offset
     ("starts_at", "yesterday", "starts_at"),
+    ("starts_at", 1700000000, "starts_at"),  # a Unix timestamp is not RFC 3339
+    ("ends_at", "0", "ends_at"),
     ("paused", "no", "paused"),
     ("colour", "blue", "colour"),  # unknown field
 ]
@@ -290,6 +292,9 @@ async def test_malformed_json_and_wrong_types_name_the_body(api: Api) -> None:
 @pytest.mark.parametrize(("params", "field"), [
     ({"status": "bogus"}, "status"),
     ({"since": "2027-01-01T00:00:00"}, "since"),
+    ({"until": "0"}, "until"),  # pydantic alone would read these as Unix timestamps
+    ({"until": "-1"}, "until"),
+    ({"since": "1700000000"}, "since"),
     ({"since": "2027-01-02T00:00:00Z", "until": "2027-01-01T00:00:00Z"}, "until"),
     ({"cursor": "not-a-cursor"}, "cursor"),
     ({"cursor": "czE6MDAwMA"}, "cursor"),  # a schedule cursor is not a run cursor

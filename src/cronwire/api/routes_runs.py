@@ -6,13 +6,12 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import AwareDatetime
 
 from cronwire.api.auth import resolve, tenant_dependency
 from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
-from cronwire.api.schemas import RunDetailOut, RunPage, RunStatusName
+from cronwire.api.schemas import Instant, RunDetailOut, RunPage, RunStatusName
 from cronwire.domain.history import MAX_PAGE, RunQuery, RunView
 from cronwire.domain.keyset import decode_run_cursor, encode_run_cursor
 from cronwire.domain.model import RunStatus
@@ -40,9 +39,9 @@ def runs_router(ctx: ApiContext) -> APIRouter:
         tenant: Tenant,
         schedule_id: uuid.UUID | None = None,
         status: RunStatusName | None = None,
-        since: Annotated[AwareDatetime | None,
+        since: Annotated[Instant | None,
                          Query(description="Inclusive lower bound on scheduled_for.")] = None,
-        until: Annotated[AwareDatetime | None,
+        until: Annotated[Instant | None,
                          Query(description="Exclusive upper bound on scheduled_for.")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
         cursor: Annotated[str | None, Query(max_length=200)] = None,

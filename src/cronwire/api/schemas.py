@@ -8,11 +8,21 @@ the schema and the checks cannot drift apart.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+)
 
 from cronwire.domain.model import MAX_ATTEMPTS
 from cronwire.domain.schedule_rules import (
@@ -23,6 +33,22 @@ from cronwire.domain.schedule_rules import (
     NAME_MAX_CHARS,
 )
 from cronwire.domain.schedules import DEFAULT_CATCHUP_WINDOW_SECONDS
+
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})"
+)
+
+
+def _rfc3339_text(value: object) -> object:
+    """pydantic would also read numbers as Unix timestamps ("0", -1); the contract speaks
+    RFC 3339 only, so anything else is refused before parsing."""
+    if not isinstance(value, str) or _RFC3339.fullmatch(value) is None:
+        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2027-01-01T00:00:00Z")
+    return value
+
+
+# An instant given by a client: RFC 3339 text with a UTC offset, nothing else.
+Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text)]
 
 RunStatusName = Literal[
     "pending", "running", "retrying", "succeeded", "failed", "skipped", "cancelled"
@@ -113,8 +139,8 @@ class ScheduleCreate(BaseModel):
     catchup_window_seconds: StrictInt = Field(
         DEFAULT_CATCHUP_WINDOW_SECONDS, json_schema_extra=_CATCHUP,
         description="fire_all replays missed occurrences this far back, no further.")
-    starts_at: AwareDatetime | None = None
-    ends_at: AwareDatetime | None = Field(None, description="Must be later than starts_at.")
+    starts_at: Instant | None = None
+    ends_at: Instant | None = Field(None, description="Must be later than starts_at.")
     paused: StrictBool = False
 
 
@@ -130,8 +156,8 @@ class SchedulePatch(BaseModel):
     retry: RetryIn | None = None
     misfire_policy: str | None = Field(None, json_schema_extra=_MISFIRE)
     catchup_window_seconds: StrictInt | None = Field(None, json_schema_extra=_CATCHUP)
-    starts_at: AwareDatetime | None = None
-    ends_at: AwareDatetime | None = None
+    starts_at: Instant | None = None
+    ends_at: Instant | None = None
 
 
 class TargetOut(BaseModel):
