@@ -77,6 +77,13 @@ class ClaimSource(Protocol):
         Returns an empty sequence when nothing is due."""
         ...
 
+    async def seconds_until_due(self) -> float | None:
+        """Seconds (Postgres clock) until the earliest runnable run is due: <= 0 when one
+        is due now, None when none is runnable. An idle executor sleeps that long (bounded
+        by its poll interval) so runs planned ahead start on time, not a poll late.
+        Raises StorageError."""
+        ...
+
     async def close(self) -> None:
         """Release clients (Kafka consumer); idempotent."""
         ...

@@ -127,3 +127,18 @@ async def test_both_secrets_sign_while_a_rotation_is_in_progress(db_pool: asyncp
     await seed_due_runs(db_pool, schedule, 1)  # type: ignore[arg-type]
     [run] = await PostgresClaimSource(db_pool).claim("replica-a", 1, 30)
     assert run.signing_secrets == (schedule.signing_secret, "whsec_" + "A" * 32)
+
+
+async def test_seconds_until_due_reads_the_earliest_runnable_run(db_pool: asyncpg.Pool) -> None:
+    source = PostgresClaimSource(db_pool)
+    assert await source.seconds_until_due() is None  # nothing runnable at all
+    async with db_pool.acquire() as conn:
+        schedule = await seed_schedule(conn, await seed_tenant(conn), "http://127.0.0.1:9/")
+        await seed_due_runs(conn, schedule, 2, due_seconds_ago=-30)
+        later = await source.seconds_until_due()
+        assert later is not None and 28 < later <= 30
+        await seed_due_runs(conn, schedule, 1, first=10, due_seconds_ago=5)
+        overdue = await source.seconds_until_due()
+        assert overdue is not None and overdue <= -4
+        await conn.execute("UPDATE job_run SET status = 'succeeded'")
+    assert await source.seconds_until_due() is None  # terminal runs never count

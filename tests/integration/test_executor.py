@@ -138,6 +138,20 @@ async def test_never_claims_more_than_idle_workers(harness: Harness) -> None:
     assert await harness.statuses() == {"succeeded": 30}
 
 
+async def test_an_idle_executor_wakes_when_a_planned_run_becomes_due(harness: Harness) -> None:
+    # A run the planner wrote ahead of time starts when it is due, not one poll later: the
+    # poll interval here (30 s) would otherwise dominate.
+    async with harness.pool.acquire() as conn:
+        schedule = await seed_schedule(conn, await seed_tenant(conn), harness.sink.url)
+        await seed_due_runs(conn, schedule, 1, due_seconds_ago=-1.5)
+    executor, signals, _ = harness.executor(poll_seconds=30.0)
+    async with running(executor):
+        await signals.settled.wait_for(lambda items: len(items) == 1, within=10)
+    late = await harness.pool.fetchval(
+        "SELECT extract(epoch FROM first_attempt_at - fire_after) FROM job_run")
+    assert 0 <= late < 5  # woke for the run's own time, long before the 30 s poll
+
+
 async def test_retries_back_off_and_then_succeed(harness: Harness) -> None:
     harness.sink.behaviour = by_attempt({1: Reply(500), 2: Reply(502)})
     await harness.schedule(

@@ -139,7 +139,20 @@ class Executor:
                 self._metrics.claims(self._claims.name, len(runs))
                 await self._admit(runs)
             if len(runs) < limit:
-                await self._pause(self._poll)  # nothing more is due right now
+                await self._pause(await self._until_next_due())  # nothing more is due now
+
+    async def _until_next_due(self) -> float:
+        """How long to wait before the next claim: until the earliest planned run is due,
+        at most one poll interval (retries, manual triggers and expired leases appear
+        without notice), and at least 10 ms so a due run another replica is claiming right
+        now cannot make this loop spin."""
+        try:
+            seconds = await self._claims.seconds_until_due()
+        except StorageError:
+            return self._poll
+        if seconds is None:
+            return self._poll
+        return min(self._poll, max(0.01, seconds))
 
     async def _idle_slots(self, stopping: asyncio.Event) -> int:
         """Slots free to start a delivery now (lease rule 1), waiting briefly for more.

@@ -119,5 +119,10 @@ class PostgresClaimSource:
             )
         return runs
 
+    async def seconds_until_due(self) -> float | None:
+        with storage_errors("find the next due run"):
+            seconds: float | None = await self._pool.fetchval(Q["job_run_next_due"])
+        return seconds
+
     async def close(self) -> None:
         return None

@@ -189,3 +189,12 @@ UPDATE job_run j
 SELECT (SELECT count(*) FROM job_run
          WHERE status IN ('pending', 'retrying') AND fire_after <= now())
      + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
+
+-- name: job_run_next_due
+-- Seconds (database clock) until the earliest runnable run is due: negative when one is
+-- overdue, NULL when none is runnable. The planner writes runs ahead of their time, so an
+-- idle executor can sleep until exactly then instead of polling. One probe per partition
+-- of job_run_claim_idx.
+SELECT EXTRACT(EPOCH FROM (min(fire_after) - now()))::float8
+FROM job_run
+WHERE status IN ('pending', 'retrying')
