@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import functools
 import socket
-import time
 from datetime import UTC, datetime
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
+from cronwire.adapters.http.attempt_timer import AttemptTimer
 from cronwire.adapters.http.guard import DEFAULT_PORTS, TargetGuard
 from cronwire.domain.delivery import (
     EXCERPT_BYTES,
@@ -104,32 +104,12 @@ class AiohttpDeliverer:
         """One attempt. Never raises for delivery failures; CancelledError propagates."""
         if self._session is None:
             raise RuntimeError("AiohttpDeliverer.start() was not called")
-        started_at = datetime.now(UTC)
-        began = time.monotonic()
-
-        def result(
-            outcome: Outcome,
-            *,
-            status: int | None = None,
-            error: str | None = None,
-            excerpt: str | None = None,
-            retry_after: float | None = None,
-        ) -> DeliveryResult:
-            return DeliveryResult(
-                outcome=outcome,
-                status_code=status,
-                error=error,
-                duration_ms=round((time.monotonic() - began) * 1000),
-                response_excerpt=excerpt,
-                retry_after_seconds=retry_after,
-                started_at=started_at,
-                finished_at=datetime.now(UTC),
-            )
+        timer = AttemptTimer()
 
         try:
             url, literal_port = _parsed_target(req.url)
             headers = delivery_headers(
-                req, int(started_at.timestamp()), user_agent=self._user_agent
+                req, int(timer.started_at.timestamp()), user_agent=self._user_agent
             )
             if literal_port is not None:
                 # aiohttp dials IP literals without asking its resolver; check them here.
@@ -145,7 +125,7 @@ class AiohttpDeliverer:
                 body = await _read_excerpt(response)
                 finished_at = datetime.now(UTC)
                 status = response.status
-                return result(
+                return timer.result(
                     status_outcome(status),
                     status=status,
                     error=status_error(status, response.reason, response.headers.get("location")),
@@ -153,12 +133,12 @@ class AiohttpDeliverer:
                     retry_after=parse_retry_after(response.headers.get("retry-after"), finished_at),
                 )
         except (InvalidTarget, TargetRefused) as exc:
-            return result(Outcome.BLOCKED, error=error_text(exc))
+            return timer.result(Outcome.BLOCKED, error=error_text(exc))
         except TimeoutError as exc:
             detail = f"no complete response within {req.timeout_seconds:g}s"
-            return result(Outcome.TIMEOUT, error=error_text(exc, detail))
+            return timer.result(Outcome.TIMEOUT, error=error_text(exc, detail))
         except Exception as exc:  # every other failure is a failed attempt
-            return result(Outcome.CONNECTION_ERROR, error=error_text(exc))
+            return timer.result(Outcome.CONNECTION_ERROR, error=error_text(exc))
 
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.cookiejar
-import time
 from collections.abc import AsyncGenerator, Iterable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -19,6 +18,7 @@ from typing import Any, cast
 import httpcore
 import httpx
 
+from cronwire.adapters.http.attempt_timer import AttemptTimer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.domain.delivery import (
     EXCERPT_BYTES,
@@ -139,34 +139,14 @@ class HttpxDeliverer:
         """One attempt. Never raises for delivery failures; CancelledError propagates."""
         if self._client is None:
             raise RuntimeError("HttpxDeliverer.start() was not called")
-        started_at = datetime.now(UTC)
-        began = time.monotonic()
-
-        def result(
-            outcome: Outcome,
-            *,
-            status: int | None = None,
-            error: str | None = None,
-            excerpt: str | None = None,
-            retry_after: float | None = None,
-        ) -> DeliveryResult:
-            return DeliveryResult(
-                outcome=outcome,
-                status_code=status,
-                error=error,
-                duration_ms=round((time.monotonic() - began) * 1000),
-                response_excerpt=excerpt,
-                retry_after_seconds=retry_after,
-                started_at=started_at,
-                finished_at=datetime.now(UTC),
-            )
+        timer = AttemptTimer()
 
         # httpx timeouts are per phase; the attempt's budget is a total.
         deadline = asyncio.get_running_loop().time() + req.timeout_seconds
         try:
             validate_target_url(req.url)
             headers = delivery_headers(
-                req, int(started_at.timestamp()), user_agent=self._user_agent
+                req, int(timer.started_at.timestamp()), user_agent=self._user_agent
             )
             request = self._client.build_request(
                 req.method,
@@ -183,7 +163,7 @@ class HttpxDeliverer:
                 await response.aclose()
             finished_at = datetime.now(UTC)
             status = response.status_code
-            return result(
+            return timer.result(
                 status_outcome(status),
                 status=status,
                 error=status_error(
@@ -193,12 +173,12 @@ class HttpxDeliverer:
                 retry_after=parse_retry_after(response.headers.get("retry-after"), finished_at),
             )
         except (InvalidTarget, TargetRefused) as exc:
-            return result(Outcome.BLOCKED, error=error_text(exc))
+            return timer.result(Outcome.BLOCKED, error=error_text(exc))
         except (TimeoutError, httpx.TimeoutException) as exc:
             detail = f"no complete response within {req.timeout_seconds:g}s"
-            return result(Outcome.TIMEOUT, error=error_text(exc, detail))
+            return timer.result(Outcome.TIMEOUT, error=error_text(exc, detail))
         except Exception as exc:  # every other failure is a failed attempt
-            return result(Outcome.CONNECTION_ERROR, error=error_text(exc))
+            return timer.result(Outcome.CONNECTION_ERROR, error=error_text(exc))
 
 
 async def _read_excerpt(response: httpx.Response, deadline: float) -> bytes:
