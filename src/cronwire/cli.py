@@ -150,6 +150,9 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
     from cronwire.domain.errors import InvalidCron
     from cronwire.loadtest.harness import LoadTestPlan, run_loadtest
 
+    if args.mode == "kafka":
+        _fail("--mode: kafka needs the Kafka claim source, which is not part of this release "
+              "yet; use --mode postgres")
     try:
         parse_cron(args.cron)
     except InvalidCron as exc:

@@ -58,7 +58,10 @@ def test_every_command_has_help(args: list[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [[], ["frobnicate"], ["tenant"], ["tenant", "token", "not-a-uuid"], ["tenant", "create"]]
+    "args",
+    [[], ["frobnicate"], ["tenant"], ["tenant", "token", "not-a-uuid"], ["tenant", "create"],
+     ["loadtest", "--mode", "kafka"], ["loadtest", "--schedules", "0"],
+     ["loadtest", "--cron", "61 * * * *"], ["loadtest", "--replicas", "many"]],
 )
 def test_bad_arguments_exit_2_with_one_line(args: list[str], database_url: str) -> None:
     result = run_cli(*args, env=clean_env(SCHEDULER_DATABASE_URL=database_url))
