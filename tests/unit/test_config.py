@@ -85,3 +85,9 @@ def test_toml_unknown_key_is_refused(tmp_path: Path) -> None:
 def test_settings_is_immutable() -> None:
     with pytest.raises(AttributeError):
         Settings().planner_batch = 3  # type: ignore[misc]
+
+
+def test_the_shipped_example_config_is_valid() -> None:
+    example = Path(__file__).resolve().parents[2] / "config" / "cronwire.example.toml"
+    s = load_settings({}, example)
+    assert s.claim_source == "postgres" and s.executor_workers == 256
