@@ -131,10 +131,6 @@ class RunStore(Protocol):
         (open circuit breaker). Returns rows deferred."""
         ...
 
-    async def due_backlog(self) -> int:
-        """Runs due and not terminal (scheduler_runs_due_backlog)."""
-        ...
-
 
 class Deliverer(Protocol):
     """Sends one attempt; never raises for delivery failures (they are outcomes).

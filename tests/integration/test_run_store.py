@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.domain.model import AttemptRecord, ClaimedRun, RunResolution, RunStatus
 from cronwire.errors import StorageError
@@ -192,4 +193,4 @@ async def test_due_backlog_counts_due_and_in_flight_runs(db_pool: asyncpg.Pool) 
     schedule = await _seed(db_pool, 4)
     await seed_due_runs(db_pool, schedule, 5, first=1000, due_seconds_ago=-600)  # not due yet
     await PostgresClaimSource(db_pool).claim("a", 1, 30)
-    assert await PostgresRunStore(db_pool).due_backlog() == 4
+    assert await PostgresMaintenanceStore(db_pool).due_backlog() == 4  # the gauge's source

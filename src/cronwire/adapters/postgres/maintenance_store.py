@@ -7,12 +7,10 @@ from datetime import datetime
 
 import asyncpg
 
+from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
-from cronwire.errors import StorageError
 
 Q = queries("maintenance")
-# What a lost or refused connection raises; translated to StorageError at this boundary.
-DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
 KEEPER_LOCK = int.from_bytes(hashlib.sha256(b"cronwire.partitions").digest()[:8], "big", signed=True)
 
 
@@ -23,7 +21,7 @@ class PostgresMaintenanceStore:
     async def maintain_partitions(self, months_ahead: int, retention_months: int) -> tuple[int, list[str]]:
         """Create partitions up to ``months_ahead`` and drop those past retention, under an
         advisory lock; returns (created, dropped). Another replica holding the lock: (0, [])."""
-        try:
+        with storage_errors("partition maintenance"):
             async with self._pool.acquire() as conn:
                 if not await conn.fetchval(Q["maintenance_try_lock"], KEEPER_LOCK):
                     return 0, []
@@ -42,22 +40,16 @@ class PostgresMaintenanceStore:
                     return int(created), dropped
                 finally:
                     await conn.fetchval(Q["maintenance_unlock"], KEEPER_LOCK)
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"partition maintenance failed: {exc}") from exc
 
     async def partitions(self) -> list[str]:
         rows = await self._pool.fetch(Q["partition_list"])
         return [row["partition"] for row in rows]
 
     async def due_backlog(self) -> int:
-        try:
+        with storage_errors("count the due backlog"):
             return int(await self._pool.fetchval(Q["run_due_backlog"]))
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"backlog query failed: {exc}") from exc
 
     async def db_now(self) -> datetime:
-        try:
+        with storage_errors("read the database clock"):
             now: datetime = await self._pool.fetchval(Q["database_now"])
-        except DRIVER_ERRORS as exc:
-            raise StorageError(f"now() query failed: {exc}") from exc
         return now

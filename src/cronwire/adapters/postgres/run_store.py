@@ -95,8 +95,3 @@ class PostgresRunStore:
         with storage_errors("release runs" if until is None else "defer runs"):
             status = await self._pool.execute(Q["job_run_give_back"], owner, ids, times, until)
         return _affected(status)
-
-    async def due_backlog(self) -> int:
-        with storage_errors("count backlog"):
-            value = await self._pool.fetchval(Q["job_run_due_backlog"])
-        return int(value or 0)

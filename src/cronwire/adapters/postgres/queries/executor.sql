@@ -184,12 +184,6 @@ UPDATE job_run j
  WHERE j.id = l.id AND j.scheduled_for = l.scheduled_for
    AND j.claimed_by = $1 AND j.status = 'running'
 
--- name: job_run_due_backlog
--- Runs due and not terminal: runnable ones past their fire_after plus those in flight.
-SELECT (SELECT count(*) FROM job_run
-         WHERE status IN ('pending', 'retrying') AND fire_after <= now())
-     + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
-
 -- name: job_run_next_due
 -- Seconds (database clock) until the earliest runnable run is due: negative when one is
 -- overdue, NULL when none is runnable. The planner writes runs ahead of their time, so an
