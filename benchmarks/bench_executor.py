@@ -19,7 +19,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.support: the seeding helpers and the sink
 
 from cronwire.adapters.clock import SystemClock  # noqa: E402
-from cronwire.adapters.embedded.postgres import DURABLE_SETTINGS, EmbeddedPostgres  # noqa: E402
+from cronwire.adapters.embedded.postgres import throwaway_cluster  # noqa: E402
 from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer  # noqa: E402
 from cronwire.adapters.http.guard import TargetGuard  # noqa: E402
 from cronwire.adapters.metrics import PrometheusMetrics  # noqa: E402
@@ -145,13 +144,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.dsn:
             result = _run(run(args, args.dsn, port))
         else:
-            with tempfile.TemporaryDirectory(prefix="cronwire-bench-") as tmp:
-                server = EmbeddedPostgres(Path(tmp) / "pg", settings=dict(DURABLE_SETTINGS))
-                dsn = server.start()
-                try:
-                    result = _run(run(args, dsn, port))
-                finally:
-                    server.stop()
+            with throwaway_cluster("cronwire-bench-") as server:
+                result = _run(run(args, server.dsn, port))
     finally:
         sink.terminate()
         sink.wait(10)

@@ -27,18 +27,16 @@ import json
 import random
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
 
-from cronwire.adapters.embedded.postgres import DURABLE_SETTINGS, EmbeddedPostgres
+from cronwire.adapters.embedded.postgres import throwaway_cluster
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.adapters.postgres.pool import create_pool
@@ -226,13 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.dsn:
         result = asyncio.run(bench(args.dsn, args))
     else:
-        with tempfile.TemporaryDirectory(prefix="cronwire-bench-") as tmp:
-            server = EmbeddedPostgres(Path(tmp) / "pg", settings=dict(DURABLE_SETTINGS))
-            server.start()
-            try:
-                result = asyncio.run(bench(server.dsn, args))
-            finally:
-                server.stop()
+        with throwaway_cluster("cronwire-bench-") as server:
+            result = asyncio.run(bench(server.dsn, args))
     print(json.dumps(result), flush=True)
 
 

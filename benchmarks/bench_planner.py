@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import os
-import tempfile
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import asyncpg
 
-from cronwire.adapters.embedded.postgres import DURABLE_SETTINGS, EmbeddedPostgres
+from cronwire.adapters.embedded.postgres import throwaway_cluster
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
@@ -165,14 +164,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.dsn:
         result = asyncio.run(bench(args.dsn, args))
     else:
-        with tempfile.TemporaryDirectory(prefix="cronwire-bench-") as tmp:
-            server = EmbeddedPostgres(Path(tmp) / "pg", settings=dict(DURABLE_SETTINGS))
-            server.start()
-            try:
-                pid = int((server.data_dir / "postmaster.pid").read_text().split()[0])
-                result = asyncio.run(bench(server.dsn, args, pid))
-            finally:
-                server.stop()
+        with throwaway_cluster("cronwire-bench-") as server:
+            pid = int((server.data_dir / "postmaster.pid").read_text().split()[0])
+            result = asyncio.run(bench(server.dsn, args, pid))
     print(json.dumps(result), flush=True)
 
 

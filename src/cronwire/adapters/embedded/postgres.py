@@ -9,6 +9,7 @@ server runs as an unprivileged system user that owns the data directory.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -17,6 +18,8 @@ import shutil
 import socket
 import stat
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,3 +162,16 @@ class EmbeddedPostgres:
         self._run(["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop"],
                   timeout=90)
         self.started_here = False
+
+
+@contextlib.contextmanager
+def throwaway_cluster(prefix: str = "cronwire-") -> Iterator[EmbeddedPostgres]:
+    """A running cluster with durable settings in a temporary directory, stopped and
+    deleted on exit (benchmarks measure what `serve` would run, so fsync stays on)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        server = EmbeddedPostgres(Path(tmp) / "pg", settings=dict(DURABLE_SETTINGS))
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
