@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from cronwire.errors import StorageError
@@ -14,9 +15,18 @@ log = logging.getLogger(__name__)
 MONTHS_AHEAD = 2
 
 
-async def _wait(stopping: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stopping.wait(), timeout=seconds)
+async def _every(
+    seconds: float, stopping: asyncio.Event, step: Callable[[], Awaitable[object]], what: str
+) -> None:
+    """Run ``step`` now and then every ``seconds`` until ``stopping``; a storage failure is
+    logged and retried on the next pass rather than ending the loop."""
+    while not stopping.is_set():
+        try:
+            await step()
+        except StorageError:
+            log.warning("%s failed; retrying next pass", what, exc_info=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping.wait(), timeout=seconds)
 
 
 class PartitionKeeper:
@@ -36,12 +46,7 @@ class PartitionKeeper:
         return created, dropped
 
     async def run(self, stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
-            try:
-                await self.run_once()
-            except StorageError:
-                log.warning("partition maintenance failed; retrying next pass", exc_info=True)
-            await _wait(stopping, self._interval)
+        await _every(self._interval, stopping, self.run_once, "partition maintenance")
 
 
 class FleetGauges:
@@ -65,9 +70,4 @@ class FleetGauges:
         return backlog, skew
 
     async def run(self, stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
-            try:
-                await self.sample()
-            except StorageError:
-                log.warning("gauge sampling failed; retrying next pass", exc_info=True)
-            await _wait(stopping, self._interval)
+        await _every(self._interval, stopping, self.sample, "gauge sampling")
