@@ -42,6 +42,11 @@ class PrometheusMetrics:
         self._tick = Histogram(
             "scheduler_planner_tick_seconds", "One planner transaction", registry=r
         )
+        self._partitions_ahead = Gauge(
+            "scheduler_partitions_ahead_months",
+            "Months after the current one with run partitions in place (-1: current missing)",
+            registry=r,
+        )
 
     def claims(self, source: str, count: int) -> None:
         self._claims.labels(source=source).inc(count)
@@ -69,6 +74,9 @@ class PrometheusMetrics:
 
     def set_breakers_open(self, targets: int) -> None:
         self._breakers.set(targets)
+
+    def set_partitions_ahead(self, months: int) -> None:
+        self._partitions_ahead.set(months)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
