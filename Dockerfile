@@ -8,7 +8,7 @@ ARG PYTHON_VERSION=3.11
 FROM python:${PYTHON_VERSION}-slim AS build
 WORKDIR /src
 # Build dependencies only; the wheel itself is pure Python.
-RUN pip install --no-cache-dir "setuptools>=65" wheel
+RUN pip install --no-cache-dir setuptools==84.2.1 wheel==0.48.0
 COPY pyproject.toml README.md ./
 COPY migrations ./migrations
 COPY src ./src

@@ -42,7 +42,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key)" + _SEP + r"[^\s'\"\\,}&]+"),
      r"\1\2" + MASK),
     # A headers mapping, as a dict repr or JSON: its values are tenant secrets by default.
-    (re.compile(r"(?i)(headers['\"]?\s*[:=]\s*)\{[^{}]*\}"), r"\1{" + MASK + "}"),
+    (re.compile(r"(?i)(headers(?:\\?['\"])?\s*[:=]\s*)\{[^{}]*\}"), r"\1{" + MASK + "}"),
     # Credential-bearing header lines (Name: value) outside a mapping.
     (re.compile(r"(?i)\b(authorization|proxy-authorization|cookie|set-cookie|x-api-key|"
                 r"webhook-signature)" + _SEP + r"[^\r\n'\"\\,}]+"), r"\1\2" + MASK),
@@ -81,7 +81,8 @@ class JsonFormatter(logging.Formatter):
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "action": _action(record),
-            "message": record.getMessage(),
+            # Redacted before JSON escaping too: patterns see the text as it was written.
+            "message": redact(record.getMessage()),
             "logger": record.name,
         }
         for name in ID_FIELDS:
@@ -89,7 +90,7 @@ class JsonFormatter(logging.Formatter):
             if value is not None:
                 entry[name] = str(value)
         if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
+            entry["exc"] = redact(self.formatException(record.exc_info))
         return redact(json.dumps(entry, ensure_ascii=False, default=str))
 
 

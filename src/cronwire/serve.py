@@ -71,6 +71,7 @@ def _readiness(container: Container, supervisor: Supervisor) -> Callable[[], Awa
         except Exception:  # readiness reports failures, it never raises
             log.warning("readiness: database check failed", exc_info=True)
         checks.update({f"loop:{name}": ok for name, ok in supervisor.health().items()})
+        container.metrics().set_readiness(checks)
         return checks
 
     return check
