@@ -174,3 +174,14 @@ def test_the_chart_alert_file_is_the_prometheus_one() -> None:
 
 def test_the_old_plain_manifest_is_gone() -> None:
     assert not (REPO / "deploy" / "kubernetes.yaml").exists()
+
+
+def test_autoscaling_without_split_targets_the_single_deployment(helm: str) -> None:
+    docs = _render(helm, "database.existingSecret=cronwire-db", "autoscaling.enabled=true",
+                   "autoscaling.query=max(scheduler_runs_due_backlog{job=\"cw\"})")
+    (deployment,) = _by_kind(docs, "Deployment")
+    (scaled,) = _by_kind(docs, "ScaledObject")
+    assert scaled["spec"]["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert "replicas" not in deployment["spec"]
+    assert scaled["spec"]["triggers"][0]["metadata"]["query"] == (
+        'max(scheduler_runs_due_backlog{job="cw"})')

@@ -13,6 +13,7 @@ import pytest
 from cronwire.config import load_settings
 from cronwire.errors import ConfigError
 from cronwire.logs import configure_logging, redact, warn_about_settings
+from tests.support.processes import clean_env, run_cli
 
 TOKEN = "cwt_Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MDEyMzQ1Njc4OTA"
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -106,3 +107,12 @@ def test_private_targets_warning(captured: io.StringIO) -> None:
     warn_about_settings(load_settings({}))
     (line,) = _lines(captured)
     assert line["level"] == "warning" and "SCHEDULER_ALLOW_PRIVATE_TARGETS" in str(line["message"])
+
+
+@pytest.mark.parametrize(("variable", "value"), [("SCHEDULER_LOG_LEVEL", "loud"),
+                                                 ("SCHEDULER_LOG_FORMAT", "yaml")])
+def test_cli_refuses_a_bad_log_setting_in_one_line(variable: str, value: str) -> None:
+    result = run_cli("migrate", env=clean_env(**{variable: value}))
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert variable in line and result.stdout == ""
