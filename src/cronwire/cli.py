@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -32,11 +31,10 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(EXIT_USAGE)
 
 
-def _setup_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def _setup_logging(settings: Settings) -> None:
+    from cronwire.logs import configure_logging
+
+    configure_logging(settings, sys.stderr)
 
 
 @contextlib.contextmanager
@@ -244,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
     except ConfigError as exc:
         _fail(str(exc))
-    _setup_logging()
+    _setup_logging(settings)
     try:
         result: int = args.handler(settings, args)
     except ConfigError as exc:

@@ -25,6 +25,8 @@ PREFIX = "SCHEDULER_"
 ROLES = frozenset({"api", "planner", "executor"})
 CLAIM_SOURCES = frozenset({"postgres", "kafka"})
 DELIVERERS = frozenset({"aiohttp", "httpx"})
+LOG_LEVELS = frozenset({"debug", "info", "warning", "error"})
+LOG_FORMATS = frozenset({"auto", "json", "text"})
 DEFAULT_CONFIG_FILE = Path("config/cronwire.toml")
 
 T = TypeVar("T")
@@ -58,6 +60,8 @@ class Settings:
     tenant_max_headers: int = 32
     api_max_request_bytes: int = 262_144
     db_pool_size: int = 10
+    log_level: str = "info"
+    log_format: str = "auto"
 
     @property
     def lease_seconds(self) -> float:
@@ -188,6 +192,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "tenant_max_headers": _positive_int,
     "api_max_request_bytes": _positive_int,
     "db_pool_size": _positive_int,
+    "log_level": _choice(LOG_LEVELS),
+    "log_format": _choice(LOG_FORMATS),
 }
 
 
