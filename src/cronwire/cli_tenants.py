@@ -104,25 +104,24 @@ def _uuid(label: str, text: str) -> uuid.UUID:
         raise ConfigError(f"{label}: not a UUID: {text!r}") from None
 
 
-def cmd_tenant_list(settings: Settings, args: argparse.Namespace) -> int:
-    found = _on_tenants(settings, lambda store: store.list_tenants())
-    rows = [tenant.as_json() for tenant in found]
+def _print_rows(args: argparse.Namespace, rows: list[dict[str, Any]],
+                columns: list[Column]) -> int:
     if wants_json(args.json):
         print_json(rows)
     else:
-        print(render_table(rows, TENANT_COLUMNS))
+        print(render_table(rows, columns))
     return 0
+
+
+def cmd_tenant_list(settings: Settings, args: argparse.Namespace) -> int:
+    found = _on_tenants(settings, lambda store: store.list_tenants())
+    return _print_rows(args, [tenant.as_json() for tenant in found], TENANT_COLUMNS)
 
 
 def cmd_tenant_tokens(settings: Settings, args: argparse.Namespace) -> int:
     tenant_id = _uuid("TENANT_ID", args.tenant_id)
     found = _on_tenants(settings, lambda store: store.list_tokens(tenant_id))
-    rows = [token.as_json() for token in found]
-    if wants_json(args.json):
-        print_json(rows)
-    else:
-        print(render_table(rows, TOKEN_COLUMNS))
-    return 0
+    return _print_rows(args, [token.as_json() for token in found], TOKEN_COLUMNS)
 
 
 def cmd_tenant_revoke(settings: Settings, args: argparse.Namespace) -> int:

@@ -26,10 +26,18 @@ from typing import Any
 
 import pytest
 
-from cronwire.adapters.embedded.postgres import free_port
+from cronwire.adapters.embedded.postgres import EmbeddedPostgres, free_port
 from cronwire.cli import main
+from cronwire.cli_tenants import warn_if_new_database
+from cronwire.config import Settings
 from cronwire.version import version
-from tests.support.processes import clean_env, cronwire_executable, run_cli, wait_http_ok
+from tests.support.processes import (
+    clean_env,
+    cronwire_executable,
+    run_cli,
+    stop_process,
+    wait_http_ok,
+)
 from tests.support.servers import DatabaseFactory
 
 
@@ -58,18 +66,9 @@ def _spawn(dsn: str, port: int, roles: str, log: Path) -> subprocess.Popen[bytes
     try:
         wait_http_ok(f"http://127.0.0.1:{port}/readyz", 60, proc)
     except AssertionError:
-        _stop(proc)
+        stop_process(proc)
         raise AssertionError(log.read_text(errors="replace")[-3000:]) from None
     return proc
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +86,7 @@ def live(module_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     try:
         yield Live(module_database, f"http://127.0.0.1:{port}")
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 def _ok(*args: str, env: dict[str, str]) -> Any:
@@ -105,6 +104,51 @@ def _refused(*args: str, env: dict[str, str], code: int) -> str:
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
     return lines[0]
+
+
+class InProcess:
+    """The console script's ``main`` in this process, on the live server and database:
+    the same parser, client and exit codes without a second of interpreter start-up per
+    call. Tests that need the real process (exit status, terminal, signals) use run_cli."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                 live: Live) -> None:
+        self._env, self._capsys = monkeypatch, capsys
+        for name in [n for n in os.environ if n.startswith(("SCHEDULER_", "CRONWIRE_"))]:
+            monkeypatch.delenv(name)
+        monkeypatch.setenv("SCHEDULER_DATABASE_URL", live.dsn)
+        monkeypatch.setenv("CRONWIRE_URL", live.url)
+
+    def run(self, *args: str, token: str | None = None) -> tuple[int, str, str]:
+        if token is None:
+            self._env.delenv("CRONWIRE_TOKEN", raising=False)
+        else:
+            self._env.setenv("CRONWIRE_TOKEN", token)
+        self._capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 2
+        out, err = self._capsys.readouterr()
+        return code, out, err
+
+    def ok(self, *args: str, token: str | None = None) -> Any:
+        code, out, err = self.run(*args, token=token)
+        assert code == 0, (args, err)
+        return json.loads(out) if out.strip() else None
+
+    def refused(self, *args: str, code: int, token: str | None = None) -> str:
+        got, out, err = self.run(*args, token=token)
+        assert got == code and out == "", (args, got, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in err, err
+        return lines[0]
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        live: Live) -> InProcess:
+    return InProcess(monkeypatch, capsys, live)
 
 
 def _tenant(live: Live, name: str = "acme") -> dict[str, str]:
@@ -152,53 +196,54 @@ def test_a_newcomer_goes_from_tenant_create_to_an_inspected_delivered_run(live: 
     _ok("schedules", "delete", created["id"], env=env)
 
 
-def test_every_schedule_command_round_trips_through_the_api(live: Live) -> None:
-    env = live.env(_tenant(live)["token"])
-    created = _ok("schedules", "create", "--name", "nightly", "--cron", "0 3 * * *",
-                  "--timezone", "Europe/Berlin", *_hook(live), "--header", "x-a:1",
-                  "--body", '{"k": 1}', "--max-attempts", "5",
-                  "--initial-backoff-seconds", "7", "--misfire-policy", "skip", "--paused",
-                  env=env)
+def test_every_schedule_command_round_trips_through_the_api(live: Live, cli: InProcess) -> None:
+    token = cli.ok("tenant", "create", "acme")["token"]
+    created = cli.ok("schedules", "create", "--name", "nightly", "--cron", "0 3 * * *",
+                     "--timezone", "Europe/Berlin", *_hook(live), "--header", "x-a:1",
+                     "--body", '{"k": 1}', "--max-attempts", "5",
+                     "--initial-backoff-seconds", "7", "--misfire-policy", "skip", "--paused",
+                     token=token)
     sid = created["id"]
     assert created["paused"] is True and created["misfire_policy"] == "skip"
-    assert _ok("schedules", "get", sid, env=env)["timezone"] == "Europe/Berlin"
-    listed = _ok("schedules", "list", "--all", "--limit", "1", env=env)
+    assert cli.ok("schedules", "get", sid, token=token)["timezone"] == "Europe/Berlin"
+    listed = cli.ok("schedules", "list", "--all", "--limit", "1", token=token)
     assert [s["id"] for s in listed["items"]] == [sid] and listed["next_cursor"] is None
 
     # target and retry are replaced whole by the API: the CLI keeps what no flag names.
-    updated = _ok("schedules", "update", sid, "--cron", "30 4 * * *", "--max-attempts", "2",
-                  env=env)
+    updated = cli.ok("schedules", "update", sid, "--cron", "30 4 * * *", "--max-attempts", "2",
+                     token=token)
     assert updated["cron"] == "30 4 * * *" and updated["retry"]["max_attempts"] == 2
     assert updated["retry"]["initial_backoff_seconds"] == 7
     assert updated["target"]["headers"] == {"x-a": "1"} and updated["target"]["body"]
-    updated = _ok("schedules", "update", sid, "--header", "x-b:2", "--no-body", env=env)
+    updated = cli.ok("schedules", "update", sid, "--header", "x-b:2", "--no-body", token=token)
     assert updated["target"]["headers"] == {"x-b": "2"} and updated["target"]["body"] is None
     assert updated["target"]["method"] == "GET"
 
-    assert _ok("schedules", "resume", sid, env=env)["status"] == "active"
-    assert _ok("schedules", "pause", sid, env=env)["status"] == "paused"
-    run = _ok("schedules", "trigger", sid, env=env)
+    assert cli.ok("schedules", "resume", sid, token=token)["status"] == "active"
+    assert cli.ok("schedules", "pause", sid, token=token)["status"] == "paused"
+    run = cli.ok("schedules", "trigger", sid, token=token)
     assert run["trigger"] == "manual" and run["schedule_id"] == sid
-    fires = _ok("schedules", "preview", sid, "--count", "3", env=env)["items"]
+    fires = cli.ok("schedules", "preview", sid, "--count", "3", token=token)["items"]
     assert len(fires) == 3 and all(f["utc"].endswith("Z") for f in fires)
-    rotated = _ok("schedules", "rotate-secret", sid, env=env)
+    rotated = cli.ok("schedules", "rotate-secret", sid, token=token)
     assert rotated["signing_secret"] != created["signing_secret"]
-    assert _ok("schedules", "delete", sid, env=env) == {"id": sid, "deleted": True}
-    assert "not found" in _refused("schedules", "get", sid, env=env, code=1)
+    assert cli.ok("schedules", "delete", sid, token=token) == {"id": sid, "deleted": True}
+    assert "not found" in cli.refused("schedules", "get", sid, token=token, code=1)
 
 
-def test_api_refusals_print_the_apis_message_and_exit_1(live: Live) -> None:
-    env = live.env(_tenant(live)["token"])
-    assert _refused("schedules", "create", "--name", "x", "--cron", "61 * * * *",
-                    *_hook(live), env=env, code=1).startswith("cronwire: cron: ")
-    assert _refused("schedules", "create", "--name", "x", "--cron", "* * * * *",
-                    *_hook(live), "--max-attempts", "9", env=env,
-                    code=1).startswith("cronwire: retry.max_attempts: ")
-    assert _refused("runs", "list", "--since", "yesterday", env=env,
-                    code=1).startswith("cronwire: since: ")
-    assert "not found" in _refused("runs", "get", str(uuid.uuid4()), env=env, code=1)
-    assert "unknown or revoked token" in _refused("schedules", "list",
-                                                  env=live.env("cwt_bogus"), code=1)
+def test_api_refusals_print_the_apis_message_and_exit_1(live: Live, cli: InProcess) -> None:
+    token = _tenant(live)["token"]
+    line = _refused("schedules", "create", "--name", "x", "--cron", "61 * * * *", *_hook(live),
+                    env=live.env(token), code=1)  # as a process: exit status 1, one line
+    assert line.startswith("cronwire: cron: ")
+    assert cli.refused("schedules", "create", "--name", "x", "--cron", "* * * * *",
+                       *_hook(live), "--max-attempts", "9", token=token,
+                       code=1).startswith("cronwire: retry.max_attempts: ")
+    assert cli.refused("runs", "list", "--since", "yesterday", token=token,
+                       code=1).startswith("cronwire: since: ")
+    assert "not found" in cli.refused("runs", "get", str(uuid.uuid4()), token=token, code=1)
+    assert "unknown or revoked token" in cli.refused("schedules", "list", token="cwt_bogus",
+                                                     code=1)
 
 
 @pytest.mark.parametrize(
@@ -213,24 +258,8 @@ def test_api_refusals_print_the_apis_message_and_exit_1(live: Live) -> None:
      ["runs", "list", "--api-url", "ftp://example.com"], ["schedules"],
      ["tenant", "tokens", "nope"], ["tenant", "revoke", "nope"], ["tenant", "list", "extra"]],
 )
-def test_usage_errors_exit_2_with_one_line(
-    args: list[str], live: Live, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    # In-process (the parser and checks are the console script's own): a process per case
-    # would cost a second each; the process-level exit path is covered by the tests above.
-    for name in [n for n in os.environ if n.startswith(("SCHEDULER_", "CRONWIRE_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("SCHEDULER_DATABASE_URL", live.dsn)
-    monkeypatch.setenv("CRONWIRE_URL", live.url)
-    monkeypatch.setenv("CRONWIRE_TOKEN", "cwt_any")
-    try:
-        code = main(args)
-    except SystemExit as exc:
-        code = exc.code  # type: ignore[assignment]
-    out, err = capsys.readouterr()
-    assert code == 2 and out == "", (code, out, err)
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+def test_usage_errors_exit_2_with_one_line(args: list[str], cli: InProcess) -> None:
+    cli.refused(*args, token="cwt_any", code=2)
 
 
 def test_no_token_is_a_usage_error_and_no_server_is_one_line(live: Live) -> None:
@@ -240,10 +269,11 @@ def test_no_token_is_a_usage_error_and_no_server_is_one_line(live: Live) -> None
     assert "connection refused" in line and closed in line
 
 
-def test_a_terminal_gets_tables(live: Live) -> None:
-    env = live.env(_tenant(live)["token"])
-    created = _ok("schedules", "create", "--name", "tabled", "--cron", "0 3 * * *",
-                  *_hook(live), "--paused", env=env)
+def test_a_terminal_gets_tables(live: Live, cli: InProcess) -> None:
+    token = cli.ok("tenant", "create", "tables")["token"]
+    env = live.env(token)
+    created = cli.ok("schedules", "create", "--name", "tabled", "--cron", "0 3 * * *",
+                     *_hook(live), "--paused", token=token)
     listing = _in_terminal(["schedules", "list"], env)
     header, row = listing.splitlines()[:2]
     assert header.split() == ["ID", "NAME", "CRON", "TIMEZONE", "STATUS", "NEXT", "FIRE",
@@ -276,10 +306,11 @@ def _in_terminal(args: list[str], env: dict[str, str]) -> str:
     return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
-def test_follow_prints_a_new_run_when_it_arrives(live: Live) -> None:
-    env = live.env(_tenant(live)["token"])
-    paused = _ok("schedules", "create", "--name", "followed", "--cron", "0 3 * * *",
-                 *_hook(live), "--paused", env=env)  # no cron runs: only the one we trigger
+def test_follow_prints_a_new_run_when_it_arrives(live: Live, cli: InProcess) -> None:
+    token = cli.ok("tenant", "create", "follower")["token"]
+    env = live.env(token)
+    paused = cli.ok("schedules", "create", "--name", "followed", "--cron", "0 3 * * *",
+                    *_hook(live), "--paused", token=token)  # no cron runs: only triggered
     proc = subprocess.Popen(
         [cronwire_executable(), "runs", "list", "--follow", "--schedule-id", paused["id"],
          "--interval", "0.2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -289,7 +320,7 @@ def test_follow_prints_a_new_run_when_it_arrives(live: Live) -> None:
                               daemon=True)
     reader.start()
     try:
-        run = _ok("schedules", "trigger", paused["id"], env=env)
+        run = cli.ok("schedules", "trigger", paused["id"], token=token)
         seen: list[dict[str, Any]] = []
         deadline = time.monotonic() + 20
         while not any(r["id"] == run["id"] and r["status"] == "succeeded" for r in seen):
@@ -306,14 +337,14 @@ def test_follow_prints_a_new_run_when_it_arrives(live: Live) -> None:
 
 
 def test_operators_list_tenants_and_tokens_and_revoke_on_every_replica(
-    live: Live, module_database: str, tmp_path: Path,
+    live: Live, cli: InProcess, module_database: str, tmp_path: Path,
 ) -> None:
-    first = _tenant(live, "operated")
-    second = _ok("tenant", "token", first["tenant_id"], env=live.env())
-    _ok("schedules", "create", "--name", "counted", "--cron", "0 3 * * *", *_hook(live),
-        "--paused", env=live.env(first["token"]))
+    first = cli.ok("tenant", "create", "operated")
+    second = cli.ok("tenant", "token", first["tenant_id"])
+    cli.ok("schedules", "create", "--name", "counted", "--cron", "0 3 * * *", *_hook(live),
+           "--paused", token=first["token"])
 
-    tenants = _ok("tenant", "list", "--json", env=live.env())
+    tenants = cli.ok("tenant", "list", "--json")
     mine = [t for t in tenants if t["id"] == first["tenant_id"]]
     assert mine == [{"id": first["tenant_id"], "name": "operated", "schedules": 1,
                      "live_tokens": 2, "created_at": mine[0]["created_at"]}]
@@ -334,22 +365,32 @@ def test_operators_list_tenants_and_tokens_and_revoke_on_every_replica(
         assert _status(replica_b, first["token"]) == 401
         assert _status(live.url, first["token"]) == 401
         assert _status(replica_b, second["token"]) == 200
-        assert "revoked" in _refused("schedules", "list", "--api-url", replica_b,
-                                     env=live.env(first["token"]), code=1)
+        assert "revoked" in cli.refused("schedules", "list", "--api-url", replica_b,
+                                        token=first["token"], code=1)
     finally:
-        _stop(other)
-    again = _ok("tenant", "revoke", tokens[0]["id"], env=live.env())
+        stop_process(other)
+    again = cli.ok("tenant", "revoke", tokens[0]["id"])
     assert again["revoked_at"] == revoked["revoked_at"]  # idempotent
-    listed = _ok("tenant", "list", "--json", env=live.env())
+    listed = cli.ok("tenant", "list", "--json")
     assert [t["live_tokens"] for t in listed if t["id"] == first["tenant_id"]] == [1]
 
 
-def test_unknown_ids_name_the_database(live: Live) -> None:
+def test_unknown_ids_name_the_database(live: Live, cli: InProcess) -> None:
     database = live.dsn.rsplit("/", 1)[-1]
-    for args in (["tenant", "tokens", str(uuid.uuid4())], ["tenant", "revoke", str(uuid.uuid4())],
-                 ["tenant", "token", str(uuid.uuid4())]):
-        line = _refused(*args, env=live.env(), code=2)
+    line = _refused("tenant", "tokens", str(uuid.uuid4()), env=live.env(), code=2)
+    assert "does not exist in database postgresql://" in line and database in line
+    for args in (["tenant", "revoke", str(uuid.uuid4())], ["tenant", "token", str(uuid.uuid4())]):
+        line = cli.refused(*args, code=2)
         assert "does not exist in database postgresql://" in line and database in line
+
+
+def test_tenant_create_warns_when_it_makes_a_new_embedded_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    warn_if_new_database(Settings(home=tmp_path / "new"))
+    assert "creating a new, empty one" in capsys.readouterr().err
+    warn_if_new_database(Settings(database_url="postgresql://db.example/x"))
+    assert capsys.readouterr().err == ""
 
 
 def test_embedded_database_commands_say_which_one_and_refuse_a_missing_one(
@@ -358,19 +399,23 @@ def test_embedded_database_commands_say_which_one_and_refuse_a_missing_one(
     missing = tmp_path / "elsewhere"
     line = _refused("tenant", "list", env=clean_env(SCHEDULER_HOME=str(missing)), code=2)
     assert f"no embedded database in {missing.resolve() / 'postgres'}" in line
-    line = _refused("tenant", "token", str(uuid.uuid4()),
-                    env=clean_env(SCHEDULER_HOME=str(missing)), code=2)
+    _refused("tenant", "token", str(uuid.uuid4()), env=clean_env(SCHEDULER_HOME=str(missing)),
+             code=2)
     assert not missing.exists(), "a read command created a database"
 
     home = tmp_path / "home"
-    env = clean_env(SCHEDULER_HOME=str(home))
-    created = run_cli("tenant", "create", "fresh", env=env)
-    assert created.returncode == 0, created.stderr
-    assert "creating a new, empty one" in created.stderr
-    listed = run_cli("tenant", "list", env=env)
-    assert listed.returncode == 0, listed.stderr
     data_dir = home.resolve() / "postgres"
-    assert f"cronwire: using the embedded database in {data_dir}" in listed.stderr
-    assert [t["name"] for t in json.loads(listed.stdout)] == ["fresh"]
-    line = _refused("tenant", "tokens", str(uuid.uuid4()), env=env, code=2)
-    assert f"does not exist in the embedded database in {data_dir}" in line
+    server = EmbeddedPostgres(data_dir)
+    server.start()  # as `cronwire serve` would have; the commands reuse it
+    try:
+        env = clean_env(SCHEDULER_HOME=str(home))
+        created = _ok("tenant", "create", "fresh", env=env)
+        listed = run_cli("tenant", "list", env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stderr.splitlines() == [
+            f"cronwire: using the embedded database in {data_dir} (already running)"]
+        assert [t["id"] for t in json.loads(listed.stdout)] == [created["tenant_id"]]
+        line = _refused("tenant", "tokens", str(uuid.uuid4()), env=env, code=2)
+        assert f"does not exist in the embedded database in {data_dir}" in line
+    finally:
+        server.stop()
