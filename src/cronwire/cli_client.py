@@ -101,6 +101,9 @@ def _error_message(response: httpx.Response) -> str:
     except (ValueError, KeyError, TypeError):
         first = " ".join(response.text.split())[:200]
         return f"HTTP {response.status_code} from {response.request.url}: {first or 'no body'}"
+    if response.status_code == 404 and message == "Not Found":  # the route, not an object
+        message = (f"{response.request.url.path}: no such route at {response.request.url.host}"
+                   f":{response.request.url.port}; does that replica run the api role?")
     if response.status_code == 503:
         message += f" (HTTP 503, retry after {response.headers.get('Retry-After', '1')}s)"
     return message
@@ -263,11 +266,17 @@ def schedules_create(client: ApiClient, args: argparse.Namespace) -> None:
               "one)", file=sys.stderr)
 
 
+# Flags (argparse dests) that change `target` or `retry`, objects the API replaces whole.
+TARGET_AND_RETRY_FLAGS = frozenset({
+    "url", "method", "body", "header", "no_headers", "no_body", "max_attempts",
+    "initial_backoff_seconds", "max_backoff_seconds",
+})
+
+
 def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
     changes = _timing(args)
-    if {"url", "method", "body", "header", "max_attempts", "initial_backoff_seconds",
-            "max_backoff_seconds"} & {k for k, v in vars(args).items() if v is not None} \
-            or args.no_headers or args.no_body:
+    given = {name for name, value in vars(args).items() if value not in (None, False)}
+    if given & TARGET_AND_RETRY_FLAGS:
         current = client.call("GET", f"/v1/schedules/{args.id}")
         changes.update(_target_and_retry(args, current))
     if not changes:
@@ -464,7 +473,7 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     _schedule_flags(create, creating=True)
 
-    listing = action("list", "list schedules (oldest first)", schedules_list)
+    listing = action("list", "list schedules, in pages ordered by id", schedules_list)
     listing.add_argument("--limit", type=int, default=50, metavar="N",
                          help="schedules per page, 1..200 (default: 50)")
     listing.add_argument("--cursor", metavar="CURSOR",

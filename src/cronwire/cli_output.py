@@ -52,8 +52,15 @@ def field(name: str) -> Callable[[Mapping[str, Any]], Any]:
     return lambda row: row.get(name)
 
 
+MAX_CELL = 60  # a long error or response excerpt is cut in tables; `get` shows it whole
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
 def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> str:
-    cells = [[cell(column.value(row)) for column in columns] for row in rows]
+    cells = [[_short(cell(column.value(row))) for column in columns] for row in rows]
     widths = [max([len(c.header), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     lines = [_line([c.header for c in columns], widths)]
     lines += [_line(r, widths) for r in cells]
@@ -65,7 +72,7 @@ def stream_header(columns: Sequence[Column]) -> str:
 
 
 def stream_row(row: Mapping[str, Any], columns: Sequence[Column]) -> str:
-    return _line([cell(c.value(row)) for c in columns], _stream_widths(columns))
+    return _line([_short(cell(c.value(row))) for c in columns], _stream_widths(columns))
 
 
 def _stream_widths(columns: Sequence[Column]) -> list[int]:

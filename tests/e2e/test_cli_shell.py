@@ -244,6 +244,8 @@ def test_api_refusals_print_the_apis_message_and_exit_1(live: Live, cli: InProce
     assert "not found" in cli.refused("runs", "get", str(uuid.uuid4()), token=token, code=1)
     assert "unknown or revoked token" in cli.refused("schedules", "list", token="cwt_bogus",
                                                      code=1)
+    assert "no such route" in cli.refused("schedules", "list", "--api-url",
+                                          f"{live.url}/not-cronwire", token=token, code=1)
 
 
 @pytest.mark.parametrize(
