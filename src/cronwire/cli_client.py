@@ -104,6 +104,9 @@ def _error_message(response: httpx.Response) -> str:
     if response.status_code == 404 and message == "Not Found":  # the route, not an object
         message = (f"{response.request.url.path}: no such route at {response.request.url.host}"
                    f":{response.request.url.port}; does that replica run the api role?")
+    if response.status_code == 401:
+        message += (f" (check --token/${ENV_TOKEN}; a token works only with the database "
+                    "it was made in)")
     if response.status_code == 503:
         message += f" (HTTP 503, retry after {response.headers.get('Retry-After', '1')}s)"
     return message
@@ -326,6 +329,8 @@ def _run_filters(args: argparse.Namespace) -> dict[str, Any]:
 
 def runs_list(client: ApiClient, args: argparse.Namespace) -> None:
     if args.follow:
+        if args.cursor:
+            raise ConfigError("--cursor: not with --follow, which watches the newest runs")
         follow_runs(client, args)
         return
     params = {**_run_filters(args), "limit": args.limit, "cursor": args.cursor}

@@ -258,6 +258,7 @@ def test_api_refusals_print_the_apis_message_and_exit_1(live: Live, cli: InProce
      ["schedules", "update", str(uuid.uuid4())], ["schedules", "frobnicate"],
      ["runs", "list", "--status", "done"], ["runs", "list", "--limit", "ten"],
      ["runs", "list", "--api-url", "ftp://example.com"], ["schedules"],
+     ["runs", "list", "--follow", "--cursor", "abc"],
      ["tenant", "tokens", "nope"], ["tenant", "revoke", "nope"], ["tenant", "list", "extra"]],
 )
 def test_usage_errors_exit_2_with_one_line(args: list[str], cli: InProcess) -> None:

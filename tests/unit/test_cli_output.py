@@ -1,8 +1,13 @@
-"""Tables for people: instants to the second, '-' for nothing, nested fields dotted."""
+"""CLI output for people: instants to the second, '-' for nothing, nested fields dotted,
+no password in a database's name."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cronwire.cli_output import Column, cell, field, flatten, render_table
+from cronwire.cli_tenants import database_label
+from cronwire.config import Settings
 
 
 def test_cells_read_as_text() -> None:
@@ -24,3 +29,10 @@ def test_tables_align_and_cut_long_cells() -> None:
     lines = text.splitlines()
     assert lines[0] == "ID   ERROR" and lines[2] == "bbb  -"
     assert lines[1].endswith("…") and len(lines[1]) == len("a    ") + 60
+
+
+def test_a_database_is_named_without_its_password(tmp_path: Path) -> None:
+    shown = database_label(Settings(database_url="postgresql://app:s3cret@db:5433/cw?sslmode=x"))
+    assert shown == "database postgresql://app:***@db:5433/cw"
+    embedded = database_label(Settings(home=tmp_path))
+    assert embedded == f"the embedded database in {tmp_path.resolve() / 'postgres'}"
