@@ -257,7 +257,9 @@ def test_api_refusals_print_the_apis_message_and_exit_1(live: Live, cli: InProce
       "--misfire-policy", "sometimes"],
      ["schedules", "update", str(uuid.uuid4())], ["schedules", "frobnicate"],
      ["runs", "list", "--status", "done"], ["runs", "list", "--limit", "ten"],
-     ["runs", "list", "--api-url", "ftp://example.com"], ["schedules"],
+     ["runs", "list", "--api-url", "ftp://example.com"],
+     ["runs", "list", "--api-url", "http://[::1"], ["runs", "list", "--url", "http://h:port"],
+     ["schedules"],
      ["runs", "list", "--follow", "--cursor", "abc"],
      ["tenant", "tokens", "nope"], ["tenant", "revoke", "nope"], ["tenant", "list", "extra"]],
 )
