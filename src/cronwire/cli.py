@@ -265,6 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CronwireError as exc:
         print(f"cronwire: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # e.g. the database refuses connections: one line, no traceback
+        print(f"cronwire: {exc}", file=sys.stderr)
+        return 1
     return result
 
 

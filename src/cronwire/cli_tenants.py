@@ -19,9 +19,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
+
 from cronwire.cli_output import Column, field, print_json, render_table, wants_json
 from cronwire.config import Settings
-from cronwire.errors import ConfigError, NotFound
+from cronwire.errors import ConfigError, CronwireError, NotFound
 
 T = TypeVar("T")
 
@@ -95,6 +97,8 @@ def _on_tenants(settings: Settings, action: Callable[[Any], Awaitable[T]]) -> T:
             return _run_async(lambda: _with_tenants(ready, action))
         except NotFound as exc:
             raise ConfigError(f"{exc} in {database_label(settings)}") from None
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise CronwireError(f"cannot use {database_label(settings)}: {exc}") from None
 
 
 def _uuid(label: str, text: str) -> uuid.UUID:

@@ -389,6 +389,25 @@ def test_unknown_ids_name_the_database(live: Live, cli: InProcess) -> None:
         assert "does not exist in database postgresql://" in line and database in line
 
 
+def test_an_unreachable_database_is_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    closed = f"postgresql://postgres@127.0.0.1:{free_port()}/cronwire"
+    monkeypatch.setenv("SCHEDULER_DATABASE_URL", closed)
+    for args in (["tenant", "list"], ["tenant", "create", "x"],
+                 ["tenant", "token", str(uuid.uuid4())]):
+        assert main(args) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert f"cannot use database {closed}" in main_line(["tenant", "revoke", str(uuid.uuid4())],
+                                                        capsys)
+
+
+def main_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(args) == 1
+    return capsys.readouterr().err.strip()
+
+
 def test_tenant_create_warns_when_it_makes_a_new_embedded_database(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
