@@ -247,11 +247,33 @@ def _check_consistency(settings: Settings) -> None:
         raise ConfigError(f"{PREFIX}EXECUTOR_WORKERS: must be at least 1")
 
 
+# Defaults that are not a plain value, worded as CONTRACT.md words them.
+_DEFAULT_TEXT = {
+    "database_url": "unset: embedded Postgres in SCHEDULER_HOME",
+    "kafka_bootstrap_servers": "unset: embedded broker (kafka mode)",
+    "home": "./.cronwire",
+    "instance_id": "<hostname>-<pid>",
+}
+
+
+def _readable(value: object) -> str:
+    """A default as a user would type it: no Python reprs (frozenset, None, True)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, frozenset):
+        order = ["api", "planner", "executor"]
+        return ",".join(sorted(value, key=lambda v: (order.index(v) if v in order else 99, v)))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "unset" if value is None else str(value)
+
+
 def describe() -> list[tuple[str, str]]:
     """(variable, default) pairs, for ``--help`` texts and the README."""
     defaults = Settings()
     return [
-        (PREFIX + f.name.upper(), str(getattr(defaults, f.name)))
+        (PREFIX + f.name.upper(),
+         _DEFAULT_TEXT.get(f.name) or _readable(getattr(defaults, f.name)))
         for f in fields(Settings)
         if f.name in _PARSERS
     ]
