@@ -67,6 +67,12 @@ class Console:
         await self.page.screenshot(path=str(path), full_page=full_page)
         return path
 
+    async def screenshot_of(self, selector: str, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / name
+        await self.page.locator(selector).screenshot(path=str(path))
+        return path
+
     async def sign_in(self) -> None:
         await self.page.goto(f"{self.base_url}/console")
         await self.page.get_by_label("API token").fill(self.token)
