@@ -49,8 +49,11 @@ async def test_sign_in_create_watch_deliveries_and_manage_a_schedule(console: Co
         "That token was not accepted: it is unknown or revoked.")
     assert await page.evaluate("sessionStorage.length") == 0
 
-    await page.get_by_label("API token").fill(console.token)
-    await page.get_by_role("button", name="Sign in").click()
+    # By keyboard: the field has focus again after the error; Enter submits.
+    await expect(page.get_by_label("API token")).to_be_focused()
+    await page.keyboard.press("Control+a")
+    await page.keyboard.type(console.token)
+    await page.keyboard.press("Enter")
     await page.get_by_role("heading", name="Schedules", level=1).wait_for()
     assert await page.evaluate("sessionStorage.getItem('cronwire.console.token')") == console.token
     assert await page.evaluate("document.cookie") == ""
@@ -70,6 +73,7 @@ async def test_sign_in_create_watch_deliveries_and_manage_a_schedule(console: Co
     await expect(cron_error).to_contain_text("61")
     await expect(page.get_by_label("Cron expression")).to_have_attribute("aria-invalid", "true")
     await expect(page.get_by_label("Cron expression")).to_be_focused()
+    await console.screenshot("form-422.png")
 
     await page.get_by_label("Cron expression").fill("* * * * * *")
     await page.get_by_role("button", name="Create schedule").click()
@@ -134,7 +138,9 @@ async def test_sign_in_create_watch_deliveries_and_manage_a_schedule(console: Co
     # Delete asks first; cancelling keeps it, confirming removes it.
     row = page.locator("tr[data-schedule-id]", has_text="heartbeat")
     await row.get_by_role("button", name="Delete heartbeat").click()
-    await page.get_by_role("dialog").get_by_role("button", name="Cancel").click()
+    await expect(page.get_by_role("dialog").get_by_role("button", name="Cancel")).to_be_focused()
+    await page.keyboard.press("Escape")
+    await expect(page.get_by_role("dialog")).to_have_count(0)
     await expect(row).to_have_count(1)
     await row.get_by_role("button", name="Delete heartbeat").click()
     await page.get_by_role("dialog").get_by_role("button", name="Delete schedule").click()
@@ -221,5 +227,13 @@ async def test_preview_marks_dst_changes_and_the_form_edits(console: Console) ->
     saved = await console.api("GET", f"/v1/schedules/{created['id']}")
     assert saved["name"] == "berlin-hourly-2" and saved["retry"]["max_attempts"] == 4
     assert saved["cron"] == "0 * * * *" and saved["starts_at"] == created["starts_at"]
+
+    # A token that stops working (revoked) signs the tab out with one line.
+    await page.evaluate("sessionStorage.setItem('cronwire.console.token', 'cwt_revoked')")
+    await page.get_by_role("link", name="Schedules").first.click()
+    await expect(page.get_by_label("API token")).to_be_visible()
+    await expect(page.locator("#status")).to_have_text(
+        "Your token is no longer accepted; sign in again.")
+    assert await page.evaluate("sessionStorage.length") == 0
     assert unexpected_errors(console) == []
     assert console.watched.dialogs == [] and console.watched.external_requests == []

@@ -94,3 +94,11 @@ def test_console_sources_load_nothing_remote_and_never_parse_html(path: Path) ->
     assert re.search(r"https?://", text) is None, "every asset ships in the package"
     if path.suffix == ".js":
         assert HTML_SINKS.search(text) is None
+
+
+async def test_console_exists_only_with_the_api_role_but_docs_always() -> None:
+    app = create_app(_ready, lambda: b"", [])  # what serve builds without the api role
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://cronwire") as client:
+        assert (await client.get("/console")).status_code == 404
+        assert (await client.get("/docs")).status_code == 200

@@ -88,8 +88,10 @@ function signOut(message) {
   token.clear();
   resetScheduleList();
   oneTimeSecret = null;
-  announce(message, message.startsWith("Signed out") ? "ok" : "error");
   render();
+  // After the current task: the failed call's own error handler runs first, and this line
+  // is what stays.
+  setTimeout(() => announce(message, message.startsWith("Signed out") ? "ok" : "error"), 0);
 }
 
 document.getElementById("sign-out").addEventListener("click", () => signOut("Signed out."));
