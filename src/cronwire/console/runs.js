@@ -85,6 +85,7 @@ export function renderRuns(parent, schedule, { onCleanup }) {
   let cursor = null;
   let loading = false;
   let generation = 0;
+  let queryRefused = false;
 
   function query(extra = {}) {
     const q = { schedule_id: schedule.id, limit: PAGE_SIZE, status: status.value || undefined, ...extra };
@@ -181,6 +182,8 @@ export function renderRuns(parent, schedule, { onCleanup }) {
   }
 
   function showQueryError(err) {
+    // A refused filter stays refused: live refresh waits until the filters change.
+    queryRefused = err.status === 422;
     sinceError.hidden = untilError.hidden = true;
     if (err.field === "since" || err.field === "until") {
       const slot = err.field === "since" ? sinceError : untilError;
@@ -195,6 +198,7 @@ export function renderRuns(parent, schedule, { onCleanup }) {
   async function reset() {
     generation += 1;
     const mine = generation;
+    queryRefused = false;
     rows.clear();
     body.replaceChildren();
     error.textContent = "";
@@ -264,7 +268,7 @@ export function renderRuns(parent, schedule, { onCleanup }) {
   until.addEventListener("change", reset);
 
   const timer = setInterval(() => {
-    if (live.checked && document.visibilityState === "visible") refreshNewest();
+    if (live.checked && !queryRefused && document.visibilityState === "visible") refreshNewest();
   }, LIVE_EVERY_MS);
   onCleanup(() => clearInterval(timer));
   reset();
