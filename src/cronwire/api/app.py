@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 from fastapi import APIRouter, FastAPI
 
+from cronwire.api.console import console_router
 from cronwire.api.context import ApiContext
+from cronwire.api.docs import docs_router
 from cronwire.api.errors import install_error_handlers
 from cronwire.api.ops import ReadinessCheck, ops_router
 from cronwire.api.routes_runs import runs_router
@@ -29,8 +31,8 @@ OPENAPI_TAGS = [
 
 
 def build_tenant_routers(ctx: ApiContext) -> list[APIRouter]:
-    """The `/v1` routers, wired to the stores in ``ctx``."""
-    return [schedules_router(ctx), runs_router(ctx)]
+    """The `/v1` routers, wired to the stores in ``ctx``, and the console over them."""
+    return [schedules_router(ctx), runs_router(ctx), console_router()]
 
 
 def create_app(
@@ -43,8 +45,12 @@ def create_app(
         version="0.1.0",
         description=DESCRIPTION,
         openapi_tags=OPENAPI_TAGS,
+        # FastAPI's own /docs and /redoc load from a CDN; ours serve packaged files.
+        docs_url=None,
+        redoc_url=None,
     )
     install_error_handlers(app)
+    app.include_router(docs_router(app))
     app.include_router(ops_router(readiness, exposition))
     for router in tenant_routers or []:
         app.include_router(router)

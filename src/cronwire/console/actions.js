@@ -1,0 +1,67 @@
+// Pause, resume, trigger now and delete: the same buttons on the list and on a schedule.
+
+import { api } from "./api.js";
+import { el } from "./dom.js";
+import { announce, confirmAction } from "./feedback.js";
+
+function failed(what, err) {
+  announce(`${what} failed: ${err.message}`, "error");
+}
+
+/** Buttons acting on ``schedule``; ``onChange(updated|null)`` runs after each success. */
+export function scheduleActions(schedule, onChange, { withEdit = true, compact = false } = {}) {
+  const name = schedule.name;
+  const size = compact ? " small" : "";
+  const button = (label, aria, handler, cls = "") => {
+    const node = el("button", { type: "button", class: `${cls}${size}`.trim() || undefined,
+      "aria-label": `${aria} ${name}`, text: label });
+    node.addEventListener("click", async () => {
+      node.disabled = true;
+      try {
+        await handler();
+      } finally {
+        node.disabled = false;
+      }
+    });
+    return node;
+  };
+  const toggle = schedule.paused
+    ? button("Resume", "Resume", async () => {
+      try {
+        const updated = await api.resume(schedule.id);
+        announce(`Resumed ${name}.`);
+        onChange(updated);
+      } catch (err) { failed("Resume", err); }
+    })
+    : button("Pause", "Pause", async () => {
+      try {
+        const updated = await api.pause(schedule.id);
+        announce(`Paused ${name}.`);
+        onChange(updated);
+      } catch (err) { failed("Pause", err); }
+    });
+  const trigger = button("Trigger now", "Trigger now", async () => {
+    try {
+      const run = await api.trigger(schedule.id);
+      announce(`Triggered ${name}: run ${run.id} is due now.`);
+      onChange(schedule);
+    } catch (err) { failed("Trigger", err); }
+  });
+  const remove = button("Delete", "Delete", async () => {
+    const sure = await confirmAction({
+      title: "Delete this schedule?",
+      message: `“${name}” stops firing and its runs not yet started are cancelled. `
+        + "Its run history stays readable through the API.",
+      confirmLabel: "Delete schedule",
+    });
+    if (!sure) return;
+    try {
+      await api.deleteSchedule(schedule.id);
+      announce(`Deleted ${name}.`);
+      onChange(null);
+    } catch (err) { failed("Delete", err); }
+  }, "danger");
+  const edit = withEdit && el("a", { class: `button secondary${size}`, href: `#/schedules/${schedule.id}/edit`,
+    "aria-label": `Edit ${name}`, text: "Edit" });
+  return el("div", { class: compact ? "actions compact" : "actions" }, toggle, trigger, edit, remove);
+}

@@ -1,0 +1,84 @@
+// The console's only way to the server: the public /v1 API with the tenant's bearer token.
+// The token is kept in sessionStorage (this tab only), never in a URL, a cookie or a log.
+
+const TOKEN_KEY = "cronwire.console.token";
+
+export const token = {
+  get: () => sessionStorage.getItem(TOKEN_KEY),
+  set: (value) => sessionStorage.setItem(TOKEN_KEY, value),
+  clear: () => sessionStorage.removeItem(TOKEN_KEY),
+};
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    const detail = (body && body.error) || {};
+    super(detail.message || describeStatus(status));
+    this.status = status;
+    this.field = detail.field || null;
+    this.limit = detail.limit || null;
+    this.retryAfter = null;
+  }
+}
+
+function describeStatus(status) {
+  if (status === 0) return "cannot reach the cronwire API (network error)";
+  if (status === 503) return "the service is unavailable; retry shortly";
+  return `the API answered HTTP ${status}`;
+}
+
+let unauthorizedHandler = () => {};
+/** Called when a signed-in request answers 401 (token revoked): the app signs out. */
+export function onUnauthorized(handler) {
+  unauthorizedHandler = handler;
+}
+
+export async function call(method, path, { body, query, bearer } = {}) {
+  const url = new URL(path, window.location.origin);
+  for (const [key, value] of Object.entries(query || {})) {
+    if (value !== undefined && value !== null && value !== "") url.searchParams.set(key, value);
+  }
+  const headers = { Accept: "application/json", Authorization: `Bearer ${bearer ?? token.get()}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(url, {
+      method, headers, cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError(0, null);
+  }
+  if (response.status === 204) return null;
+  let data = null;
+  try {
+    data = await response.json();
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const error = new ApiError(response.status, data);
+    error.retryAfter = response.headers.get("Retry-After");
+    if (response.status === 401 && bearer === undefined) unauthorizedHandler(error);
+    throw error;
+  }
+  return data;
+}
+
+const id = (value) => encodeURIComponent(value);
+
+export const api = {
+  checkToken: (bearer) => call("GET", "/v1/schedules", { query: { limit: 1 }, bearer }),
+  listSchedules: (cursor, limit) => call("GET", "/v1/schedules", { query: { cursor, limit } }),
+  getSchedule: (scheduleId) => call("GET", `/v1/schedules/${id(scheduleId)}`),
+  createSchedule: (body) => call("POST", "/v1/schedules", { body }),
+  updateSchedule: (scheduleId, body) => call("PATCH", `/v1/schedules/${id(scheduleId)}`, { body }),
+  deleteSchedule: (scheduleId) => call("DELETE", `/v1/schedules/${id(scheduleId)}`),
+  pause: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/pause`),
+  resume: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/resume`),
+  trigger: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/trigger`),
+  rotateSecret: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/rotate-secret`),
+  preview: (scheduleId, count) =>
+    call("GET", `/v1/schedules/${id(scheduleId)}/preview`, { query: { count } }),
+  listRuns: (query) => call("GET", "/v1/runs", { query }),
+  getRun: (runId) => call("GET", `/v1/runs/${id(runId)}`),
+};

@@ -1,0 +1,273 @@
+// Create and edit a schedule. A 422 from the API names a field; its message is shown
+// beside that field (or the nearest enclosing one), and the field gets focus.
+
+import { api } from "./api.js";
+import { el, focusHeading } from "./dom.js";
+import { announce } from "./feedback.js";
+
+const METHODS = ["POST", "PUT", "PATCH", "GET", "DELETE"];
+const MISFIRE = [
+  ["fire_all", "fire_all: every missed occurrence within the catch-up window"],
+  ["fire_once", "fire_once: one run for the latest missed occurrence"],
+  ["skip", "skip: missed occurrences are recorded as skipped"],
+];
+
+// Fields by the API's dotted names, in form order.
+const FIELDS = [
+  { name: "name", label: "Name", required: true },
+  { name: "cron", label: "Cron expression", required: true, mono: true,
+    hint: "5 fields, or 6 with seconds first: */10 * * * * * fires every 10 seconds." },
+  { name: "timezone", label: "Time zone", hint: "IANA name, e.g. Europe/Berlin. Default UTC.",
+    list: "zones" },
+  { name: "target.url", label: "Target URL", required: true, type: "url", mono: true },
+  { name: "target.method", label: "Method", options: METHODS.map((m) => [m, m]) },
+  { name: "target.headers", label: "Headers", textarea: true, mono: true,
+    hint: "One per line as Name: value." },
+  { name: "target.body", label: "Body", textarea: true, mono: true,
+    hint: "Empty: cronwire sends JSON {schedule_id, run_id, scheduled_for, attempt}." },
+  { name: "retry.max_attempts", label: "Max attempts", type: "number", hint: "1 to 8." },
+  { name: "retry.initial_backoff_seconds", label: "Initial backoff (seconds)", type: "number",
+    step: "any" },
+  { name: "retry.max_backoff_seconds", label: "Max backoff (seconds)", type: "number", step: "any" },
+  { name: "misfire_policy", label: "Misfire policy", options: MISFIRE },
+  { name: "catchup_window_seconds", label: "Catch-up window (seconds)", type: "number",
+    hint: "fire_all replays missed occurrences this far back." },
+  { name: "starts_at", label: "Starts at", mono: true,
+    hint: "Optional, RFC 3339, e.g. 2027-01-01T00:00:00Z." },
+  { name: "ends_at", label: "Ends at", mono: true, hint: "Optional, later than starts at." },
+  { name: "paused", label: "Create paused", checkbox: true, createOnly: true },
+];
+
+const INTEGER_FIELDS = new Set(["retry.max_attempts", "catchup_window_seconds"]);
+const DEFAULTS = {
+  timezone: "UTC", "target.method": "POST", "retry.max_attempts": "3",
+  "retry.initial_backoff_seconds": "10", "retry.max_backoff_seconds": "3600",
+  misfire_policy: "fire_all", "catchup_window_seconds": "3600",
+};
+
+function fieldId(name) {
+  return `f-${name.replace(/[^a-z0-9]+/gi, "-")}`;
+}
+
+function control(field) {
+  const id = fieldId(field.name);
+  const described = [field.hint && `${id}-hint`, `${id}-error`].filter(Boolean).join(" ");
+  const common = { id, "aria-describedby": described, class: field.mono ? "mono" : undefined };
+  if (field.options) {
+    return el("select", common, ...field.options.map(([value, text]) => el("option", { value, text })));
+  }
+  if (field.textarea) return el("textarea", { ...common, rows: 3, spellcheck: "false" });
+  if (field.checkbox) return el("input", { ...common, type: "checkbox" });
+  return el("input", {
+    ...common, type: field.type || "text", step: field.step, list: field.list,
+    required: field.required, spellcheck: "false", autocomplete: "off",
+  });
+}
+
+function fieldBlock(field, input) {
+  const id = fieldId(field.name);
+  const label = el("label", { for: id, text: field.label });
+  const error = el("p", { id: `${id}-error`, class: "error field-error", hidden: true });
+  const hint = field.hint && el("p", { id: `${id}-hint`, class: "hint", text: field.hint });
+  const cls = `field${field.checkbox ? " checkbox" : ""}${field.textarea ? " wide" : ""}`;
+  return el("div", { class: cls, "data-field": field.name },
+    field.checkbox ? [input, label] : [label, input], hint, error);
+}
+
+function headersText(headers) {
+  return Object.entries(headers || {}).map(([k, v]) => `${k}: ${v}`).join("\n");
+}
+
+function valuesOf(schedule) {
+  return {
+    name: schedule.name, cron: schedule.cron, timezone: schedule.timezone,
+    "target.url": schedule.target.url, "target.method": schedule.target.method,
+    "target.headers": headersText(schedule.target.headers),
+    "target.body": schedule.target.body ?? "",
+    "retry.max_attempts": String(schedule.retry.max_attempts),
+    "retry.initial_backoff_seconds": String(schedule.retry.initial_backoff_seconds),
+    "retry.max_backoff_seconds": String(schedule.retry.max_backoff_seconds),
+    misfire_policy: schedule.misfire_policy,
+    catchup_window_seconds: String(schedule.catchup_window_seconds),
+    starts_at: schedule.starts_at ?? "", ends_at: schedule.ends_at ?? "",
+  };
+}
+
+class FieldError extends Error {
+  constructor(field, message) {
+    super(message);
+    this.field = field;
+  }
+}
+
+function parseHeaders(text) {
+  const headers = {};
+  text.split("\n").forEach((line, index) => {
+    if (!line.trim()) return;
+    const colon = line.indexOf(":");
+    if (colon <= 0) throw new FieldError("target.headers", `line ${index + 1}: write it as Name: value`);
+    headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim();
+  });
+  return headers;
+}
+
+function numberOf(name, text) {
+  if (text.trim() === "") return undefined;
+  const value = Number(text);
+  if (!Number.isFinite(value)) throw new FieldError(name, "must be a number");
+  if (INTEGER_FIELDS.has(name) && !Number.isInteger(value)) {
+    throw new FieldError(name, "must be a whole number");
+  }
+  return value;
+}
+
+/** The create body from the form's values (the API applies defaults to what is left out). */
+function bodyFrom(values) {
+  const retry = {};
+  for (const key of ["max_attempts", "initial_backoff_seconds", "max_backoff_seconds"]) {
+    const value = numberOf(`retry.${key}`, values[`retry.${key}`]);
+    if (value !== undefined) retry[key] = value;
+  }
+  const body = {
+    name: values.name, cron: values.cron.trim(), timezone: values.timezone.trim() || "UTC",
+    target: {
+      url: values["target.url"].trim(), method: values["target.method"],
+      headers: parseHeaders(values["target.headers"]),
+      body: values["target.body"] === "" ? null : values["target.body"],
+    },
+    retry, misfire_policy: values.misfire_policy,
+    starts_at: values.starts_at.trim() || null, ends_at: values.ends_at.trim() || null,
+  };
+  const catchup = numberOf("catchup_window_seconds", values.catchup_window_seconds);
+  if (catchup !== undefined) body.catchup_window_seconds = catchup;
+  return body;
+}
+
+/** The PATCH body: only what changed (target and retry are replaced whole, as the API says). */
+function changesFrom(next, original) {
+  const changes = {};
+  for (const key of ["name", "cron", "timezone", "misfire_policy", "catchup_window_seconds"]) {
+    if (next[key] !== undefined && next[key] !== original[key]) changes[key] = next[key];
+  }
+  const target = { ...next.target };
+  if (JSON.stringify(target) !== JSON.stringify(original.target)) changes.target = target;
+  const retry = { ...original.retry, ...next.retry };
+  if (JSON.stringify(retry) !== JSON.stringify(original.retry)) changes.retry = retry;
+  for (const key of ["starts_at", "ends_at"]) {
+    const before = original[key] ? Date.parse(original[key]) : null;
+    const after = next[key] ? Date.parse(next[key]) : null;
+    if (before !== after || (next[key] && Number.isNaN(after))) changes[key] = next[key];
+  }
+  return changes;
+}
+
+function zoneList() {
+  const zones = typeof Intl.supportedValuesOf === "function" ? Intl.supportedValuesOf("timeZone") : [];
+  return el("datalist", { id: "zones" }, ...["UTC", ...zones].map((z) => el("option", { value: z })));
+}
+
+/** ``schedule``: edit that schedule; absent: create. ``onSaved(schedule, secret)``. */
+export function renderScheduleForm(root, { schedule = null, onSaved }) {
+  const editing = schedule !== null;
+  const inputs = new Map();
+  const blocks = [];
+  for (const field of FIELDS) {
+    if (editing && field.createOnly) continue;
+    const input = control(field);
+    inputs.set(field.name, input);
+    blocks.push(fieldBlock(field, input));
+  }
+  const initial = editing ? valuesOf(schedule) : DEFAULTS;
+  for (const [name, input] of inputs) {
+    if (input.type === "checkbox") input.checked = false;
+    else input.value = initial[name] ?? "";
+  }
+  const formError = el("p", { class: "error", role: "alert", id: "form-error" });
+  const submit = el("button", { type: "submit", text: editing ? "Save changes" : "Create schedule" });
+  const cancel = el("a", { class: "button secondary", text: "Cancel",
+    href: editing ? `#/schedules/${schedule.id}` : "#/schedules" });
+  const form = el("form", { class: "card schedule-form", novalidate: true, method: "post", action: "#" },
+    formError,
+    el("fieldset", {}, el("legend", { text: "Schedule" }), ...blocks.slice(0, 3)),
+    el("fieldset", {}, el("legend", { text: "Target" }), ...blocks.slice(3, 7)),
+    el("fieldset", {}, el("legend", { text: "Retries and misfires" }), ...blocks.slice(7, 12)),
+    el("fieldset", {}, el("legend", { text: "Active window" }), ...blocks.slice(12)),
+    zoneList(),
+    el("div", { class: "actions" }, submit, cancel));
+
+  function clearErrors() {
+    formError.textContent = "";
+    for (const node of form.querySelectorAll(".field-error")) {
+      node.hidden = true;
+      node.textContent = "";
+    }
+    for (const input of inputs.values()) input.removeAttribute("aria-invalid");
+  }
+
+  function showError(field, message) {
+    // The field named, or the nearest enclosing one ("target.headers.x-a" → target.headers).
+    let name = field;
+    while (name && !inputs.has(name)) name = name.includes(".") ? name.slice(0, name.lastIndexOf(".")) : "";
+    const text = message.startsWith(`${field}: `) ? message.slice(field.length + 2) : message;
+    if (!name) {
+      formError.textContent = message;
+      formError.scrollIntoView({ block: "nearest" });
+      return;
+    }
+    const input = inputs.get(name);
+    const slot = form.querySelector(`#${fieldId(name)}-error`);
+    slot.textContent = name === field ? text : message;
+    slot.hidden = false;
+    input.setAttribute("aria-invalid", "true");
+    input.focus();
+  }
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    clearErrors();
+    const values = Object.fromEntries([...inputs].map(([name, input]) =>
+      [name, input.type === "checkbox" ? input.checked : input.value]));
+    let body;
+    try {
+      body = bodyFrom(values);
+    } catch (err) {
+      if (err instanceof FieldError) {
+        showError(err.field, err.message);
+        return;
+      }
+      throw err;
+    }
+    submit.disabled = true;
+    try {
+      if (editing) {
+        const changes = changesFrom(body, schedule);
+        if (Object.keys(changes).length === 0) {
+          announce("Nothing changed.");
+          onSaved(schedule, null);
+          return;
+        }
+        const saved = await api.updateSchedule(schedule.id, changes);
+        announce(`Saved ${saved.name}.`);
+        onSaved(saved, null);
+      } else {
+        if (values.paused) body.paused = true;
+        const created = await api.createSchedule(body);
+        announce(`Created ${created.name}.`);
+        onSaved(created, created.signing_secret);
+      }
+    } catch (err) {
+      if (err.field) showError(err.field, err.message);
+      else {
+        formError.textContent = err.message;
+        formError.scrollIntoView({ block: "nearest" });
+      }
+    } finally {
+      submit.disabled = false;
+    }
+  });
+
+  root.append(el("section", {},
+    el("div", { class: "view-head" }, el("h1", { text: editing ? `Edit ${schedule.name}` : "New schedule" })),
+    form));
+  focusHeading(root);
+}

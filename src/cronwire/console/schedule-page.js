@@ -1,0 +1,136 @@
+// One schedule: its settings, actions, the next fire times (DST changes marked) and runs.
+
+import { api } from "./api.js";
+import { scheduleActions } from "./actions.js";
+import { el, focusHeading } from "./dom.js";
+import { announce, confirmAction, secretPanel } from "./feedback.js";
+import { inZone, localText, offsetAt, offsetOfLocal, utc } from "./format.js";
+import { renderRuns } from "./runs.js";
+
+function details(schedule) {
+  const row = (term, ...value) => [el("dt", { text: term }), el("dd", {}, ...value)];
+  const target = schedule.target;
+  const headerCount = Object.keys(target.headers || {}).length;
+  return el("dl", { class: "facts" },
+    row("Cron", el("code", { text: schedule.cron })),
+    row("Time zone", schedule.timezone),
+    row("State", el("span", { class: `badge state-${schedule.status}`, text: schedule.status })),
+    row("Next fire (UTC)", schedule.next_fire_at ? utc(schedule.next_fire_at) : "none"),
+    row("Next fire (schedule's zone)",
+      schedule.next_fire_at ? inZone(schedule.next_fire_at, schedule.timezone) : "none"),
+    row("Last fire", schedule.last_fire_at ? utc(schedule.last_fire_at) : "never"),
+    row("Target", el("code", { class: "wrap", text: `${target.method} ${target.url}` })),
+    row("Headers", headerCount ? Object.keys(target.headers).join(", ") : "none"),
+    row("Body", target.body === null ? "cronwire's JSON" : `${target.body.length} characters`),
+    row("Retries", `${schedule.retry.max_attempts} attempts, backoff ${schedule.retry.initial_backoff_seconds} s`
+      + ` up to ${schedule.retry.max_backoff_seconds} s`),
+    row("Misfire policy", `${schedule.misfire_policy} (catch-up ${schedule.catchup_window_seconds} s)`),
+    row("Active window", `${schedule.starts_at ? utc(schedule.starts_at) : "from creation"} → `
+      + `${schedule.ends_at ? utc(schedule.ends_at) : "no end"}`),
+    schedule.previous_secret_expires_at
+      && row("Previous secret signs until", utc(schedule.previous_secret_expires_at)),
+    row("Id", el("code", { text: schedule.id })),
+  );
+}
+
+function previewSection(schedule) {
+  const list = el("ol", { class: "preview" });
+  const count = el("select", { id: "preview-count" },
+    ...[10, 25, 100, 500].map((n) => el("option", { value: String(n), text: String(n) })));
+  const note = el("p", { class: "hint" });
+  async function load() {
+    let page;
+    try {
+      page = await api.preview(schedule.id, count.value);
+    } catch (err) {
+      list.replaceChildren(el("li", { class: "error", text: `Preview failed: ${err.message}` }));
+      return;
+    }
+    // A fire whose UTC offset differs from the one before it (or from now, for the first)
+    // is the first after a DST transition.
+    let previous = offsetAt(schedule.timezone, Date.now());
+    let transitions = 0;
+    list.replaceChildren(...page.items.map((item) => {
+      const offset = offsetOfLocal(item.local);
+      const changed = offset !== null && offset !== previous;
+      const li = el("li", { class: changed ? "dst" : undefined },
+        el("span", { class: "utc", text: utc(item.utc) }),
+        el("span", { class: "local", text: localText(item.local) }),
+        changed && el("span", { class: "badge dst-mark", text: `DST: UTC${previous} → UTC${offset}` }));
+      if (changed) transitions += 1;
+      previous = offset ?? previous;
+      return li;
+    }));
+    if (page.items.length === 0) list.replaceChildren(el("li", { class: "muted", text: "No further fire times." }));
+    note.textContent = transitions
+      ? `${transitions} daylight-saving change${transitions > 1 ? "s" : ""} in this range (marked).`
+      : "No daylight-saving change in this range.";
+  }
+  count.addEventListener("change", load);
+  load();
+  return el("section", { class: "card", "aria-labelledby": "preview-title" },
+    el("div", { class: "view-head" }, el("h2", { id: "preview-title", text: "Next fire times" }),
+      el("div", { class: "inline" }, el("label", { for: "preview-count", text: "How many" }), count)),
+    el("p", { class: "hint", text: "In UTC and in the schedule's zone." }), note, list);
+}
+
+export async function renderSchedulePage(root, { id, secret, onCleanup }) {
+  let schedule;
+  try {
+    schedule = await api.getSchedule(id);
+  } catch (err) {
+    root.append(el("section", {}, el("h1", { text: "Schedule not found" }),
+      el("p", { text: err.status === 404 ? "No such schedule for this token (it may have been deleted)."
+        : `Could not load it: ${err.message}` }),
+      el("p", {}, el("a", { href: "#/schedules", text: "Back to schedules" }))));
+    focusHeading(root);
+    return;
+  }
+  const heading = el("h1", { text: schedule.name });
+  const secretSlot = el("div");
+  if (secret) secretSlot.append(secretPanel(secret));
+  const factsSlot = el("div", {}, details(schedule));
+  const actionsSlot = el("div");
+  const rotate = el("button", { type: "button", class: "secondary", text: "Rotate secret" });
+  rotate.addEventListener("click", async () => {
+    const sure = await confirmAction({
+      title: "Rotate the signing secret?",
+      message: "A new secret signs every delivery from now on; the current one also signs for 24 hours.",
+      confirmLabel: "Rotate secret",
+    });
+    if (!sure) return;
+    try {
+      const rotated = await api.rotateSecret(schedule.id);
+      secretSlot.replaceChildren(secretPanel(rotated.signing_secret, { rotated: true }));
+      announce("Signing secret rotated.");
+    } catch (err) {
+      announce(`Rotate failed: ${err.message}`, "error");
+    }
+  });
+  let runs = null;
+  const showActions = () => actionsSlot.replaceChildren(scheduleActions(schedule, (updated) => {
+    if (updated === null) {
+      window.location.hash = "#/schedules";
+      return;
+    }
+    const hadFocus = actionsSlot.contains(document.activeElement);
+    schedule = updated;
+    factsSlot.replaceChildren(details(schedule));
+    showActions();
+    if (hadFocus) actionsSlot.querySelector("button").focus();
+    if (runs) runs.refresh();
+  }));
+  showActions();
+  const section = el("section", {},
+    el("p", { class: "crumbs" }, el("a", { href: "#/schedules", text: "Schedules" })),
+    el("div", { class: "view-head" }, heading, el("div", { class: "inline" }, actionsSlot, rotate)),
+    secretSlot,
+    el("div", { class: "columns" },
+      el("section", { class: "card", "aria-labelledby": "facts-title" },
+        el("h2", { id: "facts-title", text: "Settings" }), factsSlot),
+      previewSection(schedule)));
+  root.append(section);
+  runs = renderRuns(section, schedule, { onCleanup });
+  focusHeading(root);
+  if (secret) document.getElementById("signing-secret").focus();
+}
