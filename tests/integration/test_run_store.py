@@ -41,6 +41,7 @@ def _resolution(
         run_id=run.id, scheduled_for=run.scheduled_for, status=status,
         attempt_count=run.attempt, retry_delay_seconds=delay,
         last_status_code=attempt.status_code, last_error=None, attempt=attempt,
+        lease_generation=run.lease_generation,
     )
 
 
@@ -73,7 +74,7 @@ async def test_resolve_writes_many_runs_and_their_evidence_in_one_call(db_pool: 
         "a", [_resolution(r, s, delay=30.0 if s is RunStatus.RETRYING else None)
               for r, s in zip(runs, statuses, strict=True)],
     )
-    assert landed == {r.id for r in runs}
+    assert landed == {r.id: s for r, s in zip(runs, statuses, strict=True)}
     rows = {r.id: await _row(db_pool, r.id) for r in runs}
     done, retrying, failed = (rows[r.id] for r in runs)
     assert done["status"] == "succeeded" and done["finished_at"] is not None
@@ -93,10 +94,11 @@ async def test_no_write_of_a_non_owner_changes_anything(db_pool: asyncpg.Pool) -
     store = PostgresRunStore(db_pool)
     raw = "SELECT xmin::text AS version, * FROM job_run WHERE id = $1"  # xmin: any write shows
     before = await db_pool.fetchrow(raw, run.id)
-    key = [(run.id, run.scheduled_for)]
-    assert await store.resolve("b", [_resolution(run, RunStatus.SUCCEEDED)]) == set()
+    key = [(run.id, run.scheduled_for, run.lease_generation)]
+    assert await store.resolve("b", [_resolution(run, RunStatus.SUCCEEDED)]) == {}
     assert await store.renew_leases("b", key, 300) == set()
-    assert await store.fail_minimal("b", run.id, run.scheduled_for, "nope") is False
+    assert await store.fail_minimal(
+        "b", run.id, run.scheduled_for, "nope", run.lease_generation) is False
     assert await store.release("b", key) == 0
     assert await store.defer("b", key, datetime.now(UTC) + timedelta(hours=1)) == 0
     assert await db_pool.fetchrow(raw, run.id) == before
@@ -109,11 +111,13 @@ async def test_release_after_another_replica_reclaimed_touches_nothing(db_pool: 
     [mine] = await PostgresClaimSource(db_pool).claim("a", 1, 30)
     theirs = await _expire_and_reclaim(db_pool, mine, "b")
     store = PostgresRunStore(db_pool)
-    assert await store.release("a", [(mine.id, mine.scheduled_for)]) == 0
-    assert await store.resolve("a", [_resolution(mine, RunStatus.SUCCEEDED)]) == set()
+    assert await store.release("a", [(mine.id, mine.scheduled_for, mine.lease_generation)]) == 0
+    assert await store.resolve("a", [_resolution(mine, RunStatus.SUCCEEDED)]) == {}
     row = await _row(db_pool, mine.id)
-    assert (row["status"], row["claimed_by"], row["attempt_count"]) == ("running", "b", 2)
-    assert await store.resolve("b", [_resolution(theirs, RunStatus.SUCCEEDED)]) == {mine.id}
+    # Its request never started (no renewal recorded it), so the attempt is not used up.
+    assert (row["status"], row["claimed_by"], row["attempt_count"]) == ("running", "b", 1)
+    assert await store.resolve("b", [_resolution(theirs, RunStatus.SUCCEEDED)]) == {
+        mine.id: RunStatus.SUCCEEDED}
 
 
 async def test_a_late_result_of_an_earlier_attempt_never_lands_on_a_later_claim(
@@ -125,14 +129,16 @@ async def test_a_late_result_of_an_earlier_attempt_never_lands_on_a_later_claim(
     [first] = await PostgresClaimSource(db_pool).claim("a", 1, 30)
     second = await _expire_and_reclaim(db_pool, first, "a")
     store = PostgresRunStore(db_pool)
-    assert await store.resolve("a", [_resolution(first, RunStatus.FAILED)]) == set()
-    assert await store.resolve("a", [_resolution(second, RunStatus.SUCCEEDED)]) == {first.id}
+    assert await store.resolve("a", [_resolution(first, RunStatus.FAILED)]) == {}
+    assert await store.resolve("a", [_resolution(second, RunStatus.SUCCEEDED)]) == {
+        first.id: RunStatus.SUCCEEDED}
 
 
 async def test_release_gives_the_attempt_back(db_pool: asyncpg.Pool) -> None:
     await _seed(db_pool, 1)
     [run] = await PostgresClaimSource(db_pool).claim("a", 1, 30)
-    assert await PostgresRunStore(db_pool).release("a", [(run.id, run.scheduled_for)]) == 1
+    key = [(run.id, run.scheduled_for, run.lease_generation)]
+    assert await PostgresRunStore(db_pool).release("a", key) == 1
     row = await _row(db_pool, run.id)
     assert (row["status"], row["attempt_count"], row["first_attempt_at"]) == ("pending", 0, None)
     [again] = await PostgresClaimSource(db_pool).claim("b", 1, 30)
@@ -143,7 +149,8 @@ async def test_defer_postpones_without_consuming_an_attempt(db_pool: asyncpg.Poo
     await _seed(db_pool, 1)
     [run] = await PostgresClaimSource(db_pool).claim("a", 1, 30)
     until = await db_pool.fetchval("SELECT now() + interval '1 hour'")
-    assert await PostgresRunStore(db_pool).defer("a", [(run.id, run.scheduled_for)], until) == 1
+    key = [(run.id, run.scheduled_for, run.lease_generation)]
+    assert await PostgresRunStore(db_pool).defer("a", key, until) == 1
     row = await _row(db_pool, run.id)
     assert (row["status"], row["attempt_count"]) == ("pending", 0)
     assert 3590 < row["due_in"] <= 3600
@@ -155,7 +162,8 @@ async def test_renew_extends_only_our_leases(db_pool: asyncpg.Pool) -> None:
     a_run, b_run = await PostgresClaimSource(db_pool).claim("a", 2, 5)
     await db_pool.execute("UPDATE job_run SET claimed_by = 'b' WHERE id = $1", b_run.id)
     kept = await PostgresRunStore(db_pool).renew_leases(
-        "a", [(a_run.id, a_run.scheduled_for), (b_run.id, b_run.scheduled_for)], 600
+        "a", [(a_run.id, a_run.scheduled_for, a_run.lease_generation),
+              (b_run.id, b_run.scheduled_for, b_run.lease_generation)], 600
     )
     assert kept == {a_run.id}
     left = await db_pool.fetchval(
@@ -173,7 +181,8 @@ async def test_a_failed_batch_raises_and_fail_minimal_ends_the_run(db_pool: asyn
     with pytest.raises(StorageError):
         await store.resolve("a", [_resolution(good, RunStatus.SUCCEEDED), poison])
     assert (await _row(db_pool, good.id))["status"] == "running"  # all or nothing
-    assert await store.fail_minimal("a", bad.id, bad.scheduled_for, "ResolveFailed: x") is True
+    assert await store.fail_minimal(
+        "a", bad.id, bad.scheduled_for, "ResolveFailed: x", bad.lease_generation) is True
     row = await db_pool.fetchrow("SELECT status, last_error, finished_at FROM job_run WHERE id = $1",
                                  bad.id)
     assert row["status"] == "failed" and row["last_error"] == "ResolveFailed: x"
