@@ -11,7 +11,14 @@ import pytest
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
-from cronwire.domain.model import AttemptRecord, ClaimedRun, RunResolution, RunStatus
+from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
+from cronwire.domain.model import (
+    AttemptRecord,
+    ClaimBatch,
+    ClaimedRun,
+    RunResolution,
+    RunStatus,
+)
 from cronwire.errors import StorageError
 from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 
@@ -203,3 +210,64 @@ async def test_due_backlog_counts_due_and_in_flight_runs(db_pool: asyncpg.Pool) 
     await seed_due_runs(db_pool, schedule, 5, first=1000, due_seconds_ago=-600)  # not due yet
     await PostgresClaimSource(db_pool).claim("a", 1, 30)
     assert await PostgresMaintenanceStore(db_pool).due_backlog() == 4  # the gauge's source
+
+
+async def test_two_processes_sharing_an_instance_id_cannot_write_on_each_others_lease(
+    db_pool: asyncpg.Pool,
+) -> None:
+    """Lease identity: 'twin' claimed the run, stalled past its lease, and its twin (same
+    instance id: a copied config, pid 1 in every container) re-claimed it. The stalled
+    one's renew, release, defer, resolve and minimal write all name the old generation
+    and change nothing; the live lease's writes land."""
+    await _seed(db_pool, 1)
+    [stalled] = await PostgresClaimSource(db_pool).claim("twin", 1, 30)
+    live = await _expire_and_reclaim(db_pool, stalled, "twin")
+    assert live.lease_generation == stalled.lease_generation + 1
+    store = PostgresRunStore(db_pool)
+    raw = "SELECT xmin::text AS version, * FROM job_run WHERE id = $1"
+    before = await db_pool.fetchrow(raw, live.id)
+    old = [(stalled.id, stalled.scheduled_for, stalled.lease_generation)]
+    assert await store.renew_leases("twin", old, 300, {stalled.id}) == set()
+    assert await store.release("twin", old) == 0
+    assert await store.defer("twin", old, datetime.now(UTC) + timedelta(hours=1)) == 0
+    assert await store.resolve("twin", [_resolution(stalled, RunStatus.FAILED)]) == {}
+    assert await store.fail_minimal(
+        "twin", stalled.id, stalled.scheduled_for, "stale", stalled.lease_generation) is False
+    assert await db_pool.fetchrow(raw, live.id) == before
+    current = [(live.id, live.scheduled_for, live.lease_generation)]
+    assert await store.renew_leases("twin", current, 300) == {live.id}
+    assert await store.release("twin", current) == 1
+
+
+async def test_our_own_landed_write_is_found_after_its_reply_was_lost(db_pool: asyncpg.Pool) -> None:
+    await _seed(db_pool, 2)
+    done, other = await PostgresClaimSource(db_pool).claim("a", 2, 30)
+    store = PostgresRunStore(db_pool)
+    assert await store.resolve("a", [_resolution(done, RunStatus.SUCCEEDED)])
+    keys = [(r.id, r.scheduled_for, r.lease_generation) for r in (done, other)]
+    assert await store.ended_by_lease("a", keys) == {done.id: RunStatus.SUCCEEDED}
+    assert await store.ended_by_lease("b", keys) == {}
+
+
+async def test_a_run_running_when_its_schedule_is_deleted_is_cancelled_not_given_back(
+    db_pool: asyncpg.Pool,
+) -> None:
+    """After a delete, a release (shutdown), a retry or a re-claim of the expired lease of
+    a run that was running ends it cancelled: no further attempt can start."""
+    schedule = await _seed(db_pool, 3, retry=RETRY8)
+    released, retried, expired = await PostgresClaimSource(db_pool).claim("a", 3, 30)
+    cancelled = await PostgresScheduleStore(db_pool).delete(schedule.tenant_id, schedule.id)
+    assert cancelled == 3  # all three were running: marked, left to finish their request
+    store = PostgresRunStore(db_pool)
+    key = [(released.id, released.scheduled_for, released.lease_generation)]
+    assert await store.release("a", key) == 1
+    assert await store.resolve("a", [_resolution(retried, RunStatus.RETRYING, delay=0.0)]) == {
+        retried.id: RunStatus.CANCELLED}
+    await db_pool.execute(
+        "UPDATE job_run SET claim_expires_at = now() - interval '1 ms' WHERE id = $1", expired.id)
+    batch = await PostgresClaimSource(db_pool).claim("b", 10, 30)
+    assert batch == [] and isinstance(batch, ClaimBatch) and batch.ended == (RunStatus.CANCELLED,)
+    rows = await db_pool.fetch("SELECT status, finished_at FROM job_run")
+    assert {r["status"] for r in rows} == {"cancelled"}
+    assert all(r["finished_at"] is not None for r in rows)
+    assert await db_pool.fetchval("SELECT count(*) FROM job_run_attempt") == 1  # retried's
