@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -24,6 +26,7 @@ from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.domain.breaker import BreakerPolicy
+from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.runs import (
@@ -220,3 +223,63 @@ async def test_no_attempt_starts_after_the_schedule_is_deleted(db_pool: asyncpg.
     assert [tuple(e) for e in evidence] == [(1, 500)]  # the attempt in flight is recorded
     assert metrics.registry.get_sample_value(
         "scheduler_runs_total", {"outcome": "cancelled"}) == 1
+
+
+async def test_the_breaker_gauge_counts_open_and_half_open_breakers(db_pool: asyncpg.Pool) -> None:
+    """scheduler_breaker_open counts targets whose runs are held back: open, and half-open
+    (only its one probe goes out), as the README says; closed ones do not count."""
+    async with db_pool.acquire() as conn:
+        tenant = await seed_tenant(conn)
+        for n, state in enumerate(["open", "half_open", "closed"]):
+            await conn.execute(
+                "INSERT INTO target_breaker (tenant_id, target_key, state) VALUES ($1, $2, $3)",
+                tenant, f"http://127.0.0.1:{n}", state)
+    assert await PostgresBreakerStore(db_pool).open_count() == 2
+
+
+class _SkewedClock(SystemClock):
+    """A replica whose wall clock runs ``skew`` ahead of the database's."""
+
+    def __init__(self, skew: timedelta) -> None:
+        self.skew = skew
+
+    def now(self) -> datetime:
+        return super().now() + self.skew
+
+
+class _SkewedDeliverer(AiohttpDeliverer):
+    """Timestamps its attempts with the same skewed replica clock."""
+
+    skew = timedelta(0)
+
+    async def deliver(self, request: DeliveryRequest) -> DeliveryResult:
+        result = await super().deliver(request)
+        return dataclasses.replace(result, started_at=result.started_at + self.skew,
+                                   finished_at=result.finished_at + self.skew)
+
+
+async def test_fire_lag_is_measured_on_the_database_clock(db_pool: asyncpg.Pool) -> None:
+    """With the replica's clock 10 minutes fast, the fire lag histogram still shows the
+    lag the database sees (first attempt start minus scheduled_for, both on its clock),
+    not lag + 10 minutes: the replica's send time is corrected by the offset measured at
+    each claim."""
+    skew = timedelta(minutes=10)
+    deliverer = _SkewedDeliverer(TargetGuard(allow_private=True))
+    deliverer.skew = skew
+    async with Sink() as sink:
+        await _seed(db_pool, sink.url, 5, max_attempts=1)
+        signals, metrics = ExecutorSignals(), PrometheusMetrics()
+        executor = Executor(
+            PostgresClaimSource(db_pool), PostgresRunStore(db_pool),
+            PostgresBreakerStore(db_pool), deliverer, metrics, _SkewedClock(skew),
+            owner=OWNER, workers=8, batch=8, lease_seconds=6, delivery_timeout=3,
+            grace_seconds=2, poll_seconds=0.05, signals=signals,
+        )
+        async with running(executor, deliverer):
+            await signals.settled.wait_count(5, within=15)
+    observed = metrics.registry.get_sample_value("scheduler_fire_lag_seconds_sum") or 0.0
+    assert metrics.registry.get_sample_value("scheduler_fire_lag_seconds_count") == 5
+    # What the database saw: its claim time (first_attempt_at) minus scheduled_for.
+    expected = await db_pool.fetchval(
+        "SELECT sum(extract(epoch FROM first_attempt_at - scheduled_for))::float8 FROM job_run")
+    assert abs(observed - expected) < 5 * 2.0  # within 2 s a run, not 600 s
