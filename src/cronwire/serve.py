@@ -23,7 +23,7 @@ from cronwire.api.app import create_app
 from cronwire.config import Settings
 from cronwire.container import Container, api_routers, build_container, role_loops
 from cronwire.errors import ConfigError
-from cronwire.service.supervisor import Supervisor
+from cronwire.service.supervisor import LoopCrashed, Supervisor
 
 log = logging.getLogger("cronwire")
 
@@ -120,9 +120,7 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
         log.info("shutting down: draining within %ss", settings.shutdown_grace_seconds)
         await supervisor.stop(settings.shutdown_grace_seconds)
         if supervisor.crashed.is_set():
-            log.error("replica %s stopped because loop(s) %s crashed", settings.instance_id,
-                      ", ".join(supervisor.crashed_loops))
-            raise SystemExit(1)
+            raise LoopCrashed(", ".join(supervisor.crashed_loops))
     finally:
         server.should_exit = True
         with contextlib.suppress(Exception):
@@ -151,6 +149,9 @@ def serve(settings: Settings) -> None:
     settings, embedded = start_embedded_postgres(settings)
     try:
         _run(run_replica(settings))
+    except LoopCrashed as crash:
+        log.error("replica %s stopped: %s", settings.instance_id, crash)
+        raise SystemExit(1) from crash
     finally:
         if embedded is not None:
             embedded.stop()

@@ -10,12 +10,15 @@ a non-storage exception (a bug, not an outage) from one method.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
+import aiohttp
 import asyncpg
 import pytest
 
+from cronwire import serve
 from cronwire.adapters.clock import SystemClock
 from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
@@ -23,10 +26,12 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.config import Settings
 from cronwire.domain.model import ClaimedRun
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from cronwire.service.supervisor import LoopCrashed, Supervisor
+from tests.support.replicas import free_port
 from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant
 from tests.support.sink import Reply, Sink, always
 
@@ -104,3 +109,43 @@ async def test_a_crashed_inner_loop_is_named_in_health_and_stops_the_executor(
             await supervisor.stop(2)
     finally:
         await deliverer.close()
+
+
+async def test_a_replica_whose_loop_crashed_is_not_ready_names_it_and_exits_1(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """serve: /readyz turns 503 naming the inner loop (loop:executor-writer), the other
+    loops are drained, and the process ends with status 1 for the orchestrator to
+    restart it, instead of running on with a dead executor."""
+    observed = asyncio.Event()
+
+    async def crashing(_stopping: asyncio.Event) -> None:
+        raise LoopCrashed("executor-writer")
+
+    async def draining(stopping: asyncio.Event) -> None:
+        await stopping.wait()
+        await observed.wait()  # keep the replica up until /readyz has been read
+
+    async def loops(_container: object, _settings: object) -> dict[str, Any]:
+        return {"executor": crashing, "planner": draining}
+
+    monkeypatch.setattr(serve, "role_loops", loops)
+    settings = Settings(database_url=database_url, roles=frozenset({"executor"}),
+                        http_port=free_port(), db_pool_size=2, shutdown_grace_seconds=10)
+    replica = asyncio.create_task(serve.run_replica(settings, asyncio.Event()))
+    url = f"http://127.0.0.1:{settings.http_port}/readyz"
+    try:
+        async with asyncio.timeout(20), aiohttp.ClientSession() as session:
+            while True:
+                with contextlib.suppress(aiohttp.ClientError, OSError):
+                    async with session.get(url) as response:
+                        body = await response.json()
+                        if response.status == 503 and "loop:executor-writer" in body["checks"]:
+                            break
+                await asyncio.sleep(0.05)
+        assert body["checks"]["loop:executor-writer"] is False
+        assert body["checks"]["loop:executor"] is False
+    finally:
+        observed.set()
+    with pytest.raises(LoopCrashed, match="executor-writer"):  # `serve` exits 1 on it
+        await asyncio.wait_for(replica, 20)

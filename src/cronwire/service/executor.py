@@ -118,19 +118,24 @@ class Executor:
         """The Supervisor's loop body: claim and deliver until ``stopping``, then drain.
         Raises :class:`LoopCrashed` if the claim loop, the writer or the keeper crashes."""
         keeper = asyncio.create_task(self._keeper.run(), name="executor-leases")
+        # Ends the claim loop: set on `stopping`, or at once when an inner loop crashed.
+        # (An event, not only a cancel: Python 3.11's wait_for can swallow a cancel.)
+        halt = asyncio.Event()
         helpers = [
-            asyncio.create_task(self._wake_when(stopping), name="executor-stopping"),
+            asyncio.create_task(self._wake_when(stopping, halt), name="executor-stopping"),
             keeper,
             asyncio.create_task(self._refresh_breaker_gauge(), name="executor-gauges"),
         ]
         writer = asyncio.create_task(self._writer.run(), name="executor-writer")
-        claims = asyncio.create_task(self._claim_until(stopping), name="executor-claims")
+        claims = asyncio.create_task(self._claim_until(halt), name="executor-claims")
         try:
             crashed = await first_failure(claims, [writer, keeper])
             if crashed is not None:
-                await self._abandon_after_crash(crashed)
+                await self._abandon_after_crash(crashed, claims, halt)
             await self._drain()
         finally:
+            halt.set()
+            self._wake.set()
             claims.cancel()
             self._writer.close()
             try:
@@ -141,7 +146,9 @@ class Executor:
                     task.cancel()
                 await asyncio.gather(*helpers, claims, writer, return_exceptions=True)
 
-    async def _abandon_after_crash(self, crashed: asyncio.Task[None]) -> None:
+    async def _abandon_after_crash(
+        self, crashed: asyncio.Task[None], claims: asyncio.Task[None], halt: asyncio.Event
+    ) -> None:
         """One of the executor's loops died: stop delivering and raise, naming it.
 
         In-flight requests are cancelled and nothing more is claimed; the leases are not
@@ -151,10 +158,14 @@ class Executor:
         error = None if crashed.cancelled() else crashed.exception()
         log.error("executor loop %s crashed; abandoning %d deliveries in flight and "
                   "stopping the executor", name, len(self._delivering), exc_info=error)
+        halt.set()  # claim nothing more
+        self._wake.set()
+        await asyncio.wait([claims], timeout=self._grace)
         tasks = [lease.task for lease in self._delivering if lease.task is not None]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            await asyncio.wait(tasks, timeout=self._grace)
         raise LoopCrashed(name) from error
 
     # -- claiming --------------------------------------------------------------------
@@ -224,8 +235,10 @@ class Executor:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
 
-    async def _wake_when(self, stopping: asyncio.Event) -> None:
+    async def _wake_when(self, stopping: asyncio.Event, halt: asyncio.Event | None = None) -> None:
         await stopping.wait()
+        if halt is not None:
+            halt.set()
         self._wake.set()
 
     async def _admit(self, runs: Sequence[ClaimedRun]) -> None:
