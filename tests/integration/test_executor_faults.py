@@ -283,3 +283,31 @@ async def test_fire_lag_is_measured_on_the_database_clock(db_pool: asyncpg.Pool)
     expected = await db_pool.fetchval(
         "SELECT sum(extract(epoch FROM first_attempt_at - scheduled_for))::float8 FROM job_run")
     assert abs(observed - expected) < 5 * 2.0  # within 2 s a run, not 600 s
+
+
+async def test_shutdown_during_an_outage_still_ends_within_the_grace(
+    database_url: str, db_pool: asyncpg.Pool
+) -> None:
+    """Results kept for a database that is away are retried, but not past the shutdown
+    grace: SIGTERM during an outage still ends the executor in time (the unwritten runs'
+    leases expire and they are delivered again, as after a crash)."""
+    proxy = await TcpProxy.for_dsn(database_url).start()
+    pool = await create_pool(proxy.dsn(database_url), 4)
+    deliverer = _deliverer()
+    await deliverer.start()
+    try:
+        async with Sink(behaviour=always(Reply(delay=0.3))) as sink:
+            await _seed(db_pool, sink.url, 5, max_attempts=3)
+            executor, _, _ = _executor(pool, deliverer, grace_seconds=2.0)
+            stopping = asyncio.Event()
+            task = asyncio.create_task(executor.run(stopping))
+            await sink.wait_for(lambda s: len(s.arrivals) == 5, within=15)
+            await proxy.cut()  # the answers come back to a database that is away
+            await sink.wait_for(
+                lambda s: all(a.status is not None for a in s.arrivals), within=10)
+            stopping.set()
+            await asyncio.wait_for(task, 2.0 + 3.0)
+    finally:
+        await deliverer.close()
+        await pool.close()
+        await proxy.close()

@@ -140,8 +140,12 @@ class Executor:
             self._writer.close()
             try:
                 if not writer.done():
-                    await writer
+                    # The last results get the time _drain kept for them. The writer retries
+                    # for as long as the database is away, so it is bounded here: results
+                    # still unwritten are lost like a crashed replica's (their leases expire).
+                    await asyncio.wait([writer], timeout=min(2.0, self._grace * 0.25) or 0.1)
             finally:
+                writer.cancel()
                 for task in helpers:
                     task.cancel()
                 await asyncio.gather(*helpers, claims, writer, return_exceptions=True)
