@@ -311,3 +311,58 @@ async def test_shutdown_during_an_outage_still_ends_within_the_grace(
         await deliverer.close()
         await pool.close()
         await proxy.close()
+
+
+class _StalledRunStore(PostgresRunStore):
+    """Renewals wait for ``resume``: a process that stalled (GC pause, SIGSTOP, a hung
+    host) past its lease, then carries on."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__(pool)
+        self.resume = asyncio.Event()
+
+    async def renew_leases(self, *args: Any, **kwargs: Any) -> set[Any]:
+        await self.resume.wait()
+        return await super().renew_leases(*args, **kwargs)
+
+
+async def test_a_stalled_twin_with_the_same_instance_id_cannot_keep_the_other_ones_lease(
+    db_pool: asyncpg.Pool,
+) -> None:
+    """Two executors share the instance id 'twin'. The first stalls past its lease, the
+    second re-claims the run and delivers it. When the first wakes, its renewal names its
+    own, older lease generation: it finds the lease gone and abandons its request, instead
+    of renewing the second one's lease and going on as if it still held the run."""
+    first_answer, second_answer = asyncio.Event(), asyncio.Event()
+    replies = iter([Reply(hold=first_answer), Reply(hold=second_answer)])
+    deliverer = _deliverer()
+    async with Sink(behaviour=lambda _arrival: next(replies)) as sink:
+        await _seed(db_pool, sink.url, 1, max_attempts=3)
+        stalled_store = _StalledRunStore(db_pool)
+        signals = ExecutorSignals()
+        stalled = Executor(
+            PostgresClaimSource(db_pool), stalled_store, PostgresBreakerStore(db_pool),
+            deliverer, PrometheusMetrics(), SystemClock(), owner="twin", workers=4, batch=4,
+            lease_seconds=1.0, delivery_timeout=30, grace_seconds=2, poll_seconds=0.05,
+            signals=signals,
+        )
+        live, live_signals, _ = _executor(db_pool, deliverer, owner="twin")
+        async with running(stalled, deliverer):
+            await sink.wait_for(lambda s: len(s.arrivals) == 1, within=15)
+            stopping = asyncio.Event()
+            live_task = asyncio.create_task(live.run(stopping))
+            try:
+                await sink.wait_for(lambda s: len(s.arrivals) == 2, within=15)  # re-claimed
+                stalled_store.resume.set()
+                await signals.abandoned.wait_count(1, within=5)
+                assert stalled.in_flight == 0
+                second_answer.set()
+                await live_signals.settled.wait_count(1, within=10)
+            finally:
+                first_answer.set()
+                stopping.set()
+                await asyncio.wait_for(live_task, 20)
+    assert signals.settled.items == []
+    row = await db_pool.fetchrow("SELECT status, claimed_by FROM job_run")
+    assert tuple(row) == ("succeeded", "twin")
+    assert await db_pool.fetchval("SELECT count(*) FROM job_run_attempt") == 1
