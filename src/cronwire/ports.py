@@ -236,8 +236,10 @@ class ScheduleStore(Protocol):
         ...
 
     async def delete(self, tenant_id: UUID, schedule_id: UUID) -> int:
-        """Soft-delete; cancels the schedule's pending/retrying runs (running ones finish).
-        Returns how many runs were cancelled. History stays readable."""
+        """Soft-delete; cancels the schedule's pending/retrying runs. Running ones finish
+        the request in flight (recorded) and then end cancelled: no attempt starts after
+        the delete. Returns how many runs were cancelled or so marked. History stays
+        readable."""
         ...
 
     async def set_paused(self, tenant_id: UUID, schedule_id: UUID, paused: bool) -> ScheduleRecord:
