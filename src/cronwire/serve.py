@@ -24,7 +24,7 @@ from cronwire.config import Settings
 from cronwire.container import Container, api_routers, build_container, role_loops
 from cronwire.errors import ConfigError
 from cronwire.logs import warn_about_settings
-from cronwire.service.supervisor import Supervisor
+from cronwire.service.supervisor import LoopCrashed, Supervisor
 
 log = logging.getLogger("cronwire")
 
@@ -113,12 +113,17 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
                  settings.instance_id, settings.http_host, settings.http_port,
                  ",".join(sorted(settings.roles)), settings.claim_source)
         stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait({stopped, http_task}, return_when=asyncio.FIRST_COMPLETED)
+        # A crashed loop stops the replica too (Supervisor): the orchestrator restarts it.
+        crashed = asyncio.create_task(supervisor.crashed.wait())
+        await asyncio.wait({stopped, crashed, http_task}, return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
+        crashed.cancel()
         if http_task.done() and http_task.exception() is not None:
             raise http_task.exception()  # type: ignore[misc]
         log.info("shutting down: draining within %ss", settings.shutdown_grace_seconds)
         await supervisor.stop(settings.shutdown_grace_seconds)
+        if supervisor.crashed.is_set():
+            raise LoopCrashed(", ".join(supervisor.crashed_loops))
     finally:
         server.should_exit = True
         with contextlib.suppress(Exception):
@@ -147,6 +152,9 @@ def serve(settings: Settings) -> None:
     settings, embedded = start_embedded_postgres(settings)
     try:
         _run(run_replica(settings))
+    except LoopCrashed as crash:
+        log.error("replica %s stopped: %s", settings.instance_id, crash)
+        raise SystemExit(1) from crash
     finally:
         if embedded is not None:
             embedded.stop()
