@@ -23,6 +23,14 @@ WHERE p.relname IN ('job_run', 'job_run_attempt')
   AND c.relname ~ '_p[0-9]{4}_[0-9]{2}$'
   AND to_date(right(c.relname, 7), 'YYYY_MM')
       < (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $1::integer - 1))::date
+  -- A month still holding a run that is not finished keeps both of its partitions (the
+  -- run and its attempts): retention deletes history, never work. The range scan on the
+  -- parent is pruned to that month's partition.
+  AND NOT EXISTS (
+      SELECT 1 FROM job_run r
+      WHERE r.status IN ('pending', 'running', 'retrying')
+        AND r.scheduled_for >= to_date(right(c.relname, 7), 'YYYY_MM')::timestamp AT TIME ZONE 'UTC'
+        AND r.scheduled_for < (to_date(right(c.relname, 7), 'YYYY_MM') + interval '1 month')::timestamp AT TIME ZONE 'UTC')
 ORDER BY c.relname
 
 -- name: partition_detached_leftovers

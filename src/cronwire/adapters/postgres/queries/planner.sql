@@ -12,6 +12,20 @@ ORDER BY next_fire_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED
 
+-- name: job_run_partition_bounds
+-- [lower_bound, upper_bound) of every attached job_run range partition, from the catalog
+-- (not from partition names). A partition being detached ("detach pending") takes no new
+-- rows, so it does not count; DEFAULT/MINVALUE/MAXVALUE bounds do not parse and are left out.
+SELECT b[1]::timestamptz AS lower_bound, b[2]::timestamptz AS upper_bound
+FROM (
+    SELECT regexp_match(pg_get_expr(c.relpartbound, c.oid),
+                        $$FROM \('([^']+)'\) TO \('([^']+)'\)$$) AS b
+    FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'job_run'::regclass AND NOT i.inhdetachpending
+) AS bounds
+WHERE b IS NOT NULL
+
 -- name: job_run_insert_planned
 -- Every planned run in one statement. ON CONFLICT DO NOTHING covers both the primary key
 -- (deterministic id) and UNIQUE (schedule_id, scheduled_for): re-planning an occurrence
