@@ -4,6 +4,7 @@ that still holds unfinished runs, and fire_once's latest miss fires however old 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import datetime, timedelta
 
@@ -14,7 +15,7 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.service.planner import Planner
-from tests.support.planner_data import ScheduleSpec, create_tenant, insert_schedules
+from tests.support.planner_data import ScheduleSpec, create_tenant, insert_schedules, until
 
 pytestmark = pytest.mark.asyncio
 
@@ -115,3 +116,46 @@ async def test_fire_once_fires_a_yearly_miss_from_nine_days_ago(db_pool: asyncpg
     assert not result.failed
     rows = await db_pool.fetch("SELECT scheduled_for, status FROM job_run")
     assert [(r["scheduled_for"], r["status"]) for r in rows] == [(missed, "pending")]
+
+
+async def pending_detaches(pool: asyncpg.Pool) -> list[str]:
+    rows = await pool.fetch("SELECT c.relname FROM pg_inherits i JOIN pg_class c "
+                            "ON c.oid = i.inhrelid WHERE i.inhdetachpending ORDER BY 1")
+    return [row["relname"] for row in rows]
+
+
+async def test_an_interrupted_concurrent_detach_is_finalized_and_dropped(
+    db_pool: asyncpg.Pool, database_url: str
+) -> None:
+    now = await db_now(db_pool)
+    old = month_start(now, -6)
+    await db_pool.execute("SELECT cronwire_ensure_partitions($1::date, 1)", old.date())
+    name = f"job_run_p{old.year:04d}_{old.month:02d}"
+    # An open snapshot makes DETACH ... CONCURRENTLY wait in its second transaction, after
+    # the first one has marked the partition "detach pending"; cancelling it there leaves
+    # the partition pending, as a crash or a restart of the keeper would.
+    reader = await asyncpg.connect(database_url)
+    detacher = await asyncpg.connect(database_url)
+    try:
+        await reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        await reader.fetchval("SELECT count(*) FROM job_run")
+        detach = asyncio.create_task(detacher.execute(
+            f'ALTER TABLE job_run DETACH PARTITION "{name}" CONCURRENTLY'))
+        await until(lambda: _pending(db_pool, name), 20)
+        await db_pool.execute("SELECT pg_cancel_backend($1)", detacher.get_server_pid())
+        with pytest.raises(asyncpg.QueryCanceledError):
+            await asyncio.wait_for(detach, 20)
+        await reader.execute("ROLLBACK")
+    finally:
+        await reader.close()
+        await detacher.close()
+    assert await pending_detaches(db_pool) == [name]
+
+    _, dropped = await PostgresMaintenanceStore(db_pool).maintain_partitions(2, 3)
+    assert name in dropped and f"job_run_attempt_p{old.year:04d}_{old.month:02d}" in dropped
+    assert await pending_detaches(db_pool) == []
+    assert await db_pool.fetchval("SELECT to_regclass($1)", name) is None
+
+
+async def _pending(pool: asyncpg.Pool, name: str) -> bool:
+    return name in await pending_detaches(pool)
