@@ -6,15 +6,22 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
+from cronwire.cli_client import add_client_commands
+from cronwire.cli_tenants import (
+    add_operator_commands,
+    database_label,
+    existing_database,
+    warn_if_new_database,
+)
 from cronwire.config import Settings, describe, load_settings
 from cronwire.errors import ConfigError, CronwireError, NotFound
+from cronwire.version import version
 
 T = TypeVar("T")
 EXIT_USAGE = 2
@@ -32,11 +39,10 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(EXIT_USAGE)
 
 
-def _setup_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def _setup_logging(settings: Settings) -> None:
+    from cronwire.logs import configure_logging
+
+    configure_logging(settings, sys.stderr)
 
 
 @contextlib.contextmanager
@@ -96,6 +102,7 @@ def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
     name = args.name.strip()
     if not 1 <= len(name) <= 200:
         _fail("NAME: must be 1..200 characters")
+    warn_if_new_database(settings)
     with _database(settings) as ready:
         issued = _run_async(lambda: _with_tenants(ready, lambda s: s.create(name)))  # type: ignore[attr-defined]
     print(json.dumps(issued.as_json()))
@@ -107,13 +114,13 @@ def cmd_tenant_token(settings: Settings, args: argparse.Namespace) -> int:
         tenant_id = uuid.UUID(args.tenant_id)
     except ValueError:
         _fail(f"TENANT_ID: not a UUID: {args.tenant_id!r}")
-    with _database(settings) as ready:
+    with existing_database(settings) as ready:
         try:
             issued = _run_async(
                 lambda: _with_tenants(ready, lambda s: s.issue_token(tenant_id))  # type: ignore[attr-defined]
             )
         except NotFound as exc:
-            _fail(str(exc))
+            _fail(f"{exc} in {database_label(settings)}")
     print(json.dumps(issued.as_json()))
     return 0
 
@@ -189,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         + variables,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"cronwire {version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     serve = commands.add_parser(
@@ -208,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     token = tenant_commands.add_parser("token", help="issue another token for a tenant")
     token.add_argument("tenant_id", metavar="TENANT_ID", help="the tenant's UUID")
     token.set_defaults(handler=cmd_tenant_token)
+    add_operator_commands(tenant_commands)
     partitions = commands.add_parser("partitions", help="run-history partition upkeep")
     partition_commands = partitions.add_subparsers(dest="partitions_command", required=True,
                                                    parser_class=_Parser)
@@ -217,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
         "SCHEDULER_RETENTION_MONTHS (also runs hourly inside serve)",
     )
     maintain.set_defaults(handler=cmd_partitions_maintain)
+
+    add_client_commands(commands)
 
     loadtest = commands.add_parser(
         "loadtest",
@@ -244,12 +255,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
     except ConfigError as exc:
         _fail(str(exc))
-    _setup_logging()
+    _setup_logging(settings)
     try:
         result: int = args.handler(settings, args)
     except ConfigError as exc:
         _fail(str(exc))
     except CronwireError as exc:
+        print(f"cronwire: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # e.g. the database refuses connections: one line, no traceback
         print(f"cronwire: {exc}", file=sys.stderr)
         return 1
     return result

@@ -25,6 +25,8 @@ PREFIX = "SCHEDULER_"
 ROLES = frozenset({"api", "planner", "executor"})
 CLAIM_SOURCES = frozenset({"postgres", "kafka"})
 DELIVERERS = frozenset({"aiohttp", "httpx"})
+LOG_LEVELS = frozenset({"debug", "info", "warning", "error"})
+LOG_FORMATS = frozenset({"auto", "json", "text"})
 DEFAULT_CONFIG_FILE = Path("config/cronwire.toml")
 
 T = TypeVar("T")
@@ -58,6 +60,8 @@ class Settings:
     tenant_max_headers: int = 32
     api_max_request_bytes: int = 262_144
     db_pool_size: int = 10
+    log_level: str = "info"
+    log_format: str = "auto"
 
     @property
     def lease_seconds(self) -> float:
@@ -211,6 +215,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "tenant_max_headers": _positive_int,
     "api_max_request_bytes": _positive_int,
     "db_pool_size": _positive_int,
+    "log_level": _choice(LOG_LEVELS),
+    "log_format": _choice(LOG_FORMATS),
 }
 
 
@@ -264,11 +270,33 @@ def _check_consistency(settings: Settings) -> None:
         raise ConfigError(f"{PREFIX}EXECUTOR_WORKERS: must be at least 1")
 
 
+# Defaults that are not a plain value, worded as CONTRACT.md words them.
+_DEFAULT_TEXT = {
+    "database_url": "unset: embedded Postgres in SCHEDULER_HOME",
+    "kafka_bootstrap_servers": "unset: embedded broker (kafka mode)",
+    "home": "./.cronwire",
+    "instance_id": "<hostname>-<pid>",
+}
+
+
+def _readable(value: object) -> str:
+    """A default as a user would type it: no Python reprs (frozenset, None, True)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, frozenset):
+        order = ["api", "planner", "executor"]
+        return ",".join(sorted(value, key=lambda v: (order.index(v) if v in order else 99, v)))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "unset" if value is None else str(value)
+
+
 def describe() -> list[tuple[str, str]]:
     """(variable, default) pairs, for ``--help`` texts and the README."""
     defaults = Settings()
     return [
-        (PREFIX + f.name.upper(), str(getattr(defaults, f.name)))
+        (PREFIX + f.name.upper(),
+         _DEFAULT_TEXT.get(f.name) or _readable(getattr(defaults, f.name)))
         for f in fields(Settings)
         if f.name in _PARSERS
     ]

@@ -166,6 +166,8 @@ class Metrics(Protocol):
 
     def set_breakers_open(self, targets: int) -> None: ...
 
+    def set_partitions_ahead(self, months: int) -> None: ...
+
 
 # -- tenant API (issue 5): tokens, schedules, run history --
 # Every method takes the tenant id and confines itself to that tenant's rows: another
@@ -300,4 +302,10 @@ class MaintenanceStore(Protocol):
 
     async def db_now(self) -> datetime:
         """Postgres ``now()``, for the clock-skew gauge."""
+        ...
+
+    async def partition_months_ahead(self) -> int:
+        """Whole months after the current one (UTC) whose run partitions exist, counted
+        without a gap; -1 when even the current month has none
+        (scheduler_partitions_ahead_months). Raises StorageError."""
         ...

@@ -23,6 +23,7 @@ from cronwire.api.app import create_app
 from cronwire.config import Settings
 from cronwire.container import Container, api_routers, build_container, role_loops
 from cronwire.errors import ConfigError
+from cronwire.logs import warn_about_settings
 from cronwire.service.supervisor import Supervisor
 
 log = logging.getLogger("cronwire")
@@ -70,6 +71,7 @@ def _readiness(container: Container, supervisor: Supervisor) -> Callable[[], Awa
         except Exception:  # readiness reports failures, it never raises
             log.warning("readiness: database check failed", exc_info=True)
         checks.update({f"loop:{name}": ok for name, ok in supervisor.health().items()})
+        container.metrics().set_readiness(checks)
         return checks
 
     return check
@@ -78,6 +80,7 @@ def _readiness(container: Container, supervisor: Supervisor) -> Callable[[], Awa
 async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run until ``stop`` is set or SIGTERM/SIGINT arrives."""
     assert settings.database_url is not None
+    warn_about_settings(settings)
     if settings.auto_migrate:
         applied = await migrate(settings.database_url)
         if applied:
@@ -100,7 +103,7 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
     )
     server = _Server(uvicorn.Config(
         app, host=settings.http_host, port=settings.http_port, log_level="warning",
-        lifespan="off", access_log=False,
+        lifespan="off", access_log=False, log_config=None,  # uvicorn logs via our handler
     ))
     http_task = asyncio.create_task(server.serve(), name="http")
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -51,3 +52,13 @@ def wait_http_ok(url: str, deadline_seconds: float, proc: subprocess.Popen[str] 
             pass
         time.sleep(0.05)
     raise AssertionError(f"{url} not healthy within {deadline_seconds}s")
+
+
+def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], within: float = 30) -> int:
+    """SIGTERM, then SIGKILL if it has not exited ``within`` seconds; the exit status."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=within)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()

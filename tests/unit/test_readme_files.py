@@ -3,6 +3,7 @@ those names: a missing one is a broken promise, like the ARCHITECTURE.md it once
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -21,12 +22,20 @@ def named_paths(text: str) -> set[str]:
     return {m for m in FILE_NAME.findall(text)} | {m for m in DIRECTORY.findall(text)}
 
 
+def _repository_files() -> set[str]:
+    """Base names of the repository's files (virtualenvs, caches and dot-dirs left out)."""
+    names: set[str] = set()
+    for _top, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in {"venv", "__pycache__"}]
+        names.update(files)
+    return names
+
+
 def exists(name: str) -> bool:
     if any(list(base.glob(name)) for base in BASES):
         return True
-    if "/" not in name:  # a bare module name (ports.py): somewhere in the package
-        return any((ROOT / "src").rglob(name))
-    return False
+    # A bare name (ports.py, alerts.test.yaml) is read next to the path the text gives.
+    return "/" not in name and name in _repository_files()
 
 
 def test_every_file_the_readme_names_exists() -> None:

@@ -42,6 +42,15 @@ class PrometheusMetrics:
         self._tick = Histogram(
             "scheduler_planner_tick_seconds", "One planner transaction", registry=r
         )
+        self._partitions_ahead = Gauge(
+            "scheduler_partitions_ahead_months",
+            "Months after the current one with run partitions in place (-1: current missing)",
+            registry=r,
+        )
+        self._readiness = Gauge(
+            "scheduler_readiness", "Last /readyz outcome per check (1 passing, 0 failing)",
+            ["check"], registry=r,
+        )
 
     def claims(self, source: str, count: int) -> None:
         self._claims.labels(source=source).inc(count)
@@ -69,6 +78,14 @@ class PrometheusMetrics:
 
     def set_breakers_open(self, targets: int) -> None:
         self._breakers.set(targets)
+
+    def set_readiness(self, checks: dict[str, bool]) -> None:
+        """The outcome of the last /readyz, one series per check (alertable readiness)."""
+        for check, ok in checks.items():
+            self._readiness.labels(check=check).set(1 if ok else 0)
+
+    def set_partitions_ahead(self, months: int) -> None:
+        self._partitions_ahead.set(months)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -26,8 +26,9 @@ def ops_router(readiness: ReadinessCheck, exposition: Callable[[], bytes]) -> AP
     async def readyz() -> JSONResponse:
         checks = await readiness()
         ready = all(checks.values())
+        failing = [name for name, ok in checks.items() if not ok]
         return JSONResponse(
-            {"status": "ready" if ready else "not ready", "checks": checks},
+            {"status": "ready" if ready else "not ready", "checks": checks, "failing": failing},
             status_code=200 if ready else 503,
         )
 

@@ -50,7 +50,9 @@ class PartitionKeeper:
 
 
 class FleetGauges:
-    """Samples the due backlog and this replica's clock skew against Postgres."""
+    """Samples the due backlog, this replica's clock skew against Postgres and how many
+    months of partitions lie ahead. The loop samples every few seconds and the gauges hold
+    the last sample, so a scrape never queries the database (any scrape rate is free)."""
 
     def __init__(self, store: MaintenanceStore, metrics: Metrics, clock: Clock, *, interval_seconds: float) -> None:
         self._store = store
@@ -67,6 +69,7 @@ class FleetGauges:
         skew = ((before + (after - before) / 2) - db_now) / timedelta(seconds=1)
         self._metrics.set_backlog(backlog)
         self._metrics.set_clock_skew(skew)
+        self._metrics.set_partitions_ahead(await self._store.partition_months_ahead())
         return backlog, skew
 
     async def run(self, stopping: asyncio.Event) -> None:

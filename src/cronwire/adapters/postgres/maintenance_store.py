@@ -53,6 +53,10 @@ class PostgresMaintenanceStore:
         with storage_errors("count the due backlog"):
             return int(await self._pool.fetchval(Q["run_due_backlog"]))
 
+    async def partition_months_ahead(self) -> int:
+        with storage_errors("count the partitions ahead"):
+            return int(await self._pool.fetchval(Q["partition_months_ahead"]))
+
     async def db_now(self) -> datetime:
         with storage_errors("read the database clock"):
             now: datetime = await self._pool.fetchval(Q["database_now"])

@@ -3,6 +3,11 @@
 Every migrating process takes one session-level advisory lock first, so concurrent
 ``cronwire migrate`` / ``serve`` starts apply each file exactly once. An applied file
 whose checksum changed is refused: the database no longer matches the code.
+
+The files ship inside the package: ``src/cronwire/migrations`` is a symlink to the
+repository's top-level ``migrations/`` (the one source of truth), and package data copies
+what it points at into every wheel, so a new file there needs no extra step. A migrator
+that finds no files refuses to run: "nothing to apply" must never hide a broken install.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import asyncpg
 
 from cronwire.errors import MigrationError
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[4] / "migrations"
+# cronwire/migrations: a symlink in the source tree, real files in an installed wheel.
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 # pg_advisory_lock key: the first 8 bytes of sha256("cronwire.migrate"), fixed forever.
 LOCK_KEY = int.from_bytes(hashlib.sha256(b"cronwire.migrate").digest()[:8], "big", signed=True)
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -43,7 +49,13 @@ class Migration:
 
 def discover(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
     found: list[Migration] = []
-    for path in sorted(directory.glob("*.sql")):
+    paths = sorted(directory.glob("*.sql"))
+    if not paths:
+        raise MigrationError(
+            f"no migration files in {directory}: this installation is incomplete "
+            "(the package must ship cronwire/migrations/*.sql)"
+        )
+    for path in paths:
         match = _FILE.match(path.name)
         if match is None:
             raise MigrationError(f"migration file name not NNNN_name.sql: {path.name}")

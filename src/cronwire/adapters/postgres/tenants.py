@@ -8,6 +8,8 @@ import hmac
 import secrets
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 import asyncpg
 
@@ -17,6 +19,9 @@ from cronwire.errors import NotFound
 
 Q = queries("tenant")
 TOKEN_PREFIX = "cwt_"
+# Characters of a token kept in clear so its holder can recognise it in `tenant tokens`
+# ("cwt_" and 6 of its 43 random characters: 36 of 256 bits shown).
+SHOWN_PREFIX_CHARS = len(TOKEN_PREFIX) + 6
 
 
 def new_token() -> str:
@@ -25,6 +30,14 @@ def new_token() -> str:
 
 def token_hash(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+def shown_prefix(token: str) -> str:
+    return token[:SHOWN_PREFIX_CHARS]
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +50,34 @@ class IssuedToken:
         return {"tenant_id": str(self.tenant_id), "name": self.name, "token": self.token}
 
 
+@dataclass(frozen=True, slots=True)
+class TenantSummary:
+    id: uuid.UUID
+    name: str
+    created_at: datetime
+    schedules: int
+    live_tokens: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": str(self.id), "name": self.name, "created_at": _iso(self.created_at),
+                "schedules": self.schedules, "live_tokens": self.live_tokens}
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    """What an operator may see of a token: never the token, never its hash."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    prefix: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": str(self.id), "tenant_id": str(self.tenant_id), "prefix": self.prefix,
+                "created_at": _iso(self.created_at), "revoked_at": _iso(self.revoked_at)}
+
+
 class PostgresTenantStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -46,7 +87,8 @@ class PostgresTenantStore:
         tenant_id = uuid.uuid4()
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(Q["tenant_insert"], tenant_id, name)
-            await conn.execute(Q["api_token_insert"], token_hash(token), tenant_id)
+            await conn.execute(Q["api_token_insert"], token_hash(token), tenant_id,
+                               shown_prefix(token))
         return IssuedToken(tenant_id, name, token)
 
     async def issue_token(self, tenant_id: uuid.UUID) -> IssuedToken:
@@ -55,8 +97,27 @@ class PostgresTenantStore:
             row = await conn.fetchrow(Q["tenant_get"], tenant_id)
             if row is None:
                 raise NotFound(f"tenant {tenant_id} does not exist")
-            await conn.execute(Q["api_token_insert"], token_hash(token), tenant_id)
+            await conn.execute(Q["api_token_insert"], token_hash(token), tenant_id,
+                               shown_prefix(token))
         return IssuedToken(tenant_id, row["name"], token)
+
+    async def list_tenants(self) -> list[TenantSummary]:
+        return [TenantSummary(**dict(row)) for row in await self._pool.fetch(Q["tenant_list"])]
+
+    async def list_tokens(self, tenant_id: uuid.UUID) -> list[TokenRecord]:
+        """The tenant's tokens, revoked ones included; NotFound for an unknown tenant."""
+        async with self._pool.acquire() as conn:
+            if await conn.fetchrow(Q["tenant_get"], tenant_id) is None:
+                raise NotFound(f"tenant {tenant_id} does not exist")
+            rows = await conn.fetch(Q["api_token_list"], tenant_id)
+        return [TokenRecord(**dict(row)) for row in rows]
+
+    async def revoke(self, token_id: uuid.UUID) -> TokenRecord:
+        """Revoke at once (idempotent); NotFound for an unknown token id."""
+        row = await self._pool.fetchrow(Q["api_token_revoke"], token_id)
+        if row is None:
+            raise NotFound(f"token {token_id} does not exist")
+        return TokenRecord(**dict(row))
 
     async def tenant_for_token(self, token: str) -> uuid.UUID | None:
         """The token's tenant, or None. The lookup is by hash; the final comparison is

@@ -79,3 +79,11 @@ SELECT (SELECT count(*) FROM job_run
 
 -- name: database_now
 SELECT now()
+
+-- name: partition_months_ahead
+-- The first month from the current one (k = 0) lacking a job_run or job_run_attempt
+-- partition, minus one: 2 when this month and the next two exist, -1 when this one is missing.
+SELECT coalesce(min(k), 13) - 1 AS months_ahead
+FROM generate_series(0, 12) AS k
+WHERE to_regclass(format('job_run_p%s', to_char(date_trunc('month', now() AT TIME ZONE 'UTC') + make_interval(months => k), 'YYYY_MM'))) IS NULL
+   OR to_regclass(format('job_run_attempt_p%s', to_char(date_trunc('month', now() AT TIME ZONE 'UTC') + make_interval(months => k), 'YYYY_MM'))) IS NULL

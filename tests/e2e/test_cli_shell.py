@@ -1,0 +1,445 @@
+"""The command line from the shell: `schedules`/`runs` against a live `cronwire serve` over
+HTTP, `tenant list|tokens|revoke` against its database. Real processes, real Postgres.
+
+One server (all roles) serves the whole module; tests create their own tenants, so they
+share nothing but the process. Deliveries go to the server's own /healthz (GET, 200).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pty
+import queue
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronwire.adapters.embedded.postgres import EmbeddedPostgres, free_port
+from cronwire.cli import main
+from cronwire.cli_tenants import warn_if_new_database
+from cronwire.config import Settings
+from cronwire.version import version
+from tests.support.processes import (
+    clean_env,
+    cronwire_executable,
+    run_cli,
+    stop_process,
+    wait_http_ok,
+)
+from tests.support.servers import DatabaseFactory
+
+
+@dataclass(frozen=True)
+class Live:
+    dsn: str
+    url: str
+
+    def env(self, token: str | None = None, **more: str) -> dict[str, str]:
+        """Environment of a CLI call: the live database and API, optionally a token."""
+        env = clean_env(SCHEDULER_DATABASE_URL=self.dsn, CRONWIRE_URL=self.url, **more)
+        env.pop("CRONWIRE_TOKEN", None)
+        if token is not None:
+            env["CRONWIRE_TOKEN"] = token
+        return env
+
+
+def _spawn(dsn: str, port: int, roles: str, log: Path) -> subprocess.Popen[bytes]:
+    env = clean_env(SCHEDULER_DATABASE_URL=dsn, SCHEDULER_HTTP_PORT=str(port),
+                    SCHEDULER_ROLES=roles, SCHEDULER_ALLOW_PRIVATE_TARGETS="true",
+                    SCHEDULER_INSTANCE_ID=f"cli-{roles}-{port}",
+                    SCHEDULER_SHUTDOWN_GRACE_SECONDS="2")
+    with log.open("wb") as out:
+        proc = subprocess.Popen([cronwire_executable(), "serve"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_http_ok(f"http://127.0.0.1:{port}/readyz", 60, proc)
+    except AssertionError:
+        stop_process(proc)
+        raise AssertionError(log.read_text(errors="replace")[-3000:]) from None
+    return proc
+
+
+@pytest.fixture(scope="module")
+def module_database(database_factory: DatabaseFactory) -> Iterator[str]:
+    name, dsn = asyncio.run(database_factory.create())
+    yield dsn
+    asyncio.run(database_factory.drop(name))
+
+
+@pytest.fixture(scope="module")
+def live(module_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("cli-shell") / "serve.log"
+    proc = _spawn(module_database, port, "api,planner,executor", log)
+    try:
+        yield Live(module_database, f"http://127.0.0.1:{port}")
+    finally:
+        stop_process(proc)
+
+
+def _ok(*args: str, env: dict[str, str]) -> Any:
+    """Run a CLI command that must succeed; its stdout (JSON when piped) parsed."""
+    result = run_cli(*args, env=env)
+    assert result.returncode == 0, (args, result.stderr)
+    return json.loads(result.stdout) if result.stdout.strip() else None
+
+
+def _refused(*args: str, env: dict[str, str], code: int) -> str:
+    """Run a CLI command that must fail with ``code`` and one stderr line; that line."""
+    result = run_cli(*args, env=env)
+    assert result.returncode == code, (args, result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    return lines[0]
+
+
+class InProcess:
+    """The console script's ``main`` in this process, on the live server and database:
+    the same parser, client and exit codes without a second of interpreter start-up per
+    call. Tests that need the real process (exit status, terminal, signals) use run_cli."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                 live: Live) -> None:
+        self._env, self._capsys = monkeypatch, capsys
+        for name in [n for n in os.environ if n.startswith(("SCHEDULER_", "CRONWIRE_"))]:
+            monkeypatch.delenv(name)
+        monkeypatch.setenv("SCHEDULER_DATABASE_URL", live.dsn)
+        monkeypatch.setenv("CRONWIRE_URL", live.url)
+
+    def run(self, *args: str, token: str | None = None) -> tuple[int, str, str]:
+        if token is None:
+            self._env.delenv("CRONWIRE_TOKEN", raising=False)
+        else:
+            self._env.setenv("CRONWIRE_TOKEN", token)
+        self._capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 2
+        out, err = self._capsys.readouterr()
+        return code, out, err
+
+    def ok(self, *args: str, token: str | None = None) -> Any:
+        code, out, err = self.run(*args, token=token)
+        assert code == 0, (args, err)
+        return json.loads(out) if out.strip() else None
+
+    def refused(self, *args: str, code: int, token: str | None = None) -> str:
+        got, out, err = self.run(*args, token=token)
+        assert got == code and out == "", (args, got, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in err, err
+        return lines[0]
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        live: Live) -> InProcess:
+    return InProcess(monkeypatch, capsys, live)
+
+
+def _tenant(live: Live, name: str = "acme") -> dict[str, str]:
+    created: dict[str, str] = _ok("tenant", "create", name, env=live.env())
+    return created
+
+
+def _hook(live: Live) -> list[str]:
+    return ["--url", f"{live.url}/healthz", "--method", "GET"]
+
+
+def _status(url: str, token: str) -> int:
+    request = urllib.request.Request(f"{url}/v1/schedules",
+                                     headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_version_is_the_installed_one() -> None:
+    result = run_cli("--version", env=clean_env())
+    assert result.returncode == 0 and result.stdout.strip() == f"cronwire {version()}"
+
+
+def test_a_newcomer_goes_from_tenant_create_to_an_inspected_delivered_run(live: Live) -> None:
+    env = live.env(_tenant(live)["token"])
+    created = _ok("schedules", "create", "--name", "every-second", "--cron", "* * * * * *",
+                  *_hook(live), "--header", "x-team: ops", "--max-attempts", "2", env=env)
+    assert created["signing_secret"].startswith("whsec_")
+    assert created["target"]["headers"] == {"x-team": "ops"}
+    assert created["retry"]["max_attempts"] == 2
+    deadline = time.monotonic() + 30
+    while True:
+        page = _ok("runs", "list", "--schedule-id", created["id"], "--status", "succeeded",
+                   "--limit", "1", env=env)
+        if page["items"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert page["items"], "no run was delivered within 30 s"
+    run = _ok("runs", "get", page["items"][0]["id"], env=env)
+    assert run["status"] == "succeeded" and run["schedule_id"] == created["id"]
+    assert run["attempts"][0]["status_code"] == 200
+    _ok("schedules", "delete", created["id"], env=env)
+
+
+def test_every_schedule_command_round_trips_through_the_api(live: Live, cli: InProcess) -> None:
+    token = cli.ok("tenant", "create", "acme")["token"]
+    created = cli.ok("schedules", "create", "--name", "nightly", "--cron", "0 3 * * *",
+                     "--timezone", "Europe/Berlin", *_hook(live), "--header", "x-a:1",
+                     "--body", '{"k": 1}', "--max-attempts", "5",
+                     "--initial-backoff-seconds", "7", "--misfire-policy", "skip", "--paused",
+                     token=token)
+    sid = created["id"]
+    assert created["paused"] is True and created["misfire_policy"] == "skip"
+    assert cli.ok("schedules", "get", sid, token=token)["timezone"] == "Europe/Berlin"
+    listed = cli.ok("schedules", "list", "--all", "--limit", "1", token=token)
+    assert [s["id"] for s in listed["items"]] == [sid] and listed["next_cursor"] is None
+
+    # target and retry are replaced whole by the API: the CLI keeps what no flag names.
+    updated = cli.ok("schedules", "update", sid, "--cron", "30 4 * * *", "--max-attempts", "2",
+                     token=token)
+    assert updated["cron"] == "30 4 * * *" and updated["retry"]["max_attempts"] == 2
+    assert updated["retry"]["initial_backoff_seconds"] == 7
+    assert updated["target"]["headers"] == {"x-a": "1"} and updated["target"]["body"]
+    updated = cli.ok("schedules", "update", sid, "--header", "x-b:2", "--no-body", token=token)
+    assert updated["target"]["headers"] == {"x-b": "2"} and updated["target"]["body"] is None
+    assert updated["target"]["method"] == "GET"
+
+    assert cli.ok("schedules", "resume", sid, token=token)["status"] == "active"
+    assert cli.ok("schedules", "pause", sid, token=token)["status"] == "paused"
+    run = cli.ok("schedules", "trigger", sid, token=token)
+    assert run["trigger"] == "manual" and run["schedule_id"] == sid
+    fires = cli.ok("schedules", "preview", sid, "--count", "3", token=token)["items"]
+    assert len(fires) == 3 and all(f["utc"].endswith("Z") for f in fires)
+    rotated = cli.ok("schedules", "rotate-secret", sid, token=token)
+    assert rotated["signing_secret"] != created["signing_secret"]
+    assert cli.ok("schedules", "delete", sid, token=token) == {"id": sid, "deleted": True}
+    assert "not found" in cli.refused("schedules", "get", sid, token=token, code=1)
+
+
+def test_api_refusals_print_the_apis_message_and_exit_1(live: Live, cli: InProcess) -> None:
+    token = _tenant(live)["token"]
+    line = _refused("schedules", "create", "--name", "x", "--cron", "61 * * * *", *_hook(live),
+                    env=live.env(token), code=1)  # as a process: exit status 1, one line
+    assert line.startswith("cronwire: cron: ")
+    assert cli.refused("schedules", "create", "--name", "x", "--cron", "* * * * *",
+                       *_hook(live), "--max-attempts", "9", token=token,
+                       code=1).startswith("cronwire: retry.max_attempts: ")
+    assert cli.refused("runs", "list", "--since", "yesterday", token=token,
+                       code=1).startswith("cronwire: since: ")
+    assert "not found" in cli.refused("runs", "get", str(uuid.uuid4()), token=token, code=1)
+    assert "unknown or revoked token" in cli.refused("schedules", "list", token="cwt_bogus",
+                                                     code=1)
+    assert "no such route" in cli.refused("schedules", "list", "--api-url",
+                                          f"{live.url}/not-cronwire", token=token, code=1)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["schedules", "get", "not-a-uuid"], ["schedules", "create", "--name", "x"],
+     ["schedules", "create", "--name", "x", "--cron", "* * * * *", "--url", "http://a/",
+      "--header", "no-colon"],
+     ["schedules", "create", "--name", "x", "--cron", "* * * * *", "--url", "http://a/",
+      "--misfire-policy", "sometimes"],
+     ["schedules", "update", str(uuid.uuid4())], ["schedules", "frobnicate"],
+     ["runs", "list", "--status", "done"], ["runs", "list", "--limit", "ten"],
+     ["runs", "list", "--api-url", "ftp://example.com"],
+     ["runs", "list", "--api-url", "http://[::1"], ["runs", "list", "--url", "http://h:port"],
+     ["schedules"],
+     ["runs", "list", "--follow", "--cursor", "abc"],
+     ["tenant", "tokens", "nope"], ["tenant", "revoke", "nope"], ["tenant", "list", "extra"]],
+)
+def test_usage_errors_exit_2_with_one_line(args: list[str], cli: InProcess) -> None:
+    cli.refused(*args, token="cwt_any", code=2)
+
+
+def test_no_token_is_a_usage_error_and_no_server_is_one_line(live: Live) -> None:
+    assert "CRONWIRE_TOKEN" in _refused("schedules", "list", env=live.env(), code=2)
+    closed = f"http://127.0.0.1:{free_port()}"
+    line = _refused("runs", "list", "--api-url", closed, env=live.env("cwt_any"), code=1)
+    assert "connection refused" in line and closed in line
+
+
+def test_a_terminal_gets_tables(live: Live, cli: InProcess) -> None:
+    token = cli.ok("tenant", "create", "tables")["token"]
+    env = live.env(token)
+    created = cli.ok("schedules", "create", "--name", "tabled", "--cron", "0 3 * * *",
+                     *_hook(live), "--paused", token=token)
+    listing = _in_terminal(["schedules", "list"], env)
+    header, row = listing.splitlines()[:2]
+    assert header.split() == ["ID", "NAME", "CRON", "TIMEZONE", "STATUS", "NEXT", "FIRE",
+                              "(UTC)", "URL"]
+    assert row.startswith(created["id"]) and "paused" in row
+    shown = _in_terminal(["schedules", "get", created["id"]], env)
+    assert "target.url" in shown and "{" not in shown
+    assert json.loads(_in_terminal(["schedules", "get", created["id"], "--json"], env))
+
+
+def _in_terminal(args: list[str], env: dict[str, str]) -> str:
+    """stdout of the CLI when it is a terminal (a pseudo-terminal of our own)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([cronwire_executable(), *args], env=env, stdout=follower,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the process closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_follow_prints_a_new_run_when_it_arrives(live: Live, cli: InProcess) -> None:
+    token = cli.ok("tenant", "create", "follower")["token"]
+    env = live.env(token)
+    paused = cli.ok("schedules", "create", "--name", "followed", "--cron", "0 3 * * *",
+                    *_hook(live), "--paused", token=token)  # no cron runs: only triggered
+    proc = subprocess.Popen(
+        [cronwire_executable(), "runs", "list", "--follow", "--schedule-id", paused["id"],
+         "--interval", "0.2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []],
+                              daemon=True)
+    reader.start()
+    try:
+        run = cli.ok("schedules", "trigger", paused["id"], token=token)
+        seen: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 20
+        while not any(r["id"] == run["id"] and r["status"] == "succeeded" for r in seen):
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            try:
+                seen.append(json.loads(lines.get(timeout=max(0.1, deadline - time.monotonic()))))
+            except queue.Empty:
+                raise AssertionError(f"--follow did not show the run succeed: {seen}") from None
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    assert {r["id"] for r in seen} == {run["id"]}  # one run, shown as it changed
+    assert proc.returncode == 130 and "Traceback" not in err
+
+
+def test_operators_list_tenants_and_tokens_and_revoke_on_every_replica(
+    live: Live, cli: InProcess, module_database: str, tmp_path: Path,
+) -> None:
+    first = cli.ok("tenant", "create", "operated")
+    second = cli.ok("tenant", "token", first["tenant_id"])
+    cli.ok("schedules", "create", "--name", "counted", "--cron", "0 3 * * *", *_hook(live),
+           "--paused", token=first["token"])
+
+    tenants = cli.ok("tenant", "list", "--json")
+    mine = [t for t in tenants if t["id"] == first["tenant_id"]]
+    assert mine == [{"id": first["tenant_id"], "name": "operated", "schedules": 1,
+                     "live_tokens": 2, "created_at": mine[0]["created_at"]}]
+    tokens = _ok("tenant", "tokens", first["tenant_id"], "--json", env=live.env())
+    assert [t["prefix"] for t in tokens] == [first["token"][:10], second["token"][:10]]
+    shown = json.dumps(tokens)
+    assert first["token"] not in shown and second["token"] not in shown
+    assert all(t["revoked_at"] is None and uuid.UUID(t["id"]) for t in tokens)
+
+    port = free_port()
+    other = _spawn(module_database, port, "api", tmp_path / "replica-b.log")
+    try:
+        replica_b = f"http://127.0.0.1:{port}"
+        assert _status(live.url, first["token"]) == _status(replica_b, first["token"]) == 200
+        revoked = _ok("tenant", "revoke", tokens[0]["id"], env=live.env())
+        assert revoked["id"] == tokens[0]["id"] and revoked["revoked_at"]
+        # At once: the very next request on either replica, no waiting for a cache.
+        assert _status(replica_b, first["token"]) == 401
+        assert _status(live.url, first["token"]) == 401
+        assert _status(replica_b, second["token"]) == 200
+        assert "revoked" in cli.refused("schedules", "list", "--api-url", replica_b,
+                                        token=first["token"], code=1)
+    finally:
+        stop_process(other)
+    again = cli.ok("tenant", "revoke", tokens[0]["id"])
+    assert again["revoked_at"] == revoked["revoked_at"]  # idempotent
+    listed = cli.ok("tenant", "list", "--json")
+    assert [t["live_tokens"] for t in listed if t["id"] == first["tenant_id"]] == [1]
+
+
+def test_unknown_ids_name_the_database(live: Live, cli: InProcess) -> None:
+    database = live.dsn.rsplit("/", 1)[-1]
+    line = _refused("tenant", "tokens", str(uuid.uuid4()), env=live.env(), code=2)
+    assert "does not exist in database postgresql://" in line and database in line
+    for args in (["tenant", "revoke", str(uuid.uuid4())], ["tenant", "token", str(uuid.uuid4())]):
+        line = cli.refused(*args, code=2)
+        assert "does not exist in database postgresql://" in line and database in line
+
+
+def test_an_unreachable_database_is_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    closed = f"postgresql://postgres@127.0.0.1:{free_port()}/cronwire"
+    monkeypatch.setenv("SCHEDULER_DATABASE_URL", closed)
+    for args in (["tenant", "list"], ["tenant", "create", "x"],
+                 ["tenant", "token", str(uuid.uuid4())]):
+        assert main(args) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert f"cannot use database {closed}" in main_line(["tenant", "revoke", str(uuid.uuid4())],
+                                                        capsys)
+
+
+def main_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(args) == 1
+    return capsys.readouterr().err.strip()
+
+
+def test_tenant_create_warns_when_it_makes_a_new_embedded_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    warn_if_new_database(Settings(home=tmp_path / "new"))
+    assert "creating a new, empty one" in capsys.readouterr().err
+    warn_if_new_database(Settings(database_url="postgresql://db.example/x"))
+    assert capsys.readouterr().err == ""
+
+
+def test_embedded_database_commands_say_which_one_and_refuse_a_missing_one(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "elsewhere"
+    line = _refused("tenant", "list", env=clean_env(SCHEDULER_HOME=str(missing)), code=2)
+    assert f"no embedded database in {missing.resolve() / 'postgres'}" in line
+    _refused("tenant", "token", str(uuid.uuid4()), env=clean_env(SCHEDULER_HOME=str(missing)),
+             code=2)
+    assert not missing.exists(), "a read command created a database"
+
+    home = tmp_path / "home"
+    data_dir = home.resolve() / "postgres"
+    server = EmbeddedPostgres(data_dir)
+    server.start()  # as `cronwire serve` would have; the commands reuse it
+    try:
+        env = clean_env(SCHEDULER_HOME=str(home))
+        created = _ok("tenant", "create", "fresh", env=env)
+        listed = run_cli("tenant", "list", env=env)
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stderr.splitlines() == [
+            f"cronwire: using the embedded database in {data_dir} (already running)"]
+        assert [t["id"] for t in json.loads(listed.stdout)] == [created["tenant_id"]]
+        line = _refused("tenant", "tokens", str(uuid.uuid4()), env=env, code=2)
+        assert f"does not exist in the embedded database in {data_dir}" in line
+    finally:
+        server.stop()
