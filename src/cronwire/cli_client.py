@@ -103,16 +103,20 @@ def _show_page(args: argparse.Namespace, page: Mapping[str, Any],
 
 def _target_and_retry(args: argparse.Namespace,
                       current: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The `target` and `retry` objects the flags change. The API replaces both whole on
-    PATCH, so an update starts from the schedule's current values (``current``)."""
+    """The `target` and `retry` objects the flags change, starting from the schedule's
+    current values (``current``) on an update. PATCH merges both (RFC 7396), so sending
+    unchanged members again is harmless."""
     body: dict[str, Any] = {}
     target = dict(current["target"]) if current else {}
     given = {"url": args.url, "method": args.method, "body": args.body}
     target.update({k: v for k, v in given.items() if v is not None})
     if args.header is not None:
-        target["headers"] = dict(args.header)
+        # PATCH merges headers by name (RFC 7396): null out the current ones so the flags
+        # replace the set, as they always have.
+        dropped = {name: None for name in (current["target"]["headers"] if current else {})}
+        target["headers"] = {**dropped, **dict(args.header)}
     if getattr(args, "no_headers", False):
-        target["headers"] = {}
+        target["headers"] = None if current else {}
     if getattr(args, "no_body", False):
         target["body"] = None
     if target != (dict(current["target"]) if current else {}):

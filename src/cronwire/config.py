@@ -106,6 +106,29 @@ def _non_negative_float(name: str, raw: str) -> float:
     return _positive_float(name, raw)
 
 
+# The planner writes catch-up runs up to 7 days back (domain.planning.RECORD_HORIZON), so
+# last month's partition must outlive retention: one month would drop it on the 1st.
+MIN_RETENTION_MONTHS = 2
+# The keeper keeps two months of partitions ahead; a lookahead of a day never outruns them.
+MAX_LOOKAHEAD_SECONDS = 86_400.0
+
+
+def _retention_months(name: str, raw: str) -> int:
+    value = _positive_int(name, raw)
+    if value < MIN_RETENTION_MONTHS:
+        raise ConfigError(
+            f"{name}: must be at least {MIN_RETENTION_MONTHS} (this month and last month, "
+            f"which catch-up runs up to 7 days back are written to), got {value}")
+    return value
+
+
+def _lookahead_seconds(name: str, raw: str) -> float:
+    value = _non_negative_float(name, raw)
+    if value > MAX_LOOKAHEAD_SECONDS:
+        raise ConfigError(f"{name}: must be at most {MAX_LOOKAHEAD_SECONDS:g} seconds, got {raw!r}")
+    return value
+
+
 def _bool(name: str, raw: str) -> bool:
     lowered = raw.strip().lower()
     if lowered in {"1", "true", "yes", "on"}:
@@ -176,7 +199,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "kafka_bootstrap_servers": _bootstrap,
     "kafka_topic": _text,
     "planner_tick_seconds": _positive_float,
-    "planner_lookahead_seconds": _non_negative_float,
+    "planner_lookahead_seconds": _lookahead_seconds,
     "planner_batch": _positive_int,
     "executor_workers": _positive_int,
     "executor_batch": _positive_int,
@@ -185,7 +208,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "allow_private_targets": _bool,
     "auto_migrate": _bool,
     "shutdown_grace_seconds": _non_negative_float,
-    "retention_months": _positive_int,
+    "retention_months": _retention_months,
     "tenant_max_schedules": _positive_int,
     "tenant_min_interval_seconds": _positive_int,
     "tenant_max_body_bytes": _positive_int,

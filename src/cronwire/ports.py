@@ -27,6 +27,7 @@ from cronwire.domain.model import (
     RunResolution,
     RunStatus,
 )
+from cronwire.domain.planning import Span
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
 
@@ -51,11 +52,12 @@ class PlannerStore(Protocol):
         *,
         limit: int,
         lookahead_seconds: float,
-        decide: Callable[[Sequence[DueSchedule], datetime], PlanDecision],
+        decide: Callable[[Sequence[DueSchedule], datetime, Span | None], PlanDecision],
     ) -> tuple[int, int]:
         """In ONE transaction: lock up to ``limit`` active schedules with
         ``next_fire_at <= now() + lookahead`` (``FOR UPDATE SKIP LOCKED``), call
-        ``decide(schedules, db_now)`` (pure, no I/O), insert every planned run with
+        ``decide(schedules, db_now, writable)`` (pure, no I/O; ``writable`` is the span of
+        existing job_run partitions around ``db_now``, None if none holds it), insert every planned run with
         ``ON CONFLICT DO NOTHING`` in one multi-row statement and apply every advance.
         Returns (schedules claimed, runs inserted). Raises StorageError on failure, in
         which case nothing was written."""

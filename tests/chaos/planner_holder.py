@@ -16,7 +16,7 @@ from datetime import datetime
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.domain.model import DueSchedule, PlanDecision
-from cronwire.domain.planning import decide
+from cronwire.domain.planning import Span, decide
 
 LOOKAHEAD_SECONDS = 5.0
 HOLD_SECONDS = 120.0
@@ -26,9 +26,11 @@ async def hold(dsn: str, limit: int) -> None:
     pool = await create_pool(dsn, 1)
     claimed: list[str] = []
 
-    def recording(schedules: Sequence[DueSchedule], now: datetime) -> PlanDecision:
+    def recording(schedules: Sequence[DueSchedule], now: datetime,
+                  writable: Span | None) -> PlanDecision:
         claimed.extend(str(s.id) for s in schedules)
-        return functools.partial(decide, lookahead_seconds=LOOKAHEAD_SECONDS)(schedules, now)
+        return functools.partial(decide, lookahead_seconds=LOOKAHEAD_SECONDS)(
+            schedules, now, writable)
 
     async with pool.acquire() as conn:
         transaction = conn.transaction()

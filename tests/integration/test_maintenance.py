@@ -21,11 +21,11 @@ def _month(offset: int) -> str:
     return f"p{index // 12:04d}_{index % 12 + 1:02d}"
 
 
-async def _insert_run(pool: asyncpg.Pool, when: str) -> None:
+async def _insert_run(pool: asyncpg.Pool, when: str, status: str = "pending") -> None:
     await pool.execute(
-        "INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, fire_after) "
-        "VALUES (gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), $1::timestamptz, 'k', $1::timestamptz)",
-        datetime.fromisoformat(when),
+        "INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, fire_after, status) "
+        "VALUES (gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), $1::timestamptz, 'k', $1::timestamptz, $2)",
+        datetime.fromisoformat(when), status,
     )
 
 
@@ -34,7 +34,8 @@ async def test_keeper_creates_ahead_and_drops_expired_partitions(db_pool: asyncp
     old_index = now.year * 12 + now.month - 1 - 6
     old_start = f"{old_index // 12:04d}-{old_index % 12 + 1:02d}-01"
     await db_pool.execute("SELECT cronwire_ensure_partitions($1::date, 1)", datetime.fromisoformat(old_start).date())
-    await _insert_run(db_pool, old_start + "T12:00:00+00:00")
+    # Finished: retention keeps a month that still holds unfinished runs.
+    await _insert_run(db_pool, old_start + "T12:00:00+00:00", "succeeded")
     await _insert_run(db_pool, now.isoformat())
     # As if migrated a month ago: the month two ahead does not exist yet.
     await db_pool.execute(f"DROP TABLE job_run_{_month(2)}, job_run_attempt_{_month(2)}")

@@ -17,6 +17,7 @@ from cronwire.adapters.postgres.pool import create_pool
 from cronwire.config import Settings
 from cronwire.container import build_container, role_loops
 from cronwire.domain.model import DueSchedule, PlanDecision, idempotency_key_for, run_id_for
+from cronwire.domain.planning import Span
 from cronwire.errors import StorageError
 from cronwire.service.planner import Planner
 from tests.support.planner_data import (
@@ -44,8 +45,9 @@ class CountingStore:
     async def plan_due(
         self, *, limit: int, lookahead_seconds: float, decide: Decide
     ) -> tuple[int, int]:
-        def counting(schedules: Sequence[DueSchedule], now: datetime) -> PlanDecision:
-            decision = decide(schedules, now)
+        def counting(schedules: Sequence[DueSchedule], now: datetime,
+                     writable: Span | None) -> PlanDecision:
+            decision = decide(schedules, now, writable)
             self.planned += len(decision.runs)
             return decision
 
@@ -326,4 +328,4 @@ async def test_store_reads_the_database_clock_and_translates_driver_errors(
         await store.db_now()
     with pytest.raises(StorageError):
         await store.plan_due(limit=10, lookahead_seconds=5,
-                             decide=lambda s, n: PlanDecision([], []))
+                             decide=lambda s, n, w: PlanDecision([], []))

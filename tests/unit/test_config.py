@@ -58,6 +58,9 @@ def test_environment_overrides() -> None:
         ("SCHEDULER_ROLES", "api,cook"),
         ("SCHEDULER_ALLOW_PRIVATE_TARGETS", "maybe"),
         ("SCHEDULER_KAFKA_BOOTSTRAP_SERVERS", "localhost"),
+        # Retention of one month drops last month, where 7-day catch-up runs are written.
+        ("SCHEDULER_RETENTION_MONTHS", "1"),
+        ("SCHEDULER_PLANNER_LOOKAHEAD_SECONDS", "86401"),
     ],
 )
 def test_bad_value_names_the_variable(variable: str, value: str) -> None:

@@ -13,6 +13,7 @@ from cronwire.domain.cron import next_occurrences, occurrences_between
 from cronwire.domain.model import (
     DueSchedule,
     MisfirePolicy,
+    PlanDecision,
     PlannedRun,
     RunStatus,
     ScheduleAdvance,
@@ -24,12 +25,18 @@ from cronwire.domain.planning import (
     RECORD_HORIZON,
     decide,
     plan_schedule,
+    writable_span,
 )
 
 # Postgres now() has microseconds; cron instants are whole seconds.
 NOW = datetime(2027, 1, 10, 12, 0, 0, 500_000, tzinfo=UTC)
 LOOKAHEAD = 5.0
+# Every instant has a partition (the partition-bounded cases pass their own span).
+EVERYWHERE = (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
 MINUTE = timedelta(minutes=1)
+# Partitions from December 2026 (or January 2027) to March 2027, as a keeper leaves them.
+DECEMBER_ON = (datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 3, 1, tzinfo=UTC))
+JANUARY_ON = (datetime(2027, 1, 1, tzinfo=UTC), datetime(2027, 3, 1, tzinfo=UTC))
 
 
 def schedule(cron: str = "* * * * *", **changes: object) -> DueSchedule:
@@ -139,11 +146,29 @@ def test_fire_once_after_years_paused_still_finds_the_latest_miss() -> None:
     assert advance.next_fire_at == datetime(2027, 1, 11, 3, tzinfo=UTC)
 
 
-def test_a_miss_older_than_the_record_horizon_is_not_fired_even_by_fire_once() -> None:
+def test_fire_once_fires_its_latest_miss_even_older_than_the_record_horizon() -> None:
     s = schedule("0 0 1 1 *", misfire_policy=MisfirePolicy.FIRE_ONCE,
                  next_fire_at=datetime(2026, 12, 1, tzinfo=UTC))
     runs, advance = plan(s)  # 2027-01-01 was nine days before NOW
-    assert runs == [] and advance.next_fire_at == datetime(2028, 1, 1, tzinfo=UTC)
+    assert [(r.scheduled_for, r.status) for r in runs] == [
+        (datetime(2027, 1, 1, tzinfo=UTC), RunStatus.PENDING)]
+    assert advance.next_fire_at == datetime(2028, 1, 1, tzinfo=UTC)
+
+
+def test_fire_once_on_a_monthly_schedule_after_a_three_week_outage_fires_once() -> None:
+    s = schedule("0 6 15 * *", misfire_policy=MisfirePolicy.FIRE_ONCE,
+                 next_fire_at=datetime(2026, 12, 15, 6, tzinfo=UTC))
+    runs, advance = plan_schedule(s, NOW, NOW + timedelta(seconds=LOOKAHEAD), DECEMBER_ON)
+    assert [(r.scheduled_for, r.status) for r in runs] == [
+        (datetime(2026, 12, 15, 6, tzinfo=UTC), RunStatus.PENDING)]
+    assert advance.next_fire_at == datetime(2027, 1, 15, 6, tzinfo=UTC)
+
+
+def test_fire_once_leaves_no_row_for_a_miss_older_than_every_partition() -> None:
+    s = schedule("0 0 31 12 *", misfire_policy=MisfirePolicy.FIRE_ONCE,
+                 next_fire_at=datetime(2026, 12, 1, tzinfo=UTC))
+    runs, advance = plan_schedule(s, NOW, NOW + timedelta(seconds=LOOKAHEAD), JANUARY_ON)
+    assert runs == [] and advance.next_fire_at == datetime(2027, 12, 31, tzinfo=UTC)
 
 
 def test_skip_records_every_missed_occurrence_as_skipped() -> None:
@@ -254,7 +279,7 @@ def test_run_ids_are_deterministic_so_replanning_collides() -> None:
 
 def test_decide_plans_every_schedule_and_keeps_order() -> None:
     batch = [schedule("*/5 * * * * *", next_fire_at=at(12, 0)) for _ in range(20)]
-    decision = decide(batch, NOW, LOOKAHEAD)
+    decision = decide(batch, NOW, EVERYWHERE, LOOKAHEAD)
     assert [a.schedule_id for a in decision.advances] == [s.id for s in batch]
     assert len(decision.runs) == 2 * 20  # 12:00:00 and 12:00:05 each
 
@@ -265,7 +290,7 @@ def test_schedules_sharing_a_timetable_keep_their_own_identity_and_history() -> 
               for h in range(3)]
     waiting = [schedule("0 * * * *", next_fire_at=at(12, 0), starts_at=at(15, 30),
                         last_fire_at=at(9, h)) for h in range(3)]
-    decision = decide(firing + waiting, NOW, LOOKAHEAD)
+    decision = decide(firing + waiting, NOW, EVERYWHERE, LOOKAHEAD)
     assert len({r.id for r in decision.runs}) == len(decision.runs) == 2 * 3
     assert {r.schedule_id for r in decision.runs} == {s.id for s in firing}
     assert [a.last_fire_at for a in decision.advances] == [at(12, 0, 5)] * 3 + [
@@ -280,12 +305,12 @@ def test_decide_stops_at_its_row_budget_but_always_makes_progress(
     batch = [
         schedule("* * * * * *", next_fire_at=NOW - timedelta(seconds=59)) for _ in range(5)
     ]
-    decision = decide(batch, NOW, LOOKAHEAD)
+    decision = decide(batch, NOW, EVERYWHERE, LOOKAHEAD)
     # 64 runs each: the budget is crossed by the third schedule; the rest wait a tick.
     assert [a.schedule_id for a in decision.advances] == [s.id for s in batch[:3]]
     assert len(decision.runs) == 3 * 64
     monkeypatch.setattr(planning, "MAX_ROWS_PER_DECISION", 1)
-    assert len(decide(batch, NOW, LOOKAHEAD).advances) == 1
+    assert len(decide(batch, NOW, EVERYWHERE, LOOKAHEAD).advances) == 1
 
 
 def test_spring_forward_wall_clock_time_fires_once_at_the_end_of_the_gap() -> None:
@@ -315,3 +340,38 @@ def test_fall_back_follows_the_cron_maths(cron: str, fires: list[str]) -> None:
     expected = next_occurrences(cron, "Europe/Berlin", start - timedelta(microseconds=1), 10)
     horizon = start + timedelta(hours=2)
     assert [r.scheduled_for for r in runs] == [t for t in expected if t <= horizon]
+
+
+def test_runs_before_the_oldest_partition_leave_no_row_and_the_rest_is_planned() -> None:
+    s = schedule(catchup_window_seconds=7200, next_fire_at=NOW - timedelta(minutes=90))
+    since = at(11, 30)  # the oldest partition starts half an hour ago
+    runs, advance = plan_schedule(s, NOW, NOW + timedelta(seconds=LOOKAHEAD),
+                                  (since, NOW + timedelta(days=30)))
+    assert min(r.scheduled_for for r in runs) == since
+    assert times(runs, RunStatus.PENDING) == every_minute(since, at(12, 0))
+    assert advance.next_fire_at == at(12, 1)
+
+
+def test_lookahead_past_the_newest_partition_stops_the_cursor_at_its_end() -> None:
+    s = schedule(next_fire_at=at(11, 59))
+    end = at(12, 0, 30)  # no partition from 12:00:30 on
+    runs, advance = plan_schedule(s, NOW, NOW + timedelta(hours=1), (at(0, 0), end))
+    assert times(runs, RunStatus.PENDING) == [at(11, 59), at(12, 0)]
+    assert advance.next_fire_at == at(12, 1)  # due again; planned once its month exists
+    again, same = plan_schedule(replace(s, next_fire_at=at(12, 1)), NOW,
+                                NOW + timedelta(hours=1), (at(0, 0), end))
+    assert again == [] and same.next_fire_at == at(12, 1)
+
+
+def test_no_partition_around_now_plans_nothing_and_moves_no_cursor() -> None:
+    assert decide([schedule()], NOW, None, LOOKAHEAD) == PlanDecision([], [])
+
+
+def test_writable_span_merges_adjacent_partitions_around_an_instant() -> None:
+    months = [datetime(2027, m, 1, tzinfo=UTC) for m in range(1, 7)]
+    bounds = [(months[4], months[5]), (months[0], months[1]), (months[1], months[2]),
+              (months[3], months[4])]  # March is missing
+    assert writable_span(bounds, at(12, 0)) == (months[0], months[2])
+    assert writable_span(bounds, datetime(2027, 4, 2, tzinfo=UTC)) == (months[3], months[5])
+    assert writable_span(bounds, datetime(2027, 3, 2, tzinfo=UTC)) is None
+    assert writable_span([], NOW) is None

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from fastapi import Depends
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from cronwire.api.errors import ApiError
@@ -37,22 +37,44 @@ def unauthorized(message: str) -> ApiError:
     return ApiError(401, message, headers=_CHALLENGE)
 
 
+def _bearer() -> HTTPBearer:
+    return HTTPBearer(auto_error=False, bearerFormat="cwt_<random>",
+                      description="A token from `cronwire tenant create|token`.")
+
+
+async def _tenant_for(
+    tokens: Provide[TokenVerifier], credentials: HTTPAuthorizationCredentials | None
+) -> uuid.UUID:
+    if credentials is None or not credentials.credentials:
+        raise unauthorized("authorization: missing bearer token")
+    token = credentials.credentials
+    found = None
+    if len(token) <= MAX_TOKEN_CHARS:
+        found = await (await resolve(tokens)).tenant_for_token(token)
+    if found is None:
+        raise unauthorized("authorization: unknown or revoked token")
+    return found
+
+
 def tenant_dependency(tokens: Provide[TokenVerifier]) -> Callable[..., Awaitable[uuid.UUID]]:
     """A FastAPI dependency yielding the caller's tenant id, or answering 401."""
-    bearer = HTTPBearer(auto_error=False, bearerFormat="cwt_<random>",
-                        description="A token from `cronwire tenant create|token`.")
+    bearer = _bearer()
 
     async def tenant_id(
         credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
     ) -> uuid.UUID:
-        if credentials is None or not credentials.credentials:
-            raise unauthorized("authorization: missing bearer token")
-        token = credentials.credentials
-        found = None
-        if len(token) <= MAX_TOKEN_CHARS:
-            found = await (await resolve(tokens)).tenant_for_token(token)
-        if found is None:
-            raise unauthorized("authorization: unknown or revoked token")
-        return found
+        return await _tenant_for(tokens, credentials)
 
     return tenant_id
+
+
+def request_authenticator(tokens: Provide[TokenVerifier]) -> Callable[[Request], Awaitable[object]]:
+    """The same check on a bare request: raises the 401 (or the storage error) of
+    :func:`tenant_dependency`. The tenant routes run it before answering a request they
+    could not parse, so a caller without a valid token learns nothing about the body."""
+    bearer = _bearer()
+
+    async def authenticate(request: Request) -> object:
+        return await _tenant_for(tokens, await bearer(request))
+
+    return authenticate

@@ -80,8 +80,14 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: ERROR_DOCS[status] for status in sorted({401, 503, *statuses})}
 
 
+def _printable(part: object) -> str:
+    """A location part as text that survives JSON encoding: a header name holding a lone
+    surrogate is shown escaped (a bare surrogate cannot be encoded as UTF-8)."""
+    return str(part).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _dotted(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if not isinstance(p, int)]
+    parts = [_printable(p) for p in loc if not isinstance(p, int) and p != "[key]"]
     if parts and parts[0] in {"body", "query", "path", "header"}:
         parts = parts[1:] or parts[:1]
     return ".".join(parts) or "body"
@@ -93,7 +99,10 @@ async def _validation(_: Request, exc: Exception) -> JSONResponse:
     field = _dotted(tuple(first.get("loc", ("body",))))
     if first.get("type") == "json_invalid":
         field = "body"
-    return error_response(422, f"{field}: {first.get('msg', 'invalid')}", field=field)
+    # pydantic prefixes the message of a ValueError raised by a validator; ours are written
+    # to follow "<field>: " directly.
+    message = _printable(first.get("msg", "invalid")).removeprefix("Value error, ")
+    return error_response(422, f"{field}: {message}", field=field)
 
 
 async def _http(_: Request, exc: Exception) -> JSONResponse:

@@ -13,11 +13,13 @@ here. The domain rules (:mod:`cronwire.domain.schedule_rules`) enforce them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from fastapi import HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Message, Receive
 
 from cronwire.api.errors import error_response
@@ -56,8 +58,15 @@ def _counting(receive: Receive, cap: int) -> Receive:
     return counted
 
 
-def capped_route(cap: int) -> type[APIRoute]:
-    """An APIRoute class whose handlers refuse bodies over ``cap`` bytes with 413."""
+def capped_route(
+    cap: int, authenticate: Callable[[Request], Awaitable[object]] | None = None
+) -> type[APIRoute]:
+    """An APIRoute class whose handlers refuse bodies over ``cap`` bytes with 413.
+
+    FastAPI decodes a JSON body before it runs any dependency, so a malformed body would
+    answer 422 ahead of authentication; with ``authenticate``, a request that fails
+    validation is authenticated first, and a missing or unknown token answers 401.
+    """
 
     class CappedRoute(APIRoute):
         def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -67,7 +76,16 @@ def capped_route(cap: int) -> type[APIRoute]:
                 declared = request.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > cap:
                     return error_response(413, _too_large(cap), field="body")
-                return await handler(Request(request.scope, _counting(request.receive, cap)))
+                try:
+                    return await handler(
+                        Request(request.scope, _counting(request.receive, cap)))
+                except (RequestValidationError, StarletteHTTPException) as exc:
+                    undecodable = (isinstance(exc, StarletteHTTPException)
+                                   and exc.status_code == 400)
+                    invalid = undecodable or isinstance(exc, RequestValidationError)
+                    if invalid and authenticate is not None:
+                        await authenticate(request)
+                    raise
 
             return capped
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from cronwire.api.auth import resolve, tenant_dependency
+from cronwire.api.auth import request_authenticator, resolve, tenant_dependency
 from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
@@ -30,7 +30,8 @@ def run_out(run: RunView) -> dict[str, Any]:
 
 def runs_router(ctx: ApiContext) -> APIRouter:
     router = APIRouter(prefix="/v1/runs", tags=["runs"],
-                       route_class=capped_route(ctx.max_request_bytes))
+                       route_class=capped_route(ctx.max_request_bytes,
+                                               request_authenticator(ctx.tokens)))
     Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
 
     @router.get("", response_model=RunPage, responses=responses(422),

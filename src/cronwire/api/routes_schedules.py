@@ -10,10 +10,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 
-from cronwire.api.auth import resolve, tenant_dependency
+from cronwire.api.auth import request_authenticator, resolve, tenant_dependency
 from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
+from cronwire.api.merge_patch import patched_spec, url_changed
 from cronwire.api.routes_runs import run_out
 from cronwire.api.schemas import (
     FireTime,
@@ -34,14 +35,12 @@ from cronwire.domain.keyset import decode_id_cursor, encode_id_cursor
 from cronwire.domain.model import RetryPolicy, ScheduleStatus, Target
 from cronwire.domain.schedule_rules import (
     PREVIEW_MAX,
-    RuleViolation,
     parse_misfire_policy,
     preview,
     validate_spec,
 )
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec
 
-NULLABLE_ON_PATCH = frozenset({"starts_at", "ends_at"})
 ScheduleId = Annotated[uuid.UUID, Path(alias="id", description="The schedule's id.")]
 
 
@@ -62,23 +61,6 @@ def spec_from(body: ScheduleCreate) -> ScheduleSpec:
         catchup_window_seconds=body.catchup_window_seconds, starts_at=body.starts_at,
         ends_at=body.ends_at,
     )
-
-
-def changes_from(patch: SchedulePatch) -> dict[str, Any]:
-    """The fields a PATCH sets, as domain values; an explicit null only where allowed."""
-    changes: dict[str, Any] = {}
-    for name in sorted(patch.model_fields_set):
-        value = getattr(patch, name)
-        if value is None and name not in NULLABLE_ON_PATCH:
-            raise RuleViolation(name, "must not be null")
-        if isinstance(value, TargetIn):
-            value = _target(value)
-        elif isinstance(value, RetryIn):
-            value = _retry(value)
-        elif name == "misfire_policy":
-            value = parse_misfire_policy(value)
-        changes[name] = value
-    return changes
 
 
 def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
@@ -103,7 +85,8 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
 
 def schedules_router(ctx: ApiContext) -> APIRouter:
     router = APIRouter(prefix="/v1/schedules", tags=["schedules"],
-                       route_class=capped_route(ctx.max_request_bytes))
+                       route_class=capped_route(ctx.max_request_bytes,
+                                               request_authenticator(ctx.tokens)))
     Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
 
     @router.post("", status_code=201, response_model=ScheduleCreated,
@@ -140,21 +123,28 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
         return schedule_out(await (await resolve(ctx.schedules)).get(tenant, schedule_id))
 
     @router.patch("/{id}", response_model=ScheduleOut, responses=responses(404, 413, 422),
-                  summary="Edit a schedule; new timing recomputes next_fire_at, no duplicates",
-                  description="Only the fields present change (`target` and `retry` are "
-                  "replaced whole). A new `cron`, `timezone`, `starts_at` or `ends_at` "
-                  "moves `next_fire_at` to the first occurrence after both now and the "
-                  "last occurrence already planned, so nothing is planned twice.")
+                  summary="Edit a schedule (JSON merge patch); new timing recomputes "
+                  "next_fire_at, no duplicates",
+                  description="A JSON merge patch (RFC 7396, `application/json` or "
+                  "`application/merge-patch+json`): only the fields present change, and "
+                  "`target` and `retry` are merged field by field (`target.headers` name by "
+                  "name; a null header value removes that header). null resets "
+                  "`target.method` (POST), `target.body` (the default JSON body) and the "
+                  "`retry` numbers to their defaults and removes `starts_at`/`ends_at`; it "
+                  "is refused for fields a schedule cannot lack. A new `cron`, `timezone`, "
+                  "`starts_at` or `ends_at` moves `next_fire_at` to the first occurrence "
+                  "after both now and the last occurrence already planned, so nothing is "
+                  "planned twice.")
     async def patch(schedule_id: ScheduleId, body: SchedulePatch,
                     tenant: Tenant) -> dict[str, Any]:
         store = await resolve(ctx.schedules)
-        changes = changes_from(body)
         limits, now = await store.limits_and_now(tenant, ctx.default_limits)
-        if "target" in changes:
-            await ctx.check_url(changes["target"].url)
+        new_url = url_changed(body)
+        if new_url is not None:
+            await ctx.check_url(new_url)
         record = await store.update(
             tenant, schedule_id,
-            lambda spec: validate_spec(spec.with_changes(changes), limits, now),
+            lambda spec: validate_spec(patched_spec(spec, body), limits, now),
         )
         return schedule_out(record)
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     BeforeValidator,
@@ -39,16 +40,50 @@ _RFC3339 = re.compile(
 )
 
 
+# A "+" offset sent unencoded in a query string arrives as a space.
+_PLUS_AS_SPACE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})? \d{2}:\d{2}")
+# Instants a client may give, in UTC: what datetime and the cron walk can still step past
+# (a year-9999 local time with a negative offset is in year 10000 once in UTC).
+EARLIEST_INSTANT = datetime(1, 1, 2, tzinfo=UTC)
+LATEST_INSTANT = datetime(9999, 12, 30, tzinfo=UTC)
+
+
 def _rfc3339_text(value: object) -> object:
     """pydantic would also read numbers as Unix timestamps ("0", -1); the contract speaks
     RFC 3339 only, so anything else is refused before parsing."""
+    if isinstance(value, str) and _PLUS_AS_SPACE.fullmatch(value):
+        raise ValueError("the offset's '+' arrived as a space; encode it as %2B in a query "
+                         "string (e.g. 2027-01-01T00:00:00%2B01:00)")
     if not isinstance(value, str) or _RFC3339.fullmatch(value) is None:
         raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2027-01-01T00:00:00Z")
     return value
 
 
+def _in_range(value: datetime) -> datetime:
+    """The instant in UTC, if it lies where every later computation stays representable."""
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST_INSTANT <= utc <= LATEST_INSTANT:
+        raise ValueError("must lie between 0001-01-02T00:00:00Z and 9999-12-30T00:00:00Z")
+    return utc
+
+
+def _clean_text(value: str) -> str:
+    """Postgres text holds neither NUL nor a lone UTF-16 surrogate (which is no character
+    at all): refused here, naming the field, instead of failing in the database."""
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    if any("\ud800" <= ch <= "\udfff" for ch in value):
+        raise ValueError("must not contain a lone UTF-16 surrogate (not valid Unicode)")
+    return value
+
+
 # An instant given by a client: RFC 3339 text with a UTC offset, nothing else.
-Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text)]
+Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text), AfterValidator(_in_range)]
+# Any text a client gives that may reach the database.
+Text = Annotated[str, AfterValidator(_clean_text)]
 
 RunStatusName = Literal[
     "pending", "running", "retrying", "succeeded", "failed", "skipped", "cancelled"
@@ -96,15 +131,15 @@ def _examples(*examples: dict[str, Any]) -> ConfigDict:
 class TargetIn(BaseModel):
     model_config = _INPUT | _examples(EXAMPLE_TARGET)
 
-    url: str = Field(description="Absolute http(s) URL; private addresses are refused.",
-                     json_schema_extra={"format": "uri", "maxLength": 2048})
-    method: str = Field("POST", json_schema_extra={"enum": list(METHODS)})
-    headers: dict[str, str] = Field(
+    url: Text = Field(description="Absolute http(s) URL; private addresses are refused.",
+                      json_schema_extra={"format": "uri", "maxLength": 2048})
+    method: Text = Field("POST", json_schema_extra={"enum": list(METHODS)})
+    headers: dict[Text, Text] = Field(
         default_factory=dict,
         description="Extra request headers (RFC 9110 names; webhook-*, x-cronwire-* and "
         "framing headers are cronwire's own). Count limited per tenant.",
     )
-    body: str | None = Field(
+    body: Text | None = Field(
         None, description="Request body; null sends the JSON {schedule_id, run_id, "
         "scheduled_for, attempt}. Size limited per tenant (max_body_bytes).",
     )
@@ -130,12 +165,12 @@ _CATCHUP: dict[str, Any] = {"minimum": 0, "maximum": MAX_CATCHUP_WINDOW_SECONDS}
 class ScheduleCreate(BaseModel):
     model_config = _INPUT | _examples(EXAMPLE_CREATE)
 
-    name: str = Field(json_schema_extra=_NAME)
-    cron: str = Field(description=_CRON_HELP)
-    timezone: str = Field("UTC", description="IANA time zone name.")
+    name: Text = Field(json_schema_extra=_NAME)
+    cron: Text = Field(description=_CRON_HELP)
+    timezone: Text = Field("UTC", description="IANA time zone name.")
     target: TargetIn
     retry: RetryIn = RetryIn.model_validate({})
-    misfire_policy: str = Field("fire_all", json_schema_extra=_MISFIRE)
+    misfire_policy: Text = Field("fire_all", json_schema_extra=_MISFIRE)
     catchup_window_seconds: StrictInt = Field(
         DEFAULT_CATCHUP_WINDOW_SECONDS, json_schema_extra=_CATCHUP,
         description="fire_all replays missed occurrences this far back, no further.")
@@ -144,17 +179,48 @@ class ScheduleCreate(BaseModel):
     paused: StrictBool = False
 
 
+class TargetPatch(BaseModel):
+    """Merged into the current target: absent fields stay, null resets to the default."""
+
+    model_config = _INPUT
+
+    url: Text | None = Field(None, description="Must not be null.",
+                             json_schema_extra={"format": "uri", "maxLength": 2048})
+    method: Text | None = Field(None, description="null: back to POST.",
+                                json_schema_extra={"enum": list(METHODS)})
+    headers: dict[Text, Text | None] | None = Field(
+        None, description="Merged by name: a null value removes that header; null removes "
+        "them all.")
+    body: Text | None = Field(None, description="null: the default JSON body.")
+
+
+class RetryPatch(BaseModel):
+    """Merged into the current retry policy: absent fields stay, null resets the default."""
+
+    model_config = _INPUT
+
+    max_attempts: StrictInt | None = Field(
+        None, json_schema_extra={"minimum": 1, "maximum": MAX_ATTEMPTS})
+    initial_backoff_seconds: StrictFloat | None = Field(
+        None, json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_BACKOFF_SECONDS})
+    max_backoff_seconds: StrictFloat | None = Field(
+        None, json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_BACKOFF_SECONDS})
+
+
 class SchedulePatch(BaseModel):
-    """Only the fields present change; target and retry are replaced whole."""
+    """A JSON merge patch (RFC 7396): only the fields present change, and ``target`` and
+    ``retry`` are merged field by field (``target.headers`` name by name)."""
 
-    model_config = _INPUT | _examples({"cron": "30 4 * * *", "timezone": "UTC"})
+    model_config = _INPUT | _examples({"cron": "30 4 * * *", "timezone": "UTC"},
+                                      {"target": {"url": "https://example.com/v2"}},
+                                      {"target": {"headers": {"x-old": None}}})
 
-    name: str | None = Field(None, json_schema_extra=_NAME)
-    cron: str | None = Field(None, description=_CRON_HELP)
-    timezone: str | None = None
-    target: TargetIn | None = None
-    retry: RetryIn | None = None
-    misfire_policy: str | None = Field(None, json_schema_extra=_MISFIRE)
+    name: Text | None = Field(None, json_schema_extra=_NAME)
+    cron: Text | None = Field(None, description=_CRON_HELP)
+    timezone: Text | None = None
+    target: TargetPatch | None = None
+    retry: RetryPatch | None = None
+    misfire_policy: Text | None = Field(None, json_schema_extra=_MISFIRE)
     catchup_window_seconds: StrictInt | None = Field(None, json_schema_extra=_CATCHUP)
     starts_at: Instant | None = None
     ends_at: Instant | None = None
@@ -189,8 +255,14 @@ class ScheduleOut(BaseModel):
     paused: bool
     starts_at: datetime | None
     ends_at: datetime | None
-    next_fire_at: datetime | None = Field(description="null: no further occurrence.")
-    last_fire_at: datetime | None
+    next_fire_at: datetime | None = Field(
+        description="The planner's cursor: the first occurrence not yet planned as a run. "
+        "The planner works a few seconds ahead (SCHEDULER_PLANNER_LOOKAHEAD_SECONDS), so an "
+        "occurrence due within that lookahead may already be a pending run and this is the "
+        "one after it. null: no further occurrence.")
+    last_fire_at: datetime | None = Field(
+        description="The latest occurrence planned as a run (pending, running or finished; "
+        "see /v1/runs for its outcome). null: none planned yet.")
     previous_secret_expires_at: datetime | None = Field(
         description="Until then the previous signing secret also signs deliveries.")
     created_at: datetime

@@ -10,9 +10,13 @@ Rules (ADR 0003, "Misfires"):
   latest, ``skip`` keeps none. Every dropped occurrence becomes a ``skipped`` run, so the
   tenant sees the gap in the run history, up to ``MAX_SKIPPED_ROWS`` per catch-up (the most
   recent ones; older ones leave no row).
-* Nothing older than ``RECORD_HORIZON`` is written at all: ``job_run`` partitions are only
-  guaranteed to exist back to the start of last month, and a row without a partition would
-  fail the whole planner transaction on every tick.
+* Nothing is written outside ``writable``, the span of existing ``job_run`` partitions
+  around ``db_now`` (ADR 0010): a row without a partition would fail the whole planner
+  transaction on every tick. Occurrences past its end stay ahead of the cursor until the
+  partition keeper creates their month; occurrences before its start leave no row.
+* Nothing older than ``RECORD_HORIZON`` is written either, except ``fire_once``'s latest
+  missed occurrence (ADR 0003 promises it one run, however old): it fires as long as its
+  partition exists.
 * A schedule gets at most ``MAX_RUNS_PER_PASS`` pending runs per tick; if more are due its
   cursor stays in the past and the next tick picks it up again first.
 * ``starts_at`` / ``ends_at`` bound every occurrence (both inclusive); a schedule with no
@@ -22,7 +26,7 @@ Rules (ADR 0003, "Misfires"):
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -54,13 +58,39 @@ _PROBE_GROWTH = 4
 _PROBE_PAGE = 4096
 
 
-def decide(
-    schedules: Sequence[DueSchedule], db_now: datetime, lookahead_seconds: float
-) -> PlanDecision:
-    """Runs and cursor moves for ``schedules``, claimed at Postgres time ``db_now``.
+# [start, end) of the job_run partitions a run may be written to.
+Span = tuple[datetime, datetime]
 
-    Schedules without an advance in the result are left as they were (row budget spent).
+
+def writable_span(bounds: Iterable[Span], at: datetime) -> Span | None:
+    """The contiguous run of partition ranges ``bounds`` that holds ``at``, merged; None
+    when no partition holds ``at`` (nothing can be planned until one is created)."""
+    merged: list[list[datetime]] = []
+    for lo, hi in sorted(bounds):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    for lo, hi in merged:
+        if lo <= at < hi:
+            return lo, hi
+    return None
+
+
+def decide(
+    schedules: Sequence[DueSchedule],
+    db_now: datetime,
+    writable: Span | None,
+    lookahead_seconds: float,
+) -> PlanDecision:
+    """Runs and cursor moves for ``schedules``, claimed at Postgres time ``db_now``, with
+    every run inside ``writable`` (see :func:`writable_span`; None: nothing is writable).
+
+    Schedules without an advance in the result are left as they were (row budget spent,
+    or no partition to write to).
     """
+    if writable is None:
+        return PlanDecision(runs=[], advances=[])
     horizon = db_now + timedelta(seconds=lookahead_seconds)
     runs: list[PlannedRun] = []
     advances: list[ScheduleAdvance] = []
@@ -73,7 +103,7 @@ def decide(
         key = _timetable_key(schedule)
         timetable = timetables.get(key)
         if timetable is None:
-            timetable = timetables[key] = _timetable(schedule, db_now, horizon)
+            timetable = timetables[key] = _timetable(schedule, db_now, horizon, writable)
         planned, advance = timetable.apply(schedule)
         runs.extend(planned)
         advances.append(advance)
@@ -81,10 +111,11 @@ def decide(
 
 
 def plan_schedule(
-    schedule: DueSchedule, db_now: datetime, horizon: datetime
+    schedule: DueSchedule, db_now: datetime, horizon: datetime, writable: Span | None = None
 ) -> tuple[list[PlannedRun], ScheduleAdvance]:
-    """One schedule's runs up to ``horizon`` and its new cursor."""
-    return _timetable(schedule, db_now, horizon).apply(schedule)
+    """One schedule's runs up to ``horizon`` and its new cursor (``writable`` None: every
+    instant has a partition)."""
+    return _timetable(schedule, db_now, horizon, writable).apply(schedule)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,19 +143,27 @@ def _timetable_key(s: DueSchedule) -> tuple[object, ...]:
             s.catchup_window_seconds)
 
 
-def _timetable(s: DueSchedule, db_now: datetime, horizon: datetime) -> _Timetable:
+def _timetable(
+    s: DueSchedule, db_now: datetime, horizon: datetime, writable: Span | None
+) -> _Timetable:
     try:
-        return _plan(s, db_now, horizon)
+        return _plan(s, db_now, horizon, writable)
     except DomainError:
         # A cron or zone that no longer parses (e.g. tzdata dropped a zone) can never fire;
         # parking it keeps it from heading every batch forever. Its history stays intact.
         return _Timetable([], [], None, parked=True)
 
 
-def _plan(s: DueSchedule, db_now: datetime, horizon: datetime) -> _Timetable:
+def _plan(
+    s: DueSchedule, db_now: datetime, horizon: datetime, writable: Span | None
+) -> _Timetable:
     cursor = s.next_fire_at if s.starts_at is None else max(s.next_fire_at, s.starts_at)
     end = horizon if s.ends_at is None else min(horizon, s.ends_at)
-    floor = db_now - RECORD_HORIZON
+    oldest = datetime.min.replace(tzinfo=db_now.tzinfo)
+    if writable is not None:
+        oldest = writable[0]
+        end = min(end, writable[1] - _TICK)  # the next tick resumes once the month exists
+    floor = max(db_now - RECORD_HORIZON, oldest)
     skipped: list[datetime] = []
     missed_before = db_now - MISFIRE_TOLERANCE
     if cursor < missed_before:
@@ -132,7 +171,9 @@ def _plan(s: DueSchedule, db_now: datetime, horizon: datetime) -> _Timetable:
         # Dropped: [cursor, keep_from), most recent first to keep, never below the floor.
         drop_until = min(keep_from, end + _TICK)
         skipped = _tail(s, max(cursor, floor), drop_until, MAX_SKIPPED_ROWS)
-        cursor = max(keep_from, floor)
+        once = s.misfire_policy is MisfirePolicy.FIRE_ONCE and keep_from < missed_before
+        # fire_once's one catch-up run is due however old it is, wherever a row can go.
+        cursor = max(keep_from, oldest if once else floor)
     fires = _between(s, cursor, end, MAX_RUNS_PER_PASS + 1)
     if len(fires) > MAX_RUNS_PER_PASS:
         next_fire: datetime | None = fires[MAX_RUNS_PER_PASS]  # still due: next tick resumes

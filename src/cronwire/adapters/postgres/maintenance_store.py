@@ -28,6 +28,10 @@ class PostgresMaintenanceStore:
                 try:
                     created = await conn.fetchval(Q["partition_ensure"], months_ahead)
                     dropped: list[str] = []
+                    for row in await conn.fetch(Q["partition_pending_detach_statements"], retention_months):
+                        await conn.execute(row["finalize_sql"])
+                        await conn.execute(row["drop_sql"])
+                        dropped.append(row["partition"])
                     for row in await conn.fetch(Q["partition_expired_detach_statements"], retention_months):
                         # Outside a transaction block: DETACH CONCURRENTLY waits for readers
                         # instead of blocking them.

@@ -1,12 +1,13 @@
 """PlannerStore on Postgres: one transaction, three round trips, whatever the batch size.
 
-claim (``FOR UPDATE SKIP LOCKED``) -> pure ``decide`` -> one ``unnest`` insert of every run
--> one ``unnest`` update of every cursor. asyncpg prepares and caches each statement per
+claim (``FOR UPDATE SKIP LOCKED``) -> the job_run partition bounds -> pure ``decide`` -> one
+``unnest`` insert of every run -> one ``unnest`` update of every cursor. asyncpg prepares and caches each statement per
 connection, so a busy planner parses nothing after its first tick.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -20,9 +21,11 @@ from cronwire.domain.model import (
     PlanDecision,
     idempotency_key_for,
 )
+from cronwire.domain.planning import Span, writable_span
 
 Q = queries("planner")
-Decide = Callable[[Sequence[DueSchedule], datetime], PlanDecision]
+log = logging.getLogger(__name__)
+Decide = Callable[[Sequence[DueSchedule], datetime, Span | None], PlanDecision]
 
 
 def _due_schedule(row: asyncpg.Record) -> DueSchedule:
@@ -74,7 +77,15 @@ class PostgresPlannerStore:
         rows = await conn.fetch(Q["schedule_claim_due"], float(lookahead_seconds), limit)
         if not rows:
             return 0, 0
-        decision = decide([_due_schedule(row) for row in rows], rows[0]["db_now"])
+        db_now = rows[0]["db_now"]
+        # Read in the same transaction as the insert: retention cannot drop a partition
+        # under it (DETACH waits for this transaction's lock on job_run).
+        bounds = await conn.fetch(Q["job_run_partition_bounds"])
+        writable = writable_span(((b["lower_bound"], b["upper_bound"]) for b in bounds), db_now)
+        if writable is None:
+            log.error("no job_run partition holds %s: nothing can be planned until the "
+                      "partition keeper creates one (cronwire partitions maintain)", db_now)
+        decision = decide([_due_schedule(row) for row in rows], db_now, writable)
         inserted = 0
         if decision.runs:
             status = await conn.execute(Q["job_run_insert_planned"], *_run_columns(decision))

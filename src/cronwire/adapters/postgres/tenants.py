@@ -13,6 +13,7 @@ from typing import Any
 
 import asyncpg
 
+from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.errors import NotFound
 
@@ -122,7 +123,8 @@ class PostgresTenantStore:
         """The token's tenant, or None. The lookup is by hash; the final comparison is
         constant-time so response timing says nothing about near-miss hashes."""
         digest = token_hash(token)
-        row = await self._pool.fetchrow(Q["api_token_tenant"], digest)
+        with storage_errors("looking up an API token"):
+            row = await self._pool.fetchrow(Q["api_token_tenant"], digest)
         if row is None or not hmac.compare_digest(bytes(row["token_hash"]), digest):
             return None
         tenant_id: uuid.UUID = row["id"]

@@ -21,13 +21,39 @@ JOIN pg_class c ON c.oid = i.inhrelid
 JOIN pg_class p ON p.oid = i.inhparent
 WHERE p.relname IN ('job_run', 'job_run_attempt')
   AND c.relname ~ '_p[0-9]{4}_[0-9]{2}$'
+  AND NOT i.inhdetachpending  -- an interrupted detach is finished by FINALIZE instead
+  AND to_date(right(c.relname, 7), 'YYYY_MM')
+      < (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $1::integer - 1))::date
+  -- A month still holding a run that is not finished keeps both of its partitions (the
+  -- run and its attempts): retention deletes history, never work. The range scan on the
+  -- parent is pruned to that month's partition.
+  AND NOT EXISTS (
+      SELECT 1 FROM job_run r
+      WHERE r.status IN ('pending', 'running', 'retrying')
+        AND r.scheduled_for >= to_date(right(c.relname, 7), 'YYYY_MM')::timestamp AT TIME ZONE 'UTC'
+        AND r.scheduled_for < (to_date(right(c.relname, 7), 'YYYY_MM') + interval '1 month')::timestamp AT TIME ZONE 'UTC')
+ORDER BY c.relname
+
+-- name: partition_pending_detach_statements
+-- An expired partition whose DETACH ... CONCURRENTLY was interrupted (cancelled, backend
+-- terminated, server restarted) stays "detach pending": it takes no new rows, and any
+-- further DETACH of it fails, asking for FINALIZE. Finish it, then drop it.
+SELECT c.relname AS partition,
+       format('ALTER TABLE %I DETACH PARTITION %I FINALIZE', p.relname, c.relname) AS finalize_sql,
+       format('DROP TABLE IF EXISTS %I', c.relname) AS drop_sql
+FROM pg_inherits i
+JOIN pg_class c ON c.oid = i.inhrelid
+JOIN pg_class p ON p.oid = i.inhparent
+WHERE p.relname IN ('job_run', 'job_run_attempt')
+  AND c.relname ~ '_p[0-9]{4}_[0-9]{2}$'
+  AND i.inhdetachpending
   AND to_date(right(c.relname, 7), 'YYYY_MM')
       < (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $1::integer - 1))::date
 ORDER BY c.relname
 
 -- name: partition_detached_leftovers
--- A detach interrupted by a crash leaves the partition "detach pending" or detached but
--- not dropped; finish both on the next pass.
+-- A detach whose DROP did not follow (a crash between the two) leaves the table detached
+-- but not dropped; drop it on the next pass.
 SELECT c.relname AS partition, format('DROP TABLE IF EXISTS %I', c.relname) AS drop_sql
 FROM pg_class c
 WHERE c.relkind = 'r'

@@ -12,6 +12,22 @@ ORDER BY next_fire_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED
 
+-- name: job_run_partition_bounds
+-- [lower_bound, upper_bound) of every attached job_run range partition, from the catalog
+-- (not from partition names): pg_get_expr gives "FOR VALUES FROM ('<lo>') TO ('<hi>')".
+-- A partition being detached ("detach pending") takes no new rows, so it does not count;
+-- DEFAULT and MINVALUE/MAXVALUE bounds do not match and are left out. split_part, not a
+-- regular expression: about 0.4 ms per call instead of 3 ms (ADR 0010).
+SELECT split_part(e, '''', 2)::timestamptz AS lower_bound,
+       split_part(e, '''', 4)::timestamptz AS upper_bound
+FROM (
+    SELECT pg_get_expr(c.relpartbound, c.oid) AS e
+    FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'job_run'::regclass AND NOT i.inhdetachpending
+) AS bounds
+WHERE e LIKE 'FOR VALUES FROM (''%'') TO (''%'')'
+
 -- name: job_run_insert_planned
 -- Every planned run in one statement. ON CONFLICT DO NOTHING covers both the primary key
 -- (deterministic id) and UNIQUE (schedule_id, scheduled_for): re-planning an occurrence

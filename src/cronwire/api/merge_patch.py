@@ -1,0 +1,84 @@
+"""PATCH as a JSON merge patch (RFC 7396) over a schedule's current spec.
+
+Only the members present change. ``target`` and ``retry`` are objects, so they are merged
+member by member, and ``target.headers`` name by name. A null removes what it names where
+removing means something: a header, ``target.body`` (back to the default JSON body),
+``target.method`` and the ``retry`` numbers (back to their defaults), ``starts_at`` and
+``ends_at`` (no bound). A null for anything a schedule cannot lack (``name``, ``cron``,
+``target.url``, ...) is a 422 naming it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from cronwire.api.schemas import RetryPatch, SchedulePatch, TargetPatch
+from cronwire.domain.model import RetryPolicy, Target
+from cronwire.domain.schedule_rules import RuleViolation, parse_misfire_policy
+from cronwire.domain.schedules import ScheduleSpec
+
+NULLABLE = frozenset({"starts_at", "ends_at"})
+DEFAULT_METHOD = "POST"
+
+
+def patched_spec(spec: ScheduleSpec, patch: SchedulePatch) -> ScheduleSpec:
+    """``spec`` with ``patch`` merged in (not yet validated against the rules)."""
+    changes: dict[str, Any] = {}
+    for name in sorted(patch.model_fields_set):
+        value = getattr(patch, name)
+        if value is None and name not in NULLABLE:
+            raise RuleViolation(name, "must not be null")
+        if isinstance(value, TargetPatch):
+            value = _patched_target(spec.target, value)
+        elif isinstance(value, RetryPatch):
+            value = _patched_retry(spec.retry, value)
+        elif name == "misfire_policy":
+            value = parse_misfire_policy(value)
+        changes[name] = value
+    return spec.with_changes(changes)
+
+
+def url_changed(patch: SchedulePatch) -> str | None:
+    """The new target URL the patch sets, if any (the address policy must see it)."""
+    if patch.target is not None and "url" in patch.target.model_fields_set:
+        return patch.target.url
+    return None
+
+
+def _patched_target(target: Target, patch: TargetPatch) -> Target:
+    sent = patch.model_fields_set
+    if "url" in sent and patch.url is None:
+        raise RuleViolation("target.url", "must not be null")
+    headers = dict(target.headers)
+    if "headers" in sent:
+        if patch.headers is None:
+            headers = {}
+        else:
+            for name, value in patch.headers.items():
+                _merge_header(headers, name, value)
+    return replace(
+        target,
+        url=patch.url if patch.url is not None else target.url,
+        method=(patch.method or DEFAULT_METHOD) if "method" in sent else target.method,
+        headers=headers,
+        body=patch.body if "body" in sent else target.body,
+    )
+
+
+def _merge_header(headers: dict[str, str], name: str, value: str | None) -> None:
+    """Set or (null) remove one header; names are case-insensitive in HTTP, so a change
+    replaces any spelling of the same name."""
+    for existing in [n for n in headers if n.lower() == name.lower()]:
+        del headers[existing]
+    if value is not None:
+        headers[name] = value
+
+
+def _patched_retry(retry: RetryPolicy, patch: RetryPatch) -> RetryPolicy:
+    defaults = RetryPolicy()
+    values: dict[str, Any] = {}
+    for name in patch.model_fields_set:
+        value = getattr(patch, name)
+        values[name] = getattr(defaults, name) if value is None else value
+    return replace(retry, **values)
