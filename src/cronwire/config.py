@@ -24,7 +24,7 @@ from cronwire.errors import ConfigError
 PREFIX = "SCHEDULER_"
 ROLES = frozenset({"api", "planner", "executor"})
 CLAIM_SOURCES = frozenset({"postgres", "kafka"})
-DELIVERERS = frozenset({"aiohttp", "httpx"})
+DELIVERERS = frozenset({"aiohttp", "httpx", "lean"})
 DEFAULT_CONFIG_FILE = Path("config/cronwire.toml")
 
 T = TypeVar("T")
