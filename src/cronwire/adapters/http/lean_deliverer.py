@@ -144,12 +144,12 @@ class LeanDeliverer:
             raise RuntimeError("LeanDeliverer.start() was not called")
         timer = AttemptTimer()
         try:
-            url, literal_port = _parsed_target(req.url)
+            # An IP literal needs no check of its own here (aiohttp's adapter does one):
+            # every new connection, literal or name, is dialled through the guard.
+            url, _literal_port = _parsed_target(req.url)
             headers = delivery_headers(
                 req, int(timer.started_at.timestamp()), user_agent=self._user_agent
             )
-            if literal_port is not None:
-                await self._guard.resolve_checked(url.raw_host or "", literal_port)
             async with asyncio.timeout(req.timeout_seconds):
                 answer = await self._exchange(url, req.method, headers, req.body)
         except (InvalidTarget, TargetRefused) as exc:
