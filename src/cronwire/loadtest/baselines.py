@@ -95,11 +95,12 @@ async def bound_http(sink: str, jobs: int, workers: int) -> dict[str, object]:
                 async with session.post(sink, headers=headers, data=body) as response:
                     await response.read()
 
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), time.process_time()
         await asyncio.gather(*(worker() for _ in range(workers)))
-        seconds = time.perf_counter() - began
+        seconds, cpu = time.perf_counter() - began, time.process_time() - cpu_began
     return {"baseline": "bound-http", "jobs": jobs, "seconds": round(seconds, 3),
-            "runs_per_second": round(jobs / seconds, 1)}
+            "runs_per_second": round(jobs / seconds, 1),
+            "cpu_us_per_run": round(cpu / jobs * 1e6, 1)}
 
 
 async def pgqueuer_enqueue(dsn: str, jobs: int) -> dict[str, object]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 
 from cronwire.loadtest.baselines import combined_bound
+from cronwire.loadtest.cpu import cpu_seconds, per_run_us
 from cronwire.loadtest.report import Baselines
 
 if TYPE_CHECKING:
@@ -91,11 +92,15 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path) -> float:
         time.sleep(2.0)  # let each worker finish its start-up and first empty dequeue
         visible_at = _baseline("pgqueuer-enqueue", "--dsn", dsn, "--jobs", str(jobs),
                                log=log)["visible_at"]
+        cpu_before = cpu_seconds(w.pid for w in workers)
         _log(f"pgqueuer: {jobs:,} jobs enqueued; {plan.replicas} worker process(es) at work")
         asyncio.run(_wait_for(
             dsn, "SELECT count(*) FROM pgqueuer", lambda n: n == 0, BASELINE_TIMEOUT,
             "pgqueuer did not finish its jobs",
         ))
+        cpu = per_run_us(cpu_before, cpu_seconds(w.pid for w in workers), jobs)
+        if cpu is not None:
+            _log(f"pgqueuer: {cpu:,.0f} µs of worker CPU per job")
     finally:
         for worker in workers:
             _stop(worker)
@@ -117,11 +122,13 @@ def measure_baselines(plan: LoadTestPlan, admin_dsn: str, jobs: int) -> Baseline
     _log(f"--compare: the bound's HTTP half ({jobs:,} bare aiohttp POSTs)")
     sink = start_sink(plan, "bound-http")
     try:
-        http = _baseline("bound-http", "--sink", sink.url, "--jobs", str(jobs),
-                         "--workers", str(plan.workers), log=log)["runs_per_second"]
+        measured = _baseline("bound-http", "--sink", sink.url, "--jobs", str(jobs),
+                             "--workers", str(plan.workers), log=log)
+        http, http_cpu = measured["runs_per_second"], measured["cpu_us_per_run"]
     finally:
         _stop(sink.proc)
     ceiling = combined_bound(db, http)
+    _log(f"--compare: bare aiohttp used {http_cpu:,.0f} µs of CPU per POST")
     _log(f"--compare: bound = 1/(1/{db:,.0f} + 1/{http:,.0f}) = {ceiling:,.0f} runs/s; "
          f"now pgqueuer on the same job")
     pgq = _pgqueuer(plan, asyncio.run(create_database(admin_dsn, "pgqueuer")), jobs, log)

@@ -38,6 +38,7 @@ from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.model import idempotency_key_for, run_id_for
 from cronwire.errors import CronwireError
+from cronwire.loadtest.cpu import cpu_seconds, per_run_us
 from cronwire.loadtest.progress import Progress
 from cronwire.loadtest.report import Baselines, Report, build_report, write_chart
 
@@ -244,7 +245,7 @@ def _start_replicas(fleet: _Fleet, plan: LoadTestPlan, dsn: str, bootstrap: str 
 
 
 async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
-                 progress: Progress) -> float:
+                 progress: Progress, replica_pids: list[int]) -> float:
     """Show progress until the planner has passed the horizon and every run up to it is
     terminal; returns seconds from the horizon to the end of the drain. The database is
     asked only after the horizon, so watching costs the replicas nothing before it."""
@@ -252,7 +253,10 @@ async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
     try:
         deadline = time.monotonic() + MAX_DRAIN_SECONDS + progress.seconds_to_horizon()
         next_check = 0.0
+        cpu_at_first: float | None = None
         while time.monotonic() < deadline:
+            if cpu_at_first is None and progress.seconds_to_first() <= 0:
+                cpu_at_first = cpu_seconds(replica_pids)
             stats = sink_stats(sink.port)
             progress.show(stats)
             past = progress.seconds_to_horizon() <= 0
@@ -264,8 +268,14 @@ async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
                 unfinished = await pool.fetchval(Q["loadtest_unfinished"], tenant_id, horizon)
                 if unplanned == 0 and unfinished == 0:
                     break
-            await asyncio.sleep(0.25 if past else 1.0)
-        progress.done(sink_stats(sink.port))
+            to_first = progress.seconds_to_first()
+            await asyncio.sleep(0.25 if past else min(1.0, to_first) if to_first > 0 else 1.0)
+        final = sink_stats(sink.port)
+        progress.done(final)
+        cpu = per_run_us(cpu_at_first, cpu_seconds(replica_pids), int(final.get("unique") or 0))
+        if cpu is not None:
+            _log(f"cronwire: {cpu:,.0f} µs of replica CPU per delivered run, first instant "
+                 "to the end of the drain")
         db_now: datetime = await pool.fetchval(Q["loadtest_now"])
         counts = {r["status"]: r["n"] for r in await pool.fetch(Q["loadtest_run_counts"], tenant_id, horizon)}
         _log(f"run states up to the horizon: {counts}")
@@ -292,7 +302,8 @@ def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | None,
         _log(f"{plan.scenario}: {plan.schedules} schedules x {len(occurrences)} occurrences "
              f"from {first:%H:%M:%S}Z")
         progress = Progress([at.timestamp() for at in occurrences], plan.schedules)
-        drain = asyncio.run(_watch(dsn, tenant_id, horizon, sink, progress))
+        drain = asyncio.run(_watch(dsn, tenant_id, horizon, sink, progress,
+                                   [proc.pid for proc in fleet.replicas]))
     finally:
         for replica in fleet.replicas:
             _stop(replica)

@@ -27,6 +27,9 @@ class Progress:
     def seconds_to_horizon(self) -> float:
         return self._instants[-1] - time.time() if self._instants else 0.0
 
+    def seconds_to_first(self) -> float:
+        return self._instants[0] - time.time() if self._instants else 0.0
+
     def due(self) -> int:
         """Occurrences whose instant has passed."""
         return bisect.bisect_right(self._instants, time.time()) * self._schedules
