@@ -257,6 +257,10 @@ async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
         while time.monotonic() < deadline:
             if cpu_at_first is None and progress.seconds_to_first() <= 0:
                 cpu_at_first = cpu_seconds(replica_pids)
+                written = await pool.fetchval(Q["loadtest_materialised"], tenant_id, horizon)
+                # The burst's lag is the executor's only if the planner was done by now.
+                _log(f"at the first instant the planner had written {written:,} of "
+                     f"{progress.planned:,} runs")
             stats = sink_stats(sink.port)
             progress.show(stats)
             past = progress.seconds_to_horizon() <= 0
