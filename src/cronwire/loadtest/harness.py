@@ -218,7 +218,9 @@ async def _seed(dsn: str, plan: LoadTestPlan, tenant_id: uuid.UUID,
 
 
 def _start_replicas(fleet: _Fleet, plan: LoadTestPlan, dsn: str, bootstrap: str | None) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
+    # The caller's SCHEDULER_DELIVERER is kept, so two deliverers can be compared.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SCHEDULER_") or k == "SCHEDULER_DELIVERER"}
     env.update({
         "SCHEDULER_DATABASE_URL": dsn,
         "SCHEDULER_ROLES": "planner,executor",
