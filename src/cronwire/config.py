@@ -42,7 +42,7 @@ class Settings:
     kafka_bootstrap_servers: str | None = None
     kafka_topic: str = "cronwire.runs"
     planner_tick_seconds: float = 1.0
-    planner_lookahead_seconds: float = 5.0
+    planner_lookahead_seconds: float = 10.0  # ADR 0012: 100k runs written well before their instant
     planner_batch: int = 500
     executor_workers: int = 256
     executor_batch: int = 500

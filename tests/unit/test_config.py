@@ -17,7 +17,7 @@ def test_defaults_match_the_contract() -> None:
     assert (s.http_host, s.http_port) == ("127.0.0.1", 8080)
     assert s.roles == {"api", "planner", "executor"}
     assert s.claim_source == "postgres" and s.kafka_topic == "cronwire.runs"
-    assert (s.planner_tick_seconds, s.planner_lookahead_seconds, s.planner_batch) == (1, 5, 500)
+    assert (s.planner_tick_seconds, s.planner_lookahead_seconds, s.planner_batch) == (1, 10, 500)
     assert s.executor_batch == 500 and s.delivery_timeout_seconds == 10
     assert s.lease_seconds == 20
     assert s.allow_private_targets is False and s.auto_migrate is True
