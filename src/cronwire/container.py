@@ -16,6 +16,7 @@ from cronwire.adapters.clock import SystemClock
 from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
@@ -45,8 +46,8 @@ async def _pool_resource(dsn: str, size: int) -> AsyncIterator[asyncpg.Pool]:
 
 
 async def _deliverer_resource(
-    deliverer: AiohttpDeliverer | HttpxDeliverer,
-) -> AsyncIterator[AiohttpDeliverer | HttpxDeliverer]:
+    deliverer: AiohttpDeliverer | HttpxDeliverer | LeanDeliverer,
+) -> AsyncIterator[AiohttpDeliverer | HttpxDeliverer | LeanDeliverer]:
     await deliverer.start()
     try:
         yield deliverer
@@ -80,6 +81,10 @@ class Container(containers.DeclarativeContainer):
             ),
             httpx=providers.Factory(
                 HttpxDeliverer, guard=target_guard,
+                max_connections=settings.provided.executor_workers,
+            ),
+            lean=providers.Factory(
+                LeanDeliverer, guard=target_guard,
                 max_connections=settings.provided.executor_workers,
             ),
         ),

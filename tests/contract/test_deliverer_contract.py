@@ -25,6 +25,7 @@ from standardwebhooks.webhooks import Webhook
 from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.domain.delivery import (
     DeliveryRequest,
     DeliveryResult,
@@ -34,8 +35,8 @@ from cronwire.domain.delivery import (
     parse_retry_after,
 )
 
-Deliverer = AiohttpDeliverer | HttpxDeliverer
-ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer}
+Deliverer = AiohttpDeliverer | HttpxDeliverer | LeanDeliverer
+ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer, "lean": LeanDeliverer}
 SCHEDULED_FOR = datetime(2027, 3, 28, 1, 0, tzinfo=UTC)
 BIG_BODY = ("a" * 1023 + "é" * 2100).encode()  # 5 KiB; byte 1024 falls inside an "é"
 

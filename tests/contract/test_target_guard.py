@@ -22,11 +22,12 @@ from aiohttp import web
 from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.domain.delivery import DeliveryRequest, Outcome, new_signing_secret
 from cronwire.domain.errors import InvalidTarget, TargetRefused
 from cronwire.domain.netpolicy import IPAddress, forbidden_reason
 
-ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer}
+ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer, "lean": LeanDeliverer}
 
 
 class FakeResolver:

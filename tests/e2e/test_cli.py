@@ -61,6 +61,7 @@ def test_every_command_has_help(args: list[str]) -> None:
     "args",
     [[], ["frobnicate"], ["tenant"], ["tenant", "token", "not-a-uuid"], ["tenant", "create"],
      ["loadtest", "--mode", "kafka"], ["loadtest", "--schedules", "0"],
+     ["loadtest", "--sink-failure-rate", "2"], ["loadtest", "--scenario", "spike"],
      ["loadtest", "--cron", "61 * * * *"], ["loadtest", "--replicas", "many"]],
 )
 def test_bad_arguments_exit_2_with_one_line(args: list[str], database_url: str) -> None:

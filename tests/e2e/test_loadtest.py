@@ -1,4 +1,7 @@
-"""`cronwire loadtest` end to end: its own Postgres, sink and replica processes."""
+"""`cronwire loadtest` end to end: its own Postgres, sink and replica processes.
+
+Correctness only (every planned fire delivered once); throughput is measured by the
+full-size runs in the README, never asserted here."""
 
 from __future__ import annotations
 
@@ -10,24 +13,60 @@ import pytest
 from tests.support.processes import clean_env, run_cli
 
 CONTRACT_KEYS = {
-    "mode", "schedules", "replicas", "planned", "delivered", "duplicates", "lost",
+    "mode", "scenario", "schedules", "replicas", "planned", "delivered", "duplicates", "lost",
     "runs_per_second", "fire_lag_p50_ms", "fire_lag_p95_ms", "fire_lag_p99_ms",
     "drain_seconds",
 }
 
 
-@pytest.mark.slow
-def test_small_load_test_reports_every_fire_delivered_once(tmp_path: Path) -> None:
+def _loadtest(tmp_path: Path, *args: str) -> dict[str, object]:
     out = tmp_path / "out"
     result = run_cli(
-        "loadtest", "--mode", "postgres", "--schedules", "50", "--replicas", "2",
-        "--duration", "4", "--cron", "*/2 * * * * *", "--out", str(out),
+        "loadtest", *args, "--out", str(out),
         env=clean_env(MPLCONFIGDIR=str(tmp_path / "mpl")), timeout=170,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert "delivered" in result.stderr  # the progress line
+    report: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(report) == CONTRACT_KEYS
-    assert report["planned"] == 50 * 3  # occurrences at +0, +2 and +4 s
-    assert (report["delivered"], report["duplicates"], report["lost"]) == (150, 0, 0)
     assert json.loads((out / "report.json").read_text()) == report
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "report.png"]  # no data kept
+    return report
+
+
+@pytest.mark.slow
+def test_postgres_burst_delivers_every_run_exactly_once(tmp_path: Path) -> None:
+    report = _loadtest(tmp_path, "--mode", "postgres", "--scenario", "burst",
+                       "--schedules", "2000", "--replicas", "1")
+    assert (report["planned"], report["delivered"]) == (2000, 2000)
+    assert (report["duplicates"], report["lost"]) == (0, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.skip(reason="enable after kafka merge")
+def test_kafka_burst_delivers_every_run_exactly_once(tmp_path: Path) -> None:
+    report = _loadtest(tmp_path, "--mode", "kafka", "--scenario", "burst",
+                       "--schedules", "2000", "--replicas", "1")
+    assert (report["planned"], report["delivered"]) == (2000, 2000)
+    assert (report["duplicates"], report["lost"]) == (0, 0)
+
+
+@pytest.mark.slow
+def test_steady_on_two_replicas_reports_every_fire_delivered_once(tmp_path: Path) -> None:
+    report = _loadtest(tmp_path, "--scenario", "steady", "--schedules", "50",
+                       "--replicas", "2", "--duration", "3")
+    assert report["planned"] == 50 * 3  # one fire a second for 3 s
+    assert (report["delivered"], report["duplicates"], report["lost"]) == (150, 0, 0)
+
+
+def test_compare_without_pgqueuer_says_so_in_one_line(tmp_path: Path) -> None:
+    # sitecustomize hides pgqueuer from this process: find_spec() sees None.
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['pgqueuer'] = None\n")
+    result = run_cli("loadtest", "--compare", "--out", str(tmp_path / "out"),
+                     env=clean_env(PYTHONPATH=str(tmp_path)))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "cronwire: --compare: pgqueuer is not installed; pip install 'cronwire[bench]'"
+    ]
+    assert not (tmp_path / "out").exists()

@@ -1,9 +1,11 @@
 """`cronwire loadtest`: real replicas, a real sink and a real Postgres on loopback.
 
-Every schedule fires at the same instants. The harness knows from the pure cron maths
-which occurrences must be delivered, so the receiver's records alone tell what was
-delivered, what was delivered twice (a 2xx for an already-acknowledged ``webhook-id``)
-and what was lost (a planned occurrence never acknowledged).
+Two scenarios: ``burst`` (every schedule falls due once, at the same instant) and
+``steady`` (every schedule fires every second for ``duration`` seconds). The harness
+knows from the pure cron maths which occurrences must be delivered, so the receiver's
+records alone tell what was delivered, what was delivered twice (a 2xx for an
+already-acknowledged ``webhook-id``) and what was lost (a planned occurrence never
+acknowledged).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +22,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -29,16 +32,25 @@ from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import EmbeddedPostgres, free_port
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.adapters.postgres.pool import create_pool
-from cronwire.adapters.postgres.sql import queries
+from cronwire.adapters.postgres.sql import parse_queries
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.model import idempotency_key_for, run_id_for
-from cronwire.loadtest.report import Report, build_report, write_chart
+from cronwire.errors import CronwireError
+from cronwire.loadtest.cpu import cpu_seconds, per_run_us
+from cronwire.loadtest.progress import Progress
+from cronwire.loadtest.report import Baselines, Report, build_report, write_chart
 
-Q = queries("loadtest")
-WARMUP_SECONDS = 8.0
-MAX_DRAIN_SECONDS = 300.0
+Q = parse_queries((Path(__file__).parent / "loadtest.sql").read_text(encoding="utf-8"))
+MAX_DRAIN_SECONDS = 600.0
+# What a run leaves in --out besides the reports; removed unless --keep-data.
+DATA_ENTRIES = ("postgres", "broker.log", "replicas", "deliveries.jsonl", "bound-http.jsonl",
+                "pgqueuer.jsonl", "baselines")
+
+
+class LoadTestError(CronwireError):
+    """The load test could not run (a process would not start, a baseline failed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,36 +60,68 @@ class LoadTestPlan:
     replicas: int
     duration: float
     out: Path
-    cron: str = "*/5 * * * * *"
+    scenario: str = "steady"
+    cron: str = "* * * * * *"
     workers: int = 256
     dsn: str | None = None
+    sink_latency_ms: float = 0.0
+    sink_failure_rate: float = 0.0
+    compare: bool = False
+    keep_data: bool = False
+
+    def warmup_seconds(self) -> float:
+        """From seeding to the first instant: the replicas' planner must have written
+        every run before it (5 s look-ahead by default) so the lag measured is the
+        executor's; 100,000 schedules take it a few seconds on two cores."""
+        return 7.0 + self.schedules / 12_500
+
+
+@dataclass
+class _Sink:
+    proc: subprocess.Popen[bytes]
+    port: int
+    records: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
 
 
 @dataclass
 class _Fleet:
-    sink: subprocess.Popen[bytes]
-    sink_port: int
-    replicas: list[subprocess.Popen[bytes]]
+    replicas: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
 
 def _log(message: str) -> None:
     print(f"[loadtest] {message}", file=sys.stderr, flush=True)
 
 
-def _wait_http(url: str, seconds: float) -> None:
+def _wait_http(url: str, seconds: float, proc: subprocess.Popen[bytes], what: str,
+               log: Path | None = None) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LoadTestError(f"{what} exited with {proc.returncode} before answering"
+                                + (f": {_last_line(log)}" if log else ""))
         with contextlib.suppress(OSError):
             with urllib.request.urlopen(url, timeout=1) as response:
                 if response.status == 200:
                     return
         time.sleep(0.05)
-    raise RuntimeError(f"{url} did not answer within {seconds}s")
+    raise LoadTestError(f"{what} did not answer {url} within {seconds:g}s")
 
 
-def _sink_unique(port: int) -> int:
+def _last_line(log: Path | None) -> str:
+    if log is None or not log.exists():
+        return ""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def sink_stats(port: int) -> dict[str, float | None]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stats", timeout=5) as response:
-        return int(json.load(response)["unique"])
+        stats: dict[str, float | None] = json.load(response)
+        return stats
 
 
 def _stop(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -90,31 +134,34 @@ def _stop(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
             proc.wait(5)
 
 
+def start_sink(plan: LoadTestPlan, name: str) -> _Sink:
+    port = free_port()
+    records = plan.out / f"{name}.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cronwire.loadtest.sink", "--port", str(port),
+         "--out", str(records), "--latency-ms", str(plan.sink_latency_ms),
+         "--failure-rate", str(plan.sink_failure_rate)],
+        stdin=subprocess.DEVNULL,
+    )
+    sink = _Sink(proc, port, records)
+    _wait_http(f"http://127.0.0.1:{port}/_stats", 20, proc, "the sink")
+    return sink
+
+
 @contextlib.contextmanager
 def _servers(plan: LoadTestPlan) -> Iterator[tuple[str, str | None]]:
-    """(DSN of a fresh database, Kafka bootstrap or None), torn down afterwards."""
+    """(admin DSN, Kafka bootstrap or None), torn down afterwards."""
     pg = None
     broker = None
     admin_dsn = plan.dsn
-    if admin_dsn is None:
-        pg = EmbeddedPostgres(plan.out / "postgres")
-        admin_dsn = pg.start()
-    if plan.mode == "kafka":
-        broker = EmbeddedBroker(plan.out / "broker.log")
-        broker.start()
-    database = f"loadtest_{int(time.time())}"
-
-    async def create() -> None:
-        conn = await asyncpg.connect(admin_dsn)
-        try:
-            await conn.execute(f'CREATE DATABASE "{database}"')
-        finally:
-            await conn.close()
-
-    asyncio.run(create())
-    base, _, _ = admin_dsn.rpartition("/")
     try:
-        yield f"{base}/{database}", broker.bootstrap if broker else None
+        if admin_dsn is None:
+            pg = EmbeddedPostgres(plan.out / "postgres")
+            admin_dsn = pg.start()
+        if plan.mode == "kafka":
+            broker = EmbeddedBroker(plan.out / "broker.log")
+            broker.start()
+        yield admin_dsn, broker.bootstrap if broker else None
     finally:
         if broker is not None:
             broker.stop()
@@ -122,42 +169,58 @@ def _servers(plan: LoadTestPlan) -> Iterator[tuple[str, str | None]]:
             pg.stop()
 
 
-async def _seed(dsn: str, plan: LoadTestPlan, sink_port: int) -> tuple[uuid.UUID, list[uuid.UUID], datetime]:
-    """Tenant + schedules whose first fire is the first cron instant after the warm-up and
-    whose ``ends_at`` is ``duration`` seconds later."""
+async def create_database(admin_dsn: str, prefix: str) -> str:
+    """A fresh database on the same server; returns its DSN."""
+    database = f"{prefix}_{int(time.time())}_{uuid.uuid4().hex[:6]}"
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f'CREATE DATABASE "{database}"')
+    finally:
+        await conn.close()
+    base, _, _ = admin_dsn.rpartition("/")
+    return f"{base}/{database}"
+
+
+async def _prepare(dsn: str) -> uuid.UUID:
     await migrate(dsn)
     pool = await create_pool(dsn, 2)
     try:
-        tenant = await PostgresTenantStore(pool).create("loadtest")
-        db_now: datetime = await pool.fetchval(Q["loadtest_now"])
-        first = occurrences_between(
-            plan.cron, "UTC", db_now + timedelta(seconds=WARMUP_SECONDS), db_now + timedelta(days=1), 1
-        )[0]
-        ids = [uuid.uuid4() for _ in range(plan.schedules)]
-        target: dict[str, object] = {"url": f"http://127.0.0.1:{sink_port}/hook", "method": "POST", "headers": {}, "body": None}
-        retry = {"max_attempts": 5, "initial_backoff_seconds": 1, "max_backoff_seconds": 30}
-        await pool.execute(
-            Q["loadtest_schedules_insert"], ids, tenant.tenant_id, plan.cron, target, retry, first,
-            first + timedelta(seconds=plan.duration), new_signing_secret(),
-        )
-        return tenant.tenant_id, ids, first
+        return (await PostgresTenantStore(pool).create("loadtest")).tenant_id
     finally:
         await pool.close()
 
 
-def _start_sink(plan: LoadTestPlan) -> _Fleet:
-    sink_port = free_port()
-    sink = subprocess.Popen(
-        [sys.executable, "-m", "cronwire.loadtest.sink", "--port", str(sink_port),
-         "--out", str(plan.out / "deliveries.jsonl")],
-        stdin=subprocess.DEVNULL,
-    )
-    _wait_http(f"http://127.0.0.1:{sink_port}/_stats", 20)
-    return _Fleet(sink, sink_port, [])
+async def _seed(dsn: str, plan: LoadTestPlan, tenant_id: uuid.UUID,
+                sink: _Sink) -> tuple[list[uuid.UUID], datetime, datetime]:
+    """Schedules whose first fire is the first cron instant after the warm-up; returns
+    (ids, first instant, last instant). The planner itself stops each at ``ends_at``."""
+    pool = await create_pool(dsn, 2)
+    try:
+        db_now: datetime = await pool.fetchval(Q["loadtest_now"])
+        first = occurrences_between(
+            plan.cron, "UTC", db_now + timedelta(seconds=plan.warmup_seconds()),
+            db_now + timedelta(days=1), 1,
+        )[0]
+        if plan.scenario == "burst":
+            ends_at = first
+        else:  # [first, first + duration): duration occurrences of a per-second cron
+            ends_at = first + timedelta(seconds=plan.duration) - timedelta(microseconds=1)
+        ids = [uuid.uuid4() for _ in range(plan.schedules)]
+        target: dict[str, object] = {"url": sink.url, "method": "POST", "headers": {}, "body": None}
+        retry = {"max_attempts": 5, "initial_backoff_seconds": 1, "max_backoff_seconds": 30}
+        await pool.execute(
+            Q["loadtest_schedules_insert"], ids, tenant_id, plan.cron, target, retry, first,
+            ends_at, new_signing_secret(),
+        )
+        return ids, first, ends_at
+    finally:
+        await pool.close()
 
 
 def _start_replicas(fleet: _Fleet, plan: LoadTestPlan, dsn: str, bootstrap: str | None) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
+    # The caller's SCHEDULER_DELIVERER is kept, so two deliverers can be compared.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SCHEDULER_") or k == "SCHEDULER_DELIVERER"}
     env.update({
         "SCHEDULER_DATABASE_URL": dsn,
         "SCHEDULER_ROLES": "planner,executor",
@@ -173,26 +236,52 @@ def _start_replicas(fleet: _Fleet, plan: LoadTestPlan, dsn: str, bootstrap: str 
     for index in range(plan.replicas):
         port = free_port()
         replica_env = dict(env, SCHEDULER_HTTP_PORT=str(port), SCHEDULER_INSTANCE_ID=f"replica-{index}")
-        with (logs / f"replica-{index}.log").open("wb") as log:
-            fleet.replicas.append(subprocess.Popen(
+        log_path = logs / f"replica-{index}.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
                 [sys.executable, "-m", "cronwire.cli", "serve"], env=replica_env,
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            ))
-        _wait_http(f"http://127.0.0.1:{port}/healthz", 30)
+            )
+        fleet.replicas.append(proc)
+        _wait_http(f"http://127.0.0.1:{port}/healthz", 60, proc, f"replica {index}", log_path)
 
 
-async def _drain(dsn: str, tenant_id: uuid.UUID, horizon: datetime, fleet: _Fleet, planned: int) -> float:
-    """Wait until the planner has passed the horizon and every run up to it is terminal.
-    Returns seconds from the horizon to the end of the drain."""
+async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
+                 progress: Progress, replica_pids: list[int]) -> float:
+    """Show progress until the planner has passed the horizon and every run up to it is
+    terminal; returns seconds from the horizon to the end of the drain. The database is
+    asked only after the horizon, so watching costs the replicas nothing before it."""
     pool = await create_pool(dsn, 2)
     try:
-        deadline = time.monotonic() + MAX_DRAIN_SECONDS
+        deadline = time.monotonic() + MAX_DRAIN_SECONDS + progress.seconds_to_horizon()
+        next_check = 0.0
+        cpu_at_first: float | None = None
         while time.monotonic() < deadline:
-            unplanned = await pool.fetchval(Q["loadtest_unplanned"], tenant_id, horizon)
-            unfinished = await pool.fetchval(Q["loadtest_unfinished"], tenant_id, horizon)
-            if unplanned == 0 and unfinished == 0 and _sink_unique(fleet.sink_port) >= planned:
-                break
-            await asyncio.sleep(0.2)
+            if cpu_at_first is None and progress.seconds_to_first() <= 0:
+                cpu_at_first = cpu_seconds(replica_pids)
+                written = await pool.fetchval(Q["loadtest_materialised"], tenant_id, horizon)
+                # The burst's lag is the executor's only if the planner was done by now.
+                _log(f"at the first instant the planner had written {written:,} of "
+                     f"{progress.planned:,} runs")
+            stats = sink_stats(sink.port)
+            progress.show(stats)
+            past = progress.seconds_to_horizon() <= 0
+            # Ask the database once every due run is acknowledged, or every 2 s when
+            # some are not (retries, or runs that will end failed).
+            if past and (progress.backlog(stats) <= 0 or time.monotonic() >= next_check):
+                next_check = time.monotonic() + 2.0
+                unplanned = await pool.fetchval(Q["loadtest_unplanned"], tenant_id, horizon)
+                unfinished = await pool.fetchval(Q["loadtest_unfinished"], tenant_id, horizon)
+                if unplanned == 0 and unfinished == 0:
+                    break
+            to_first = progress.seconds_to_first()
+            await asyncio.sleep(0.25 if past else min(1.0, to_first) if to_first > 0 else 1.0)
+        final = sink_stats(sink.port)
+        progress.done(final)
+        cpu = per_run_us(cpu_at_first, cpu_seconds(replica_pids), int(final.get("unique") or 0))
+        if cpu is not None:
+            _log(f"cronwire: {cpu:,.0f} µs of replica CPU per delivered run, first instant "
+                 "to the end of the drain")
         db_now: datetime = await pool.fetchval(Q["loadtest_now"])
         counts = {r["status"]: r["n"] for r in await pool.fetch(Q["loadtest_run_counts"], tenant_id, horizon)}
         _log(f"run states up to the horizon: {counts}")
@@ -201,29 +290,57 @@ async def _drain(dsn: str, tenant_id: uuid.UUID, horizon: datetime, fleet: _Flee
         await pool.close()
 
 
+def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | None,
+                  ) -> tuple[dict[str, datetime], Path, float]:
+    """(planned webhook-id -> instant, the sink's records, drain seconds)."""
+    dsn = asyncio.run(create_database(admin_dsn, "loadtest"))
+    tenant_id = asyncio.run(_prepare(dsn))
+    sink = start_sink(plan, "deliveries")
+    fleet = _Fleet()
+    try:
+        _log(f"starting {plan.replicas} {plan.mode} replica{'s' if plan.replicas != 1 else ''}")
+        _start_replicas(fleet, plan, dsn, bootstrap)
+        schedule_ids, first, horizon = asyncio.run(_seed(dsn, plan, tenant_id, sink))
+        occurrences = occurrences_between(plan.cron, "UTC", first - timedelta(microseconds=1),
+                                          horizon, 1_000_000)
+        planned = {idempotency_key_for(run_id_for(sid, at)): at
+                   for sid in schedule_ids for at in occurrences}
+        _log(f"{plan.scenario}: {plan.schedules} schedules x {len(occurrences)} occurrences "
+             f"from {first:%H:%M:%S}Z")
+        progress = Progress([at.timestamp() for at in occurrences], plan.schedules)
+        drain = asyncio.run(_watch(dsn, tenant_id, horizon, sink, progress,
+                                   [proc.pid for proc in fleet.replicas]))
+    finally:
+        for replica in fleet.replicas:
+            _stop(replica)
+        _stop(sink.proc)
+    return planned, sink.records, drain
+
+
 def run_loadtest(plan: LoadTestPlan) -> Report:
     plan.out.mkdir(parents=True, exist_ok=True)
-    with _servers(plan) as (dsn, bootstrap):
-        fleet = _start_sink(plan)
-        try:
-            tenant_id, schedule_ids, first = asyncio.run(_seed(dsn, plan, fleet.sink_port))
-            horizon = first + timedelta(seconds=plan.duration)
-            occurrences = occurrences_between(plan.cron, "UTC", first - timedelta(microseconds=1), horizon, 1_000_000)
-            planned = {
-                idempotency_key_for(run_id_for(sid, at)): at for sid in schedule_ids for at in occurrences
-            }
-            _log(f"{plan.schedules} schedules x {len(occurrences)} occurrences from {first:%H:%M:%S}Z; "
-                 f"starting {plan.replicas} {plan.mode} replicas")
-            _start_replicas(fleet, plan, dsn, bootstrap)
-            wait = (horizon - datetime.now(first.tzinfo)).total_seconds()
-            time.sleep(max(0.0, wait))
-            drain = asyncio.run(_drain(dsn, tenant_id, horizon, fleet, len(planned)))
-        finally:
-            for replica in fleet.replicas:
-                _stop(replica)
-            _stop(fleet.sink)
-    report = build_report(plan.mode, plan.schedules, plan.replicas, planned,
-                          plan.out / "deliveries.jsonl", drain)
+    baselines: Baselines | None = None
+    with _servers(plan) as (admin_dsn, bootstrap):
+        planned, records, drain = _run_cronwire(plan, admin_dsn, bootstrap)
+        if plan.compare:
+            from cronwire.loadtest.compare import measure_baselines
+
+            baselines = measure_baselines(plan, admin_dsn, len(planned))
+    report = build_report(plan.mode, plan.scenario, plan.schedules, plan.replicas, planned,
+                          records, drain, baselines)
     (plan.out / "report.json").write_text(json.dumps(report.summary, indent=2))
     write_chart(report, plan.out / "report.png")
+    if not plan.keep_data:
+        _keep_only_reports(plan.out)
     return report
+
+
+def _keep_only_reports(out: Path) -> None:
+    """Remove what this run created besides the reports (the Postgres data directory
+    alone is ~70 MB); anything else in --out is not ours to delete."""
+    for name in DATA_ENTRIES:
+        entry = out / name
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)

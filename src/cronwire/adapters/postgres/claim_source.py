@@ -7,6 +7,7 @@ once: nothing queues behind the claim while its lease clock runs (lease rule 1).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -64,7 +65,11 @@ def retry_from_json(doc: Mapping[str, Any] | None) -> RetryPolicy:
         return defaults
 
 
+@functools.lru_cache(maxsize=4096)
 def _policies(text: str, retry_text: str) -> tuple[Target, RetryPolicy]:
+    """Memoised on the documents' text: schedules sharing a target and policy (and the
+    same schedule over consecutive claims) are parsed once. Both results are treated as
+    immutable by every caller."""
     try:
         target, retry = json.loads(text), json.loads(retry_text)
     except (TypeError, ValueError):

@@ -25,3 +25,12 @@ WHERE tenant_id = $1 AND scheduled_for <= $2
 SELECT status, count(*) AS n FROM job_run
 WHERE tenant_id = $1 AND scheduled_for <= $2
 GROUP BY status
+
+-- name: loadtest_unfinished_all
+-- Runs up to the horizon not terminal yet, any tenant (the progress line's backlog).
+SELECT count(*) FROM job_run
+WHERE scheduled_for <= $1 AND status IN ('pending', 'running', 'retrying')
+
+-- name: loadtest_materialised
+-- Runs the planner has written up to the horizon (read once, at the first instant).
+SELECT count(*) FROM job_run WHERE tenant_id = $1 AND scheduled_for <= $2

@@ -1,0 +1,181 @@
+"""What `cronwire loadtest --compare` measures beside cronwire, each in its own process:
+
+- ``bound-db``: the least a SKIP LOCKED queue must do per run (a batched claim and a
+  batched terminal write, no HTTP, no bookkeeping);
+- ``bound-http``: a bare aiohttp client posting to the sink (no database);
+- ``pgqueuer``: pgqueuer doing the same job as cronwire (dequeue, POST to the sink, mark
+  done), tuned: batch 100, 1,000 jobs in flight, one aiohttp session.
+
+    python -m cronwire.loadtest.baselines bound-db --dsn DSN --jobs N
+    python -m cronwire.loadtest.baselines bound-http --sink URL --jobs N [--workers 256]
+    python -m cronwire.loadtest.baselines pgqueuer-enqueue --dsn DSN --jobs N
+    python -m cronwire.loadtest.baselines pgqueuer-worker --dsn DSN --sink URL
+
+Each measuring command prints one JSON line with ``runs_per_second``. The bound of the
+whole job is 1 / (1/db + 1/http): one run costs its database share plus its HTTP share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import aiohttp
+import asyncpg
+
+from cronwire.adapters.postgres.sql import parse_queries
+
+Q = parse_queries((Path(__file__).parent / "bound.sql").read_text(encoding="utf-8"))
+CLAIM_BATCH = 500
+CLAIMERS = 4  # concurrent claim loops, so one claim's round trip overlaps another's write
+PGQ_BATCH = 100
+PGQ_IN_FLIGHT = 1000
+PGQ_ENTRYPOINT = "deliver"
+
+
+def combined_bound(db_per_second: float, http_per_second: float) -> float:
+    """Runs/s when each run costs its database share and its HTTP share in turn."""
+    if db_per_second <= 0 or http_per_second <= 0:
+        return 0.0
+    return 1.0 / (1.0 / db_per_second + 1.0 / http_per_second)
+
+
+def _body(n: int) -> tuple[dict[str, str], bytes]:
+    """About what cronwire sends: a unique webhook-id and a small JSON body."""
+    webhook_id = f"msg_{uuid.uuid4().hex}"
+    body = json.dumps({"job": n, "scheduled_for": "2026-01-01T00:00:00Z"}).encode()
+    return {"webhook-id": webhook_id, "content-type": "application/json"}, body
+
+
+async def bound_db(dsn: str, jobs: int) -> dict[str, object]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(Q["bound_create"])
+        await conn.execute(Q["bound_index"])
+        await conn.execute(Q["bound_fill"], jobs)
+        await conn.execute("ANALYZE bound_job")
+    finally:
+        await conn.close()
+    pool = await asyncpg.create_pool(dsn, min_size=CLAIMERS, max_size=CLAIMERS)
+    assert pool is not None
+    done = 0
+
+    async def claimer(owner: str) -> None:
+        nonlocal done
+        while True:
+            rows = await pool.fetch(Q["bound_claim"], owner, CLAIM_BATCH)
+            if not rows:
+                return
+            await pool.execute(Q["bound_finish"], owner, [r["id"] for r in rows])
+            done += len(rows)
+
+    try:
+        began = time.perf_counter()
+        await asyncio.gather(*(claimer(f"bound-{n}") for n in range(CLAIMERS)))
+        seconds = time.perf_counter() - began
+    finally:
+        await pool.close()
+    return {"baseline": "bound-db", "jobs": done, "seconds": round(seconds, 3),
+            "runs_per_second": round(done / seconds, 1)}
+
+
+async def bound_http(sink: str, jobs: int, workers: int) -> dict[str, object]:
+    requests = [_body(n) for n in range(jobs)]
+    connector = aiohttp.TCPConnector(limit=workers)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        queue = iter(requests)
+
+        async def worker() -> None:
+            for headers, body in queue:
+                async with session.post(sink, headers=headers, data=body) as response:
+                    await response.read()
+
+        began, cpu_began = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(worker() for _ in range(workers)))
+        seconds, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+    return {"baseline": "bound-http", "jobs": jobs, "seconds": round(seconds, 3),
+            "runs_per_second": round(jobs / seconds, 1),
+            "cpu_us_per_run": round(cpu / jobs * 1e6, 1)}
+
+
+async def pgqueuer_enqueue(dsn: str, jobs: int) -> dict[str, object]:
+    """Install pgqueuer's schema if needed and enqueue ``jobs`` jobs in one statement;
+    prints the wall-clock time the jobs became visible (the commit)."""
+    from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.queries import Queries
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        queries = Queries(AsyncpgDriver(conn))
+        if not await queries.has_table("pgqueuer"):
+            await queries.install()
+        if jobs == 0:
+            return {"baseline": "pgqueuer-install"}
+        payloads: list[bytes | None] = [json.dumps({"job": n}).encode() for n in range(jobs)]
+        await queries.enqueue([PGQ_ENTRYPOINT] * jobs, payloads, [0] * jobs)
+        visible_at = time.time()
+    finally:
+        await conn.close()
+    return {"baseline": "pgqueuer-enqueue", "jobs": jobs, "visible_at": visible_at}
+
+
+async def pgqueuer_worker(dsn: str, sink: str) -> None:
+    """A pgqueuer consumer that POSTs every job to the sink, until SIGTERM."""
+    import signal
+
+    from pgqueuer import PgQueuer
+    from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.models import Job
+
+    conn = await asyncpg.connect(dsn)
+    connector = aiohttp.TCPConnector(limit=PGQ_IN_FLIGHT)
+    session = aiohttp.ClientSession(connector=connector)
+    pgq = PgQueuer(AsyncpgDriver(conn))
+
+    @pgq.entrypoint(PGQ_ENTRYPOINT)
+    async def deliver(job: Job) -> None:
+        headers = {"webhook-id": f"pgq_{job.id}", "content-type": "application/json"}
+        async with session.post(sink, headers=headers, data=job.payload) as response:
+            await response.read()
+            response.raise_for_status()
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, pgq.shutdown.set)
+    try:
+        await pgq.run(batch_size=PGQ_BATCH, max_concurrent_tasks=PGQ_IN_FLIGHT,
+                      dequeue_timeout=timedelta(seconds=1))
+    finally:
+        await session.close()
+        await conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("what", choices=["bound-db", "bound-http", "pgqueuer-enqueue",
+                                         "pgqueuer-worker"])
+    parser.add_argument("--dsn")
+    parser.add_argument("--sink")
+    parser.add_argument("--jobs", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=256)
+    args = parser.parse_args()
+    import uvloop
+
+    if args.what == "bound-db":
+        result = uvloop.run(bound_db(args.dsn, args.jobs))
+    elif args.what == "bound-http":
+        result = uvloop.run(bound_http(args.sink, args.jobs, args.workers))
+    elif args.what == "pgqueuer-enqueue":
+        result = uvloop.run(pgqueuer_enqueue(args.dsn, args.jobs))
+    else:
+        uvloop.run(pgqueuer_worker(args.dsn, args.sink))
+        return
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

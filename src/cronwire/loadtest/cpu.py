@@ -1,0 +1,28 @@
+"""CPU seconds used by processes (Linux /proc): per-run CPU is a comparison that a
+shared machine disturbs far less than runs/s, which also measure everyone else's load."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def cpu_seconds(pids: Iterable[int]) -> float | None:
+    """User + system CPU of ``pids`` so far; None where /proc cannot tell."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0
+    try:
+        for pid in pids:
+            # the command name (field 2) may hold spaces: split after its closing paren
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / ticks
+
+
+def per_run_us(before: float | None, after: float | None, runs: int) -> float | None:
+    if before is None or after is None or runs <= 0:
+        return None
+    return round((after - before) / runs * 1e6, 1)
