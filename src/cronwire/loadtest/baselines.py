@@ -137,7 +137,7 @@ async def pgqueuer_worker(dsn: str, sink: str) -> None:
     session = aiohttp.ClientSession(connector=connector)
     pgq = PgQueuer(AsyncpgDriver(conn))
 
-    @pgq.entrypoint(PGQ_ENTRYPOINT)
+    @pgq.entrypoint(PGQ_ENTRYPOINT)  # type: ignore[untyped-decorator,unused-ignore]
     async def deliver(job: Job) -> None:
         headers = {"webhook-id": f"pgq_{job.id}", "content-type": "application/json"}
         async with session.post(sink, headers=headers, data=job.payload) as response:
