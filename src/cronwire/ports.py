@@ -11,7 +11,7 @@ caller which writes landed so it can count lost leases instead of guessing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Protocol
 from uuid import UUID
@@ -22,8 +22,10 @@ from cronwire.domain.history import RunDetail, RunQuery, RunView
 from cronwire.domain.model import (
     ClaimedRun,
     DueSchedule,
+    LeaseKey,
     PlanDecision,
     RunResolution,
+    RunStatus,
 )
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
@@ -74,7 +76,8 @@ class ClaimSource(Protocol):
         ``fire_after <= now()``, no live lease) for ``owner``; each returned run is
         ``running`` with ``claimed_by = owner`` and ``claim_expires_at = now() +
         lease_seconds``. Callers pass ``limit`` <= their idle workers (lease rule 1).
-        Returns an empty sequence when nothing is due."""
+        Returns an empty sequence when nothing is due; a :class:`ClaimBatch` also says
+        which runs the claim ended instead of leasing them."""
         ...
 
     async def seconds_until_due(self) -> float | None:
@@ -99,34 +102,52 @@ class RunPublisher(Protocol):
 
 
 class RunStore(Protocol):
-    """Writes on leased runs, each predicated on ``claimed_by = owner`` (lease rule 3)."""
+    """Writes on leased runs, each predicated on ``claimed_by = owner`` and the lease
+    generation the claim returned (lease rule 3). A :data:`LeaseKey` is
+    ``(run_id, scheduled_for, lease_generation)``."""
 
     async def renew_leases(
-        self, owner: str, runs: Sequence[tuple[UUID, datetime]], lease_seconds: float
+        self, owner: str, runs: Sequence[LeaseKey], lease_seconds: float,
+        started: Collection[UUID] = frozenset(),
     ) -> set[UUID]:
-        """Extend the leases of (run_id, scheduled_for) pairs still held by ``owner``;
-        returns the ids still ours. A missing id means the lease is lost: cancel it."""
+        """Extend the leases still held by ``owner`` under these generations, and record
+        for the ids in ``started`` that their request has left (the claim's exhaustion
+        rule counts only started attempts). Returns the ids still ours; a missing id means
+        the lease is lost: cancel it."""
         ...
 
-    async def resolve(self, owner: str, resolutions: Sequence[RunResolution]) -> set[UUID]:
+    async def resolve(
+        self, owner: str, resolutions: Sequence[RunResolution]
+    ) -> dict[UUID, RunStatus]:
         """Write terminal / retry states and attempt evidence for many runs in one
         transaction; applies only where the lease is still ours. Returns the ids whose
-        write landed. Raises StorageError if the transaction failed as a whole."""
+        write landed, with the status written (a retry of a run whose schedule was deleted
+        meanwhile lands as ``cancelled``). Raises StorageError if the transaction failed
+        as a whole."""
         ...
 
-    async def fail_minimal(self, owner: str, run_id: UUID, scheduled_for: datetime, error: str) -> bool:
-        """Last resort after a failed ``resolve``: drive one run to ``failed`` with the
-        smallest possible write, predicated on the lease. True if it landed."""
+    async def ended_by_lease(
+        self, owner: str, runs: Sequence[LeaseKey]
+    ) -> dict[UUID, RunStatus]:
+        """Of these leases, the runs our own earlier write already ended (no longer
+        ``running``, same owner and generation), with their status: what a resolve whose
+        reply was lost did. Raises StorageError."""
         ...
 
-    async def release(self, owner: str, runs: Sequence[tuple[UUID, datetime]]) -> int:
+    async def fail_minimal(
+        self, owner: str, run_id: UUID, scheduled_for: datetime, error: str, generation: int
+    ) -> bool:
+        """Last resort after a ``resolve`` the database rejected: drive one run to
+        ``failed`` with the smallest possible write, predicated on the lease. True if it
+        landed."""
+        ...
+
+    async def release(self, owner: str, runs: Sequence[LeaseKey]) -> int:
         """Give back leases not started (shutdown); the run returns to its previous
         runnable state. Only rows still ours are touched. Returns rows released."""
         ...
 
-    async def defer(
-        self, owner: str, runs: Sequence[tuple[UUID, datetime]], until: datetime
-    ) -> int:
+    async def defer(self, owner: str, runs: Sequence[LeaseKey], until: datetime) -> int:
         """Put leased runs back to be retried at ``until`` without consuming an attempt
         (open circuit breaker). Returns rows deferred."""
         ...

@@ -113,12 +113,19 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
                  settings.instance_id, settings.http_host, settings.http_port,
                  ",".join(sorted(settings.roles)), settings.claim_source)
         stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait({stopped, http_task}, return_when=asyncio.FIRST_COMPLETED)
+        # A crashed loop stops the replica too (Supervisor): the orchestrator restarts it.
+        crashed = asyncio.create_task(supervisor.crashed.wait())
+        await asyncio.wait({stopped, crashed, http_task}, return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
+        crashed.cancel()
         if http_task.done() and http_task.exception() is not None:
             raise http_task.exception()  # type: ignore[misc]
         log.info("shutting down: draining within %ss", settings.shutdown_grace_seconds)
         await supervisor.stop(settings.shutdown_grace_seconds)
+        if supervisor.crashed.is_set():
+            log.error("replica %s stopped because loop(s) %s crashed", settings.instance_id,
+                      ", ".join(supervisor.crashed_loops))
+            raise SystemExit(1)
     finally:
         server.should_exit = True
         with contextlib.suppress(Exception):

@@ -7,7 +7,7 @@ import asyncio
 import asyncpg
 
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
-from cronwire.domain.model import RunStatus
+from cronwire.domain.model import ClaimBatch, RunStatus
 from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
@@ -76,7 +76,8 @@ async def test_a_live_lease_is_not_reclaimed_but_an_expired_one_is(db_pool: asyn
     )
     again = await source.claim("replica-b", 10, 30)
     assert [r.id for r in again] == [expired.id]
-    assert again[0].attempt == 2  # the vanished owner's attempt counts
+    assert again[0].attempt == 1  # the vanished owner's request never started: not used
+    assert again[0].lease_generation == expired.lease_generation + 1
     owner = await db_pool.fetchval("SELECT claimed_by FROM job_run WHERE id = $1", expired.id)
     assert owner == "replica-b"
 
@@ -90,9 +91,10 @@ async def test_an_expired_lease_on_the_final_attempt_fails_instead_of_redeliveri
     await seed_due_runs(db_pool, schedule, 1)  # type: ignore[arg-type]
     await db_pool.execute(
         "UPDATE job_run SET status = 'running', attempt_count = 2, claimed_by = 'gone', "
-        "claim_expires_at = now() - interval '1 second'"
+        "attempt_started = true, claim_expires_at = now() - interval '1 second'"
     )
-    assert await PostgresClaimSource(db_pool).claim("replica-b", 10, 30) == []
+    batch = await PostgresClaimSource(db_pool).claim("replica-b", 10, 30)
+    assert batch == [] and isinstance(batch, ClaimBatch) and batch.ended == (RunStatus.FAILED,)
     row = await db_pool.fetchrow("SELECT status, attempt_count, last_error FROM job_run")
     assert row["status"] == RunStatus.FAILED and row["attempt_count"] == 2
     assert row["last_error"].startswith("LeaseExpired")

@@ -310,9 +310,10 @@ async def test_a_lost_lease_cancels_the_request_and_discards_its_result(harness:
         [other] = await PostgresClaimSource(harness.pool).claim("unused", 1, 1) or [None]
         assert other is None  # still leased by 'other'
         store = PostgresRunStore(harness.pool)
-        run_id, scheduled_for = await harness.pool.fetchrow(
-            "SELECT id, scheduled_for FROM job_run")
-        assert await store.fail_minimal("other", run_id, scheduled_for, "decided by other")
+        run_id, scheduled_for, generation = await harness.pool.fetchrow(
+            "SELECT id, scheduled_for, lease_generation FROM job_run")
+        assert await store.fail_minimal(
+            "other", run_id, scheduled_for, "decided by other", generation)
     assert signals.settled.items == []
     row = await harness.pool.fetchrow("SELECT status, claimed_by, last_error FROM job_run")
     assert tuple(row) == ("failed", "other", "decided by other")

@@ -92,10 +92,27 @@ def test_an_attempt_past_a_shrunken_policy_is_final_and_numbers_are_clamped() ->
     assert resolution.attempt.attempt == 8
 
 
-def test_the_retry_after_answer_reaches_the_delay() -> None:
-    result = _result(Outcome.HTTP_ERROR, 503, retry_after_seconds=45.0)
+@pytest.mark.parametrize("status", [429, 503])
+def test_the_retry_after_answer_reaches_the_delay(status: int) -> None:
+    result = _result(Outcome.HTTP_ERROR, status, retry_after_seconds=45.0)
     resolution = resolve_attempt(_run(), result, random.Random(0))
     assert resolution.retry_delay_seconds == 45.0
+
+
+@pytest.mark.parametrize("status", [500, 502, 504, 408, 425])
+def test_retry_after_is_ignored_on_any_other_status(status: int) -> None:
+    """Only 429 and 503 give Retry-After a meaning (CONTRACT.md): on a 500 it must not
+    stretch the backoff beyond the jittered ceiling (10 s for attempt 1 here)."""
+    result = _result(Outcome.HTTP_ERROR, status, retry_after_seconds=45.0)
+    delays = [resolve_attempt(_run(), result, random.Random(seed)).retry_delay_seconds
+              for seed in range(50)]
+    assert all(d is not None and 0 <= d <= 10 for d in delays)
+
+
+def test_the_resolution_names_the_lease_it_ends() -> None:
+    run = _run()
+    run = ClaimedRun(**{**{f: getattr(run, f) for f in run.__slots__}, "lease_generation": 7})
+    assert resolve_attempt(run, _result(Outcome.SUCCESS, 200)).lease_generation == 7
 
 
 def test_evidence_text_fits_the_attempt_table() -> None:

@@ -130,6 +130,10 @@ class PlanDecision:
     advances: list[ScheduleAdvance]
 
 
+# (run id, scheduled_for, lease generation): one held lease, as every lease write names it.
+LeaseKey = tuple[uuid.UUID, datetime, int]
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimedRun:
     """A run whose lease this replica holds, with everything needed to deliver it."""
@@ -145,6 +149,19 @@ class ClaimedRun:
     retry: RetryPolicy
     signing_secrets: tuple[str, ...]
     lease_expires_at: datetime
+    # The claim's lease generation: every write on this lease names it (lease identity).
+    lease_generation: int = 0
+
+
+class ClaimBatch(list[ClaimedRun]):
+    """What one claim returns: the runs leased to the caller, plus the terminal statuses
+    of runs the claim itself ended instead of leasing (an expired lease whose final
+    attempt had started: failed; one whose schedule was deleted: cancelled), so the
+    caller can count them in scheduler_runs_total like any other finished run."""
+
+    def __init__(self, runs: list[ClaimedRun], ended: tuple[RunStatus, ...] = ()) -> None:
+        super().__init__(runs)
+        self.ended = ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,3 +195,4 @@ class RunResolution:
     last_status_code: int | None
     last_error: str | None
     attempt: AttemptRecord | None
+    lease_generation: int = 0  # the lease this write ends (see ClaimedRun)

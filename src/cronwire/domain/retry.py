@@ -2,8 +2,9 @@
 
 Backoff is exponential with *full jitter* (a uniform draw between 0 and the exponential
 ceiling), so retries of many runs failing together spread out instead of arriving at the
-target in synchronised waves. A ``Retry-After`` answer is a floor the receiver asked for;
-it is honoured up to the policy's cap so one hostile answer cannot park a run for days.
+target in synchronised waves. A ``Retry-After`` on a 429 or 503 answer is a floor the
+receiver asked for; it is honoured up to the policy's cap so one hostile answer cannot
+park a run for days. On any other status it is ignored.
 """
 
 from __future__ import annotations
@@ -51,6 +52,19 @@ def next_delay(
     return min(draw, cap)
 
 
+# The answers whose Retry-After is a request to wait (RFC 9110: 503; RFC 6585: 429). On
+# any other status the header is noise, and a hostile or misconfigured receiver must not
+# be able to stretch our backoff with it.
+RETRY_AFTER_STATUSES = frozenset({429, 503})
+
+
+def honoured_retry_after(result: DeliveryResult) -> float | None:
+    """The receiver's ``Retry-After`` in seconds, when its status gives it meaning."""
+    if result.status_code in RETRY_AFTER_STATUSES:
+        return result.retry_after_seconds
+    return None
+
+
 def resolve_attempt(
     run: ClaimedRun, result: DeliveryResult, rng: Uniform | None = None
 ) -> RunResolution:
@@ -68,7 +82,7 @@ def resolve_attempt(
     else:
         status = RunStatus.FAILED
     delay = (
-        next_delay(run.retry, attempt, result.retry_after_seconds, rng)
+        next_delay(run.retry, attempt, honoured_retry_after(result), rng)
         if status is RunStatus.RETRYING
         else None
     )
@@ -81,4 +95,5 @@ def resolve_attempt(
         last_status_code=result.status_code,
         last_error=record.error,
         attempt=record,
+        lease_generation=run.lease_generation,
     )

@@ -10,7 +10,15 @@ The lease rules, as this loop keeps them:
    is discarded.
 3. Every write carries the lease: results go through :class:`ResolutionWriter`, whose
    batched statement matches only rows still ``running`` and ``claimed_by`` this owner;
-   deferrals (open breaker) and releases (shutdown) are predicated the same way.
+   deferrals (open breaker) and releases (shutdown) are predicated the same way, and
+   every one of them also names the claim's lease generation (two processes sharing an
+   instance id cannot write on each other's leases).
+
+The claim loop, the resolution writer and the lease keeper run as tasks watched
+together: if one of them crashes, the executor logs it, abandons what is in flight and
+raises :class:`LoopCrashed` naming that loop, so ``/readyz`` says which one and the
+replica stops (its leases expire and other replicas re-claim the runs), instead of
+holding leases with nobody writing or renewing them.
 """
 
 from __future__ import annotations
@@ -20,13 +28,13 @@ import contextlib
 import logging
 import random
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronwire.domain.attempts import internal_failure, request_for
 from cronwire.domain.breaker import BreakerPolicy, health_signal
 from cronwire.domain.delivery import DeliveryResult
-from cronwire.domain.model import ClaimedRun, RunStatus
+from cronwire.domain.model import ClaimBatch, ClaimedRun, RunStatus
 from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.errors import StorageError
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
@@ -34,6 +42,7 @@ from cronwire.service.breaker_gate import BreakerGate
 from cronwire.service.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.resolution_writer import Finished, ResolutionWriter
 from cronwire.service.signals import ExecutorSignals
+from cronwire.service.supervisor import LoopCrashed, first_failure
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +94,10 @@ class Executor:
         self._gather_seconds = 0.005
         self._delivering: set[Lease] = set()
         self._wake = asyncio.Event()
+        # Replica clock minus the database's, measured at each claim: fire lag is a
+        # database-clock figure (scheduled_for is one), so the replica's send time is
+        # corrected by it. Off by at most the claim's latency.
+        self._clock_offset = timedelta(0)
         self._keeper = LeaseKeeper(
             run_store, owner=owner, lease_seconds=lease_seconds, on_lost=self._lease_lost,
             signals=signals,
@@ -94,7 +107,7 @@ class Executor:
         )
         self._writer = ResolutionWriter(
             run_store, breaker_store, owner=owner, breaker_policy=self._policy,
-            on_written=self._written, max_batch=max_write_batch,
+            on_written=self._written, lease_seconds=lease_seconds, max_batch=max_write_batch,
         )
 
     @property
@@ -102,24 +115,47 @@ class Executor:
         return len(self._delivering)
 
     async def run(self, stopping: asyncio.Event) -> None:
-        """The Supervisor's loop body: claim and deliver until ``stopping``, then drain."""
+        """The Supervisor's loop body: claim and deliver until ``stopping``, then drain.
+        Raises :class:`LoopCrashed` if the claim loop, the writer or the keeper crashes."""
+        keeper = asyncio.create_task(self._keeper.run(), name="executor-leases")
         helpers = [
             asyncio.create_task(self._wake_when(stopping), name="executor-stopping"),
-            asyncio.create_task(self._keeper.run(), name="executor-leases"),
+            keeper,
             asyncio.create_task(self._refresh_breaker_gauge(), name="executor-gauges"),
         ]
         writer = asyncio.create_task(self._writer.run(), name="executor-writer")
+        claims = asyncio.create_task(self._claim_until(stopping), name="executor-claims")
         try:
-            await self._claim_until(stopping)
+            crashed = await first_failure(claims, [writer, keeper])
+            if crashed is not None:
+                await self._abandon_after_crash(crashed)
             await self._drain()
         finally:
+            claims.cancel()
             self._writer.close()
             try:
-                await writer
+                if not writer.done():
+                    await writer
             finally:
                 for task in helpers:
                     task.cancel()
-                await asyncio.gather(*helpers, return_exceptions=True)
+                await asyncio.gather(*helpers, claims, writer, return_exceptions=True)
+
+    async def _abandon_after_crash(self, crashed: asyncio.Task[None]) -> None:
+        """One of the executor's loops died: stop delivering and raise, naming it.
+
+        In-flight requests are cancelled and nothing more is claimed; the leases are not
+        renewed any more, so they expire and any replica re-claims those runs (whether an
+        attempt counts is the claim's rule: only a request that started does)."""
+        name = crashed.get_name()
+        error = None if crashed.cancelled() else crashed.exception()
+        log.error("executor loop %s crashed; abandoning %d deliveries in flight and "
+                  "stopping the executor", name, len(self._delivering), exc_info=error)
+        tasks = [lease.task for lease in self._delivering if lease.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise LoopCrashed(name) from error
 
     # -- claiming --------------------------------------------------------------------
 
@@ -129,13 +165,20 @@ class Executor:
             if idle <= 0:
                 continue
             limit = min(idle, self._batch)
+            asked_at = self._clock.now()
             try:
                 runs = await self._claims.claim(self._owner, limit, self._lease_seconds)
             except StorageError:
                 log.warning("claim failed; retrying in %.2fs", self._poll, exc_info=True)
                 await self._pause(self._poll)
                 continue
+            if isinstance(runs, ClaimBatch):
+                for status in runs.ended:  # ended by the claim itself (exhausted, cancelled)
+                    self._metrics.run_finished(str(status))
             if runs:
+                # Every lease of a claim expires at the database's now() + lease_seconds.
+                db_now = runs[0].lease_expires_at - timedelta(seconds=self._lease_seconds)
+                self._clock_offset = asked_at - db_now
                 self._metrics.claims(self._claims.name, len(runs))
                 await self._admit(runs)
             if len(runs) < limit:
@@ -198,7 +241,9 @@ class Executor:
     async def _defer(self, runs: list[ClaimedRun], until: datetime) -> None:
         """Back to the queue until ``until`` without consuming an attempt (predicated)."""
         try:
-            await self._runs.defer(self._owner, [(r.id, r.scheduled_for) for r in runs], until)
+            await self._runs.defer(
+                self._owner, [(r.id, r.scheduled_for, r.lease_generation) for r in runs], until
+            )
         except StorageError:
             log.warning("deferring %d runs failed; their leases will expire", len(runs),
                         exc_info=True)
@@ -215,7 +260,7 @@ class Executor:
             # that older request is the one to abandon.
             stale.lost = True
             self._lease_lost(stale)
-        lease = Lease(run.id, run.scheduled_for)
+        lease = Lease(run.id, run.scheduled_for, run.lease_generation)
         lease.task = asyncio.create_task(self._deliver(run, lease, breaker_key))
         self._delivering.add(lease)
         self._keeper.hold(lease)
@@ -224,6 +269,7 @@ class Executor:
         try:
             if self._signals is not None:
                 self._signals.started.add([run.id])
+            lease.started = True  # the next renewal records it (the attempt is used)
             result = await self._attempt(run)
         except asyncio.CancelledError:
             if not lease.lost:
@@ -237,8 +283,9 @@ class Executor:
             self._wake.set()
         if lease.lost:
             return
-        if run.attempt == 1:
-            self._metrics.fire_lag((result.started_at - run.scheduled_for).total_seconds())
+        if run.attempt == 1:  # on the database's clock, like scheduled_for
+            started_at = result.started_at - self._clock_offset
+            self._metrics.fire_lag((started_at - run.scheduled_for).total_seconds())
         self._metrics.delivery_duration(result.duration_ms / 1000)
         resolution = resolve_attempt(run, result, self._rng)
         self._writer.submit(
@@ -296,9 +343,7 @@ class Executor:
         if not leftover:
             return
         try:
-            released = await self._runs.release(
-                self._owner, [(lease.run_id, lease.scheduled_for) for lease in leftover]
-            )
+            released = await self._runs.release(self._owner, [lease.key for lease in leftover])
         except StorageError:
             log.warning("releasing %d runs failed; their leases will expire", len(leftover),
                         exc_info=True)

@@ -4,6 +4,12 @@ All leases are renewed together in ONE statement every ``lease_seconds / 3`` sec
 one per run. A lease the renewal cannot find any more (reaped and re-claimed by another
 replica, or finished by someone else) is lost: its request is cancelled and its result
 discarded, because writing it would record a second executor's outcome for the run.
+
+The same statement records which leases' requests have started (the claim's exhaustion
+rule counts only attempts that started), so that costs no round trip of its own. A
+renewal that fails (a database outage) is retried soon, with backoff, rather than a
+whole interval later: a lease outlives an outage shorter than itself only if the first
+renewal after the outage comes before it expires.
 """
 
 from __future__ import annotations
@@ -15,11 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
+from cronwire.domain.model import LeaseKey
 from cronwire.errors import StorageError
 from cronwire.ports import RunStore
 from cronwire.service.signals import ExecutorSignals
 
 log = logging.getLogger(__name__)
+RENEW_RETRY_SECONDS = 0.25  # first retry after a failed renewal; doubles up to the interval
 
 
 @dataclass(slots=True, eq=False)
@@ -28,8 +36,14 @@ class Lease:
 
     run_id: UUID
     scheduled_for: datetime
+    generation: int = 0
     task: asyncio.Task[None] | None = None
     lost: bool = False
+    started: bool = False  # the request has been handed to the deliverer
+
+    @property
+    def key(self) -> LeaseKey:
+        return (self.run_id, self.scheduled_for, self.generation)
 
     @property
     def in_flight(self) -> bool:
@@ -71,23 +85,30 @@ class LeaseKeeper:
         return len(self._held)
 
     async def run(self) -> None:
-        """Renew until cancelled. A failed renewal is logged and retried next round: it
-        does not prove the lease lost, and if the lease does expire meanwhile, the next
-        successful renewal finds it gone."""
+        """Renew until cancelled. A failed renewal does not prove a lease lost: it is
+        logged and retried after a short backoff (at most one interval) for as long as the
+        database stays away. A lease that expired meanwhile but was not re-claimed is
+        still ours and is renewed; one re-claimed elsewhere is found gone."""
+        delay, failures = self.interval, 0
         while True:
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(delay)
             try:
                 await self.renew()
             except StorageError:
-                log.warning("lease renewal failed; retrying in %.1fs", self.interval, exc_info=True)
+                failures += 1
+                delay = min(self.interval, RENEW_RETRY_SECONDS * 2 ** min(failures - 1, 8))
+                log.warning("lease renewal failed (%d in a row); retrying in %.2fs",
+                            failures, delay, exc_info=failures == 1)
+            else:
+                delay, failures = self.interval, 0
 
     async def renew(self) -> None:
         leases = list(self._held.values())
         if not leases:
             return
         still_ours = await self._store.renew_leases(
-            self._owner, [(lease.run_id, lease.scheduled_for) for lease in leases],
-            self._lease_seconds,
+            self._owner, [lease.key for lease in leases], self._lease_seconds,
+            {lease.run_id for lease in leases if lease.started},
         )
         if self._signals is not None:
             self._signals.renewals.add([len(still_ours)])

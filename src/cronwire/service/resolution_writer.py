@@ -2,10 +2,21 @@
 
 Results gather in a buffer while the previous write is on the wire, so the batch size
 follows the load by itself. Each row of a batch still carries the lease predicate (rule
-3). If a batch fails as a whole, each run is retried alone so one poison row cannot take
-its neighbours down, and a run whose own write fails too is driven to ``failed`` by the
-minimal write: a run left ``running`` would be reaped, re-claimed and redelivered for
-ever without a terminal state ever reaching the breaker.
+3).
+
+If a batch fails as a whole, one renewal of its leases tells why:
+
+- the database does not answer (an outage, a restart): the results are kept and the
+  write retried with backoff for as long as it takes. The renewal keeps the leases alive
+  meanwhile (and the lease keeper keeps trying too), so an outage shorter than the lease
+  delivers nothing twice; dropping the results would let the leases expire and every one
+  of those runs go out again;
+- the database answers: leases it no longer finds ours are lost (unless our own write
+  already ended them, its reply lost with the connection), and the rest are written one
+  by one so one poison row cannot take its neighbours down. A run whose own write is
+  rejected is driven to ``failed`` by the minimal write: a run left ``running`` would be
+  reaped, re-claimed and redelivered for ever without a terminal state ever reaching the
+  breaker.
 """
 
 from __future__ import annotations
@@ -23,6 +34,9 @@ from cronwire.ports import BreakerStore, RunStore
 from cronwire.service.lease_keeper import Lease
 
 log = logging.getLogger(__name__)
+RETRY_FIRST_SECONDS = 0.1  # backoff of a write retried through an outage, doubling...
+RETRY_MAX_SECONDS = 1.0  # ...up to this: a write lands within a second of the database's return
+MAX_REJECTED_ROUNDS = 5  # a run whose every write the answering database rejects is given up
 
 
 @dataclass(slots=True)  # not frozen: one per delivery, and frozen __init__ costs more
@@ -49,6 +63,7 @@ class ResolutionWriter:
         owner: str,
         breaker_policy: BreakerPolicy,
         on_written: Written,
+        lease_seconds: float,
         max_batch: int = 500,
         linger_seconds: float = 0.002,
     ) -> None:
@@ -57,6 +72,7 @@ class ResolutionWriter:
         self._owner = owner
         self._policy = breaker_policy
         self._on_written = on_written
+        self._lease_seconds = lease_seconds
         self._max_batch = max_batch
         self._linger = linger_seconds
         self._buffer: list[Finished] = []
@@ -91,35 +107,79 @@ class ResolutionWriter:
                 return
 
     async def _write(self, batch: list[Finished]) -> None:
-        try:
-            ids = await self._runs.resolve(self._owner, [f.resolution for f in batch])
-            landed = {f.run.id: f.resolution.status for f in batch if f.run.id in ids}
-        except StorageError:
-            log.warning("batched resolve of %d runs failed; writing one by one", len(batch),
-                        exc_info=True)
-            landed = await self._write_alone(batch)
+        landed, resolved = await self._land(batch)
         self._on_written(batch, landed)
-        await self._feed_breakers(
-            [f for f in batch if landed.get(f.run.id) is f.resolution.status]
-        )
+        await self._feed_breakers([f for f in batch if f.run.id in resolved])
 
-    async def _write_alone(self, batch: list[Finished]) -> dict[UUID, RunStatus]:
+    async def _land(self, batch: list[Finished]) -> tuple[dict[UUID, RunStatus], set[UUID]]:
+        """Write ``batch`` until every run landed or its lease is known lost. Returns
+        ({run id: status written}, ids whose full resolution landed, not the minimal write)."""
         landed: dict[UUID, RunStatus] = {}
-        for item in batch:
+        resolved: set[UUID] = set()
+        pending, failures, rejected = batch, 0, 0
+        while pending:
             try:
-                if await self._runs.resolve(self._owner, [item.resolution]):
-                    landed[item.run.id] = item.resolution.status
+                written = await self._runs.resolve(self._owner, [f.resolution for f in pending])
+            except StorageError:
+                failures += 1
+                log.warning("batched resolve of %d runs failed (%d in a row)", len(pending),
+                            failures, exc_info=failures == 1)
+            else:
+                landed.update(written)
+                resolved.update(written)
+                return landed, resolved
+            try:
+                pending = await self._still_ours(pending, landed)
+            except StorageError:  # the database is away: keep the results, try again
+                await asyncio.sleep(min(RETRY_MAX_SECONDS, RETRY_FIRST_SECONDS * 2 ** min(failures, 8)))
+                continue
+            pending = await self._write_alone(pending, landed, resolved)
+            rejected += 1
+            if pending and rejected >= MAX_REJECTED_ROUNDS:
+                log.error("giving up on the results of %d runs: every write was rejected",
+                          len(pending))
+                break
+            if pending:
+                await asyncio.sleep(RETRY_FIRST_SECONDS)
+        return landed, resolved
+
+    async def _still_ours(
+        self, pending: list[Finished], landed: dict[UUID, RunStatus]
+    ) -> list[Finished]:
+        """Renew the leases of ``pending`` (raises StorageError while the database is
+        away); a lease not renewed is lost, unless our own write ended it already."""
+        keys = [f.lease.key for f in pending]
+        ours = await self._runs.renew_leases(
+            self._owner, keys, self._lease_seconds, {f.run.id for f in pending}
+        )
+        gone = [f.lease.key for f in pending if f.run.id not in ours]
+        if gone:
+            landed.update(await self._runs.ended_by_lease(self._owner, gone))
+        return [f for f in pending if f.run.id in ours]
+
+    async def _write_alone(
+        self, pending: list[Finished], landed: dict[UUID, RunStatus], resolved: set[UUID]
+    ) -> list[Finished]:
+        """One by one; returns the runs neither write could land (the database went away
+        again, or rejects even the minimal write) to be tried again."""
+        left: list[Finished] = []
+        for item in pending:
+            try:
+                written = await self._runs.resolve(self._owner, [item.resolution])
+                landed.update(written)
+                resolved.update(written)
                 continue
             except StorageError as exc:
                 error = f"ResolveFailed: {exc}"
             try:
                 if await self._runs.fail_minimal(
-                    self._owner, item.run.id, item.run.scheduled_for, error
+                    self._owner, item.run.id, item.run.scheduled_for, error, item.lease.generation
                 ):
                     landed[item.run.id] = RunStatus.FAILED
             except StorageError:
-                log.error("minimal failure write for run %s failed", item.run.id, exc_info=True)
-        return landed
+                log.warning("minimal failure write for run %s failed", item.run.id, exc_info=True)
+                left.append(item)
+        return left
 
     async def _feed_breakers(self, written: list[Finished]) -> None:
         outcomes = [

@@ -18,6 +18,7 @@ from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.model import (
     MAX_ATTEMPTS,
+    ClaimBatch,
     ClaimedRun,
     RetryPolicy,
     RunStatus,
@@ -71,12 +72,15 @@ def _policies(text: str, retry_text: str) -> tuple[Target, RetryPolicy]:
     return target_from_json(target), retry_from_json(retry)
 
 
-def claimed_runs(rows: Sequence[asyncpg.Record]) -> list[ClaimedRun]:
-    """Runs of a claim; each schedule's target and retry policy are parsed once."""
+def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
+    """Runs of a claim; each schedule's target and retry policy are parsed once. Rows the
+    claim ended instead of leasing (not 'running') are reported by status only."""
     parsed: dict[object, tuple[Target, RetryPolicy]] = {}
     runs = []
+    ended: list[RunStatus] = []
     for row in rows:
         if row["status"] != RunStatus.RUNNING:
+            ended.append(RunStatus(row["status"]))
             continue
         schedule_id = row["schedule_id"]
         if schedule_id not in parsed:
@@ -96,8 +100,9 @@ def claimed_runs(rows: Sequence[asyncpg.Record]) -> list[ClaimedRun]:
                 s for s in (row["signing_secret"], row["previous_signing_secret"]) if s
             ),
             lease_expires_at=row["claim_expires_at"],
+            lease_generation=row["lease_generation"],
         ))
-    return runs
+    return ClaimBatch(runs, tuple(ended))
 
 
 class PostgresClaimSource:
@@ -112,10 +117,10 @@ class PostgresClaimSource:
         with storage_errors("claim runs"):
             rows = await self._pool.fetch(Q["job_run_claim"], owner, limit, lease_seconds)
         runs = claimed_runs(rows)
-        if len(runs) != len(rows):
+        if runs.ended:
             log.warning(
-                "failed %d expired leases whose final attempt's owner vanished",
-                len(rows) - len(runs),
+                "ended %d expired leases instead of re-claiming them (%s)", len(runs.ended),
+                ", ".join(sorted({str(status) for status in runs.ended})),
             )
         return runs
 

@@ -1,13 +1,14 @@
 """PostgresRunStore: every write on a leased run, batched, each predicated on the lease.
 
-Every statement takes the owner and matches only rows with ``claimed_by = owner`` and
-``status = 'running'`` (lease rule 3); the ids a statement returns are the writes that
-landed, and the caller counts the others as lost leases.
+Every statement takes the owner and the lease generation and matches only rows with
+``claimed_by = owner``, ``status = 'running'`` and that generation (lease rule 3); the ids
+a statement returns are the writes that landed, and the caller counts the others as lost
+leases.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from uuid import UUID
 
@@ -15,7 +16,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
-from cronwire.domain.model import RunResolution
+from cronwire.domain.model import LeaseKey, RunResolution, RunStatus
 
 Q = queries("executor")
 
@@ -27,7 +28,7 @@ def _affected(status: str) -> int:
 
 def _columns(resolutions: Sequence[RunResolution]) -> list[list[object]]:
     """One array per ``job_run_resolve`` parameter after the owner, in order."""
-    columns: list[list[object]] = [[] for _ in range(13)]
+    columns: list[list[object]] = [[] for _ in range(14)]
     for r in resolutions:
         a = r.attempt
         row = (
@@ -35,15 +36,15 @@ def _columns(resolutions: Sequence[RunResolution]) -> list[list[object]]:
             r.last_status_code, r.last_error,
             a.tenant_id if a else None, a.started_at if a else None, a.finished_at if a else None,
             a.outcome if a else None, a.duration_ms if a else None,
-            a.response_excerpt if a else None,
+            a.response_excerpt if a else None, r.lease_generation,
         )
         for column, value in zip(columns, row, strict=True):
             column.append(value)
     return columns
 
 
-def _keys(runs: Sequence[tuple[UUID, datetime]]) -> tuple[list[UUID], list[datetime]]:
-    return [run_id for run_id, _ in runs], [at for _, at in runs]
+def _keys(runs: Sequence[LeaseKey]) -> tuple[list[UUID], list[datetime], list[int]]:
+    return [k[0] for k in runs], [k[1] for k in runs], [k[2] for k in runs]
 
 
 class PostgresRunStore:
@@ -51,47 +52,59 @@ class PostgresRunStore:
         self._pool = pool
 
     async def renew_leases(
-        self, owner: str, runs: Sequence[tuple[UUID, datetime]], lease_seconds: float
+        self, owner: str, runs: Sequence[LeaseKey], lease_seconds: float,
+        started: Collection[UUID] = frozenset(),
     ) -> set[UUID]:
         if not runs:
             return set()
-        ids, times = _keys(runs)
+        ids, times, generations = _keys(runs)
         with storage_errors("renew leases"):
             rows = await self._pool.fetch(
-                Q["job_run_renew_leases"], owner, ids, times, lease_seconds
+                Q["job_run_renew_leases"], owner, ids, times, generations,
+                [run_id in started for run_id in ids], lease_seconds,
             )
         return {row["id"] for row in rows}
 
-    async def resolve(self, owner: str, resolutions: Sequence[RunResolution]) -> set[UUID]:
+    async def resolve(
+        self, owner: str, resolutions: Sequence[RunResolution]
+    ) -> dict[UUID, RunStatus]:
         if not resolutions:
-            return set()
+            return {}
         with storage_errors("resolve runs"):
             rows = await self._pool.fetch(Q["job_run_resolve"], owner, *_columns(resolutions))
-        return {row["id"] for row in rows}
+        return {row["id"]: RunStatus(row["status"]) for row in rows}
+
+    async def ended_by_lease(
+        self, owner: str, runs: Sequence[LeaseKey]
+    ) -> dict[UUID, RunStatus]:
+        if not runs:
+            return {}
+        with storage_errors("read back resolved runs"):
+            rows = await self._pool.fetch(Q["job_run_ended_by_lease"], owner, *_keys(runs))
+        return {row["id"]: RunStatus(row["status"]) for row in rows}
 
     async def fail_minimal(
-        self, owner: str, run_id: UUID, scheduled_for: datetime, error: str
+        self, owner: str, run_id: UUID, scheduled_for: datetime, error: str, generation: int
     ) -> bool:
         with storage_errors("fail run"):
             status = await self._pool.execute(
-                Q["job_run_fail_minimal"], owner, run_id, scheduled_for, error[:500]
+                Q["job_run_fail_minimal"], owner, run_id, scheduled_for, error[:500], generation
             )
         return _affected(status) == 1
 
-    async def release(self, owner: str, runs: Sequence[tuple[UUID, datetime]]) -> int:
+    async def release(self, owner: str, runs: Sequence[LeaseKey]) -> int:
         return await self._give_back(owner, runs, None)
 
-    async def defer(
-        self, owner: str, runs: Sequence[tuple[UUID, datetime]], until: datetime
-    ) -> int:
+    async def defer(self, owner: str, runs: Sequence[LeaseKey], until: datetime) -> int:
         return await self._give_back(owner, runs, until)
 
     async def _give_back(
-        self, owner: str, runs: Sequence[tuple[UUID, datetime]], until: datetime | None
+        self, owner: str, runs: Sequence[LeaseKey], until: datetime | None
     ) -> int:
         if not runs:
             return 0
-        ids, times = _keys(runs)
         with storage_errors("release runs" if until is None else "defer runs"):
-            status = await self._pool.execute(Q["job_run_give_back"], owner, ids, times, until)
+            status = await self._pool.execute(
+                Q["job_run_give_back"], owner, *_keys(runs), until
+            )
         return _affected(status)

@@ -1,6 +1,8 @@
 -- Stage 2 (executor): claim, lease upkeep and every write on a leased run.
--- Lease rule 3: each write below predicates on claimed_by = $1 (the owner) and
--- status = 'running', so a replica whose lease was reaped or re-claimed writes nothing.
+-- Lease rule 3: each write below predicates on claimed_by = $1 (the owner),
+-- status = 'running' and the lease_generation its claim returned, so a replica whose
+-- lease was reaped or re-claimed writes nothing, even when the re-claim was made under
+-- the same instance id (a twin process, or this process's own later claim).
 
 -- name: job_run_claim
 -- $1 owner, $2 limit (<= idle workers: lease rule 1), $3 lease seconds.
@@ -8,10 +10,9 @@
 -- gets turn 2, so one tenant's 50,000-run backlog cannot starve another's single run.
 -- runnable_tenants is a loose index scan over job_run_claim_tenant_idx: one probe per
 -- tenant that has runnable rows, reading its earliest fire_after (due or not yet).
--- Expired leases of 'running' rows (their owner died or stalled) come first, turn 0. A
--- re-claimed expired lease whose attempts are exhausted is driven to 'failed' here and
--- not returned: its last attempt may have reached the target, and another one would
--- exceed the policy.
+-- Expired leases of 'running' rows (their owner died or stalled) come first, turn 0.
+-- What happens to an expired lease is decided in `decided` below (the verdict), and the
+-- final UPDATE applies it; a claim of given keys (kafka mode) must apply the same rules.
 WITH RECURSIVE runnable_tenants AS (
     (SELECT r.tenant_id, r.fire_after
        FROM job_run r
@@ -43,7 +44,7 @@ fair_share AS (
 expired AS (
     -- Leases whose owner died or stalled: reclaimable by this same statement.
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           0::bigint AS turn
+           r.attempt_started, r.cancel_requested, 0::bigint AS turn
       FROM job_run r
      WHERE r.status = 'running' AND r.claim_expires_at < now()
      ORDER BY r.claim_expires_at
@@ -57,12 +58,13 @@ fair AS (
     -- a row another replica claimed or finished meanwhile is not taken. Locked rows that
     -- lose the ranking below are unlocked when this statement's transaction ends.
     SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
+           c.attempt_started, c.cancel_requested,
            row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.fire_after) AS turn
       FROM due_tenants d
      CROSS JOIN fair_share f
      CROSS JOIN LATERAL (
         SELECT r.id, r.scheduled_for, r.schedule_id, r.tenant_id, r.status, r.attempt_count,
-               r.fire_after
+               r.fire_after, r.attempt_started, r.cancel_requested
           FROM job_run r
          WHERE r.tenant_id = d.tenant_id
            AND r.status IN ('pending', 'retrying')
@@ -78,24 +80,45 @@ candidates AS (
     SELECT * FROM fair
 ),
 decided AS (
+    -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
+    -- status the run ends in here (it is returned, but not as 'running', so not delivered).
+    -- Only an expired lease ('running') can end here:
+    --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
+    --   'failed'     its final attempt had started (attempt_started, set by the renewal
+    --                once the request left) and may have reached the target, so another
+    --                one would exceed the policy. A final attempt that never started is
+    --                not used up: it is leased again, under the same attempt number.
     SELECT p.id, p.scheduled_for,
-           p.status = 'running'
-           AND p.attempt_count >= LEAST(GREATEST(COALESCE((s.retry ->> 'max_attempts')::integer, 3), 1), 8)
-           AS exhausted
+           CASE WHEN p.status <> 'running' THEN 'lease'
+                WHEN p.cancel_requested THEN 'cancelled'
+                WHEN p.attempt_started
+                     AND p.attempt_count >= LEAST(GREATEST(COALESCE((s.retry ->> 'max_attempts')::integer, 3), 1), 8)
+                     THEN 'failed'
+                ELSE 'lease' END AS verdict,
+           -- Attempt numbers count requests that started: an expired lease whose request
+           -- never left keeps its number; everything else gets the next one.
+           p.status = 'running' AND NOT p.attempt_started AS same_attempt
       FROM (SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2) p
       JOIN schedule s ON s.id = p.schedule_id
 )
 UPDATE job_run j
-   SET status           = CASE WHEN d.exhausted THEN 'failed' ELSE 'running' END,
+   SET status           = CASE WHEN d.verdict = 'lease' THEN 'running' ELSE d.verdict END,
        claimed_by       = $1,
-       claim_expires_at = CASE WHEN d.exhausted THEN NULL
-                               ELSE now() + make_interval(secs => $3) END,
-       attempt_count    = CASE WHEN d.exhausted THEN j.attempt_count
+       -- Lease identity: each claim is a new generation; every later write names it.
+       lease_generation = j.lease_generation + 1,
+       -- The new lease's request has not started yet; the renewal sets this once it has.
+       attempt_started  = CASE WHEN d.verdict = 'lease' THEN false ELSE j.attempt_started END,
+       claim_expires_at = CASE WHEN d.verdict = 'lease'
+                               THEN now() + make_interval(secs => $3) END,
+       attempt_count    = CASE WHEN d.verdict <> 'lease' OR d.same_attempt THEN j.attempt_count
                                ELSE LEAST(j.attempt_count + 1, 8) END,
        first_attempt_at = COALESCE(j.first_attempt_at, now()),
-       finished_at      = CASE WHEN d.exhausted THEN now() END,
-       last_error       = CASE WHEN d.exhausted
-                               THEN 'LeaseExpired: the owner of the final attempt vanished; not delivered again'
+       finished_at      = CASE WHEN d.verdict <> 'lease' THEN now() END,
+       last_error       = CASE d.verdict
+                               WHEN 'failed'
+                               THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
+                               WHEN 'cancelled'
+                               THEN 'Cancelled: the schedule was deleted while this run was in flight'
                                ELSE j.last_error END,
        updated_at       = now()
   FROM decided d, schedule s
@@ -104,40 +127,53 @@ UPDATE job_run j
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
-          j.status, j.attempt_count, j.claim_expires_at,
+          j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
               AS previous_signing_secret
 
 -- name: job_run_renew_leases
--- $1 owner, $2 run ids, $3 their scheduled_for, $4 lease seconds. Returns the ids still ours.
+-- $1 owner, $2 run ids, $3 their scheduled_for, $4 their lease generations, $5 whether
+-- each lease's request has started, $6 lease seconds. Returns the ids still ours.
+-- The renewal is also where a started request is recorded (attempt_started), batched
+-- with the lease upkeep instead of a write per run before each send. A lease expired but
+-- not re-claimed (a database outage longer than the lease) is still ours and renewed.
 UPDATE job_run j
-   SET claim_expires_at = now() + make_interval(secs => $4), updated_at = now()
-  FROM unnest($2::uuid[], $3::timestamptz[]) AS l(id, scheduled_for)
+   SET claim_expires_at = now() + make_interval(secs => $6),
+       attempt_started  = j.attempt_started OR l.started,
+       updated_at       = now()
+  FROM unnest($2::uuid[], $3::timestamptz[], $4::bigint[], $5::boolean[])
+       AS l(id, scheduled_for, generation, started)
  WHERE j.id = l.id AND j.scheduled_for = l.scheduled_for
-   AND j.claimed_by = $1 AND j.status = 'running'
+   AND j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
 RETURNING j.id
 
 -- name: job_run_resolve
 -- $1 owner; then one array element per run: the state write and its evidence row.
--- The attempt_count predicate pins the write to the very lease it ends: a late result of
--- an earlier attempt of the same run never lands on a later claim of it.
+-- The lease_generation (and attempt_count) predicate pins the write to the very lease it
+-- ends: a late result of an earlier lease of the same run never lands on a later claim
+-- of it, whoever made that claim. A retry of a run whose schedule was deleted while it
+-- ran (cancel_requested) ends it 'cancelled' instead: no attempt starts after a delete.
+-- Returns each landed id with the status written.
 WITH outcome AS (
     SELECT *
       FROM unnest($2::uuid[], $3::timestamptz[], $4::text[], $5::integer[], $6::float8[],
                   $7::integer[], $8::text[], $9::uuid[], $10::timestamptz[], $11::timestamptz[],
-                  $12::text[], $13::integer[], $14::text[])
+                  $12::text[], $13::integer[], $14::text[], $15::bigint[])
         AS o(id, scheduled_for, status, attempt_count, retry_delay, status_code, error,
-             tenant_id, started_at, finished_at, outcome, duration_ms, response_excerpt)
+             tenant_id, started_at, finished_at, outcome, duration_ms, response_excerpt,
+             generation)
 ),
 landed AS (
     UPDATE job_run j
-       SET status           = o.status,
-           fire_after       = CASE WHEN o.status = 'retrying'
+       SET status           = CASE WHEN o.status = 'retrying' AND j.cancel_requested
+                                   THEN 'cancelled' ELSE o.status END,
+           fire_after       = CASE WHEN o.status = 'retrying' AND NOT j.cancel_requested
                                    THEN now() + make_interval(secs => o.retry_delay)
                                    ELSE j.fire_after END,
-           finished_at      = CASE WHEN o.status IN ('succeeded', 'failed') THEN now() END,
+           finished_at      = CASE WHEN o.status IN ('succeeded', 'failed') OR j.cancel_requested
+                                   THEN now() END,
            claim_expires_at = NULL,
            last_status_code = o.status_code,
            last_error       = o.error,
@@ -145,7 +181,8 @@ landed AS (
       FROM outcome o
      WHERE j.id = o.id AND j.scheduled_for = o.scheduled_for
        AND j.claimed_by = $1 AND j.status = 'running' AND j.attempt_count = o.attempt_count
-    RETURNING j.id, j.scheduled_for
+       AND j.lease_generation = o.generation
+    RETURNING j.id, j.scheduled_for, j.status
 ),
 evidence AS (
     INSERT INTO job_run_attempt (run_id, scheduled_for, tenant_id, attempt, started_at,
@@ -158,31 +195,51 @@ evidence AS (
      WHERE o.started_at IS NOT NULL
     ON CONFLICT DO NOTHING
 )
-SELECT id FROM landed
+SELECT id, status FROM landed
+
+-- name: job_run_ended_by_lease
+-- After a resolve whose reply was lost (the connection died around the commit): which of
+-- these leases' writes did land. $1 owner, $2 ids, $3 scheduled_for, $4 generations.
+-- A run no longer running, still claimed_by us under the same generation, was ended by
+-- our own write (a later claim would have changed the generation). Read only on the
+-- retry path, never per batch.
+SELECT j.id, j.status
+  FROM job_run j
+  JOIN unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
+    ON j.id = l.id AND j.scheduled_for = l.scheduled_for
+ WHERE j.claimed_by = $1 AND j.lease_generation = l.generation AND j.status <> 'running'
 
 -- name: job_run_fail_minimal
 -- The last resort after a failed resolve: the smallest write that ends the run, so the
--- reap -> claim -> redeliver cycle cannot go on for ever. $1 owner, $2 id, $3 scheduled_for.
+-- reap -> claim -> redeliver cycle cannot go on for ever. $1 owner, $2 id, $3 scheduled_for,
+-- $4 error, $5 lease generation.
 UPDATE job_run
    SET status = 'failed', finished_at = now(), claim_expires_at = NULL, last_error = $4,
        updated_at = now()
  WHERE id = $2 AND scheduled_for = $3 AND claimed_by = $1 AND status = 'running'
+   AND lease_generation = $5
 
 -- name: job_run_give_back
 -- Release (shutdown, $4 NULL: due again at once) or defer (open breaker, $4 = when):
 -- the attempt the claim took is given back, and the run returns to the state it was
 -- claimed from. Only rows still ours: a draining replica cannot decrement the attempt
--- count of a run another replica has re-claimed.
+-- count of a run another replica has re-claimed (nor one its twin under the same
+-- instance id holds: the generation). A run whose schedule was deleted meanwhile is not
+-- given back but cancelled. $1 owner, $2 ids, $3 scheduled_for, $4 generations, $5 until.
 UPDATE job_run j
-   SET status           = CASE WHEN j.attempt_count <= 1 THEN 'pending' ELSE 'retrying' END,
-       attempt_count    = GREATEST(j.attempt_count - 1, 0),
-       first_attempt_at = CASE WHEN j.attempt_count <= 1 THEN NULL ELSE j.first_attempt_at END,
-       fire_after       = COALESCE($4::timestamptz, j.fire_after),
+   SET status           = CASE WHEN j.cancel_requested THEN 'cancelled'
+                               WHEN j.attempt_count <= 1 THEN 'pending' ELSE 'retrying' END,
+       attempt_count    = CASE WHEN j.cancel_requested THEN j.attempt_count
+                               ELSE GREATEST(j.attempt_count - 1, 0) END,
+       first_attempt_at = CASE WHEN j.attempt_count <= 1 AND NOT j.cancel_requested THEN NULL
+                               ELSE j.first_attempt_at END,
+       fire_after       = COALESCE($5::timestamptz, j.fire_after),
+       finished_at      = CASE WHEN j.cancel_requested THEN now() END,
        claim_expires_at = NULL,
        updated_at       = now()
-  FROM unnest($2::uuid[], $3::timestamptz[]) AS l(id, scheduled_for)
+  FROM unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
  WHERE j.id = l.id AND j.scheduled_for = l.scheduled_for
-   AND j.claimed_by = $1 AND j.status = 'running'
+   AND j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
 
 -- name: job_run_next_due
 -- Seconds (database clock) until the earliest runnable run is due: negative when one is

@@ -94,12 +94,19 @@ WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 RETURNING id
 
 -- name: job_run_cancel_for_schedule
--- Runs not yet started of a deleted schedule. A leased (running) run is left to finish:
--- its request may already be on the wire. The UPDATE waits for a claim transaction that
--- holds a row, then re-checks the status, so a just-claimed run is not cancelled.
+-- Runs not yet started of a deleted schedule are cancelled. A leased (running) run is
+-- left to finish its request, which may already be on the wire, but is marked
+-- cancel_requested: its result is recorded, and instead of a retry, a release or a
+-- re-claim of its lease it ends 'cancelled' (executor.sql), so no attempt starts after
+-- the delete. One UPDATE for both on purpose: it waits for a claim or a resolve that
+-- holds a row, then re-checks the row as that transaction left it, so a run that turned
+-- 'running' or 'retrying' meanwhile is caught either way. Counts both kinds of run.
 UPDATE job_run
-SET status = 'cancelled', finished_at = now(), updated_at = now()
-WHERE tenant_id = $1 AND schedule_id = $2 AND status IN ('pending', 'retrying')
+SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
+    finished_at = CASE WHEN status = 'running' THEN finished_at ELSE now() END,
+    cancel_requested = true,
+    updated_at = now()
+WHERE tenant_id = $1 AND schedule_id = $2 AND status IN ('pending', 'retrying', 'running')
 
 -- name: schedule_lock_live
 -- FOR SHARE: a concurrent delete waits for the manual run to commit, then cancels it.
