@@ -174,6 +174,12 @@ def cmd_chaos(settings: Settings, args: argparse.Namespace) -> int:
     unknown = [f for f in faults if f not in FAULTS]
     if unknown:
         _fail(f"--faults: unknown fault {unknown[0]!r}; choose from {', '.join(FAULTS)}")
+    for name in faults:
+        if args.mode not in FAULTS[name].modes:
+            _fail(f"--faults: {name} needs --mode {' or '.join(FAULTS[name].modes)}")
+        if FAULTS[name].needs_own_postgres and settings.database_url is not None:
+            _fail(f"--faults: {name} stops Postgres, so it needs the embedded server "
+                  "(unset SCHEDULER_DATABASE_URL)")
     plan = ChaosPlan(
         mode=args.mode, faults=faults, schedules=args.schedules, replicas=args.replicas,
         duration=args.duration, out=args.out, burst=args.burst, seed=args.seed,

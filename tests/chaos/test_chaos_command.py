@@ -139,6 +139,18 @@ def test_a_burst_does_not_starve_small_tenants(scenarios: dict[str, Any]) -> Non
     assert own["small_lag_p99_ms"] < 2000, own
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--faults", "nope"], "--faults: unknown fault 'nope'"),
+    (["--faults", "broker-kill"], "--faults: broker-kill needs --mode kafka"),
+    (["--replicas", "1"], "--replicas"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "cronwire.cli", "chaos", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.skip(reason="enable after kafka merge")
 def test_kafka_mode_loses_nothing_under_broker_and_replica_faults(tmp_path: Path) -> None:
     _done, report = run_chaos(tmp_path, "kafka", KAFKA_FAULTS)
