@@ -189,6 +189,33 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_chaos(settings: Settings, args: argparse.Namespace) -> int:
+    from cronwire.chaos.faults import DEFAULT_FAULTS, FAULTS
+    from cronwire.chaos.harness import ChaosPlan, run_chaos
+
+    faults = tuple(f.strip() for f in (args.faults or "").split(",") if f.strip())
+    faults = faults or DEFAULT_FAULTS[args.mode]
+    unknown = [f for f in faults if f not in FAULTS]
+    if unknown:
+        _fail(f"--faults: unknown fault {unknown[0]!r}; choose from {', '.join(FAULTS)}")
+    for name in faults:
+        if args.mode not in FAULTS[name].modes:
+            _fail(f"--faults: {name} needs --mode {' or '.join(FAULTS[name].modes)}")
+        if FAULTS[name].needs_own_postgres and settings.database_url is not None:
+            _fail(f"--faults: {name} stops Postgres, so it needs the embedded server "
+                  "(unset SCHEDULER_DATABASE_URL)")
+    plan = ChaosPlan(
+        mode=args.mode, faults=faults, schedules=args.schedules, replicas=args.replicas,
+        duration=args.duration, out=args.out, burst=args.burst, seed=args.seed,
+        dsn=settings.database_url,
+    )
+    report = run_chaos(plan)
+    print(json.dumps({k: v for k, v in report.items() if k != "scenarios"} | {
+        "scenarios": {name: {k: v for k, v in figures.items() if k != "beyond_in_flight_runs"}
+                      for name, figures in report["scenarios"].items()}}, default=str))
+    return 0 if report["passed"] else 1
+
+
 class _DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Every option's default in its help, and the epilog's example kept as written."""
 
@@ -291,6 +318,29 @@ def build_parser() -> argparse.ArgumentParser:
     loadtest.add_argument("--workers", type=_bounded(int, 1, 10_000), default=256,
                           help="SCHEDULER_EXECUTOR_WORKERS per replica")
     loadtest.set_defaults(handler=cmd_loadtest)
+
+    chaos = commands.add_parser(
+        "chaos",
+        help="start Postgres (and a broker), a sink and R replicas; inject faults while "
+        "schedules fire every second; count lost and duplicate deliveries (exit 1 if any "
+        "guarantee broke)",
+    )
+    chaos.add_argument("--mode", choices=["postgres", "kafka"], default="postgres")
+    chaos.add_argument("--faults", default="",
+                       help="comma-separated: kill, stall, pg-restart, connection-cuts, "
+                       "clock-skew, fairness, rolling-restart, broker-kill, broker-stall "
+                       "(default: every fault of the mode)")
+    chaos.add_argument("--schedules", type=_bounded(int, 1, 100_000), default=300,
+                       help="schedules firing every second (default 300)")
+    chaos.add_argument("--replicas", type=_bounded(int, 2, 16), default=3)
+    chaos.add_argument("--duration", type=_bounded(float, 5.0, 3600.0), default=30.0,
+                       help="seconds of firing per fault (default 30)")
+    chaos.add_argument("--burst", type=_bounded(int, 1, 1_000_000), default=50_000,
+                       help="runs due at once for the fairness fault (default 50000)")
+    chaos.add_argument("--seed", type=int, default=0, help="random seed of the fault timing")
+    chaos.add_argument("--out", type=Path, default=Path("chaos-out"),
+                       help="report.json and per-fault logs (default ./chaos-out)")
+    chaos.set_defaults(handler=cmd_chaos)
     return parser
 
 

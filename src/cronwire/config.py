@@ -223,7 +223,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
 def _read_toml(path: Path) -> dict[str, str]:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:  # not UTF-8: a bad file too
         raise ConfigError(f"{PREFIX}CONFIG_FILE: cannot read {path}: {exc}") from None
     values: dict[str, str] = {}
     for key, value in data.items():

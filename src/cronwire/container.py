@@ -12,7 +12,6 @@ import asyncpg
 from dependency_injector import containers, providers
 from fastapi import APIRouter
 
-from cronwire.adapters.clock import SystemClock
 from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
@@ -27,6 +26,7 @@ from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.adapters.skewed_clock import replica_clock
 from cronwire.api.app import build_tenant_routers
 from cronwire.api.context import ApiContext
 from cronwire.api.limits import default_limits
@@ -58,7 +58,8 @@ async def _deliverer_resource(
 class Container(containers.DeclarativeContainer):
     settings = providers.Dependency(instance_of=Settings)
 
-    clock = providers.Singleton(SystemClock)
+    # The system clock unless a chaos run skews it (CRONWIRE_CHAOS_CLOCK_SKEW_SECONDS).
+    clock = providers.Singleton(replica_clock)
     metrics = providers.Singleton(PrometheusMetrics)
 
     db_pool = providers.Resource(

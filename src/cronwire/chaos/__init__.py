@@ -1,0 +1,1 @@
+"""`cronwire chaos`: fault injection against real replicas, counted from the receiver."""

@@ -1,0 +1,160 @@
+"""`cronwire chaos`, reduced: every postgres-mode fault once, through the real command.
+
+One run of the command serves every test here (one embedded Postgres, one scenario per
+fault, about two minutes on an idle 2-core machine); each test reads its fault's figures
+from report.json. CRONWIRE_CHAOS_FULL=1 runs the full size (3 replicas, 300 schedules
+firing every second, 30 s per fault, a 50,000-run burst) instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+FULL = os.environ.get("CRONWIRE_CHAOS_FULL") == "1"
+POSTGRES_FAULTS = "kill,stall,pg-restart,connection-cuts,clock-skew,fairness"
+KAFKA_FAULTS = "kill,stall,broker-kill,broker-stall,rolling-restart,fairness"
+
+
+def _size() -> list[str]:
+    if FULL:
+        return ["--schedules", "300", "--duration", "30", "--burst", "50000"]
+    return ["--schedules", "20", "--duration", "8", "--burst", "3000"]
+
+
+def run_chaos(out: Path, mode: str, faults: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
+    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    done = subprocess.run(
+        [sys.executable, "-m", "cronwire.cli", "chaos", "--mode", mode, "--faults", faults,
+         "--replicas", "3", "--out", str(out), *_size()],
+        env=env, capture_output=True, text=True, timeout=3000 if FULL else 600,
+    )
+    report_file = out / "report.json"
+    assert report_file.exists(), done.stderr[-3000:]
+    return done, json.loads(report_file.read_text())
+
+
+@pytest.fixture(scope="module")
+def postgres_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    return run_chaos(tmp_path_factory.mktemp("chaos"), "postgres", POSTGRES_FAULTS)
+
+
+@pytest.fixture(scope="module")
+def scenarios(postgres_run: tuple[subprocess.CompletedProcess[str], dict[str, Any]]) -> dict[str, Any]:
+    _done, report = postgres_run
+    for name, figures in report["scenarios"].items():
+        print(f"chaos {name}: {json.dumps(figures, sort_keys=True, default=str)}")
+    return dict(report["scenarios"])
+
+
+def _delivered_everything(figures: dict[str, Any]) -> None:
+    assert figures["planned"] > 0
+    assert figures["lost"] == 0, figures
+    assert figures["delivered"] == figures["planned"]
+
+
+def test_the_command_prints_a_table_and_then_one_json_line(
+    postgres_run: tuple[subprocess.CompletedProcess[str], dict[str, Any]],
+) -> None:
+    done, report = postgres_run
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].split()[:4] == ["fault", "planned", "delivered", "lost"]
+    last = json.loads(lines[-1])
+    assert last["passed"] == report["passed"] and set(last["scenarios"]) == set(report["scenarios"])
+    assert done.returncode == (0 if report["passed"] else 1)
+
+
+def test_kill_9_loses_nothing_and_duplicates_only_what_was_in_flight(scenarios: dict[str, Any]) -> None:
+    kill = scenarios["kill"]
+    _delivered_everything(kill)
+    assert kill["fault_figures"]["kills"] >= 1
+    assert kill["duplicates_beyond_in_flight"] == 0, kill
+    assert kill["duplicates"] == kill["duplicates_in_flight_at_kill"]
+
+
+def test_a_stalled_owner_writes_no_terminal_result_after_the_reclaim(scenarios: dict[str, Any]) -> None:
+    stall = scenarios["stall"]
+    _delivered_everything(stall)
+    own = stall["fault_figures"]
+    assert own["paused_seconds"] > own["lease_seconds"]
+    assert own["reclaimed_while_paused"] > 0  # the fault did take leases away
+    assert own["stale_terminal_writes"] == 0
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "executor defect, reported to the executor owner: a replica SIGSTOPped between its "
+    "claim and the send still sends after SIGCONT although its lease expired and another "
+    "replica delivered the run (no lease-time check before the request starts)"))
+def test_a_stalled_owner_sends_nothing_after_its_lease_expired(scenarios: dict[str, Any]) -> None:
+    assert scenarios["stall"]["duplicates_beyond_in_flight"] == 0
+
+
+@pytest.mark.parametrize("fault", ["pg-restart", "connection-cuts"])
+def test_database_outages_shorter_than_the_lease_lose_and_duplicate_nothing(
+    scenarios: dict[str, Any], fault: str
+) -> None:
+    figures = scenarios[fault]
+    _delivered_everything(figures)
+    assert figures["duplicates"] == 0, figures
+    assert figures["replica_exits"] == 0  # recovered without a restart
+    assert figures["violations"] == []
+
+
+def test_postgres_was_really_restarted_twice(scenarios: dict[str, Any]) -> None:
+    own = scenarios["pg-restart"]["fault_figures"]
+    assert own["restarts"] == 2
+    assert max(own["outage_seconds"]) < own["lease_seconds"]
+
+
+def test_connection_cuts_really_cut(scenarios: dict[str, Any]) -> None:
+    own = scenarios["connection-cuts"]["fault_figures"]
+    assert own.get("connections_dropped", 0) + own.get("connections_reset", 0) > 0
+    assert own["connections_opened"] > 3 * 2  # the replicas reconnected
+
+
+def test_skewed_replica_clocks_fire_nothing_early_late_or_twice(scenarios: dict[str, Any]) -> None:
+    skew = scenarios["clock-skew"]
+    _delivered_everything(skew)
+    own = skew["fault_figures"]
+    assert (own["early"], own["late"], skew["duplicates"]) == (0, 0, 0)
+    for name, injected in own["skews_injected"].items():
+        assert own["skew_gauge_seconds"][name] == pytest.approx(injected, abs=2)
+        assert name in own["lag_p99_ms_by_replica"]  # the skewed replica did deliver
+
+
+def test_a_burst_does_not_starve_small_tenants(scenarios: dict[str, Any]) -> None:
+    fair = scenarios["fairness"]
+    _delivered_everything(fair)
+    own = fair["fault_figures"]
+    assert own["small_runs_during_burst"] > 0
+    assert own["small_lag_p99_ms"] < 2000, own
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--faults", "nope"], "--faults: unknown fault 'nope'"),
+    (["--faults", "broker-kill"], "--faults: broker-kill needs --mode kafka"),
+    (["--replicas", "1"], "--replicas"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "cronwire.cli", "chaos", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skip(reason="enable after kafka merge")
+def test_kafka_mode_loses_nothing_under_broker_and_replica_faults(tmp_path: Path) -> None:
+    _done, report = run_chaos(tmp_path, "kafka", KAFKA_FAULTS)
+    for name, figures in report["scenarios"].items():
+        _delivered_everything(figures)
+        assert figures["duplicates_beyond_in_flight"] == 0, (name, figures)
+    assert report["scenarios"]["fairness"]["fault_figures"]["small_lag_p99_ms"] < 2000
