@@ -324,20 +324,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="start Postgres (and a broker), a sink and R replicas; inject faults while "
         "schedules fire every second; count lost and duplicate deliveries (exit 1 if any "
         "guarantee broke)",
+        description="Fault-injection harness: every fault runs against a fresh database and "
+        "fresh replicas, counted from the receiver's side.",
+        epilog="example:\n  cronwire chaos --faults kill,pg-restart --schedules 200 --duration 20",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    chaos.add_argument("--mode", choices=["postgres", "kafka"], default="postgres")
+    chaos.add_argument("--mode", choices=["postgres", "kafka"], default="postgres",
+                       help="claim source of the replicas (default postgres)")
     chaos.add_argument("--faults", default="",
                        help="comma-separated: kill, stall, pg-restart, connection-cuts, "
                        "clock-skew, fairness, rolling-restart, broker-kill, broker-stall "
                        "(default: every fault of the mode)")
     chaos.add_argument("--schedules", type=_bounded(int, 1, 100_000), default=300,
                        help="schedules firing every second (default 300)")
-    chaos.add_argument("--replicas", type=_bounded(int, 2, 16), default=3)
+    chaos.add_argument("--replicas", type=_bounded(int, 2, 16), default=3,
+                       help="replica processes, 2..16 (default 3)")
     chaos.add_argument("--duration", type=_bounded(float, 5.0, 3600.0), default=30.0,
                        help="seconds of firing per fault (default 30)")
     chaos.add_argument("--burst", type=_bounded(int, 1, 1_000_000), default=50_000,
                        help="runs due at once for the fairness fault (default 50000)")
-    chaos.add_argument("--seed", type=int, default=0, help="random seed of the fault timing")
+    chaos.add_argument("--seed", type=int, default=0, help="random seed of the fault timing (default 0)")
     chaos.add_argument("--out", type=Path, default=Path("chaos-out"),
                        help="report.json and per-fault logs (default ./chaos-out)")
     chaos.set_defaults(handler=cmd_chaos)
