@@ -90,10 +90,6 @@ def test_a_stalled_owner_writes_no_terminal_result_after_the_reclaim(scenarios: 
     assert own["stale_terminal_writes"] == 0
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "executor defect, reported to the executor owner: a replica SIGSTOPped between its "
-    "claim and the send still sends after SIGCONT although its lease expired and another "
-    "replica delivered the run (no lease-time check before the request starts)"))
 def test_a_stalled_owner_sends_nothing_after_its_lease_expired(scenarios: dict[str, Any]) -> None:
     assert scenarios["stall"]["duplicates_beyond_in_flight"] == 0
 

@@ -284,6 +284,9 @@ class Executor:
 
     async def _deliver(self, run: ClaimedRun, lease: Lease, breaker_key: str) -> None:
         try:
+            if self._lease_too_old_to_send(run):
+                await self._give_back_unsent(lease)
+                return
             if self._signals is not None:
                 self._signals.started.add([run.id])
             lease.started = True  # the next renewal records it (the attempt is used)
@@ -308,6 +311,36 @@ class Executor:
         self._writer.submit(
             Finished(run, lease, resolution, breaker_key, health_signal(result))
         )
+
+    def _lease_too_old_to_send(self, run: ClaimedRun) -> bool:
+        """True when less than half the lease is left at the moment the request would leave.
+
+        Normally a request leaves right after its claim. A replica stalled in between
+        (SIGSTOP, a long pause of the event loop) may wake after its lease expired and
+        another replica re-claimed and delivered the run; sending then would be a second
+        delivery that no renewal could stop, because the renewal that would find the lease
+        gone comes later. The remaining time is read on the database's clock (the claim's
+        expiry, corrected by the offset measured at that claim)."""
+        expires = run.lease_expires_at + self._clock_offset
+        left = (expires - self._clock.now()).total_seconds()
+        return left < self._lease_seconds / 2
+
+    async def _give_back_unsent(self, lease: Lease) -> None:
+        """Abandon a lease whose request never left: nothing was sent, so no attempt is
+        used. Released where it is still ours (due again at once); otherwise its new owner
+        has it."""
+        lease.lost = True
+        self._keeper.drop(lease)
+        self._metrics.lease_lost()
+        if self._signals is not None:
+            self._signals.abandoned.add([lease.run_id])
+        log.warning("run %s: lease too old to send after a stall; not sent, given back",
+                    lease.run_id, extra={"run_id": str(lease.run_id)})
+        try:
+            await self._runs.release(self._owner, [lease.key])
+        except StorageError:
+            log.warning("releasing unsent run %s failed; its lease will expire", lease.run_id,
+                        exc_info=True)
 
     async def _attempt(self, run: ClaimedRun) -> DeliveryResult:
         """One request. The Deliverer enforces the per-attempt timeout (its contract
