@@ -23,7 +23,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from cronwire.adapters.kafka.codec import decode_key
-from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink
+from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink, bounded
 from cronwire.ports import RunKey
 
 log = logging.getLogger(__name__)
@@ -137,8 +137,7 @@ class KafkaRunHints:
                         await consumer.seek_to_committed()
                 self._flow(consumer)
                 space = self._buffer_limit - len(self._buffer)
-                batches = await consumer.getmany(timeout_ms=self._poll_ms,
-                                                 max_records=max(1, space))
+                batches = await self._fetch(consumer, max(1, space))
             except KAFKA_FAILURES as exc:
                 log.warning("kafka consumer: %s: %s", type(exc).__name__, exc)
                 self._link.suspect()
@@ -150,6 +149,18 @@ class KafkaRunHints:
                 self.delivered += len(messages)
             if self._buffer:
                 self._arrived.set()
+
+    async def _fetch(self, consumer: AIOKafkaConsumer, limit: int) -> dict[TopicPartition, Any]:
+        """``getmany``, bounded: a consumer stopped under it (the broker was lost) can
+        leave the call waiting for ever, which would keep this task from its successor."""
+        fetch = asyncio.ensure_future(consumer.getmany(timeout_ms=self._poll_ms, max_records=limit))
+        bound = (self._poll_ms + self._session_timeout_ms) / 1000 + 5.0  # a rebalance blocks it
+        done, _ = await asyncio.wait({fetch}, timeout=bound)
+        if not done:
+            fetch.cancel()
+            raise TimeoutError("getmany did not return")
+        batches: dict[TopicPartition, Any] = fetch.result()
+        return batches
 
     def _flow(self, consumer: AIOKafkaConsumer) -> None:
         """Pause every partition while the buffer is full, resume when it has room; the
@@ -180,8 +191,7 @@ class KafkaRunHints:
             await consumer.start()
             consumer.subscribe([self._link.topic], listener=_Rebalance(self))
         except BaseException:
-            with contextlib.suppress(*KAFKA_FAILURES):
-                await asyncio.wait_for(consumer.stop(), 5)
+            await bounded(consumer.stop(), 5.0)
             raise
         self._consumer = consumer
         return consumer
@@ -218,5 +228,4 @@ class KafkaRunHints:
         self._settled.clear()
         self._arrived.clear()
         if consumer is not None:
-            with contextlib.suppress(*KAFKA_FAILURES):
-                await asyncio.wait_for(consumer.stop(), 5)
+            await bounded(consumer.stop(), 5.0)

@@ -29,6 +29,26 @@ from cronwire.errors import BrokerError
 log = logging.getLogger(__name__)
 TOPIC_ALREADY_EXISTS = 36
 KAFKA_FAILURES = (KafkaError, OSError, TimeoutError, AssertionError)
+_LINGERING: set[asyncio.Future[object]] = set()
+
+
+async def bounded(awaitable: Awaitable[object], seconds: float) -> None:
+    """Await a client's start/stop/close for at most ``seconds``, swallowing its failure.
+    One that outlives the bound is cancelled and left to end in the background: aiokafka's
+    stop can wait on a dead coordinator, and waiting for its cancellation (as
+    ``asyncio.wait_for`` does) would stall the caller — the link's probe loop included."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        task.cancel()
+        _LINGERING.add(task)
+        task.add_done_callback(_LINGERING.discard)
+        log.info("a kafka client call did not finish within %ss; left to the background", seconds)
+        return
+    if not task.cancelled() and task.exception() is not None:
+        exc = task.exception()
+        if not isinstance(exc, KAFKA_FAILURES):
+            log.warning("kafka client call failed: %r", exc)
 
 
 class KafkaLink:
@@ -120,8 +140,7 @@ class KafkaLink:
                                 self.bootstrap, exc)
                     self._set_up(False)
                     for listener in self._down_listeners:
-                        with contextlib.suppress(Exception):
-                            await listener()
+                        await bounded(listener(), 6.0)
 
     def _set_up(self, up: bool, *, new_generation: bool = False) -> None:
         if new_generation:
@@ -152,8 +171,7 @@ class KafkaLink:
         except KAFKA_FAILURES as exc:
             raise BrokerError(f"{type(exc).__name__}: {exc}") from exc
         finally:
-            with contextlib.suppress(*KAFKA_FAILURES):
-                await admin.close()
+            await bounded(admin.close(), 3.0)
         for topic in topics:
             if topic.get("topic") == self.topic and topic.get("error_code", 0) == 0:
                 return len(topic.get("partitions") or [])
@@ -172,8 +190,7 @@ class KafkaLink:
                 f"cannot reach a Kafka broker at {self.bootstrap}: {type(exc).__name__}: {exc}"
             ) from exc
         finally:
-            with contextlib.suppress(*KAFKA_FAILURES):
-                await admin.close()
+            await bounded(admin.close(), 3.0)
         for topic, code, message in _topic_errors(response):
             if code not in (0, TOPIC_ALREADY_EXISTS):
                 raise BrokerError(f"creating topic {topic} failed: error {code}: {message}")

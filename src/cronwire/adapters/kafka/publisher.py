@@ -8,7 +8,6 @@ created per link generation and closed while the broker is down.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -17,7 +16,7 @@ from uuid import UUID
 from aiokafka import AIOKafkaProducer
 
 from cronwire.adapters.kafka.codec import encode_key
-from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink
+from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink, bounded
 from cronwire.errors import BrokerError
 from cronwire.ports import RunKey
 
@@ -101,7 +100,5 @@ class KafkaRunPublisher:
 
     @staticmethod
     async def _stop(producer: AIOKafkaProducer | None) -> None:
-        if producer is None:
-            return
-        with contextlib.suppress(*KAFKA_FAILURES):
-            await asyncio.wait_for(producer.stop(), 5)
+        if producer is not None:
+            await bounded(producer.stop(), 5.0)
