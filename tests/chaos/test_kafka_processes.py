@@ -225,16 +225,6 @@ async def test_a_broker_restart_mid_run_loses_and_duplicates_nothing(
         await sink.wait_for(lambda s: s.unique == runs, within=120)
         await _settled(db_pool, within=30)
         assert await status_counts(db_pool) == {"succeeded": runs}
-        if sink.duplicates and os.environ.get("DEBUGK"):
-            seen: dict[str, list[Any]] = {}
-            for a in sink.arrivals:
-                seen.setdefault(a.webhook_id, []).append(a)
-            dup = [v for v in seen.values() if len(v) > 1][:3]
-            for arrivals in dup:
-                print([(a.attempt, a.arrived_at, a.status, a.answered_at) for a in arrivals])
-                rid = arrivals[0].run_id
-                print(await db_pool.fetch("SELECT attempt, claimed_by, started_at, finished_at, outcome FROM job_run_attempt WHERE run_id::text = $1", str(rid)))
-                print(await db_pool.fetch("SELECT status, attempt_count, claimed_by, published_at, fire_after, updated_at FROM job_run WHERE id::text = $1", str(rid)))
         assert sink.duplicates == 0
         claims = await _claims(replicas)
         assert claims.get("sweeper", 0) > 0
