@@ -277,3 +277,20 @@ async def test_a_rolling_flip_postgres_kafka_postgres_under_load(
     for replica in current.values():
         assert await replica.stop() == 0
     _report("rolling_flip", runs=seeded, lost=0, duplicates=sink.duplicates)
+
+
+async def test_serve_in_kafka_mode_starts_the_embedded_broker_by_default(
+    db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, tmp_path: Path
+) -> None:
+    replica = await fleet.spawn("solo", claim_source="kafka", home=str(tmp_path / "home"))
+
+    async def ready() -> bool:
+        status, body = await _readyz(replica)
+        return status == 200 and body["checks"].get("kafka") is True
+
+    await _until(ready, within=60)
+    assert "embedded kafka broker (no SCHEDULER_KAFKA_BOOTSTRAP_SERVERS)" in replica.log()
+    await _seed(db_pool, sink.url, 20, tenants=2)
+    await sink.wait_for(lambda s: s.unique == 20, within=60)
+    assert await replica.stop() == 0
+    assert "embedded kafka broker stopped" in replica.log()
