@@ -122,7 +122,7 @@ async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_rest
     broker = EmbeddedBroker(tmp_path / "tansu.log", port=free_port("127.0.0.1"))
     broker.start()
     try:
-        async with kafka_mode(db_pool, broker.bootstrap, probe_seconds=0.3) as mode:
+        async with kafka_mode(db_pool, broker.bootstrap, probe_seconds=0.3, sweep_seconds=3600) as mode:
             schedule = await _schedule(db_pool)
             broker.stop()
 
