@@ -43,6 +43,9 @@ class Settings:
     claim_source: str = "postgres"
     kafka_bootstrap_servers: str | None = None
     kafka_topic: str = "cronwire.runs"
+    kafka_partitions: int = 12
+    kafka_consumer_group: str = "cronwire-executors"
+    kafka_sweep_grace_seconds: float = 5.0
     planner_tick_seconds: float = 1.0
     planner_lookahead_seconds: float = 5.0
     planner_batch: int = 500
@@ -71,6 +74,11 @@ class Settings:
     @property
     def embedded_database(self) -> bool:
         return self.database_url is None
+
+    @property
+    def embedded_broker(self) -> bool:
+        """Kafka mode with no SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: serve starts tansu."""
+        return self.claim_source == "kafka" and self.kafka_bootstrap_servers is None
 
 
 def _positive_int(name: str, raw: str) -> int:
@@ -198,6 +206,9 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "claim_source": _choice(CLAIM_SOURCES),
     "kafka_bootstrap_servers": _bootstrap,
     "kafka_topic": _text,
+    "kafka_partitions": _positive_int,
+    "kafka_consumer_group": _text,
+    "kafka_sweep_grace_seconds": _non_negative_float,
     "planner_tick_seconds": _positive_float,
     "planner_lookahead_seconds": _lookahead_seconds,
     "planner_batch": _positive_int,

@@ -16,10 +16,15 @@ from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
+from cronwire.adapters.kafka.hints import KafkaRunHints
+from cronwire.adapters.kafka.link import KafkaLink
+from cronwire.adapters.kafka.publisher import KafkaRunPublisher
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
+from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
@@ -32,7 +37,9 @@ from cronwire.api.context import ApiContext
 from cronwire.api.limits import default_limits
 from cronwire.config import Settings
 from cronwire.service.executor import Executor
+from cronwire.service.hybrid_claims import HybridClaimSource
 from cronwire.service.maintenance import FleetGauges, PartitionKeeper
+from cronwire.service.outbox_relay import OutboxRelay
 from cronwire.service.planner import Planner
 from cronwire.service.supervisor import LoopBody
 
@@ -53,6 +60,59 @@ async def _deliverer_resource(
         yield deliverer
     finally:
         await deliverer.close()
+
+
+def uses_kafka(settings: Settings) -> bool:
+    """Kafka mode's clients run on replicas that plan or execute (the API never needs them)."""
+    return settings.claim_source == "kafka" and bool(settings.roles & {"planner", "executor"})
+
+
+async def _kafka_link_resource(
+    settings: Settings, metrics: PrometheusMetrics
+) -> AsyncIterator[KafkaLink | None]:
+    """The broker link (topic creation, probing); None in postgres mode."""
+    if not uses_kafka(settings):
+        yield None
+        return
+    assert settings.kafka_bootstrap_servers is not None, "serve resolves the embedded broker"
+    link = KafkaLink(
+        settings.kafka_bootstrap_servers, settings.kafka_topic, settings.kafka_partitions,
+        on_change=metrics.set_broker_up,
+    )
+    await link.start()
+    try:
+        yield link
+    finally:
+        await link.close()
+
+
+async def _kafka_hints_resource(
+    settings: Settings, link: KafkaLink | None
+) -> AsyncIterator[KafkaRunHints | None]:
+    """The executors' consumer group member; only where the executor role runs."""
+    if link is None or "executor" not in settings.roles:
+        yield None
+        return
+    hints = KafkaRunHints(
+        link, settings.kafka_consumer_group, buffer_limit=settings.executor_batch,
+        client_id=f"cronwire-{settings.instance_id}",
+    )
+    await hints.start()
+    try:
+        yield hints
+    finally:
+        await hints.close()
+
+
+async def _kafka_publisher_resource(link: KafkaLink | None) -> AsyncIterator[KafkaRunPublisher | None]:
+    if link is None:
+        yield None
+        return
+    publisher = KafkaRunPublisher(link)
+    try:
+        yield publisher
+    finally:
+        await publisher.close()
 
 
 class Container(containers.DeclarativeContainer):
@@ -111,11 +171,26 @@ class Container(containers.DeclarativeContainer):
         lookahead_seconds=settings.provided.planner_lookahead_seconds,
     )
 
+    # -- kafka mode providers (issue 9): clients owned by Resources, None in postgres mode --
+    kafka_link = providers.Resource(_kafka_link_resource, settings=settings, metrics=metrics)
+    kafka_hints = providers.Resource(_kafka_hints_resource, settings=settings, link=kafka_link)
+    kafka_publisher = providers.Resource(_kafka_publisher_resource, link=kafka_link)
+    outbox_relay = providers.Singleton(
+        OutboxRelay, store=providers.Singleton(PostgresOutboxStore, pool=db_pool),
+        publisher=kafka_publisher,
+    )
+    polling_claim_source = providers.Singleton(PostgresClaimSource, pool=db_pool)
+
     # -- executor providers (stage 2) --
-    # Kafka mode is another issue; until it lands only postgres is selectable here.
     claim_source = providers.Selector(
         settings.provided.claim_source,
         postgres=providers.Singleton(PostgresClaimSource, pool=db_pool),
+        kafka=providers.Singleton(
+            HybridClaimSource, hints=kafka_hints,
+            keyed=providers.Singleton(PostgresKeyedClaims, pool=db_pool),
+            polling=polling_claim_source, clock=clock,
+            grace_seconds=settings.provided.kafka_sweep_grace_seconds,
+        ),
     )
     run_store = providers.Singleton(PostgresRunStore, pool=db_pool)
     breaker_store = providers.Singleton(PostgresBreakerStore, pool=db_pool)
@@ -174,6 +249,10 @@ async def role_loops(container: Container, settings: Settings) -> dict[str, Loop
     if "executor" in settings.roles:
         executor: Executor = await container.executor()  # type: ignore[misc]
         loops["executor"] = executor.run
+    # -- kafka mode: the outbox publisher (every replica that plans or executes) --
+    if uses_kafka(settings):
+        relay: OutboxRelay = await container.outbox_relay()  # type: ignore[misc]
+        loops["publisher"] = relay.run
     # -- maintenance (every replica) --
     keeper: PartitionKeeper = await container.partition_keeper()  # type: ignore[misc]
     gauges: FleetGauges = await container.fleet_gauges()  # type: ignore[misc]

@@ -29,3 +29,7 @@ class NotFound(CronwireError):
 
 class EmbeddedServerError(CronwireError):
     """An embedded development server (Postgres, broker) failed to start or stop."""
+
+
+class BrokerError(CronwireError):
+    """The Kafka broker cannot be reached or refused a request (kafka mode only)."""

@@ -17,11 +17,13 @@ from collections.abc import Awaitable, Callable, Generator
 
 import uvicorn
 
+from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import EmbeddedPostgres
+from cronwire.adapters.kafka.link import unreachable_servers
 from cronwire.adapters.postgres.migrator import is_current, migrate
 from cronwire.api.app import create_app
 from cronwire.config import Settings
-from cronwire.container import Container, api_routers, build_container, role_loops
+from cronwire.container import Container, api_routers, build_container, role_loops, uses_kafka
 from cronwire.errors import ConfigError
 from cronwire.logs import warn_about_settings
 from cronwire.service.supervisor import LoopCrashed, Supervisor
@@ -71,6 +73,14 @@ def _readiness(container: Container, supervisor: Supervisor) -> Callable[[], Awa
         except Exception:  # readiness reports failures, it never raises
             log.warning("readiness: database check failed", exc_info=True)
         checks.update({f"loop:{name}": ok for name, ok in supervisor.health().items()})
+        # -- kafka mode: the broker (a lost broker degrades claims to the sweeper) --
+        if uses_kafka(container.settings()):
+            try:
+                link = await container.kafka_link()  # type: ignore[misc]
+                checks["kafka"] = link is not None and link.healthy
+            except Exception:  # readiness reports failures, it never raises
+                log.warning("readiness: kafka check failed", exc_info=True)
+                checks["kafka"] = False
         container.metrics().set_readiness(checks)
         return checks
 
@@ -139,23 +149,43 @@ async def _maybe_await(result: Awaitable[None] | None) -> None:
 
 
 def check_buildable(settings: Settings) -> None:
-    """Refuse, before starting anything, a configuration this build cannot run."""
-    if settings.claim_source == "kafka" and "executor" in settings.roles:
-        raise ConfigError(
-            "SCHEDULER_CLAIM_SOURCE: the kafka claim source is not part of this release yet; "
-            "use postgres (the default)"
-        )
+    """Refuse, before starting anything, a configuration this replica cannot run: in kafka
+    mode, an explicit broker that nobody answers at."""
+    if uses_kafka(settings) and settings.kafka_bootstrap_servers is not None:
+        silent = unreachable_servers(settings.kafka_bootstrap_servers, within=5.0)
+        if silent:
+            raise ConfigError(
+                f"SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: no Kafka broker answers at "
+                f"{', '.join(silent)}"
+            )
+
+
+def start_embedded_broker(settings: Settings) -> tuple[Settings, EmbeddedBroker | None]:
+    """Kafka mode with no SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: start tansu on a free
+    loopback port (memory storage: a restart loses topics and offsets; the sweeper covers)."""
+    if not (settings.embedded_broker and uses_kafka(settings)):
+        return settings, None
+    broker = EmbeddedBroker(settings.home / "kafka" / "tansu.log")
+    bootstrap = broker.start()
+    log.info("embedded kafka broker (no SCHEDULER_KAFKA_BOOTSTRAP_SERVERS): tansu, memory "
+             "storage, bootstrap %s, log %s", bootstrap, broker.log_file)
+    return dataclasses.replace(settings, kafka_bootstrap_servers=bootstrap), broker
 
 
 def serve(settings: Settings) -> None:
     check_buildable(settings)
     settings, embedded = start_embedded_postgres(settings)
+    broker: EmbeddedBroker | None = None
     try:
+        settings, broker = start_embedded_broker(settings)
         _run(run_replica(settings))
     except LoopCrashed as crash:
         log.error("replica %s stopped: %s", settings.instance_id, crash)
         raise SystemExit(1) from crash
     finally:
+        if broker is not None:
+            broker.stop()
+            log.info("embedded kafka broker stopped")
         if embedded is not None:
             embedded.stop()
             log.info("embedded postgres stopped")

@@ -36,13 +36,14 @@ def test_bad_configuration_exits_2_with_one_line(
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
-def test_kafka_claim_source_is_refused_until_it_is_built(tmp_path: Path) -> None:
+def test_kafka_mode_with_an_unreachable_broker_exits_2_with_one_line(tmp_path: Path) -> None:
+    silent = f"127.0.0.1:{free_port('127.0.0.1')}"
     result = run_cli("serve", env=clean_env(SCHEDULER_CLAIM_SOURCE="kafka",
+                                             SCHEDULER_KAFKA_BOOTSTRAP_SERVERS=silent,
                                              SCHEDULER_HOME=str(tmp_path)))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "cronwire: SCHEDULER_CLAIM_SOURCE: the kafka claim source is not part of this release "
-        "yet; use postgres (the default)"
+        f"cronwire: SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: no Kafka broker answers at {silent}"
     ]
     assert not (tmp_path / "postgres").exists()  # nothing was started
 

@@ -39,6 +39,7 @@ class PrometheusMetrics:
             "scheduler_delivery_duration_seconds", "One delivery attempt, end to end",
             buckets=DURATION_BUCKETS, registry=r,
         )
+        self._broker_up: Gauge | None = None  # kafka mode only: created on first report
         self._tick = Histogram(
             "scheduler_planner_tick_seconds", "One planner transaction", registry=r
         )
@@ -86,6 +87,14 @@ class PrometheusMetrics:
 
     def set_partitions_ahead(self, months: int) -> None:
         self._partitions_ahead.set(months)
+    def set_broker_up(self, up: bool) -> None:
+        if self._broker_up is None:
+            self._broker_up = Gauge(
+                "scheduler_kafka_broker_up",
+                "Kafka mode: 1 while this replica reaches the broker, 0 while only the "
+                "sweeper claims", registry=self.registry,
+            )
+        self._broker_up.set(1 if up else 0)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

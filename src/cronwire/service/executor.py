@@ -197,7 +197,7 @@ class Executor:
                 self._metrics.claims(self._claims.name, len(runs))
                 await self._admit(runs)
             if len(runs) < limit:
-                await self._pause(await self._until_next_due())  # nothing more is due now
+                await self._wait_for_work(await self._until_next_due())  # nothing more now
 
     async def _until_next_due(self) -> float:
         """How long to wait before the next claim: until the earliest planned run is due,
@@ -238,6 +238,18 @@ class Executor:
         self._wake.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
+
+    async def _wait_for_work(self, seconds: float) -> None:
+        """Like ``_pause``, and the claim source may end the wait early when it has work
+        (kafka mode: a hint arrived), so a batch never waits a poll interval."""
+        self._wake.clear()
+        woken = asyncio.ensure_future(self._wake.wait())
+        work = asyncio.ensure_future(self._claims.wait_for_work(seconds))
+        try:
+            await asyncio.wait({woken, work}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            work.cancel()
 
     async def _wake_when(self, stopping: asyncio.Event, halt: asyncio.Event | None = None) -> None:
         await stopping.wait()

@@ -7,6 +7,7 @@ once: nothing queues behind the claim while its lease clock runs (lease rule 1).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -133,6 +134,9 @@ class PostgresClaimSource:
         with storage_errors("find the next due run"):
             seconds: float | None = await self._pool.fetchval(Q["job_run_next_due"])
         return seconds
+
+    async def wait_for_work(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)  # polling has no notice of work: the executor polls
 
     async def close(self) -> None:
         return None

@@ -32,3 +32,22 @@ def parse_queries(text: str) -> dict[str, str]:
 def queries(file_stem: str) -> dict[str, str]:
     """Queries of ``queries/<file_stem>.sql`` (one file per table, as in River)."""
     return parse_queries((QUERY_DIR / f"{file_stem}.sql").read_text(encoding="utf-8"))
+
+
+# The line where job_run_claim's lease-taking tail begins (everything from there to the end:
+# the exhaustion decision and the UPDATE ... RETURNING). Kafka mode's claims reuse it.
+_LEASE_TAIL = re.compile(r"^decided AS \(", re.MULTILINE)
+
+
+@functools.cache
+def claim_statement(candidates: str, file_stem: str = "executor") -> str:
+    """A claim whose candidate rows come from the fragment ``candidates`` (a ``WITH``
+    list ending in a ``candidates AS (...)`` CTE and a comma) and whose lease-taking is
+    job_run_claim's own tail, appended verbatim: the expired-lease and attempt-exhaustion
+    rules live in one statement text, whichever source feeds the claim."""
+    named = queries(file_stem)
+    base = named["job_run_claim"]
+    tail = _LEASE_TAIL.search(base)
+    if tail is None:
+        raise ValueError("job_run_claim has no line starting 'decided AS (' to share")
+    return f"{named[candidates]}\n{base[tail.start():]}"

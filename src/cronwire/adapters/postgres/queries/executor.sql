@@ -177,6 +177,7 @@ landed AS (
            claim_expires_at = NULL,
            last_status_code = o.status_code,
            last_error       = o.error,
+           published_at     = NULL,  -- kafka mode: a retry is published again when due
            updated_at       = now()
       FROM outcome o
      WHERE j.id = o.id AND j.scheduled_for = o.scheduled_for
@@ -236,6 +237,7 @@ UPDATE job_run j
        fire_after       = COALESCE($5::timestamptz, j.fire_after),
        finished_at      = CASE WHEN j.cancel_requested THEN now() END,
        claim_expires_at = NULL,
+       published_at     = NULL,  -- kafka mode: runnable again, so published again when due
        updated_at       = now()
   FROM unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
  WHERE j.id = l.id AND j.scheduled_for = l.scheduled_for
@@ -249,3 +251,61 @@ UPDATE job_run j
 SELECT EXTRACT(EPOCH FROM (min(fire_after) - now()))::float8
 FROM job_run
 WHERE status IN ('pending', 'retrying')
+
+-- name: job_run_claim_keys_candidates
+-- Kafka mode: claim the runs whose keys a broker delivered. Only the candidates differ
+-- from job_run_claim: sql.claim_statement() appends job_run_claim's own lease-taking tail
+-- (from "decided AS (" on), so the expired-lease and attempt-exhaustion rules stay in one
+-- place. $1 owner, $2 limit, $3 lease seconds, $4 run ids, $5 their scheduled_for.
+-- A key is a hint: only rows that are runnable now (or hold an expired lease) are taken.
+-- FOR UPDATE waits instead of skipping: a row locked by the outbox publisher that is
+-- still sending its key, or by a SKIP LOCKED claim that will not keep it, must not make
+-- this claim drop the key (nothing would deliver it again until the sweeper's grace).
+WITH candidates AS (
+    SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
+           r.attempt_started, r.cancel_requested,
+           CASE WHEN r.status = 'running' THEN 0 ELSE 1 END::bigint AS turn
+      FROM job_run r
+     WHERE r.id = ANY ($4::uuid[]) AND r.scheduled_for = ANY ($5::timestamptz[])
+       AND (r.id, r.scheduled_for) IN (
+            SELECT k.id, k.scheduled_for
+              FROM unnest($4::uuid[], $5::timestamptz[]) AS k(id, scheduled_for))
+       AND ((r.status IN ('pending', 'retrying') AND r.fire_after <= now()
+             AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now()))
+            OR (r.status = 'running' AND r.claim_expires_at < now()))
+     ORDER BY r.id
+       FOR UPDATE OF r
+),
+
+-- name: job_run_sweep_candidates
+-- Kafka mode's safety net: runs due longer than the grace ($4 seconds) that no message
+-- delivered (broker restart, lost partition, crash between commit and publish), and
+-- leases whose owner vanished (no message will ever come for those). Oldest first,
+-- SKIP LOCKED like the polling claim; the lease-taking tail is job_run_claim's.
+WITH expired AS (
+    SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
+           r.attempt_started, r.cancel_requested,
+           0::bigint AS turn
+      FROM job_run r
+     WHERE r.status = 'running' AND r.claim_expires_at < now()
+     ORDER BY r.claim_expires_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+),
+overdue AS (
+    SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
+           r.attempt_started, r.cancel_requested,
+           1::bigint AS turn
+      FROM job_run r
+     WHERE r.status IN ('pending', 'retrying')
+       AND r.fire_after <= now() - make_interval(secs => $4)
+       AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
+     ORDER BY r.fire_after
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+),
+candidates AS (
+    SELECT * FROM expired
+    UNION ALL
+    SELECT * FROM overdue
+),

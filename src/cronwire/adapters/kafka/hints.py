@@ -1,0 +1,231 @@
+"""KafkaRunHints: the executors' consumer group, as a buffer of run keys for the claim.
+
+One background task owns the aiokafka consumer (getmany, commit, seek, pause/resume all
+happen there); the executor's claim only takes keys from the buffer and reports back:
+
+* ``enable_auto_commit=False``; offsets ``{tp: offset + 1}`` of taken keys are committed
+  only after ``acknowledge()`` — that is, after the claim transaction committed;
+* the task keeps calling ``getmany`` even when the buffer is full (its partitions are
+  paused), or the consumer would leave the group after ``max_poll_interval_ms``;
+* ``rewind()`` (a failed claim) drops the buffer and seeks to the committed offsets;
+* on a rebalance, keys of revoked partitions are dropped: the lease, not the offset, owns
+  a run, so a key delivered twice is only a claim that finds nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+
+from cronwire.adapters.kafka.codec import decode_key
+from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink, bounded
+from cronwire.ports import RunKey
+
+log = logging.getLogger(__name__)
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, hints: KafkaRunHints) -> None:
+        self._hints = hints
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self._hints._revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        log.info("kafka partitions assigned: %s",
+                 ",".join(str(tp.partition) for tp in sorted(assigned)) or "none")
+
+
+class KafkaRunHints:
+    def __init__(
+        self,
+        link: KafkaLink,
+        group: str,
+        *,
+        buffer_limit: int = 500,
+        poll_ms: int = 50,
+        session_timeout_ms: int = 10_000,
+        heartbeat_interval_ms: int = 1_000,
+        max_poll_interval_ms: int = 300_000,
+        client_id: str = "cronwire-executor",
+    ) -> None:
+        self._link = link
+        self._group = group
+        self._buffer_limit = max(1, buffer_limit)
+        self._poll_ms = poll_ms
+        self._session_timeout_ms = session_timeout_ms
+        self._heartbeat_interval_ms = heartbeat_interval_ms
+        self._max_poll_interval_ms = max_poll_interval_ms
+        self._client_id = client_id
+        # (partition, offset, key or None for an unreadable message), oldest first.
+        self._buffer: deque[tuple[TopicPartition, int, RunKey | None]] = deque()
+        self._taken: dict[TopicPartition, int] = {}  # highest offset taken, not yet settled
+        self._settled: dict[TopicPartition, int] = {}  # next offsets to commit
+        self._rewind = False
+        self._arrived = asyncio.Event()
+        self._consumer: AIOKafkaConsumer | None = None
+        self._generation = 0
+        self._task: asyncio.Task[None] | None = None
+        self.delivered = 0  # keys received, for tests and logs
+        link.on_down(self._stop_consumer)
+
+    @property
+    def healthy(self) -> bool:
+        return self._link.healthy
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="kafka-hints")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._commit()
+        await self._stop_consumer()
+
+    # -- the claim's side (never blocks, never touches the consumer) --------------------
+
+    def take(self, limit: int) -> list[RunKey]:
+        keys: list[RunKey] = []
+        while self._buffer and len(keys) < limit:
+            tp, offset, key = self._buffer.popleft()
+            self._taken[tp] = max(offset, self._taken.get(tp, -1))
+            if key is not None:
+                keys.append(key)
+        if not self._buffer:
+            self._arrived.clear()
+        return keys
+
+    async def wait(self, seconds: float) -> None:
+        if self._buffer:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._arrived.wait(), seconds)
+
+    def acknowledge(self) -> None:
+        for tp, offset in self._taken.items():
+            self._settled[tp] = max(offset + 1, self._settled.get(tp, 0))
+        self._taken.clear()
+
+    def rewind(self) -> None:
+        self._taken.clear()
+        self._buffer.clear()
+        self._arrived.clear()
+        self._rewind = True
+
+    # -- the consumer task -------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            if not self._link.healthy:
+                await self._stop_consumer()
+                await self._link.wait_up(1.0)
+                continue
+            try:
+                consumer = await self._current()
+                await self._commit()
+                if self._rewind:
+                    self._rewind = False
+                    if consumer.assignment():
+                        await consumer.seek_to_committed()
+                self._flow(consumer)
+                space = self._buffer_limit - len(self._buffer)
+                batches = await self._fetch(consumer, max(1, space))
+            except KAFKA_FAILURES as exc:
+                log.warning("kafka consumer: %s: %s", type(exc).__name__, exc)
+                self._link.suspect()
+                await asyncio.sleep(0.5)
+                continue
+            for tp, messages in batches.items():
+                for message in messages:
+                    self._buffer.append((tp, message.offset, decode_key(message.value)))
+                self.delivered += len(messages)
+            if self._buffer:
+                self._arrived.set()
+
+    async def _fetch(self, consumer: AIOKafkaConsumer, limit: int) -> dict[TopicPartition, Any]:
+        """``getmany``, bounded: a consumer stopped under it (the broker was lost) can
+        leave the call waiting for ever, which would keep this task from its successor."""
+        fetch = asyncio.ensure_future(consumer.getmany(timeout_ms=self._poll_ms, max_records=limit))
+        bound = (self._poll_ms + self._session_timeout_ms) / 1000 + 5.0  # a rebalance blocks it
+        done, _ = await asyncio.wait({fetch}, timeout=bound)
+        if not done:
+            fetch.cancel()
+            raise TimeoutError("getmany did not return")
+        batches: dict[TopicPartition, Any] = fetch.result()
+        return batches
+
+    def _flow(self, consumer: AIOKafkaConsumer) -> None:
+        """Pause every partition while the buffer is full, resume when it has room; the
+        consumer keeps polling either way (heartbeats and max_poll_interval_ms)."""
+        assigned = consumer.assignment()
+        if not assigned:
+            return
+        if len(self._buffer) >= self._buffer_limit:
+            consumer.pause(*assigned)
+        elif consumer.paused():
+            consumer.resume(*consumer.paused())
+
+    async def _current(self) -> AIOKafkaConsumer:
+        if self._consumer is not None and self._generation == self._link.generation:
+            return self._consumer
+        await self._stop_consumer()
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self._link.bootstrap, group_id=self._group,
+            client_id=self._client_id, enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            session_timeout_ms=self._session_timeout_ms,
+            heartbeat_interval_ms=self._heartbeat_interval_ms,
+            max_poll_interval_ms=self._max_poll_interval_ms,
+            request_timeout_ms=max(self._link.request_timeout_ms, self._session_timeout_ms + 1000),
+        )
+        self._generation = self._link.generation
+        try:
+            await consumer.start()
+            consumer.subscribe([self._link.topic], listener=_Rebalance(self))
+        except BaseException:
+            await bounded(consumer.stop(), 5.0)
+            raise
+        self._consumer = consumer
+        return consumer
+
+    async def _commit(self) -> None:
+        consumer = self._consumer
+        if consumer is None or not self._settled:
+            return
+        assigned = consumer.assignment()
+        offsets = {tp: offset for tp, offset in self._settled.items() if tp in assigned}
+        self._settled.clear()
+        if not offsets:
+            return
+        try:
+            await consumer.commit(offsets)
+        except KAFKA_FAILURES as exc:
+            # A rebalance moved the partition on: its new owner re-reads those keys, and
+            # the claim finds their runs leased or finished. Nothing is lost.
+            log.info("kafka commit skipped: %s: %s", type(exc).__name__, exc)
+
+    async def _revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._commit()
+        self._buffer = deque(item for item in self._buffer if item[0] not in revoked)
+        for tp in revoked:
+            self._taken.pop(tp, None)
+            self._settled.pop(tp, None)
+        if not self._buffer:
+            self._arrived.clear()
+
+    async def _stop_consumer(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        self._buffer.clear()
+        self._taken.clear()
+        self._settled.clear()
+        self._arrived.clear()
+        if consumer is not None:
+            await bounded(consumer.stop(), 5.0)

@@ -1,0 +1,227 @@
+"""KafkaLink: one replica's view of the broker — reachable or not — and the topic.
+
+It creates the topic (``SCHEDULER_KAFKA_PARTITIONS``) before any client of ours asks for
+its metadata: some brokers (tansu) create an unknown topic on a metadata request, with
+their own default partition count. It then probes the broker every ``probe_seconds``:
+
+* probe fails -> down: listeners close their clients (a client left reconnecting would
+  re-create a lost topic with the broker's defaults the moment the broker returns), the
+  hybrid claim source degrades to its sweeper, ``/readyz`` names ``kafka``;
+* probe succeeds again, or the topic is gone (a memory-only broker restarted) -> the
+  topic is created again and ``generation`` moves on: clients start afresh, so committed
+  offsets (or their absence) are read again instead of stale positions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
+
+from cronwire.errors import BrokerError
+
+log = logging.getLogger(__name__)
+TOPIC_ALREADY_EXISTS = 36
+KAFKA_FAILURES = (KafkaError, OSError, TimeoutError, AssertionError)
+_LINGERING: set[asyncio.Future[object]] = set()
+
+
+async def bounded(awaitable: Awaitable[object], seconds: float) -> None:
+    """Await a client's start/stop/close for at most ``seconds``, swallowing its failure.
+    One that outlives the bound is cancelled and left to end in the background: aiokafka's
+    stop can wait on a dead coordinator, and waiting for its cancellation (as
+    ``asyncio.wait_for`` does) would stall the caller — the link's probe loop included."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        task.cancel()
+        _LINGERING.add(task)
+        task.add_done_callback(_LINGERING.discard)
+        log.info("a kafka client call did not finish within %ss; left to the background", seconds)
+        return
+    if not task.cancelled() and task.exception() is not None:
+        exc = task.exception()
+        if not isinstance(exc, KAFKA_FAILURES):
+            log.warning("kafka client call failed: %r", exc)
+
+
+class KafkaLink:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        *,
+        probe_seconds: float = 1.0,
+        request_timeout_ms: int = 5000,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.request_timeout_ms = request_timeout_ms
+        self._probe_seconds = probe_seconds
+        self._on_change = on_change
+        self._up = False
+        self._generation = 0
+        self._up_event = asyncio.Event()
+        self._down_listeners: list[Callable[[], Awaitable[None]]] = []
+        self._suspect = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return self._up
+
+    @property
+    def generation(self) -> int:
+        """Moves on each time the broker is (re)joined; clients of an older one restart."""
+        return self._generation
+
+    def on_down(self, listener: Callable[[], Awaitable[None]]) -> None:
+        self._down_listeners.append(listener)
+
+    def suspect(self) -> None:
+        """A client saw a failure: probe now rather than at the next interval."""
+        self._suspect.set()
+
+    async def wait_up(self, seconds: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._up_event.wait(), seconds)
+        return self._up
+
+    async def start(self, within: float = 15.0) -> None:
+        """Reach the broker and create the topic if missing; BrokerError after ``within`` s."""
+        deadline = asyncio.get_running_loop().time() + within
+        while True:
+            try:
+                await self._ensure_topic()
+                break
+            except BrokerError:
+                if asyncio.get_running_loop().time() >= deadline:
+                    raise
+                await asyncio.sleep(0.5)
+        self._set_up(True, new_generation=True)
+        self._task = asyncio.create_task(self._watch(), name="kafka-link")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    # -- probing ---------------------------------------------------------------------
+
+    async def _watch(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._suspect.wait(), self._probe_seconds)
+            self._suspect.clear()
+            try:
+                topic_partitions = await self._describe()
+                if topic_partitions is None:
+                    log.warning("kafka topic %s is gone (broker restarted?); creating it again",
+                                self.topic)
+                    await self._ensure_topic()
+                    self._set_up(True, new_generation=True)
+                elif not self._up:
+                    log.info("kafka broker %s is back; resuming kafka claims", self.bootstrap)
+                    self._set_up(True, new_generation=True)
+            except BrokerError as exc:
+                if self._up:
+                    log.warning("kafka broker %s lost (%s); claiming by sweeper only",
+                                self.bootstrap, exc)
+                    self._set_up(False)
+                    for listener in self._down_listeners:
+                        await bounded(listener(), 6.0)
+
+    def _set_up(self, up: bool, *, new_generation: bool = False) -> None:
+        if new_generation:
+            self._generation += 1
+        changed = up != self._up
+        self._up = up
+        if up:
+            self._up_event.set()
+        else:
+            self._up_event.clear()
+        if changed and self._on_change is not None:
+            self._on_change(up)
+
+    def _admin(self) -> AIOKafkaAdminClient:
+        return AIOKafkaAdminClient(
+            bootstrap_servers=self.bootstrap, client_id="cronwire-admin",
+            request_timeout_ms=self.request_timeout_ms,
+        )
+
+    async def _describe(self) -> int | None:
+        """Partitions of the topic, None if it does not exist. Asks for every topic (never
+        for ours by name), because a metadata request naming it may create it."""
+        admin = self._admin()
+        try:
+            async with asyncio.timeout(self.request_timeout_ms / 1000):
+                await admin.start()
+                topics = await admin.describe_topics()
+        except KAFKA_FAILURES as exc:
+            raise BrokerError(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            await bounded(admin.close(), 3.0)
+        for topic in topics:
+            if topic.get("topic") == self.topic and topic.get("error_code", 0) == 0:
+                return len(topic.get("partitions") or [])
+        return None
+
+    async def _ensure_topic(self) -> None:
+        admin = self._admin()
+        try:
+            async with asyncio.timeout(self.request_timeout_ms / 1000):
+                await admin.start()
+                response = await admin.create_topics(
+                    [NewTopic(self.topic, num_partitions=self.partitions, replication_factor=1)]
+                )
+        except KAFKA_FAILURES as exc:
+            raise BrokerError(
+                f"cannot reach a Kafka broker at {self.bootstrap}: {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            await bounded(admin.close(), 3.0)
+        for topic, code, message in _topic_errors(response):
+            if code not in (0, TOPIC_ALREADY_EXISTS):
+                raise BrokerError(f"creating topic {topic} failed: error {code}: {message}")
+            if code == 0:
+                log.info("created kafka topic %s with %d partitions", topic, self.partitions)
+
+
+def _topic_errors(response: object) -> list[tuple[str, int, str | None]]:
+    errors = getattr(response, "topic_errors", None) or []
+    out = []
+    for entry in errors:
+        topic, code = entry[0], entry[1]
+        message = entry[2] if len(entry) > 2 else None
+        out.append((str(topic), int(code), message))
+    return out
+
+
+def unreachable_servers(bootstrap: str, within: float) -> list[str]:
+    """Bootstrap servers no TCP connection reaches within ``within`` seconds (retrying);
+    empty as soon as one answers. A plain socket, so a start-up refusal is one line and
+    not a client library's reconnect log."""
+    servers = [server.strip() for server in bootstrap.split(",") if server.strip()]
+    deadline = time.monotonic() + within
+    while True:
+        for server in servers:
+            host, _, port = server.rpartition(":")
+            try:
+                with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+                    return []
+            except (OSError, ValueError):
+                continue
+        if time.monotonic() >= deadline:
+            return servers
+        time.sleep(0.25)

@@ -1,0 +1,104 @@
+"""KafkaRunPublisher: run keys to the topic, keyed by tenant_id, batched, acks=all.
+
+Idempotence is off on purpose: a duplicated key is harmless (the claim re-checks the run
+in Postgres) and tansu refuses the idempotent producer's InitProducerId. The producer is
+created per link generation and closed while the broker is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+from aiokafka import AIOKafkaProducer
+
+from cronwire.adapters.kafka.codec import encode_key
+from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink, bounded
+from cronwire.errors import BrokerError
+from cronwire.ports import RunKey
+
+log = logging.getLogger(__name__)
+
+
+class KafkaRunPublisher:
+    def __init__(
+        self, link: KafkaLink, *, linger_ms: int = 5, send_timeout_seconds: float = 10.0,
+        max_batch_bytes: int = 262_144,
+    ) -> None:
+        self._link = link
+        self._linger_ms = linger_ms
+        self._send_timeout = send_timeout_seconds
+        self._max_batch_bytes = max_batch_bytes
+        self._producer: AIOKafkaProducer | None = None
+        self._generation = 0
+        self._lock = asyncio.Lock()
+        link.on_down(self._drop_producer)
+
+    @property
+    def healthy(self) -> bool:
+        return self._link.healthy
+
+    async def publish(self, runs: Sequence[tuple[UUID, datetime, UUID]]) -> list[RunKey]:
+        if not runs:
+            return []
+        if not self._link.healthy:
+            raise BrokerError(f"kafka broker {self._link.bootstrap} is unreachable")
+        try:
+            async with asyncio.timeout(self._send_timeout):
+                producer = await self._current()
+                topic = self._link.topic
+                sent = [
+                    await producer.send(topic, encode_key(run_id, at), key=tenant_id.bytes)
+                    for run_id, at, tenant_id in runs
+                ]
+                results = await asyncio.gather(*sent, return_exceptions=True)
+        except KAFKA_FAILURES as exc:
+            self._link.suspect()
+            await self._drop_producer()
+            raise BrokerError(f"publishing {len(runs)} keys: {type(exc).__name__}: {exc}") from exc
+        acked = [
+            (run_id, at)
+            for (run_id, at, _), result in zip(runs, results, strict=True)
+            if not isinstance(result, BaseException)
+        ]
+        if len(acked) < len(runs):
+            log.warning("the broker acknowledged %d of %d keys; the rest stay unpublished",
+                        len(acked), len(runs))
+            self._link.suspect()
+        return acked
+
+    async def close(self) -> None:
+        await self._drop_producer()
+
+    async def _current(self) -> AIOKafkaProducer:
+        async with self._lock:
+            if self._producer is not None and self._generation == self._link.generation:
+                return self._producer
+            await self._stop(self._producer)
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self._link.bootstrap, client_id="cronwire-publisher",
+                acks="all", enable_idempotence=False, linger_ms=self._linger_ms,
+                max_batch_size=self._max_batch_bytes,
+                request_timeout_ms=self._link.request_timeout_ms,
+            )
+            self._producer, self._generation = None, self._link.generation
+            try:
+                await producer.start()
+            except BaseException:
+                await self._stop(producer)
+                raise
+            self._producer = producer
+            return producer
+
+    async def _drop_producer(self) -> None:
+        async with self._lock:
+            producer, self._producer = self._producer, None
+            await self._stop(producer)
+
+    @staticmethod
+    async def _stop(producer: AIOKafkaProducer | None) -> None:
+        if producer is not None:
+            await bounded(producer.stop(), 5.0)

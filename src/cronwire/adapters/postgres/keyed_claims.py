@@ -1,0 +1,63 @@
+"""PostgresKeyedClaims: kafka mode's two claims, both ending in job_run_claim's lease-taking.
+
+``claim_keys`` leases the runs whose keys a broker delivered; ``sweep`` is the SKIP LOCKED
+safety net for runs no message delivered. Only their candidate rows differ from the
+polling claim: :func:`cronwire.adapters.postgres.sql.claim_statement` appends
+job_run_claim's own tail, so the lease, the expired-lease reclaim and the exhaustion rule
+are written once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import asyncpg
+
+from cronwire.adapters.postgres.claim_source import claimed_runs
+from cronwire.adapters.postgres.driver_errors import storage_errors
+from cronwire.adapters.postgres.sql import claim_statement
+from cronwire.domain.model import ClaimedRun
+from cronwire.ports import RunKey
+
+log = logging.getLogger(__name__)
+
+
+class PostgresKeyedClaims:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self._claim_keys = claim_statement("job_run_claim_keys_candidates")
+        self._sweep = claim_statement("job_run_sweep_candidates")
+
+    async def claim_keys(
+        self, owner: str, keys: Sequence[RunKey], lease_seconds: float
+    ) -> Sequence[ClaimedRun]:
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return []
+        ids = [run_id for run_id, _ in unique]
+        times = [at for _, at in unique]
+        with storage_errors("claim runs by key"):
+            rows = await self._pool.fetch(
+                self._claim_keys, owner, len(unique), lease_seconds, ids, times
+            )
+        return self._runs(rows)
+
+    async def sweep(
+        self, owner: str, limit: int, lease_seconds: float, grace_seconds: float
+    ) -> Sequence[ClaimedRun]:
+        if limit <= 0:
+            return []
+        with storage_errors("sweep overdue runs"):
+            rows = await self._pool.fetch(self._sweep, owner, limit, lease_seconds, grace_seconds)
+        return self._runs(rows)
+
+    @staticmethod
+    def _runs(rows: Sequence[asyncpg.Record]) -> Sequence[ClaimedRun]:
+        runs = claimed_runs(rows)
+        if len(runs) != len(rows):
+            log.warning(
+                "failed %d expired leases whose final attempt's owner vanished",
+                len(rows) - len(runs),
+            )
+        return runs

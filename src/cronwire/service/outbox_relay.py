@@ -1,0 +1,70 @@
+"""OutboxRelay: kafka mode's publisher loop over job_run.published_at.
+
+Every replica in kafka mode runs one. A pass locks the due, unpublished, runnable runs
+(SKIP LOCKED, so relays split the work), sends their keys in one batch and marks only the
+acknowledged ones, all in one transaction; whatever a crash or an outage leaves unmarked
+is published by a later pass of any replica (the republisher is this same loop). Runs
+planned ahead and retries backing off are published when due, not before, so no key
+reaches a consumer before its run can be claimed. While the broker is down the relay
+waits; the sweeper claims in the meantime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from cronwire.errors import BrokerError, StorageError
+from cronwire.ports import OutboxStore, RunPublisher
+
+log = logging.getLogger(__name__)
+
+
+class OutboxRelay:
+    def __init__(
+        self,
+        store: OutboxStore,
+        publisher: RunPublisher,
+        *,
+        batch: int = 2000,
+        poll_seconds: float = 0.2,
+        retry_seconds: float = 1.0,
+    ) -> None:
+        self._store = store
+        self._publisher = publisher
+        self._batch = batch
+        self._poll = poll_seconds
+        self._retry = retry_seconds
+        self.published = 0  # keys marked published since start (tests, logs)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            wait = await self.step()
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), wait)
+
+    async def step(self) -> float:
+        """One pass; returns how long to wait before the next."""
+        if not self._publisher.healthy:
+            return self._retry
+        try:
+            published = await self._store.publish_due(self._batch, self._publisher.publish)
+        except BrokerError as exc:
+            log.warning("publishing run keys failed, retrying in %ss: %s", self._retry, exc)
+            return self._retry
+        except StorageError as exc:
+            log.warning("outbox pass failed, retrying in %ss: %s", self._retry, exc)
+            return self._retry
+        self.published += published
+        if published >= self._batch:
+            return 0.0
+        try:
+            seconds = await self._store.seconds_until_unpublished_due()
+        except StorageError:
+            return self._poll
+        if seconds is None:
+            return self._poll
+        # Retries, releases and manual triggers appear without notice: poll at least.
+        return min(self._poll, max(0.01, seconds))

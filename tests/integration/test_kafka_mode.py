@@ -1,0 +1,149 @@
+"""Kafka mode's pieces on the real broker and real Postgres: keys claim, sweeper, outbox,
+published_at resets, a lost and returning broker."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import asyncpg
+
+from cronwire.adapters.embedded.kafka import EmbeddedBroker
+from cronwire.adapters.embedded.postgres import free_port
+from cronwire.adapters.kafka.codec import decode_key, encode_key
+from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
+from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.adapters.postgres.sql import claim_statement, queries
+from tests.support.kafka import kafka_mode
+from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant
+
+URL = "http://127.0.0.1:9/hook"
+
+
+async def _schedule(pool: asyncpg.Pool):  # type: ignore[no-untyped-def]
+    async with pool.acquire() as conn:
+        return await seed_schedule(conn, await seed_tenant(conn), URL)
+
+
+async def _until(check, within: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    async with asyncio.timeout(within):
+        while not await check():  # noqa: ASYNC110 - no event to await
+            await asyncio.sleep(0.05)
+
+
+def test_keys_claims_share_the_polling_claims_lease_taking_text() -> None:
+    base = queries("executor")["job_run_claim"]
+    tail = base[base.index("\ndecided AS (") + 1:]
+    for fragment in ("job_run_claim_keys_candidates", "job_run_sweep_candidates"):
+        assert claim_statement(fragment).endswith(tail)
+
+
+def test_a_key_round_trips_and_garbage_is_skipped() -> None:
+    import uuid
+    from datetime import UTC, datetime
+
+    run_id, at = uuid.uuid4(), datetime(2027, 3, 28, 1, 0, 0, 123456, tzinfo=UTC)
+    assert decode_key(encode_key(run_id, at)) == (run_id, at)
+    assert decode_key(b"junk") is None and decode_key(None) is None
+
+
+async def test_the_outbox_publishes_due_runs_only_and_marks_what_was_acknowledged(
+    db_pool: asyncpg.Pool,
+) -> None:
+    schedule = await _schedule(db_pool)
+    await seed_due_runs(db_pool, schedule, 4)  # type: ignore[arg-type]
+    await seed_due_runs(db_pool, schedule, 2, first=100, due_seconds_ago=-60)  # type: ignore[arg-type]
+    store = PostgresOutboxStore(db_pool)
+    sent: list[object] = []
+
+    async def ack_half(runs):  # type: ignore[no-untyped-def]
+        sent.extend(runs)
+        return [(run_id, at) for run_id, at, _ in runs[:2]]
+
+    assert await store.publish_due(10, ack_half) == 2
+    assert len(sent) == 4  # the two planned ahead were not sent: not due yet
+    assert await db_pool.fetchval("SELECT count(*) FROM job_run WHERE published_at IS NOT NULL") == 2
+
+    async def broken(_runs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("broker gone")
+
+    try:
+        await store.publish_due(10, broken)
+    except RuntimeError:
+        pass
+    assert await db_pool.fetchval("SELECT count(*) FROM job_run WHERE published_at IS NOT NULL") == 2
+    seconds = await store.seconds_until_unpublished_due()
+    assert seconds is not None and seconds < 0
+
+
+async def test_a_released_or_retried_run_is_published_again(db_pool: asyncpg.Pool) -> None:
+    schedule = await _schedule(db_pool)
+    await seed_due_runs(db_pool, schedule, 2)  # type: ignore[arg-type]
+    await db_pool.execute("UPDATE job_run SET published_at = now()")
+    runs = await PostgresClaimSource(db_pool).claim("a", 2, 30)
+    released = await PostgresRunStore(db_pool).release("a", [(r.id, r.scheduled_for) for r in runs])
+    assert released == 2
+    assert await db_pool.fetchval("SELECT count(*) FROM job_run WHERE published_at IS NULL") == 2
+
+
+async def test_keys_of_runs_claimed_elsewhere_are_dropped_and_acknowledged(
+    db_pool: asyncpg.Pool, kafka_bootstrap: str
+) -> None:
+    schedule = await _schedule(db_pool)
+    await seed_due_runs(db_pool, schedule, 6)  # type: ignore[arg-type]
+    async with kafka_mode(db_pool, kafka_bootstrap, sweep_seconds=3600) as mode:
+        assert await mode.settle() == 6
+        taken = await PostgresClaimSource(db_pool).claim("postgres-replica", 4, 30)
+        assert len(taken) == 4
+        runs = await mode.source.claim("kafka-replica", 10, 30)
+        assert len(runs) == 2 and mode.source.name == "kafka"
+        assert {r.id for r in runs}.isdisjoint({r.id for r in taken})
+        assert mode.hints.take(10) == []  # every key was taken and settled
+
+
+async def test_the_sweeper_claims_a_run_no_message_delivered_after_the_grace(
+    db_pool: asyncpg.Pool, kafka_bootstrap: str
+) -> None:
+    schedule = await _schedule(db_pool)
+    # Marked published, but the key never reached the broker (a lost message).
+    await seed_due_runs(db_pool, schedule, 1, due_seconds_ago=10)  # type: ignore[arg-type]
+    await seed_due_runs(db_pool, schedule, 1, first=10, due_seconds_ago=1)  # type: ignore[arg-type]
+    await db_pool.execute("UPDATE job_run SET published_at = now()")
+    async with kafka_mode(db_pool, kafka_bootstrap, grace_seconds=5, sweep_seconds=0) as mode:
+        runs = await mode.source.claim("a", 10, 30)
+        assert len(runs) == 1 and mode.source.name == "sweeper"
+        assert await mode.source.claim("a", 10, 30) == []  # the other is within its grace
+
+
+async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_restart(
+    db_pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    broker = EmbeddedBroker(tmp_path / "tansu.log", port=free_port("127.0.0.1"))
+    broker.start()
+    try:
+        async with kafka_mode(db_pool, broker.bootstrap, probe_seconds=0.3, sweep_seconds=3600) as mode:
+            schedule = await _schedule(db_pool)
+            broker.stop()
+
+            async def down() -> bool:
+                return not mode.link.healthy
+
+            await _until(down)
+            await seed_due_runs(db_pool, schedule, 3)  # type: ignore[arg-type]
+            runs = await mode.source.claim("a", 10, 30)
+            assert len(runs) == 3 and mode.source.name == "sweeper"  # polling, no grace
+            generation = mode.link.generation
+            broker.start()  # memory storage: the topic is gone
+
+            async def up() -> bool:
+                return mode.link.healthy
+
+            await _until(up)
+            assert mode.link.generation > generation
+            await seed_due_runs(db_pool, schedule, 2, first=10)  # type: ignore[arg-type]
+            assert await mode.settle() == 2
+            again = await mode.source.claim("a", 10, 30)
+            assert len(again) == 2 and mode.source.name == "kafka"
+    finally:
+        broker.stop()

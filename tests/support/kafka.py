@@ -1,0 +1,82 @@
+"""Kafka mode in-process on the real broker: link, consumer, publisher, relay, hybrid source.
+
+Every use gets its own topic and consumer group, so tests sharing the session broker
+never see each other's keys. Consumer-group timing is short (tansu's rebalance waits
+about session_timeout / 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+
+from cronwire.adapters.clock import SystemClock
+from cronwire.adapters.kafka.hints import KafkaRunHints
+from cronwire.adapters.kafka.link import KafkaLink
+from cronwire.adapters.kafka.publisher import KafkaRunPublisher
+from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
+from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
+from cronwire.service.hybrid_claims import HybridClaimSource
+from cronwire.service.outbox_relay import OutboxRelay
+
+FAST_GROUP = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 300}
+
+
+@dataclass
+class KafkaMode:
+    link: KafkaLink
+    hints: KafkaRunHints
+    publisher: KafkaRunPublisher
+    relay: OutboxRelay
+    source: HybridClaimSource
+
+    async def settle(self, within: float = 30.0) -> int:
+        """Publish every due run and wait until the consumer received all keys published
+        so far; returns how many keys were published by this call."""
+        before = self.relay.published
+        while True:
+            marked = self.relay.published
+            await self.relay.step()
+            if self.relay.published == marked:
+                break
+        async with asyncio.timeout(within):
+            while self.hints.delivered < self.relay.published:  # noqa: ASYNC110 - a counter
+                await asyncio.sleep(0.02)
+        return self.relay.published - before
+
+
+@contextlib.asynccontextmanager
+async def kafka_mode(
+    pool: asyncpg.Pool,
+    bootstrap: str,
+    *,
+    grace_seconds: float = 5.0,
+    sweep_seconds: float = 1.0,
+    buffer_limit: int = 500,
+    partitions: int = 3,
+    probe_seconds: float = 0.5,
+) -> AsyncIterator[KafkaMode]:
+    topic = f"runs-{uuid.uuid4().hex[:10]}"
+    link = KafkaLink(bootstrap, topic, partitions, probe_seconds=probe_seconds,
+                     request_timeout_ms=3000)
+    await link.start()
+    hints = KafkaRunHints(link, f"group-{topic}", buffer_limit=buffer_limit, **FAST_GROUP)
+    await hints.start()
+    publisher = KafkaRunPublisher(link)
+    relay = OutboxRelay(PostgresOutboxStore(pool), publisher, poll_seconds=0.05)
+    source = HybridClaimSource(
+        hints, PostgresKeyedClaims(pool), PostgresClaimSource(pool), SystemClock(),
+        grace_seconds=grace_seconds, sweep_seconds=sweep_seconds,
+    )
+    try:
+        yield KafkaMode(link, hints, publisher, relay, source)
+    finally:
+        await hints.close()
+        await publisher.close()
+        await link.close()
