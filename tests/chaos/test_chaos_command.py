@@ -147,7 +147,6 @@ def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str) ->
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.skip(reason="enable after kafka merge")
 def test_kafka_mode_loses_nothing_under_broker_and_replica_faults(tmp_path: Path) -> None:
     _done, report = run_chaos(tmp_path, "kafka", KAFKA_FAULTS)
     for name, figures in report["scenarios"].items():

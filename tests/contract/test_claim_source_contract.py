@@ -109,7 +109,9 @@ async def test_a_live_lease_is_not_reclaimed_but_an_expired_one_is(
         "UPDATE job_run SET claim_expires_at = now() - interval '1 second' WHERE id = $1",
         expired.id)
     again = await contract.claim("replica-b", 10)
-    assert [r.id for r in again] == [expired.id] and again[0].attempt == 2
+    assert [r.id for r in again] == [expired.id]
+    assert again[0].attempt == 1  # the vanished owner's request never started: not used
+    assert again[0].lease_generation == expired.lease_generation + 1
     assert await db_pool.fetchval(
         "SELECT claimed_by FROM job_run WHERE id = $1", expired.id) == "replica-b"
 
@@ -122,7 +124,7 @@ async def test_an_expired_lease_on_the_final_attempt_fails_instead_of_redeliveri
     await seed_due_runs(db_pool, schedule, 1)  # type: ignore[arg-type]
     await db_pool.execute(
         "UPDATE job_run SET status = 'running', attempt_count = 2, claimed_by = 'gone', "
-        "claim_expires_at = now() - interval '1 second'")
+        "attempt_started = true, claim_expires_at = now() - interval '1 second'")
     assert await contract.claim("replica-b", 10) == []
     row = await db_pool.fetchrow("SELECT status, attempt_count, last_error FROM job_run")
     assert row["status"] == RunStatus.FAILED and row["attempt_count"] == 2

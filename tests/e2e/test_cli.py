@@ -61,7 +61,7 @@ def test_every_command_has_help(args: list[str]) -> None:
 @pytest.mark.parametrize(
     "args",
     [[], ["frobnicate"], ["tenant"], ["tenant", "token", "not-a-uuid"], ["tenant", "create"],
-     ["loadtest", "--mode", "kafka"], ["loadtest", "--schedules", "0"],
+     ["loadtest", "--schedules", "0"],
      ["loadtest", "--sink-failure-rate", "2"], ["loadtest", "--scenario", "spike"],
      ["loadtest", "--cron", "61 * * * *"], ["loadtest", "--replicas", "many"]],
 )

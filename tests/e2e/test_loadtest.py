@@ -44,7 +44,6 @@ def test_postgres_burst_delivers_every_run_exactly_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="enable after kafka merge")
 def test_kafka_burst_delivers_every_run_exactly_once(tmp_path: Path) -> None:
     report = _loadtest(tmp_path, "--mode", "kafka", "--scenario", "burst",
                        "--schedules", "2000", "--replicas", "1")

@@ -82,7 +82,8 @@ async def test_a_released_or_retried_run_is_published_again(db_pool: asyncpg.Poo
     await seed_due_runs(db_pool, schedule, 2)  # type: ignore[arg-type]
     await db_pool.execute("UPDATE job_run SET published_at = now()")
     runs = await PostgresClaimSource(db_pool).claim("a", 2, 30)
-    released = await PostgresRunStore(db_pool).release("a", [(r.id, r.scheduled_for) for r in runs])
+    released = await PostgresRunStore(db_pool).release("a", [
+        (r.id, r.scheduled_for, r.lease_generation) for r in runs])
     assert released == 2
     assert await db_pool.fetchval("SELECT count(*) FROM job_run WHERE published_at IS NULL") == 2
 

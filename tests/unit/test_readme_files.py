@@ -13,8 +13,9 @@ FILE_NAME = re.compile(r"(?<![\w/.:-])([\w.-]+(?:/[\w.*-]+)*\.(?:md|py|toml|ya?m
 DIRECTORY = re.compile(r"`((?:[\w.-]+/)+)`")
 # Where a short name may live: the repository root, the package, or beside the code.
 BASES = [ROOT, ROOT / "src" / "cronwire", ROOT / "src"]
-# Named as a place for the user's own file, not as a file the repository ships.
-USER_FILES = {"config/cronwire.toml"}
+# Named as a place for the user's own file, or a file a command writes when it runs (the
+# load test's report, the browser tests' screenshots), not as a file the repository ships.
+USER_FILES = {"config/cronwire.toml", "report.png", "report.json", "test-artifacts/browser/"}
 
 
 def named_paths(text: str) -> set[str]:
