@@ -408,3 +408,35 @@ async def test_a_deliverer_that_raises_records_a_retryable_failure(harness: Harn
     assert [(r["attempt"], r["outcome"]) for r in rows] == [(1, "connection_error"),
                                                             (2, "connection_error")]
     assert all("adapter bug" in r["error"] for r in rows)
+
+
+class _StopsWhileAsked(PostgresClaimSource):
+    """A real Postgres claim source whose next-due query is answered just after a stop was
+    signalled: the stop lands while the claim loop is busy, not while it sleeps."""
+
+    def __init__(self, pool: asyncpg.Pool, stopping: asyncio.Event) -> None:
+        super().__init__(pool)
+        self._stopping = stopping
+
+    async def seconds_until_due(self) -> float | None:
+        seconds = await super().seconds_until_due()
+        self._stopping.set()
+        await asyncio.sleep(0.05)  # the executor's stop watcher runs and wakes the loop now
+        return seconds
+
+
+async def test_a_stop_signalled_during_a_claim_query_is_not_slept_through(
+    harness: Harness,
+) -> None:
+    # A lost wake-up: the stop set the wake event before the loop cleared it for its next
+    # wait, so the loop slept a whole poll interval (30 s here) before it saw the stop.
+    stopping = asyncio.Event()
+    signals, metrics = ExecutorSignals(), PrometheusMetrics()
+    executor = Executor(
+        _StopsWhileAsked(harness.pool, stopping), PostgresRunStore(harness.pool),
+        PostgresBreakerStore(harness.pool), harness.deliverer, metrics, SystemClock(),
+        signals=signals, owner=OWNER, workers=16, batch=16, lease_seconds=6.0,
+        delivery_timeout=3.0, grace_seconds=5.0, poll_seconds=30.0, gauge_seconds=0.1,
+    )
+    task = asyncio.create_task(executor.run(stopping))
+    await asyncio.wait_for(task, 10)  # well before the 30 s poll interval

@@ -98,6 +98,7 @@ class Executor:
         # database-clock figure (scheduled_for is one), so the replica's send time is
         # corrected by it. Off by at most the claim's latency.
         self._clock_offset = timedelta(0)
+        self._stopping: asyncio.Event | None = None  # the claim loop's halt, once it runs
         self._keeper = LeaseKeeper(
             run_store, owner=owner, lease_seconds=lease_seconds, on_lost=self._lease_lost,
             signals=signals,
@@ -175,6 +176,7 @@ class Executor:
     # -- claiming --------------------------------------------------------------------
 
     async def _claim_until(self, stopping: asyncio.Event) -> None:
+        self._stopping = stopping
         while not stopping.is_set():
             idle = await self._idle_slots(stopping)
             if idle <= 0:
@@ -236,13 +238,23 @@ class Executor:
     async def _pause(self, seconds: float) -> None:
         """Wait up to ``seconds``; a freed slot or ``stopping`` ends the wait early."""
         self._wake.clear()
+        if self._stop_requested():
+            return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
+
+    def _stop_requested(self) -> bool:
+        """Checked after clearing the wake event: a stop that was signalled while the claim
+        loop was busy elsewhere (a claim or next-due query in flight) set the event before
+        it was cleared, and would otherwise be slept through for a whole poll interval."""
+        return self._stopping is not None and self._stopping.is_set()
 
     async def _wait_for_work(self, seconds: float) -> None:
         """Like ``_pause``, and the claim source may end the wait early when it has work
         (kafka mode: a hint arrived), so a batch never waits a poll interval."""
         self._wake.clear()
+        if self._stop_requested():
+            return
         woken = asyncio.ensure_future(self._wake.wait())
         work = asyncio.ensure_future(self._claims.wait_for_work(seconds))
         try:
