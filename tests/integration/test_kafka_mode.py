@@ -148,3 +148,35 @@ async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_rest
             assert len(again) == 2 and mode.source.name == "kafka"
     finally:
         broker.stop()
+
+
+async def test_one_tenants_burst_on_its_partition_does_not_hold_back_other_tenants_keys(
+    db_pool: asyncpg.Pool, kafka_bootstrap: str
+) -> None:
+    # The topic is keyed by tenant: a 600-run burst sits on one partition. Keys of three
+    # quiet tenants (almost surely on other partitions of twelve) must come out in the
+    # very first small take, not after the burst's keys.
+    noisy = await _schedule(db_pool)
+    await seed_due_runs(db_pool, noisy, 600)  # type: ignore[arg-type]
+    async with kafka_mode(db_pool, kafka_bootstrap, buffer_limit=50, partitions=12,
+                          sweep_seconds=3600) as mode:
+        while mode.relay.published < 600:  # the burst's keys are published first
+            await mode.relay.step()
+        quiet = [await _schedule(db_pool) for _ in range(3)]
+        for schedule in quiet:
+            await seed_due_runs(db_pool, schedule, 1)  # type: ignore[arg-type]
+        while True:  # publish the quiet keys too
+            before = mode.relay.published
+            await mode.relay.step()
+            if mode.relay.published == before:
+                break
+        # The burst's partition stops at its buffer's 50 keys (paused); the others go on.
+        async with asyncio.timeout(20):
+            while mode.hints.delivered < 50 + 3:  # noqa: ASYNC110 - a counter
+                await asyncio.sleep(0.02)
+        keys = mode.hints.take(10)
+        ids = {run_id for run_id, _ in keys}
+        quiet_runs = await db_pool.fetch(
+            "SELECT id FROM job_run WHERE schedule_id = ANY($1::uuid[])",
+            [s.id for s in quiet])
+        assert ids & {r["id"] for r in quiet_runs}

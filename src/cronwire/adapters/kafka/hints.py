@@ -5,8 +5,12 @@ happen there); the executor's claim only takes keys from the buffer and reports 
 
 * ``enable_auto_commit=False``; offsets ``{tp: offset + 1}`` of taken keys are committed
   only after ``acknowledge()`` — that is, after the claim transaction committed;
-* the task keeps calling ``getmany`` even when the buffer is full (its partitions are
+* the task keeps calling ``getmany`` even when a partition's buffer is full (it is
   paused), or the consumer would leave the group after ``max_poll_interval_ms``;
+* keys are buffered per partition and taken round-robin across partitions, and only a
+  partition whose own buffer is full is paused: topics are keyed by tenant, so one
+  tenant's burst fills one partition's buffer and cannot hold back the keys of tenants
+  on the others (fairness between tenants of one partition is the claim SQL's);
 * ``rewind()`` (a failed claim) drops the buffer and seeks to the committed offsets;
 * on a rebalance, keys of revoked partitions are dropped: the lease, not the offset, owns
   a run, so a key delivered twice is only a claim that finds nothing.
@@ -62,8 +66,8 @@ class KafkaRunHints:
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._max_poll_interval_ms = max_poll_interval_ms
         self._client_id = client_id
-        # (partition, offset, key or None for an unreadable message), oldest first.
-        self._buffer: deque[tuple[TopicPartition, int, RunKey | None]] = deque()
+        # Per partition: (offset, key or None for an unreadable message), oldest first.
+        self._buffers: dict[TopicPartition, deque[tuple[int, RunKey | None]]] = {}
         self._taken: dict[TopicPartition, int] = {}  # highest offset taken, not yet settled
         self._settled: dict[TopicPartition, int] = {}  # next offsets to commit
         self._rewind = False
@@ -92,19 +96,33 @@ class KafkaRunHints:
 
     # -- the claim's side (never blocks, never touches the consumer) --------------------
 
+    @property
+    def buffered(self) -> int:
+        return sum(len(queue) for queue in self._buffers.values())
+
     def take(self, limit: int) -> list[RunKey]:
+        """Up to ``limit`` keys, one partition at a time in turn (oldest first within each
+        partition, so the offsets taken from a partition stay contiguous)."""
         keys: list[RunKey] = []
-        while self._buffer and len(keys) < limit:
-            tp, offset, key = self._buffer.popleft()
-            self._taken[tp] = max(offset, self._taken.get(tp, -1))
-            if key is not None:
-                keys.append(key)
-        if not self._buffer:
+        taken = 0
+        while taken < limit and self._buffers:
+            for tp in list(self._buffers):
+                queue = self._buffers[tp]
+                offset, key = queue.popleft()
+                taken += 1
+                self._taken[tp] = max(offset, self._taken.get(tp, -1))
+                if key is not None:
+                    keys.append(key)
+                if not queue:
+                    del self._buffers[tp]
+                if taken >= limit:
+                    break
+        if not self._buffers:
             self._arrived.clear()
         return keys
 
     async def wait(self, seconds: float) -> None:
-        if self._buffer:
+        if self._buffers:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._arrived.wait(), seconds)
@@ -116,7 +134,7 @@ class KafkaRunHints:
 
     def rewind(self) -> None:
         self._taken.clear()
-        self._buffer.clear()
+        self._buffers.clear()
         self._arrived.clear()
         self._rewind = True
 
@@ -136,18 +154,20 @@ class KafkaRunHints:
                     if consumer.assignment():
                         await consumer.seek_to_committed()
                 self._flow(consumer)
-                space = self._buffer_limit - len(self._buffer)
-                batches = await self._fetch(consumer, max(1, space))
+                batches = await self._fetch(consumer, self._buffer_limit)
             except KAFKA_FAILURES as exc:
                 log.warning("kafka consumer: %s: %s", type(exc).__name__, exc)
                 self._link.suspect()
                 await asyncio.sleep(0.5)
                 continue
             for tp, messages in batches.items():
+                if not messages:
+                    continue
+                queue = self._buffers.setdefault(tp, deque())
                 for message in messages:
-                    self._buffer.append((tp, message.offset, decode_key(message.value)))
+                    queue.append((message.offset, decode_key(message.value)))
                 self.delivered += len(messages)
-            if self._buffer:
+            if self._buffers:
                 self._arrived.set()
 
     async def _fetch(self, consumer: AIOKafkaConsumer, limit: int) -> dict[TopicPartition, Any]:
@@ -163,15 +183,18 @@ class KafkaRunHints:
         return batches
 
     def _flow(self, consumer: AIOKafkaConsumer) -> None:
-        """Pause every partition while the buffer is full, resume when it has room; the
+        """Pause each partition whose buffer is full, resume it when it has room; the
         consumer keeps polling either way (heartbeats and max_poll_interval_ms)."""
         assigned = consumer.assignment()
         if not assigned:
             return
-        if len(self._buffer) >= self._buffer_limit:
-            consumer.pause(*assigned)
-        elif consumer.paused():
-            consumer.resume(*consumer.paused())
+        full = {tp for tp in assigned
+                if len(self._buffers.get(tp, ())) >= self._buffer_limit}
+        if full:
+            consumer.pause(*full)
+        room = [tp for tp in consumer.paused() if tp not in full]
+        if room:
+            consumer.resume(*room)
 
     async def _current(self) -> AIOKafkaConsumer:
         if self._consumer is not None and self._generation == self._link.generation:
@@ -214,16 +237,16 @@ class KafkaRunHints:
 
     async def _revoked(self, revoked: set[TopicPartition]) -> None:
         await self._commit()
-        self._buffer = deque(item for item in self._buffer if item[0] not in revoked)
         for tp in revoked:
+            self._buffers.pop(tp, None)
             self._taken.pop(tp, None)
             self._settled.pop(tp, None)
-        if not self._buffer:
+        if not self._buffers:
             self._arrived.clear()
 
     async def _stop_consumer(self) -> None:
         consumer, self._consumer = self._consumer, None
-        self._buffer.clear()
+        self._buffers.clear()
         self._taken.clear()
         self._settled.clear()
         self._arrived.clear()
