@@ -326,6 +326,23 @@ class _StalledRunStore(PostgresRunStore):
         return await super().renew_leases(*args, **kwargs)
 
 
+class _StalledClaims(PostgresClaimSource):
+    """The stalled process claims nothing more either until ``resume``: only its twin can
+    re-claim the run (otherwise the two claim loops race for the expired lease)."""
+
+    def __init__(self, pool: asyncpg.Pool, resume: asyncio.Event) -> None:
+        super().__init__(pool)
+        self._resume = resume
+        self._claimed = False
+
+    async def claim(self, owner: str, limit: int, lease_seconds: float) -> Any:
+        if self._claimed:
+            await self._resume.wait()
+        runs = await super().claim(owner, limit, lease_seconds)
+        self._claimed = self._claimed or bool(runs)
+        return runs
+
+
 async def test_a_stalled_twin_with_the_same_instance_id_cannot_keep_the_other_ones_lease(
     db_pool: asyncpg.Pool,
 ) -> None:
@@ -341,7 +358,8 @@ async def test_a_stalled_twin_with_the_same_instance_id_cannot_keep_the_other_on
         stalled_store = _StalledRunStore(db_pool)
         signals = ExecutorSignals()
         stalled = Executor(
-            PostgresClaimSource(db_pool), stalled_store, PostgresBreakerStore(db_pool),
+            _StalledClaims(db_pool, stalled_store.resume), stalled_store,
+            PostgresBreakerStore(db_pool),
             deliverer, PrometheusMetrics(), SystemClock(), owner="twin", workers=4, batch=4,
             lease_seconds=1.0, delivery_timeout=30, grace_seconds=2, poll_seconds=0.05,
             signals=signals,
