@@ -24,7 +24,8 @@ POSTGRES_FAULTS = "kill,stall,pg-restart,connection-cuts,clock-skew,fairness"
 KAFKA_FAULTS = "kill,stall,broker-kill,broker-stall,rolling-restart,fairness"
 # Reduced in CI: kill -9, broker restarts and rolling restarts in kafka mode are already
 # counted by tests/chaos/test_kafka_processes.py; these are the faults only chaos injects.
-KAFKA_FAULTS_REDUCED = "stall,broker-stall,fairness"
+# Kafka-mode fairness (a known open defect, below) runs at full size only.
+KAFKA_FAULTS_REDUCED = "stall,broker-stall"
 
 
 def _size() -> list[str]:
@@ -165,6 +166,7 @@ def test_kafka_mode_loses_nothing_under_broker_and_replica_faults(
         assert figures["duplicates_beyond_in_flight"] == 0, (name, figures)
 
 
+@pytest.mark.skipif(not FULL, reason="kafka-mode fairness runs with CRONWIRE_CHAOS_FULL=1")
 @pytest.mark.xfail(strict=False, reason=(
     "open defect (issue 9): in kafka mode a burst is claimed at about 1,000 runs/s per "
     "replica, mostly by the sweeper in fire_after order, so small tenants wait behind it "
