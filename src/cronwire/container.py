@@ -94,7 +94,9 @@ async def _kafka_hints_resource(
         yield None
         return
     hints = KafkaRunHints(
-        link, settings.kafka_consumer_group, buffer_limit=settings.executor_batch,
+        # Per partition: a burst's partition refills in large steps (each refill costs a
+        # fetch round trip after its resume), while other partitions keep their turn.
+        link, settings.kafka_consumer_group, buffer_limit=4 * settings.executor_batch,
         client_id=f"cronwire-{settings.instance_id}",
     )
     await hints.start()

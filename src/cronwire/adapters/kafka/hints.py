@@ -207,6 +207,9 @@ class KafkaRunHints:
             session_timeout_ms=self._session_timeout_ms,
             heartbeat_interval_ms=self._heartbeat_interval_ms,
             max_poll_interval_ms=self._max_poll_interval_ms,
+            # A fetch that waits for more bytes than one key costs a round trip of up to
+            # this long after every resume; keys are tiny and wanted at once.
+            fetch_max_wait_ms=50,
             request_timeout_ms=max(self._link.request_timeout_ms, self._session_timeout_ms + 1000),
         )
         self._generation = self._link.generation
