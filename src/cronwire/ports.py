@@ -20,6 +20,7 @@ from cronwire.domain.breaker import BreakerPolicy, BreakerState
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
 from cronwire.domain.history import RunDetail, RunQuery, RunView
 from cronwire.domain.model import (
+    ClaimBatch,
     ClaimedRun,
     DueSchedule,
     LeaseKey,
@@ -140,13 +141,13 @@ class KeyedClaimStore(Protocol):
 
     async def claim_keys(
         self, owner: str, keys: Sequence[RunKey], lease_seconds: float
-    ) -> Sequence[ClaimedRun]:
+    ) -> ClaimBatch:
         """Lease those of ``keys`` that are runnable now (or hold an expired lease)."""
         ...
 
     async def sweep(
         self, owner: str, limit: int, lease_seconds: float, grace_seconds: float
-    ) -> Sequence[ClaimedRun]:
+    ) -> ClaimBatch:
         """SKIP LOCKED: up to ``limit`` runs due longer than ``grace_seconds`` and expired
         leases, oldest first."""
         ...

@@ -62,7 +62,7 @@ class HybridClaimSource:
         if now >= self._next_sweep:
             self._next_sweep = now + self._sweep_seconds
             swept = await self._keyed.sweep(owner, limit, lease_seconds, self._grace)
-            if swept or getattr(swept, "ended", ()):  # ended-only batches are counted too
+            if swept or swept.ended:  # a batch the claim only ended is counted too
                 self._label = SWEEPER
                 return swept
         keys = self._hints.take(limit)

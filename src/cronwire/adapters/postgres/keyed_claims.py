@@ -17,7 +17,7 @@ import asyncpg
 from cronwire.adapters.postgres.claim_source import claimed_runs
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import claim_statement
-from cronwire.domain.model import ClaimedRun
+from cronwire.domain.model import ClaimBatch
 from cronwire.ports import RunKey
 
 log = logging.getLogger(__name__)
@@ -31,10 +31,10 @@ class PostgresKeyedClaims:
 
     async def claim_keys(
         self, owner: str, keys: Sequence[RunKey], lease_seconds: float
-    ) -> Sequence[ClaimedRun]:
+    ) -> ClaimBatch:
         unique = list(dict.fromkeys(keys))
         if not unique:
-            return []
+            return ClaimBatch([])
         ids = [run_id for run_id, _ in unique]
         times = [at for _, at in unique]
         with storage_errors("claim runs by key"):
@@ -45,15 +45,15 @@ class PostgresKeyedClaims:
 
     async def sweep(
         self, owner: str, limit: int, lease_seconds: float, grace_seconds: float
-    ) -> Sequence[ClaimedRun]:
+    ) -> ClaimBatch:
         if limit <= 0:
-            return []
+            return ClaimBatch([])
         with storage_errors("sweep overdue runs"):
             rows = await self._pool.fetch(self._sweep, owner, limit, lease_seconds, grace_seconds)
         return self._runs(rows)
 
     @staticmethod
-    def _runs(rows: Sequence[asyncpg.Record]) -> Sequence[ClaimedRun]:
+    def _runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
         runs = claimed_runs(rows)
         if len(runs) != len(rows):
             log.warning(
