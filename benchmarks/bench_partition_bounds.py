@@ -36,7 +36,7 @@ async def measure(dsn: str, calls: int) -> dict[str, object]:
     pool = await create_pool(dsn, 1)
     try:
         async with pool.acquire() as conn:
-            bounds = queries("planner")["job_run_partition_bounds"]
+            bounds = queries()["job_run_partition_bounds"]
             partitions = len(await conn.fetch(bounds))
             return {"partitions": partitions, "calls": calls,
                     "bounds_ms": round(await _mean_ms(conn, bounds, calls), 3),

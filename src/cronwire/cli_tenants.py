@@ -23,7 +23,7 @@ import asyncpg
 
 from cronwire.cli_output import Column, field, print_json, render_table, wants_json
 from cronwire.config import Settings
-from cronwire.errors import ConfigError, CronwireError, NotFound
+from cronwire.errors import ConfigError, CronwireError, NotFound, StorageError
 
 T = TypeVar("T")
 
@@ -97,7 +97,7 @@ def _on_tenants(settings: Settings, action: Callable[[Any], Awaitable[T]]) -> T:
             return _run_async(lambda: _with_tenants(ready, action))
         except NotFound as exc:
             raise ConfigError(f"{exc} in {database_label(settings)}") from None
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError) as exc:
             raise CronwireError(f"cannot use {database_label(settings)}: {exc}") from None
 
 

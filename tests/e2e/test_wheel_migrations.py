@@ -24,7 +24,7 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.postgres.migrator import MIGRATIONS_DIR, discover
-from cronwire.errors import MigrationError
+from cronwire.domain.errors import MigrationError
 from tests.support.processes import clean_env
 from tests.support.servers import with_database
 

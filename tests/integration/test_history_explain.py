@@ -159,7 +159,7 @@ def rows_read(plan: list[dict[str, Any]]) -> float:
 
 async def test_a_schedules_first_page_walks_its_occurrence_key(corpus: Corpus) -> None:
     name, args = list_arguments(corpus.tenant, RunQuery(limit=51, schedule_id=corpus.schedule))
-    assert name == "run_list_for_schedule"
+    assert name == "job_run_list_for_schedule"
     async with corpus.pool.acquire() as conn:
         plan = await explain(conn, name, args)
         # Partitions newest first, each read backwards on its (schedule_id, scheduled_for)
@@ -226,10 +226,10 @@ async def test_run_detail_probes_primary_keys_and_prunes_attempts(corpus: Corpus
     async with corpus.pool.acquire() as conn:
         run = await conn.fetchrow("SELECT id, scheduled_for FROM job_run WHERE tenant_id = $1 "
                                   "LIMIT 1", corpus.tenant)
-        plan = await explain(conn, "run_get", [corpus.tenant, run["id"]])
+        plan = await explain(conn, "job_run_get", [corpus.tenant, run["id"]])
         assert_index_access(plan, "job_run_p")
         assert all(i.endswith("_pkey") for i in indexes_used(plan)), describe(plan)
-        attempts = await explain(conn, "run_attempts",
+        attempts = await explain(conn, "job_run_attempt_list",
                                  [corpus.tenant, run["id"], run["scheduled_for"]])
         month = f"job_run_attempt_p{run['scheduled_for']:%Y_%m}"
         assert scanned_partitions(attempts) == {month}

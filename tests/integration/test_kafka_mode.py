@@ -33,7 +33,7 @@ async def _until(check, within: float = 30.0) -> None:  # type: ignore[no-untype
 
 
 def test_keys_claims_share_the_polling_claims_lease_taking_text() -> None:
-    base = queries("executor")["job_run_claim"]
+    base = queries("job_run")["job_run_claim"]
     tail = base[base.index("\ndecided AS (") + 1:]
     for fragment in ("job_run_claim_keys_candidates", "job_run_sweep_candidates"):
         assert claim_statement(fragment).endswith(tail)

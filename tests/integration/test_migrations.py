@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.postgres.migrator import MIGRATIONS_DIR, discover, migrate
-from cronwire.errors import MigrationError
+from cronwire.domain.errors import MigrationError
 from tests.support.servers import DatabaseFactory, with_database
 
 

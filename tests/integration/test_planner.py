@@ -16,9 +16,9 @@ from cronwire.adapters.postgres.planner_store import Decide, PostgresPlannerStor
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.config import Settings
 from cronwire.container import build_container, role_loops
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import DueSchedule, PlanDecision, idempotency_key_for, run_id_for
 from cronwire.domain.planning import Span
-from cronwire.errors import StorageError
 from cronwire.service.planner import Planner
 from tests.support.planner_data import (
     ScheduleSpec,

@@ -12,6 +12,7 @@ from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import (
     AttemptRecord,
     ClaimBatch,
@@ -19,7 +20,6 @@ from cronwire.domain.model import (
     RunResolution,
     RunStatus,
 )
-from cronwire.errors import StorageError
 from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"

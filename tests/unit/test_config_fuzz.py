@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cronwire.config import PREFIX, Settings, describe, load_settings
-from cronwire.errors import ConfigError
+from cronwire.domain.errors import ConfigError
 
 VARIABLES = [name for name, _ in describe()]
 # Values near the parsers' edges as well as arbitrary text.

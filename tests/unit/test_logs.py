@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from cronwire.config import load_settings
-from cronwire.errors import ConfigError
+from cronwire.domain.errors import ConfigError
 from cronwire.logs import configure_logging, redact, warn_about_settings
 from tests.support.processes import clean_env, run_cli
 

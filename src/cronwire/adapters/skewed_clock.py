@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 from cronwire.adapters.clock import SystemClock
-from cronwire.errors import ConfigError
+from cronwire.domain.errors import ConfigError
 
 SKEW_VARIABLE = "CRONWIRE_CHAOS_CLOCK_SKEW_SECONDS"
 

@@ -36,13 +36,14 @@ from cronwire.chaos.proxy import ChaosProxy
 from cronwire.chaos.report import Deliveries, Interruption, count_deliveries, figure_table
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
-from cronwire.domain.model import run_id_for
+from cronwire.domain.documents import retry_to_document, target_to_document
+from cronwire.domain.model import RetryPolicy, Target, run_id_for
 
 Q = queries("chaos")
 CRON_EVERY_SECOND = "* * * * * *"
 LEAD_SECONDS = 3.0  # first fire this long after the schedules are written
 MAX_DRAIN_SECONDS = 180.0
-RETRY = {"max_attempts": 5, "initial_backoff_seconds": 1, "max_backoff_seconds": 5}
+RETRY = retry_to_document(RetryPolicy(5, 1.0, 5.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +160,7 @@ async def _seed(pool: asyncpg.Pool, spec: FaultSpec, plan: ChaosPlan, sink: Sink
     groups: dict[str, set[str]] = {"steady": set(), "burst": set()}
     steady_tenants = tenants[1:] if spec.burst else tenants
     per_tenant = 1 if spec.burst else plan.schedules
-    target: dict[str, object] = {"url": f"{sink.base}/d/{spec.sink_delay_ms}/hook", "method": "POST",
-              "headers": {}, "body": None}
+    target = target_to_document(Target(f"{sink.base}/d/{spec.sink_delay_ms}/hook"))
     for tenant in steady_tenants:
         ids = [uuid.uuid4() for _ in range(per_tenant)]
         await pool.execute(Q["chaos_schedules_insert"], ids, tenant, CRON_EVERY_SECOND, target,

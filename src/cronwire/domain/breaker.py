@@ -27,8 +27,7 @@ from enum import Enum, StrEnum
 from urllib.parse import urlsplit
 
 from cronwire.domain.delivery import DeliveryResult, Outcome
-
-DEFAULT_PORTS = {"http": 80, "https": 443}
+from cronwire.domain.netpolicy import DEFAULT_PORTS
 
 
 class BreakerStatus(StrEnum):

@@ -1,4 +1,22 @@
-"""cronwire's domain exceptions."""
+"""Every cronwire exception, in one module.
+
+It lives in ``domain`` because the pure domain raises most of them and may import only
+from ``cronwire.domain``; nothing here does I/O or imports anything, so adapters,
+services, the API and the CLI can all import it too without pulling a dependency in.
+
+Two families:
+
+- :class:`DomainError`: a rule refused the input (a target, a cron expression, a time
+  zone, one field of a schedule, a tenant's limit). The API answers 422 (or 429 for a
+  limit) with the message, which names the field.
+- :class:`CronwireError`: the running system failed (configuration, storage, migrations,
+  the broker, an embedded server) or an object is missing. Adapters translate driver
+  exceptions (asyncpg, OSError, aiokafka) into these at their boundary
+  (``adapters/postgres/driver_errors.storage_errors``), so services and the API never
+  see a driver's types.
+
+``cronwire.errors`` and ``cronwire.domain.schedule_rules`` re-export their former names.
+"""
 
 
 class DomainError(Exception):
@@ -25,3 +43,50 @@ class InvalidTimezone(DomainError):
 
     The message is meant for humans and starts with ``"timezone: "``.
     """
+
+
+class RuleViolation(DomainError):
+    """One field of a schedule breaks a rule; ``str()`` is ``"<field>: <why>"``."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class LimitExceeded(DomainError):
+    """A per-tenant limit (``max_schedules``, ``min_interval_seconds``, ...) is exceeded."""
+
+    def __init__(self, limit: str, field: str | None, reason: str) -> None:
+        super().__init__(f"{limit}: {reason}")
+        self.limit = limit
+        self.field = field
+        self.reason = reason
+
+
+class CronwireError(Exception):
+    """Base of every non-domain cronwire error."""
+
+
+class ConfigError(CronwireError):
+    """A configuration value is missing or malformed; the message names the variable."""
+
+
+class MigrationError(CronwireError):
+    """Migrations cannot be applied safely (e.g. an applied file was edited)."""
+
+
+class StorageError(CronwireError):
+    """The database rejected or failed an operation in a way callers may handle."""
+
+
+class NotFound(CronwireError):
+    """The object does not exist for this tenant (another tenant's object included)."""
+
+
+class EmbeddedServerError(CronwireError):
+    """An embedded development server (Postgres, broker) failed to start or stop."""
+
+
+class BrokerError(CronwireError):
+    """The Kafka broker cannot be reached or refused a request (kafka mode only)."""

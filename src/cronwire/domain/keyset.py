@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from cronwire.domain.errors import RuleViolation
 from cronwire.domain.model import epoch_micros
-from cronwire.domain.schedule_rules import RuleViolation
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_CURSOR_CHARS = 200

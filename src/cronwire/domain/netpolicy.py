@@ -18,6 +18,9 @@ from urllib.parse import urlsplit
 
 from cronwire.domain.errors import InvalidTarget
 
+# The port a URL without one means, per scheme (the only schemes a target may use).
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
 IPAddress = IPv4Address | IPv6Address
 
 MAX_URL_LENGTH = 2048

@@ -14,7 +14,12 @@ from dataclasses import replace
 from datetime import datetime
 
 from cronwire.domain.cron import load_timezone, min_gap_seconds, next_occurrences, parse_cron
+
+# LimitExceeded and RuleViolation are defined in domain.errors and re-exported here
+# (``X as X``), where callers have always imported them from.
 from cronwire.domain.errors import DomainError, InvalidCron, InvalidTarget, InvalidTimezone
+from cronwire.domain.errors import LimitExceeded as LimitExceeded
+from cronwire.domain.errors import RuleViolation as RuleViolation
 from cronwire.domain.model import MAX_ATTEMPTS, MisfirePolicy, RetryPolicy, Target
 from cronwire.domain.netpolicy import validate_target_url
 from cronwire.domain.schedules import ScheduleSpec, TenantLimits
@@ -35,25 +40,6 @@ RESERVED_HEADERS = frozenset(
      "te", "trailer", "proxy-authorization", "proxy-connection", "user-agent"}
 )
 RESERVED_HEADER_PREFIXES = ("webhook-", "x-cronwire-")
-
-
-class RuleViolation(DomainError):
-    """One field of a schedule breaks a rule; ``str()`` is ``"<field>: <why>"``."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
-
-
-class LimitExceeded(DomainError):
-    """A per-tenant limit (``max_schedules``, ``min_interval_seconds``, ...) is exceeded."""
-
-    def __init__(self, limit: str, field: str | None, reason: str) -> None:
-        super().__init__(f"{limit}: {reason}")
-        self.limit = limit
-        self.field = field
-        self.reason = reason
 
 
 def field_of(error: DomainError, default: str) -> str:

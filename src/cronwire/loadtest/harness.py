@@ -36,7 +36,8 @@ from cronwire.adapters.postgres.sql import parse_queries
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
-from cronwire.domain.model import idempotency_key_for, run_id_for
+from cronwire.domain.documents import retry_to_document, target_to_document
+from cronwire.domain.model import RetryPolicy, Target, idempotency_key_for, run_id_for
 from cronwire.errors import CronwireError
 from cronwire.loadtest.cpu import cpu_seconds, per_run_us
 from cronwire.loadtest.progress import Progress
@@ -206,8 +207,8 @@ async def _seed(dsn: str, plan: LoadTestPlan, tenant_id: uuid.UUID,
         else:  # [first, first + duration): duration occurrences of a per-second cron
             ends_at = first + timedelta(seconds=plan.duration) - timedelta(microseconds=1)
         ids = [uuid.uuid4() for _ in range(plan.schedules)]
-        target: dict[str, object] = {"url": sink.url, "method": "POST", "headers": {}, "body": None}
-        retry = {"max_attempts": 5, "initial_backoff_seconds": 1, "max_backoff_seconds": 30}
+        target = target_to_document(Target(sink.url))
+        retry = retry_to_document(RetryPolicy(5, 1.0, 30.0))
         await pool.execute(
             Q["loadtest_schedules_insert"], ids, tenant_id, plan.cron, target, retry, first,
             ends_at, new_signing_secret(),

@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronwire.domain.breaker import Admission, BreakerPolicy, admission, target_key
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun
-from cronwire.errors import StorageError
 from cronwire.ports import BreakerStore
 
 log = logging.getLogger(__name__)

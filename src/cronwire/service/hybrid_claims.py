@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun
-from cronwire.errors import StorageError
 from cronwire.ports import ClaimSource, Clock, KeyedClaimStore, RunHints
 
 KAFKA = "kafka"

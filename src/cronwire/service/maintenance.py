@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from cronwire.errors import StorageError
+from cronwire.domain.errors import StorageError
 from cronwire.ports import Clock, MaintenanceStore, Metrics
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 
-from cronwire.errors import BrokerError, StorageError
+from cronwire.domain.errors import BrokerError, StorageError
 from cronwire.ports import OutboxStore, RunPublisher
 
 log = logging.getLogger(__name__)

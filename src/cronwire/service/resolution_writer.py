@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from cronwire.domain.breaker import BreakerPolicy
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun, RunResolution, RunStatus
-from cronwire.errors import StorageError
 from cronwire.ports import BreakerStore, RunStore
 from cronwire.service.lease_keeper import Lease
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cronwire.adapters.embedded.postgres import free_port
-from cronwire.errors import EmbeddedServerError
+from cronwire.domain.errors import EmbeddedServerError
 
 
 def tansu_binary() -> Path:

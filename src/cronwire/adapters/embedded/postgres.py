@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cronwire.errors import EmbeddedServerError
+from cronwire.domain.errors import EmbeddedServerError
 
 log = logging.getLogger(__name__)
 

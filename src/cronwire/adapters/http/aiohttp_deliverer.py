@@ -17,7 +17,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from cronwire.adapters.http.attempt_timer import AttemptTimer
-from cronwire.adapters.http.guard import DEFAULT_PORTS, TargetGuard
+from cronwire.adapters.http.guard import TargetGuard
 from cronwire.domain.delivery import (
     EXCERPT_BYTES,
     DeliveryRequest,
@@ -32,7 +32,7 @@ from cronwire.domain.delivery import (
     status_outcome,
 )
 from cronwire.domain.errors import InvalidTarget, TargetRefused
-from cronwire.domain.netpolicy import parse_host_ip, validate_target_url
+from cronwire.domain.netpolicy import DEFAULT_PORTS, parse_host_ip, validate_target_url
 
 # Read this much past the excerpt so a keep-alive connection can be reused;
 # a longer body costs a closed connection instead of unbounded reading.

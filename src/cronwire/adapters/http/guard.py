@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from cronwire.domain.errors import InvalidTarget, TargetRefused
 from cronwire.domain.netpolicy import (
+    DEFAULT_PORTS,
     IPAddress,
     forbidden_reason,
     ip_address_of,
@@ -24,8 +25,6 @@ from cronwire.domain.netpolicy import (
 
 Resolve = Callable[[str, int], Awaitable[list[str]]]
 IsForbidden = Callable[[IPAddress], str | None]
-
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 async def system_resolve(host: str, port: int) -> list[str]:

@@ -25,7 +25,7 @@ from yarl import URL
 
 from cronwire.adapters.http.aiohttp_deliverer import _parsed_target
 from cronwire.adapters.http.attempt_timer import AttemptTimer
-from cronwire.adapters.http.guard import DEFAULT_PORTS, TargetGuard
+from cronwire.adapters.http.guard import TargetGuard
 from cronwire.domain.delivery import (
     EXCERPT_BYTES,
     DeliveryRequest,
@@ -40,6 +40,7 @@ from cronwire.domain.delivery import (
     status_outcome,
 )
 from cronwire.domain.errors import InvalidTarget, TargetRefused
+from cronwire.domain.netpolicy import DEFAULT_PORTS
 
 DRAIN_BYTES = 64 * 1024  # read this much past the excerpt to keep a connection reusable
 MAX_HEAD_BYTES = 64 * 1024

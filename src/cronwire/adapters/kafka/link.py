@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
-from cronwire.errors import BrokerError
+from cronwire.domain.errors import BrokerError
 
 log = logging.getLogger(__name__)
 TOPIC_ALREADY_EXISTS = 36

@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 
 from cronwire.adapters.kafka.codec import encode_key
 from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink, bounded
-from cronwire.errors import BrokerError
+from cronwire.domain.errors import BrokerError
 from cronwire.ports import RunKey
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.breaker import BreakerPolicy, BreakerState, BreakerStatus, after_outcomes
 
-Q = queries("breaker")
+Q = queries()
 Key = tuple[UUID, str]
 
 

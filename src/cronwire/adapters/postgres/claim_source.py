@@ -1,4 +1,4 @@
-"""PostgresClaimSource: stage 2's claim as one SKIP LOCKED statement (see executor.sql).
+"""PostgresClaimSource: stage 2's claim as one SKIP LOCKED statement (job_run_claim in queries/job_run.sql).
 
 One round trip takes up to ``limit`` leases fairly across tenants and returns everything
 a delivery needs (target, retry policy, signing secrets), so a claimed run can leave at
@@ -11,15 +11,14 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.documents import retry_from_document, target_from_document
 from cronwire.domain.model import (
-    MAX_ATTEMPTS,
     ClaimBatch,
     ClaimedRun,
     RetryPolicy,
@@ -28,42 +27,8 @@ from cronwire.domain.model import (
     Trigger,
 )
 
-Q = queries("executor")
+Q = queries()
 log = logging.getLogger(__name__)
-
-
-def target_from_json(doc: Mapping[str, Any] | None) -> Target:
-    """The schedule's target. A malformed document (the API never writes one) still
-    gives a Target: its empty URL fails the attempt as a refused target with evidence,
-    instead of one bad row crashing every claim that returns it."""
-    doc = doc if isinstance(doc, Mapping) else {}
-    headers = doc.get("headers")
-    headers = headers if isinstance(headers, Mapping) else {}
-    return Target(
-        url=str(doc.get("url") or ""),
-        method=str(doc.get("method") or "POST").upper(),
-        headers={str(k): str(v) for k, v in headers.items()},
-        body=None if doc.get("body") is None else str(doc["body"]),
-    )
-
-
-def retry_from_json(doc: Mapping[str, Any] | None) -> RetryPolicy:
-    defaults = RetryPolicy()
-    doc = doc if isinstance(doc, Mapping) else {}
-    try:
-        return RetryPolicy(
-            max_attempts=max(
-                1, min(MAX_ATTEMPTS, int(doc.get("max_attempts") or defaults.max_attempts))
-            ),
-            initial_backoff_seconds=float(
-                doc.get("initial_backoff_seconds", defaults.initial_backoff_seconds)
-            ),
-            max_backoff_seconds=float(
-                doc.get("max_backoff_seconds", defaults.max_backoff_seconds)
-            ),
-        )
-    except (TypeError, ValueError):
-        return defaults
 
 
 @functools.lru_cache(maxsize=4096)
@@ -75,7 +40,7 @@ def _policies(text: str, retry_text: str) -> tuple[Target, RetryPolicy]:
         target, retry = json.loads(text), json.loads(retry_text)
     except (TypeError, ValueError):
         target, retry = None, None
-    return target_from_json(target), retry_from_json(retry)
+    return target_from_document(target), retry_from_document(retry)
 
 
 def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:

@@ -1,4 +1,4 @@
-"""Translate asyncpg's failures into :class:`cronwire.errors.StorageError` at the boundary."""
+"""Translate asyncpg's failures into :class:`cronwire.domain.errors.StorageError` at the boundary."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import asyncpg
 
-from cronwire.errors import StorageError
+from cronwire.domain.errors import StorageError
 
 # What a lost connection, a server error or a pool timeout looks like from asyncpg.
 DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)

@@ -10,7 +10,7 @@ import asyncpg
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 
-Q = queries("maintenance")
+Q = queries()
 KEEPER_LOCK = int.from_bytes(hashlib.sha256(b"cronwire.partitions").digest()[:8], "big", signed=True)
 
 
@@ -23,39 +23,40 @@ class PostgresMaintenanceStore:
         advisory lock; returns (created, dropped). Another replica holding the lock: (0, [])."""
         with storage_errors("partition maintenance"):
             async with self._pool.acquire() as conn:
-                if not await conn.fetchval(Q["maintenance_try_lock"], KEEPER_LOCK):
+                if not await conn.fetchval(Q["advisory_try_lock"], KEEPER_LOCK):
                     return 0, []
                 try:
-                    created = await conn.fetchval(Q["partition_ensure"], months_ahead)
+                    created = await conn.fetchval(Q["job_run_partition_ensure"], months_ahead)
                     dropped: list[str] = []
-                    for row in await conn.fetch(Q["partition_pending_detach_statements"], retention_months):
+                    for row in await conn.fetch(Q["job_run_partition_pending_detach_statements"], retention_months):
                         await conn.execute(row["finalize_sql"])
                         await conn.execute(row["drop_sql"])
                         dropped.append(row["partition"])
-                    for row in await conn.fetch(Q["partition_expired_detach_statements"], retention_months):
+                    for row in await conn.fetch(Q["job_run_partition_expired_detach_statements"], retention_months):
                         # Outside a transaction block: DETACH CONCURRENTLY waits for readers
                         # instead of blocking them.
                         await conn.execute(row["detach_sql"])
                         await conn.execute(row["drop_sql"])
                         dropped.append(row["partition"])
-                    for row in await conn.fetch(Q["partition_detached_leftovers"], retention_months):
+                    for row in await conn.fetch(Q["job_run_partition_detached_leftovers"], retention_months):
                         await conn.execute(row["drop_sql"])
                         dropped.append(row["partition"])
                     return int(created), dropped
                 finally:
-                    await conn.fetchval(Q["maintenance_unlock"], KEEPER_LOCK)
+                    await conn.fetchval(Q["advisory_unlock"], KEEPER_LOCK)
 
     async def partitions(self) -> list[str]:
-        rows = await self._pool.fetch(Q["partition_list"])
+        with storage_errors("list the partitions"):
+            rows = await self._pool.fetch(Q["job_run_partition_list"])
         return [row["partition"] for row in rows]
 
     async def due_backlog(self) -> int:
         with storage_errors("count the due backlog"):
-            return int(await self._pool.fetchval(Q["run_due_backlog"]))
+            return int(await self._pool.fetchval(Q["job_run_due_backlog"]))
 
     async def partition_months_ahead(self) -> int:
         with storage_errors("count the partitions ahead"):
-            return int(await self._pool.fetchval(Q["partition_months_ahead"]))
+            return int(await self._pool.fetchval(Q["job_run_partition_months_ahead"]))
 
     async def db_now(self) -> datetime:
         with storage_errors("read the database clock"):

@@ -19,22 +19,16 @@ from pathlib import Path
 
 import asyncpg
 
-from cronwire.errors import MigrationError
+from cronwire.adapters.postgres.driver_errors import storage_errors
+from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.errors import MigrationError
 
 # cronwire/migrations: a symlink in the source tree, real files in an installed wheel.
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
 # pg_advisory_lock key: the first 8 bytes of sha256("cronwire.migrate"), fixed forever.
 LOCK_KEY = int.from_bytes(hashlib.sha256(b"cronwire.migrate").digest()[:8], "big", signed=True)
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-
-_CREATE_LEDGER = """
-CREATE TABLE IF NOT EXISTS schema_migration (
-    version    integer     PRIMARY KEY,
-    name       text        NOT NULL,
-    checksum   text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)"""
-
+Q = queries()
 
 @dataclass(frozen=True, slots=True)
 class Migration:
@@ -68,10 +62,10 @@ def discover(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
 
 async def pending(conn: asyncpg.Connection, migrations: list[Migration]) -> list[Migration]:
     """Migrations not yet applied; raises if an applied one differs from its file."""
-    exists = await conn.fetchval("SELECT to_regclass('schema_migration') IS NOT NULL")
+    exists = await conn.fetchval(Q["schema_migration_exists"])
     applied: dict[int, str] = {}
     if exists:
-        rows = await conn.fetch("SELECT version, checksum FROM schema_migration")
+        rows = await conn.fetch(Q["schema_migration_list"])
         applied = {row["version"]: row["checksum"] for row in rows}
     for migration in migrations:
         recorded = applied.get(migration.version)
@@ -86,25 +80,26 @@ async def pending(conn: asyncpg.Connection, migrations: list[Migration]) -> list
 async def migrate(dsn: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
     """Apply pending migrations in order, each in its own transaction; returns applied versions."""
     migrations = discover(directory)
-    conn = await asyncpg.connect(dsn, server_settings={"application_name": "cronwire-migrate"})
-    try:
-        await conn.execute("SELECT pg_advisory_lock($1)", LOCK_KEY)
+    with storage_errors("applying migrations"):
+        conn = await asyncpg.connect(dsn, server_settings={"application_name": "cronwire-migrate"})
         try:
-            await conn.execute(_CREATE_LEDGER)
-            applied: list[int] = []
-            for migration in await pending(conn, migrations):
-                async with conn.transaction():
-                    await conn.execute(migration.sql)
-                    await conn.execute(
-                        "INSERT INTO schema_migration (version, name, checksum) VALUES ($1, $2, $3)",
-                        migration.version, migration.name, migration.checksum,
-                    )
-                applied.append(migration.version)
-            return applied
+            await conn.execute(Q["advisory_lock"], LOCK_KEY)
+            try:
+                await conn.execute(Q["schema_migration_create"])
+                applied: list[int] = []
+                for migration in await pending(conn, migrations):
+                    async with conn.transaction():
+                        await conn.execute(migration.sql)
+                        await conn.execute(
+                            Q["schema_migration_insert"],
+                            migration.version, migration.name, migration.checksum,
+                        )
+                    applied.append(migration.version)
+                return applied
+            finally:
+                await conn.execute(Q["advisory_unlock"], LOCK_KEY)
         finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)
-    finally:
-        await conn.close()
+            await conn.close()
 
 
 async def is_current(conn: asyncpg.Connection, directory: Path = MIGRATIONS_DIR) -> bool:

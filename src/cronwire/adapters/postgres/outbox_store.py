@@ -1,4 +1,4 @@
-"""PostgresOutboxStore: job_run.published_at as kafka mode's outbox (queries/outbox.sql).
+"""PostgresOutboxStore: job_run.published_at as kafka mode's outbox (job_run_outbox_* in queries/job_run.sql).
 
 The lock, the send and the mark share one transaction: a crash or a failed send before
 the commit leaves the runs unpublished for the next pass (of any replica) to publish, and
@@ -17,7 +17,7 @@ from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.ports import RunKey
 
-Q = queries("outbox")
+Q = queries()
 
 
 class PostgresOutboxStore:

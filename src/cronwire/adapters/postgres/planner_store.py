@@ -14,7 +14,7 @@ from datetime import datetime
 import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
-from cronwire.adapters.postgres.sql import queries
+from cronwire.adapters.postgres.sql import queries, rows_affected
 from cronwire.domain.model import (
     DueSchedule,
     MisfirePolicy,
@@ -23,7 +23,7 @@ from cronwire.domain.model import (
 )
 from cronwire.domain.planning import Span, writable_span
 
-Q = queries("planner")
+Q = queries()
 log = logging.getLogger(__name__)
 Decide = Callable[[Sequence[DueSchedule], datetime, Span | None], PlanDecision]
 
@@ -41,11 +41,6 @@ def _due_schedule(row: asyncpg.Record) -> DueSchedule:
         starts_at=row["starts_at"],
         ends_at=row["ends_at"],
     )
-
-
-def _inserted(status: str) -> int:
-    """Rows written, from a command tag such as ``INSERT 0 500``."""
-    return int(status.rsplit(" ", 1)[-1])
 
 
 class PostgresPlannerStore:
@@ -89,7 +84,7 @@ class PostgresPlannerStore:
         inserted = 0
         if decision.runs:
             status = await conn.execute(Q["job_run_insert_planned"], *_run_columns(decision))
-            inserted = _inserted(status)
+            inserted = rows_affected(status)
         if decision.advances:
             await conn.execute(Q["schedule_advance"], *_advance_columns(decision))
         return len(rows), inserted

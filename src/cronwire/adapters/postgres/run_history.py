@@ -10,11 +10,11 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.errors import NotFound
 from cronwire.domain.history import RunDetail, RunQuery, RunView
 from cronwire.domain.model import AttemptRecord, RunStatus, Trigger
-from cronwire.errors import NotFound
 
-Q = queries("run_history")
+Q = queries()
 # "No bound" as concrete values, so every query keeps one shape the planner can prune on.
 EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 LATEST = datetime(9999, 12, 30, tzinfo=UTC)
@@ -39,12 +39,12 @@ def list_arguments(tenant_id: uuid.UUID, query: RunQuery) -> tuple[str, list[obj
     since, until = query.since or EARLIEST, query.until or LATEST
     status = query.status.value if query.status is not None else None
     if query.schedule_id is not None:
-        return "run_list_for_schedule", [tenant_id, since, until, before_at, query.limit, status,
+        return "job_run_list_for_schedule", [tenant_id, since, until, before_at, query.limit, status,
                                          query.schedule_id]
     args: list[object] = [tenant_id, since, until, before_at, before_id, query.limit]
     if status is not None:
-        return "run_list_for_tenant_status", [*args, status]
-    return "run_list_for_tenant", args
+        return "job_run_list_for_tenant_status", [*args, status]
+    return "job_run_list_for_tenant", args
 
 
 class PostgresRunHistory:
@@ -60,10 +60,10 @@ class PostgresRunHistory:
     async def get(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> RunDetail:
         with storage_errors(f"reading run {run_id}"):
             async with self._pool.acquire() as conn:
-                row = await conn.fetchrow(Q["run_get"], tenant_id, run_id)
+                row = await conn.fetchrow(Q["job_run_get"], tenant_id, run_id)
                 if row is None:
                     raise NotFound(f"run {run_id} not found")
                 attempts = await conn.fetch(
-                    Q["run_attempts"], tenant_id, run_id, row["scheduled_for"]
+                    Q["job_run_attempt_list"], tenant_id, run_id, row["scheduled_for"]
                 )
         return RunDetail(run_view(row), tuple(_attempt(a) for a in attempts))

@@ -15,15 +15,10 @@ from uuid import UUID
 import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
-from cronwire.adapters.postgres.sql import queries
+from cronwire.adapters.postgres.sql import queries, rows_affected
 from cronwire.domain.model import LeaseKey, RunResolution, RunStatus
 
-Q = queries("executor")
-
-
-def _affected(status: str) -> int:
-    """Rows touched, from a command tag such as ``UPDATE 12``."""
-    return int(status.rsplit(" ", 1)[-1])
+Q = queries()
 
 
 def _columns(resolutions: Sequence[RunResolution]) -> list[list[object]]:
@@ -60,7 +55,7 @@ class PostgresRunStore:
         ids, times, generations = _keys(runs)
         with storage_errors("renew leases"):
             rows = await self._pool.fetch(
-                Q["job_run_renew_leases"], owner, ids, times, generations,
+                Q["job_run_renew"], owner, ids, times, generations,
                 [run_id in started for run_id in ids], lease_seconds,
             )
         return {row["id"] for row in rows}
@@ -90,7 +85,7 @@ class PostgresRunStore:
             status = await self._pool.execute(
                 Q["job_run_fail_minimal"], owner, run_id, scheduled_for, error[:500], generation
             )
-        return _affected(status) == 1
+        return rows_affected(status) == 1
 
     async def release(self, owner: str, runs: Sequence[LeaseKey]) -> int:
         return await self._give_back(owner, runs, None)
@@ -107,4 +102,4 @@ class PostgresRunStore:
             status = await self._pool.execute(
                 Q["job_run_give_back"], owner, *_keys(runs), until
             )
-        return _affected(status)
+        return rows_affected(status)

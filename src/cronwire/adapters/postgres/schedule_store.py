@@ -1,4 +1,4 @@
-"""ScheduleStore on Postgres. Every statement carries the tenant id (queries/schedule.sql).
+"""ScheduleStore on Postgres. Every statement carries the tenant id (queries/schedule.sql, job_run.sql).
 
 Fire times are computed by the pure rules in :mod:`cronwire.domain.schedule_rules`, with
 the clock read inside the same transaction that writes them (never the replica's clock).
@@ -9,62 +9,48 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.run_history import run_view
-from cronwire.adapters.postgres.sql import queries
+from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.domain.documents import (
+    retry_from_document,
+    retry_to_document,
+    target_from_document,
+    target_to_document,
+)
+from cronwire.domain.errors import NotFound, StorageError
 from cronwire.domain.history import RunView
 from cronwire.domain.model import (
     MisfirePolicy,
-    RetryPolicy,
     ScheduleStatus,
-    Target,
     idempotency_key_for,
     run_id_for,
 )
 from cronwire.domain.schedule_rules import LimitExceeded, next_fire_after, rescheduled_next_fire
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
-from cronwire.errors import NotFound, StorageError
 
-Q = queries("schedule")
+Q = queries()
 NIL_ID = uuid.UUID(int=0)
 # A manual instant collides only with another manual trigger in the same microsecond.
 MANUAL_INSERT_TRIES = 5
 
 
-def _target_json(target: Target) -> dict[str, Any]:
-    return {"url": target.url, "method": target.method, "headers": dict(target.headers),
-            "body": target.body}
-
-
-def _retry_json(retry: RetryPolicy) -> dict[str, Any]:
-    return {"max_attempts": retry.max_attempts,
-            "initial_backoff_seconds": retry.initial_backoff_seconds,
-            "max_backoff_seconds": retry.max_backoff_seconds}
-
-
 def _spec_columns(spec: ScheduleSpec) -> list[object]:
     """name .. ends_at in the column order schedule_insert and schedule_update share."""
-    return [spec.name, spec.cron, spec.timezone, _target_json(spec.target),
-            _retry_json(spec.retry), spec.misfire_policy.value, spec.catchup_window_seconds]
+    return [spec.name, spec.cron, spec.timezone, target_to_document(spec.target),
+            retry_to_document(spec.retry), spec.misfire_policy.value, spec.catchup_window_seconds]
 
 
 def _record(row: asyncpg.Record) -> ScheduleRecord:
-    target, retry = row["target"], row["retry"]
     spec = ScheduleSpec(
         name=row["name"],
         cron=row["cron"],
         timezone=row["timezone"],
-        target=Target(url=target["url"], method=target.get("method", "POST"),
-                      headers=dict(target.get("headers") or {}), body=target.get("body")),
-        retry=RetryPolicy(
-            max_attempts=retry["max_attempts"],
-            initial_backoff_seconds=float(retry["initial_backoff_seconds"]),
-            max_backoff_seconds=float(retry["max_backoff_seconds"]),
-        ),
+        target=target_from_document(row["target"]),
+        retry=retry_from_document(row["retry"]),
         misfire_policy=MisfirePolicy(row["misfire_policy"]),
         catchup_window_seconds=row["catchup_window_seconds"],
         starts_at=row["starts_at"],
@@ -130,7 +116,7 @@ class PostgresScheduleStore:
 
     async def db_now(self) -> datetime:
         with storage_errors("reading the database clock"):
-            now: datetime = await self._pool.fetchval(Q["db_now"])
+            now: datetime = await self._pool.fetchval(Q["database_now"])
         return now
 
     async def get(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> ScheduleRecord:
@@ -172,7 +158,7 @@ class PostgresScheduleStore:
                 status = await conn.execute(
                     Q["job_run_cancel_for_schedule"], tenant_id, schedule_id
                 )
-        return int(status.rsplit(" ", 1)[-1])
+        return rows_affected(status)
 
     async def set_paused(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool

@@ -15,9 +15,9 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
-from cronwire.errors import NotFound
+from cronwire.domain.errors import NotFound
 
-Q = queries("tenant")
+Q = queries()
 TOKEN_PREFIX = "cwt_"
 # Characters of a token kept in clear so its holder can recognise it in `tenant tokens`
 # ("cwt_" and 6 of its 43 random characters: 36 of 256 bits shown).
@@ -85,36 +85,42 @@ class PostgresTenantStore:
     async def create(self, name: str) -> IssuedToken:
         token = new_token()
         tenant_id = uuid.uuid4()
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute(Q["tenant_insert"], tenant_id, name)
-            await conn.execute(Q["api_token_insert"], token_hash(token), tenant_id,
-                               shown_prefix(token))
+        with storage_errors("creating a tenant"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                await conn.execute(Q["tenant_insert"], tenant_id, name)
+                await conn.execute(Q["api_token_insert"], token_hash(token), tenant_id,
+                                   shown_prefix(token))
         return IssuedToken(tenant_id, name, token)
 
     async def issue_token(self, tenant_id: uuid.UUID) -> IssuedToken:
         token = new_token()
-        async with self._pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(Q["tenant_get"], tenant_id)
-            if row is None:
-                raise NotFound(f"tenant {tenant_id} does not exist")
-            await conn.execute(Q["api_token_insert"], token_hash(token), tenant_id,
-                               shown_prefix(token))
+        with storage_errors("issuing a token"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow(Q["tenant_get"], tenant_id)
+                if row is None:
+                    raise NotFound(f"tenant {tenant_id} does not exist")
+                await conn.execute(Q["api_token_insert"], token_hash(token), tenant_id,
+                                   shown_prefix(token))
         return IssuedToken(tenant_id, row["name"], token)
 
     async def list_tenants(self) -> list[TenantSummary]:
-        return [TenantSummary(**dict(row)) for row in await self._pool.fetch(Q["tenant_list"])]
+        with storage_errors("listing tenants"):
+            rows = await self._pool.fetch(Q["tenant_list"])
+        return [TenantSummary(**dict(row)) for row in rows]
 
     async def list_tokens(self, tenant_id: uuid.UUID) -> list[TokenRecord]:
         """The tenant's tokens, revoked ones included; NotFound for an unknown tenant."""
-        async with self._pool.acquire() as conn:
-            if await conn.fetchrow(Q["tenant_get"], tenant_id) is None:
-                raise NotFound(f"tenant {tenant_id} does not exist")
-            rows = await conn.fetch(Q["api_token_list"], tenant_id)
+        with storage_errors("listing tokens"):
+            async with self._pool.acquire() as conn:
+                if await conn.fetchrow(Q["tenant_get"], tenant_id) is None:
+                    raise NotFound(f"tenant {tenant_id} does not exist")
+                rows = await conn.fetch(Q["api_token_list"], tenant_id)
         return [TokenRecord(**dict(row)) for row in rows]
 
     async def revoke(self, token_id: uuid.UUID) -> TokenRecord:
         """Revoke at once (idempotent); NotFound for an unknown token id."""
-        row = await self._pool.fetchrow(Q["api_token_revoke"], token_id)
+        with storage_errors("revoking a token"):
+            row = await self._pool.fetchrow(Q["api_token_revoke"], token_id)
         if row is None:
             raise NotFound(f"token {token_id} does not exist")
         return TokenRecord(**dict(row))

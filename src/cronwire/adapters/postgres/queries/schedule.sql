@@ -1,23 +1,32 @@
--- Schedules as tenants edit them through the API. Every statement is confined to one
--- tenant ($1 is always tenant_id): a foreign id matches no row and reads as "not found".
--- Deleted schedules are invisible here; their runs stay readable in run_history.sql.
+-- schedule: the planner's claim and advance (one transaction with job_run_insert_planned,
+-- PostgresPlannerStore.plan_on; each is one round trip), then the schedules as tenants
+-- edit them through the API. Every API statement is confined to one tenant ($1 is always
+-- tenant_id): a foreign id matches no row and reads as "not found". Deleted schedules are
+-- invisible to the API; their runs stay readable (job_run.sql's history).
 
--- name: tenant_limits_now
--- NULL columns mean "the configured default"; now() anchors validation on the DB clock.
-SELECT max_schedules, min_interval_seconds, max_body_bytes, max_headers, now() AS db_now
-FROM tenant WHERE id = $1
+-- name: schedule_claim_due
+-- $1 lookahead seconds, $2 batch size. now() is the only clock: it is the transaction's
+-- start time, returned so the pure planner decides with exactly the instant used here.
+SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
+       next_fire_at, last_fire_at, starts_at, ends_at, now() AS db_now
+FROM schedule
+WHERE status = 'active' AND next_fire_at <= now() + make_interval(secs => $1)
+ORDER BY next_fire_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED
 
--- name: db_now
-SELECT now()
-
--- name: tenant_lock_live_count
--- Locking the tenant row serialises concurrent creates of one tenant, so two requests
--- cannot both see "one slot left" and both take it.
-SELECT t.id, now() AS db_now,
-       (SELECT count(*) FROM schedule s
-        WHERE s.tenant_id = t.id AND s.status <> 'deleted') AS live
-FROM tenant t WHERE t.id = $1
-FOR UPDATE OF t
+-- name: schedule_advance
+-- The cursors of the claimed (still locked) schedules; NULL next_fire_at = no more fires.
+-- updated_at is the tenant's edit time, so the planner leaves it alone. The redundant
+-- "id = ANY($1)" lets Postgres fetch the batch by primary key instead of hashing a scan of
+-- the whole table (it cannot see through the join on unnest), so cost follows the batch,
+-- not the number of schedules.
+UPDATE schedule AS s
+SET next_fire_at = a.next_fire_at,
+    last_fire_at = a.last_fire_at
+FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[])
+     AS a(id, next_fire_at, last_fire_at)
+WHERE s.id = a.id AND s.id = ANY($1::uuid[])
 
 -- name: schedule_insert
 INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
@@ -93,38 +102,8 @@ SET status = 'deleted', deleted_at = now(), next_fire_at = NULL, updated_at = no
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 RETURNING id
 
--- name: job_run_cancel_for_schedule
--- Runs not yet started of a deleted schedule are cancelled. A leased (running) run is
--- left to finish its request, which may already be on the wire, but is marked
--- cancel_requested: its result is recorded, and instead of a retry, a release or a
--- re-claim of its lease it ends 'cancelled' (executor.sql), so no attempt starts after
--- the delete. One UPDATE for both on purpose: it waits for a claim or a resolve that
--- holds a row, then re-checks the row as that transaction left it, so a run that turned
--- 'running' or 'retrying' meanwhile is caught either way. Counts both kinds of run.
-UPDATE job_run
-SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
-    finished_at = CASE WHEN status = 'running' THEN finished_at ELSE now() END,
-    cancel_requested = true,
-    updated_at = now()
-WHERE tenant_id = $1 AND schedule_id = $2 AND status IN ('pending', 'retrying', 'running')
-
 -- name: schedule_lock_live
 -- FOR SHARE: a concurrent delete waits for the manual run to commit, then cancels it.
 SELECT id FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR SHARE
-
--- name: job_run_manual_instant
--- Cron occurrences are whole seconds; a manual run's instant never is (a whole-second
--- clock reading is nudged by 1 µs), so it cannot take an occurrence's (schedule_id,
--- scheduled_for) slot. clock_timestamp(), not now(): a retry must see a new instant.
-SELECT CASE WHEN date_trunc('second', t) = t THEN t + interval '1 microsecond' ELSE t END
-FROM clock_timestamp() AS t
-
--- name: job_run_insert_manual
-INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
-                     status, fire_after)
-VALUES ($1, $2, $3, $4, $5, 'manual', 'pending', $4)
-ON CONFLICT DO NOTHING
-RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-          first_attempt_at, finished_at, last_status_code, last_error, trigger

@@ -1,16 +1,27 @@
--- Partition upkeep and fleet-wide gauges. Any replica may run these; the keeper takes
--- an advisory lock so only one does the DDL at a time.
+-- The monthly partitions of job_run and job_run_attempt, read from the catalog. Any
+-- replica may run the upkeep; the keeper takes an advisory lock (database.sql) so only one
+-- does the DDL at a time.
 
--- name: maintenance_try_lock
-SELECT pg_try_advisory_lock($1)
+-- name: job_run_partition_bounds
+-- [lower_bound, upper_bound) of every attached job_run range partition, from the catalog
+-- (not from partition names): pg_get_expr gives "FOR VALUES FROM ('<lo>') TO ('<hi>')".
+-- A partition being detached ("detach pending") takes no new rows, so it does not count;
+-- DEFAULT and MINVALUE/MAXVALUE bounds do not match and are left out. split_part, not a
+-- regular expression: about 0.4 ms per call instead of 3 ms (ADR 0010).
+SELECT split_part(e, '''', 2)::timestamptz AS lower_bound,
+       split_part(e, '''', 4)::timestamptz AS upper_bound
+FROM (
+    SELECT pg_get_expr(c.relpartbound, c.oid) AS e
+    FROM pg_inherits i
+    JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'job_run'::regclass AND NOT i.inhdetachpending
+) AS bounds
+WHERE e LIKE 'FOR VALUES FROM (''%'') TO (''%'')'
 
--- name: maintenance_unlock
-SELECT pg_advisory_unlock($1)
-
--- name: partition_ensure
+-- name: job_run_partition_ensure
 SELECT cronwire_ensure_partitions((date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month')::date, $1::integer + 2)
 
--- name: partition_expired_detach_statements
+-- name: job_run_partition_expired_detach_statements
 -- Partitions entirely older than the first kept month, as ready-to-run DETACH statements
 -- (%I quotes identifiers; DETACH ... CONCURRENTLY cannot run inside a function).
 SELECT c.relname AS partition,
@@ -34,7 +45,7 @@ WHERE p.relname IN ('job_run', 'job_run_attempt')
         AND r.scheduled_for < (to_date(right(c.relname, 7), 'YYYY_MM') + interval '1 month')::timestamp AT TIME ZONE 'UTC')
 ORDER BY c.relname
 
--- name: partition_pending_detach_statements
+-- name: job_run_partition_pending_detach_statements
 -- An expired partition whose DETACH ... CONCURRENTLY was interrupted (cancelled, backend
 -- terminated, server restarted) stays "detach pending": it takes no new rows, and any
 -- further DETACH of it fails, asking for FINALIZE. Finish it, then drop it.
@@ -51,7 +62,7 @@ WHERE p.relname IN ('job_run', 'job_run_attempt')
       < (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $1::integer - 1))::date
 ORDER BY c.relname
 
--- name: partition_detached_leftovers
+-- name: job_run_partition_detached_leftovers
 -- A detach whose DROP did not follow (a crash between the two) leaves the table detached
 -- but not dropped; drop it on the next pass.
 SELECT c.relname AS partition, format('DROP TABLE IF EXISTS %I', c.relname) AS drop_sql
@@ -63,7 +74,7 @@ WHERE c.relkind = 'r'
   AND to_date(right(c.relname, 7), 'YYYY_MM')
       < (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $1::integer - 1))::date
 
--- name: partition_list
+-- name: job_run_partition_list
 SELECT p.relname AS parent, c.relname AS partition
 FROM pg_inherits i
 JOIN pg_class c ON c.oid = i.inhrelid
@@ -71,16 +82,7 @@ JOIN pg_class p ON p.oid = i.inhparent
 WHERE p.relname IN ('job_run', 'job_run_attempt')
 ORDER BY p.relname, c.relname
 
--- name: run_due_backlog
--- Runs due and not terminal: runnable ones past fire_after plus those being delivered.
-SELECT (SELECT count(*) FROM job_run
-         WHERE status IN ('pending', 'retrying') AND fire_after <= now())
-     + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
-
--- name: database_now
-SELECT now()
-
--- name: partition_months_ahead
+-- name: job_run_partition_months_ahead
 -- The first month from the current one (k = 0) lacking a job_run or job_run_attempt
 -- partition, minus one: 2 when this month and the next two exist, -1 when this one is missing.
 SELECT coalesce(min(k), 13) - 1 AS months_ahead

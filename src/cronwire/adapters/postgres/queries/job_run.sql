@@ -1,8 +1,43 @@
--- Stage 2 (executor): claim, lease upkeep and every write on a leased run.
--- Lease rule 3: each write below predicates on claimed_by = $1 (the owner),
--- status = 'running' and the lease_generation its claim returned, so a replica whose
--- lease was reaped or re-claimed writes nothing, even when the re-claim was made under
--- the same instance id (a twin process, or this process's own later claim).
+-- job_run: one row per occurrence or manual trigger, through its whole life. Grouped by
+-- the stage that runs each statement:
+--   planner   job_run_insert_planned (in the planner's transaction, with schedule.sql's
+--             schedule_claim_due and schedule_advance)
+--   executor  claim, lease upkeep and every write on a leased run. Lease rule 3: each of
+--             these writes predicates on claimed_by = $1 (the owner), status = 'running' and
+--             the lease_generation its claim returned, so a replica whose lease was reaped or
+--             re-claimed writes nothing, even when the re-claim was made under the same
+--             instance id (a twin process, or this process's own later claim).
+--   kafka     the outbox on job_run.published_at: a runnable run's key is published once it
+--             is due, and published_at is reset whenever the run becomes runnable again
+--             (retry, release, defer: job_run_resolve, job_run_give_back), so no key reaches
+--             a consumer before its run can be claimed. Served by
+--             job_run_unpublished_due_idx (migration 0007).
+--   api       the tenant's writes (cancel on delete, manual trigger) and the run history.
+--             The history's $1 is always tenant_id. Pages are newest scheduled_for first
+--             with a keyset on (scheduled_for, id). Bounds are always concrete values (the
+--             adapter passes -infinity/+infinity-like sentinels for "no bound"), never
+--             "$n IS NULL OR ...", so the planner can prune monthly partitions: at plan
+--             time with a custom plan, at executor start-up with a generic one.
+--               $2 since (inclusive)   $3 until (exclusive)
+--               $4, $5 the previous page's last (scheduled_for, id); "scheduled_for <= $4"
+--               repeats the row comparison in a form partition pruning understands.
+--               $6 limit   $7 status
+--   gauges    fleet-wide counts for /metrics.
+
+-- name: job_run_insert_planned
+-- Every planned run in one statement. ON CONFLICT DO NOTHING covers both the primary key
+-- (deterministic id) and UNIQUE (schedule_id, scheduled_for): re-planning an occurrence
+-- (cursor moved backwards, operator replan) is harmless. Skipped runs are terminal at once.
+INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
+                     status, fire_after, finished_at, last_error)
+SELECT r.id, r.tenant_id, r.schedule_id, r.scheduled_for, r.idempotency_key, r.trigger,
+       r.status, r.scheduled_for,
+       CASE WHEN r.status = 'skipped' THEN now() END,
+       CASE WHEN r.status = 'skipped' THEN 'missed while no planner ran; dropped by the misfire policy' END
+FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::text[], $6::text[],
+            $7::text[])
+     AS r(id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger, status)
+ON CONFLICT DO NOTHING
 
 -- name: job_run_claim
 -- $1 owner, $2 limit (<= idle workers: lease rule 1), $3 lease seconds.
@@ -88,6 +123,8 @@ decided AS (
     --                once the request left) and may have reached the target, so another
     --                one would exceed the policy. A final attempt that never started is
     --                not used up: it is leased again, under the same attempt number.
+    -- 3 and 8 below are RetryPolicy().max_attempts and MAX_ATTEMPTS (domain/model.py),
+    -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
     SELECT p.id, p.scheduled_for,
            CASE WHEN p.status <> 'running' THEN 'lease'
                 WHEN p.cancel_requested THEN 'cancelled'
@@ -133,7 +170,7 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
               AS previous_signing_secret
 
--- name: job_run_renew_leases
+-- name: job_run_renew
 -- $1 owner, $2 run ids, $3 their scheduled_for, $4 their lease generations, $5 whether
 -- each lease's request has started, $6 lease seconds. Returns the ids still ours.
 -- The renewal is also where a started request is recorded (attempt_started), batched
@@ -309,3 +346,109 @@ candidates AS (
     UNION ALL
     SELECT * FROM overdue
 ),
+
+-- name: job_run_outbox_take
+-- $1 limit. Due, unpublished, runnable runs, oldest first, locked for the publishing
+-- transaction; SKIP LOCKED so the publishers of several replicas split the work.
+SELECT r.id, r.scheduled_for, r.tenant_id
+  FROM job_run r
+ WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
+   AND r.fire_after <= now()
+ ORDER BY r.fire_after
+ LIMIT $1
+   FOR UPDATE SKIP LOCKED
+
+-- name: job_run_outbox_mark
+-- $1 run ids, $2 their scheduled_for: the keys the broker acknowledged.
+UPDATE job_run j
+   SET published_at = now()
+  FROM unnest($1::uuid[], $2::timestamptz[]) AS k(id, scheduled_for)
+ WHERE j.id = k.id AND j.scheduled_for = k.scheduled_for
+
+-- name: job_run_outbox_next_due
+-- Seconds until the earliest unpublished runnable run is due (negative when overdue,
+-- NULL when there is none): the publisher sleeps exactly that long.
+SELECT EXTRACT(EPOCH FROM (min(fire_after) - now()))::float8
+  FROM job_run
+ WHERE published_at IS NULL AND status IN ('pending', 'retrying')
+
+-- name: job_run_cancel_for_schedule
+-- Runs not yet started of a deleted schedule are cancelled. A leased (running) run is
+-- left to finish its request, which may already be on the wire, but is marked
+-- cancel_requested: its result is recorded, and instead of a retry, a release or a
+-- re-claim of its lease it ends 'cancelled' (the executor's statements above), so no attempt starts after
+-- the delete. One UPDATE for both on purpose: it waits for a claim or a resolve that
+-- holds a row, then re-checks the row as that transaction left it, so a run that turned
+-- 'running' or 'retrying' meanwhile is caught either way. Counts both kinds of run.
+UPDATE job_run
+SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
+    finished_at = CASE WHEN status = 'running' THEN finished_at ELSE now() END,
+    cancel_requested = true,
+    updated_at = now()
+WHERE tenant_id = $1 AND schedule_id = $2 AND status IN ('pending', 'retrying', 'running')
+
+-- name: job_run_manual_instant
+-- Cron occurrences are whole seconds; a manual run's instant never is (a whole-second
+-- clock reading is nudged by 1 µs), so it cannot take an occurrence's (schedule_id,
+-- scheduled_for) slot. clock_timestamp(), not now(): a retry must see a new instant.
+SELECT CASE WHEN date_trunc('second', t) = t THEN t + interval '1 microsecond' ELSE t END
+FROM clock_timestamp() AS t
+
+-- name: job_run_insert_manual
+INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
+                     status, fire_after)
+VALUES ($1, $2, $3, $4, $5, 'manual', 'pending', $4)
+ON CONFLICT DO NOTHING
+RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
+          first_attempt_at, finished_at, last_status_code, last_error, trigger
+
+-- name: job_run_list_for_tenant
+-- job_run_tenant_history_idx (tenant_id, scheduled_for DESC, id DESC).
+SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
+       first_attempt_at, finished_at, last_status_code, last_error, trigger
+FROM job_run
+WHERE tenant_id = $1
+  AND scheduled_for >= $2 AND scheduled_for < $3
+  AND scheduled_for <= $4 AND (scheduled_for, id) < ($4, $5)
+ORDER BY scheduled_for DESC, id DESC
+LIMIT $6
+
+-- name: job_run_list_for_tenant_status
+-- job_run_tenant_status_history_idx (tenant_id, status, scheduled_for DESC, id DESC).
+SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
+       first_attempt_at, finished_at, last_status_code, last_error, trigger
+FROM job_run
+WHERE tenant_id = $1 AND status = $7
+  AND scheduled_for >= $2 AND scheduled_for < $3
+  AND scheduled_for <= $4 AND (scheduled_for, id) < ($4, $5)
+ORDER BY scheduled_for DESC, id DESC
+LIMIT $6
+
+-- name: job_run_list_for_schedule
+-- The occurrence key (schedule_id, scheduled_for), read backwards. scheduled_for is
+-- unique within a schedule, so it alone orders the page exactly as (scheduled_for, id)
+-- does, and the keyset is "scheduled_for < $4", an index condition on that key (the id
+-- half of the cursor is not needed). The status filter is a plain filter here: one
+-- schedule's history is the bounded set it walks.
+--   $5 limit   $6 status or NULL   $7 schedule_id
+SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
+       first_attempt_at, finished_at, last_status_code, last_error, trigger
+FROM job_run
+WHERE schedule_id = $7 AND tenant_id = $1
+  AND scheduled_for >= $2 AND scheduled_for < $3 AND scheduled_for < $4
+  AND ($6::text IS NULL OR status = $6::text)
+ORDER BY scheduled_for DESC
+LIMIT $5
+
+-- name: job_run_get
+-- By id alone: one primary-key probe per partition (the id does not say which month).
+SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
+       first_attempt_at, finished_at, last_status_code, last_error, trigger
+FROM job_run
+WHERE id = $2 AND tenant_id = $1
+
+-- name: job_run_due_backlog
+-- Runs due and not terminal: runnable ones past fire_after plus those being delivered.
+SELECT (SELECT count(*) FROM job_run
+         WHERE status IN ('pending', 'retrying') AND fire_after <= now())
+     + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
