@@ -16,7 +16,7 @@ import logging
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -24,6 +24,9 @@ import asyncpg
 from cronwire.cli_output import Column, field, print_json, render_table, wants_json
 from cronwire.config import Settings
 from cronwire.errors import ConfigError, CronwireError, NotFound
+
+if TYPE_CHECKING:
+    from cronwire.composition import TenantAdmin
 
 T = TypeVar("T")
 
@@ -88,7 +91,7 @@ def warn_if_new_database(settings: Settings) -> None:
               file=sys.stderr)
 
 
-def _on_tenants(settings: Settings, action: Callable[[Any], Awaitable[T]]) -> T:
+def _on_tenants(settings: Settings, action: Callable[[TenantAdmin], Awaitable[T]]) -> T:
     """Run ``action(tenant_store)``; an unknown id is a usage error naming the database."""
     from cronwire.cli import _run_async, _with_tenants
 
