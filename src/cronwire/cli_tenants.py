@@ -19,8 +19,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
-
 from cronwire.cli_output import Column, field, print_json, render_table, wants_json
 from cronwire.config import Settings
 from cronwire.errors import ConfigError, CronwireError, NotFound
@@ -94,13 +92,14 @@ def warn_if_new_database(settings: Settings) -> None:
 def _on_tenants(settings: Settings, action: Callable[[TenantAdmin], Awaitable[T]]) -> T:
     """Run ``action(tenant_store)``; an unknown id is a usage error naming the database."""
     from cronwire.cli import _run_async, _with_tenants
+    from cronwire.composition import DATABASE_ERRORS
 
     with existing_database(settings) as ready:
         try:
             return _run_async(lambda: _with_tenants(ready, action))
         except NotFound as exc:
             raise ConfigError(f"{exc} in {database_label(settings)}") from None
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except DATABASE_ERRORS as exc:
             raise CronwireError(f"cannot use {database_label(settings)}: {exc}") from None
 
 

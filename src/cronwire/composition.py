@@ -17,6 +17,7 @@ import asyncpg
 
 from cronwire.adapters.kafka.link import unreachable_servers
 from cronwire.adapters.postgres.databases import create_database
+from cronwire.adapters.postgres.driver_errors import DRIVER_ERRORS
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.migrator import is_current, migrate
 from cronwire.adapters.postgres.pool import create_pool
@@ -28,11 +29,14 @@ from cronwire.service.maintenance import PartitionKeeper
 
 # What `cronwire tenant ...` works on: tenants and their tokens (create, issue, list, revoke).
 TenantAdmin = PostgresTenantStore
+# What a database that cannot be used raises (refused connection, server error), for
+# commands that report it in one line.
+DATABASE_ERRORS = DRIVER_ERRORS
 COMMAND_POOL_SIZE = 2  # one command, one statement at a time
 READINESS_TIMEOUT_SECONDS = 2.0
 
 __all__ = [
-    "TenantAdmin", "blank_database", "check_buildable", "create_tenant", "database_checks", "fresh_database",
+    "DATABASE_ERRORS", "TenantAdmin", "blank_database", "check_buildable", "create_tenant", "database_checks", "fresh_database",
     "migrate", "open_pool", "partition_upkeep", "tenant_admin", "uses_kafka",
 ]
 
