@@ -10,7 +10,7 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from cronwire.cli_client import add_client_commands
 from cronwire.cli_tenants import (
@@ -22,6 +22,9 @@ from cronwire.cli_tenants import (
 from cronwire.config import Settings, describe, load_settings
 from cronwire.errors import ConfigError, CronwireError, NotFound
 from cronwire.version import version
+
+if TYPE_CHECKING:
+    from cronwire.composition import TenantAdmin
 
 T = TypeVar("T")
 EXIT_USAGE = 2
@@ -73,7 +76,7 @@ def cmd_serve(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
-    from cronwire.adapters.postgres.migrator import migrate
+    from cronwire.composition import migrate
 
     with _database(settings) as ready:
         assert ready.database_url is not None
@@ -83,19 +86,11 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
     return 0
 
 
-async def _with_tenants(settings: Settings, action: Callable[[object], Awaitable[T]]) -> T:
-    from cronwire.adapters.postgres.migrator import migrate
-    from cronwire.adapters.postgres.pool import create_pool
-    from cronwire.adapters.postgres.tenants import PostgresTenantStore
+async def _with_tenants(settings: Settings, action: Callable[[TenantAdmin], Awaitable[T]]) -> T:
+    from cronwire.composition import tenant_admin
 
-    assert settings.database_url is not None
-    if settings.auto_migrate:
-        await migrate(settings.database_url)
-    pool = await create_pool(settings.database_url, 2)
-    try:
-        return await action(PostgresTenantStore(pool))
-    finally:
-        await pool.close()
+    async with tenant_admin(settings) as tenants:
+        return await action(tenants)
 
 
 def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
@@ -104,7 +99,7 @@ def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
         _fail("NAME: must be 1..200 characters")
     warn_if_new_database(settings)
     with _database(settings) as ready:
-        issued = _run_async(lambda: _with_tenants(ready, lambda s: s.create(name)))  # type: ignore[attr-defined]
+        issued = _run_async(lambda: _with_tenants(ready, lambda s: s.create(name)))
     print(json.dumps(issued.as_json()))
     return 0
 
@@ -117,7 +112,7 @@ def cmd_tenant_token(settings: Settings, args: argparse.Namespace) -> int:
     with existing_database(settings) as ready:
         try:
             issued = _run_async(
-                lambda: _with_tenants(ready, lambda s: s.issue_token(tenant_id))  # type: ignore[attr-defined]
+                lambda: _with_tenants(ready, lambda s: s.issue_token(tenant_id))
             )
         except NotFound as exc:
             _fail(f"{exc} in {database_label(settings)}")
@@ -126,28 +121,10 @@ def cmd_tenant_token(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_partitions_maintain(settings: Settings, _args: argparse.Namespace) -> int:
-    from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
-    from cronwire.adapters.postgres.migrator import migrate
-    from cronwire.adapters.postgres.pool import create_pool
-    from cronwire.service.maintenance import PartitionKeeper
-
-    async def maintain(dsn: str) -> dict[str, object]:
-        if settings.auto_migrate:
-            await migrate(dsn)
-        pool = await create_pool(dsn, 2)
-        try:
-            store = PostgresMaintenanceStore(pool)
-            keeper = PartitionKeeper(store, retention_months=settings.retention_months,
-                                     interval_seconds=0)
-            created, dropped = await keeper.run_once()
-            return {"created": created, "dropped": dropped, "partitions": await store.partitions()}
-        finally:
-            await pool.close()
+    from cronwire.composition import partition_upkeep
 
     with _database(settings) as ready:
-        assert ready.database_url is not None
-        dsn = ready.database_url
-        report = _run_async(lambda: maintain(dsn))
+        report = _run_async(lambda: partition_upkeep(ready))
     print(json.dumps(report))
     return 0
 
@@ -156,10 +133,10 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
     import dataclasses
     import importlib.util
 
+    from cronwire.composition import check_buildable
     from cronwire.domain.cron import parse_cron
     from cronwire.domain.errors import InvalidCron
     from cronwire.loadtest.harness import LoadTestError, LoadTestPlan, run_loadtest
-    from cronwire.serve import check_buildable
 
     try:
         parse_cron(args.cron)
@@ -190,20 +167,15 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_chaos(settings: Settings, args: argparse.Namespace) -> int:
-    from cronwire.chaos.faults import DEFAULT_FAULTS, FAULTS
+    from cronwire.chaos.faults import DEFAULT_FAULTS
     from cronwire.chaos.harness import ChaosPlan, run_chaos
+    from cronwire.chaos.plan_checks import fault_refusal
 
     faults = tuple(f.strip() for f in (args.faults or "").split(",") if f.strip())
     faults = faults or DEFAULT_FAULTS[args.mode]
-    unknown = [f for f in faults if f not in FAULTS]
-    if unknown:
-        _fail(f"--faults: unknown fault {unknown[0]!r}; choose from {', '.join(FAULTS)}")
-    for name in faults:
-        if args.mode not in FAULTS[name].modes:
-            _fail(f"--faults: {name} needs --mode {' or '.join(FAULTS[name].modes)}")
-        if FAULTS[name].needs_own_postgres and settings.database_url is not None:
-            _fail(f"--faults: {name} stops Postgres, so it needs the embedded server "
-                  "(unset SCHEDULER_DATABASE_URL)")
+    refusal = fault_refusal(args.mode, faults, settings.database_url)
+    if refusal is not None:
+        _fail(refusal)
     plan = ChaosPlan(
         mode=args.mode, faults=faults, schedules=args.schedules, replicas=args.replicas,
         duration=args.duration, out=args.out, burst=args.burst, seed=args.seed,

@@ -1,4 +1,5 @@
-"""Tenant commands: `cronwire schedules ...` and `cronwire runs ...`, an HTTP client of /v1.
+"""Tenant commands: `cronwire schedules ...` (and, from cli_runs, `cronwire runs ...`),
+an HTTP client of /v1.
 
 The API is the only authority: these commands build request bodies from flags named
 after the API's fields and print what the API answers. An API refusal prints the API's
@@ -10,10 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from cronwire.cli_http import (
@@ -24,33 +22,22 @@ from cronwire.cli_http import (
     Handler,
     client_command,
     connection_options,
-    seconds_flag,
+    id_argument,
 )
 from cronwire.cli_output import (
     Column,
     field,
-    print_json,
     render_fields,
     render_table,
-    stream_header,
-    stream_row,
+    show,
+    show_page,
     wants_json,
 )
-from cronwire.domain.history import MAX_PAGE
+from cronwire.cli_runs import add_run_commands
 from cronwire.domain.schedule_rules import METHODS, MISFIRE_POLICIES
 from cronwire.errors import ConfigError
 
-RUN_STATUSES = ("pending", "running", "retrying", "succeeded", "failed", "skipped", "cancelled")
-
-
 # ---- flags ---------------------------------------------------------------------------
-
-
-def _uuid(text: str) -> str:
-    try:
-        return str(uuid.UUID(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a UUID: {text!r}") from None
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -68,34 +55,7 @@ SCHEDULE_COLUMNS = [
     Column("NEXT FIRE (UTC)", field("next_fire_at")),
     Column("URL", lambda s: s.get("target", {}).get("url")),
 ]
-RUN_COLUMNS = [
-    Column("ID", field("id"), 36), Column("SCHEDULE", field("schedule_id"), 36),
-    Column("SCHEDULED FOR (UTC)", field("scheduled_for"), 20),
-    Column("STATUS", field("status"), 9), Column("ATTEMPTS", field("attempt_count")),
-    Column("CODE", field("last_status_code"), 4), Column("TRIGGER", field("trigger"), 8),
-    Column("ERROR", field("last_error")),
-]
-ATTEMPT_COLUMNS = [
-    Column("ATTEMPT", field("attempt")), Column("STARTED (UTC)", field("started_at")),
-    Column("OUTCOME", field("outcome")), Column("CODE", field("status_code")),
-    Column("MS", field("duration_ms")), Column("ERROR", field("error")),
-    Column("RESPONSE", field("response_excerpt")),
-]
 PREVIEW_COLUMNS = [Column("UTC", field("utc")), Column("LOCAL", field("local"))]
-
-
-def _show(args: argparse.Namespace, value: Any, render: Callable[[Any], str]) -> None:
-    if wants_json(args.json):
-        print_json(value)
-    else:
-        print(render(value))
-
-
-def _show_page(args: argparse.Namespace, page: Mapping[str, Any],
-               columns: Sequence[Column]) -> None:
-    _show(args, page, lambda p: render_table(p["items"], columns))
-    if not wants_json(args.json) and page.get("next_cursor"):
-        print(f"(more: --cursor {page['next_cursor']})", file=sys.stderr)
 
 
 # ---- schedules -----------------------------------------------------------------------
@@ -142,7 +102,7 @@ def _timing(args: argparse.Namespace) -> dict[str, Any]:
 def schedules_create(client: ApiClient, args: argparse.Namespace) -> None:
     body = {**_timing(args), **_target_and_retry(args, None), "paused": args.paused}
     created = client.call("POST", "/v1/schedules", body=body)
-    _show(args, created, render_fields)
+    show(args, created, render_fields)
     if not wants_json(args.json):
         print("(the signing secret is shown only now; `schedules rotate-secret` makes a new "
               "one)", file=sys.stderr)
@@ -164,7 +124,7 @@ def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
     if not changes:
         raise ConfigError("schedules update: nothing to change; give at least one flag "
                           "(see `cronwire schedules update --help`)")
-    _show(args, client.call("PATCH", f"/v1/schedules/{args.id}", body=changes), render_fields)
+    show(args, client.call("PATCH", f"/v1/schedules/{args.id}", body=changes), render_fields)
 
 
 def schedules_list(client: ApiClient, args: argparse.Namespace) -> None:
@@ -175,89 +135,27 @@ def schedules_list(client: ApiClient, args: argparse.Namespace) -> None:
         page = client.call("GET", "/v1/schedules",
                            params={"limit": args.limit, "cursor": page["next_cursor"]})
         items += page["items"]
-    _show_page(args, {"items": items, "next_cursor": page.get("next_cursor")},
+    show_page(args, {"items": items, "next_cursor": page.get("next_cursor")},
                SCHEDULE_COLUMNS)
 
 
 def _on_schedule(method: str, action: str = "") -> Handler:
     def handler(client: ApiClient, args: argparse.Namespace) -> None:
         path = f"/v1/schedules/{args.id}" + (f"/{action}" if action else "")
-        _show(args, client.call(method, path), render_fields)
+        show(args, client.call(method, path), render_fields)
 
     return handler
 
 
 def schedules_delete(client: ApiClient, args: argparse.Namespace) -> None:
     client.call("DELETE", f"/v1/schedules/{args.id}")
-    _show(args, {"id": args.id, "deleted": True}, lambda _: f"deleted schedule {args.id}")
+    show(args, {"id": args.id, "deleted": True}, lambda _: f"deleted schedule {args.id}")
 
 
 def schedules_preview(client: ApiClient, args: argparse.Namespace) -> None:
     preview = client.call("GET", f"/v1/schedules/{args.id}/preview",
                           params={"count": args.count})
-    _show(args, preview, lambda p: render_table(p["items"], PREVIEW_COLUMNS))
-
-
-# ---- runs ----------------------------------------------------------------------------
-
-
-def _run_filters(args: argparse.Namespace) -> dict[str, Any]:
-    return {"schedule_id": args.schedule_id, "status": args.status, "since": args.since,
-            "until": args.until}
-
-
-def runs_list(client: ApiClient, args: argparse.Namespace) -> None:
-    if args.follow:
-        if args.cursor:
-            raise ConfigError("--cursor: not with --follow, which watches the newest runs")
-        follow_runs(client, args)
-        return
-    params = {**_run_filters(args), "limit": args.limit, "cursor": args.cursor}
-    _show_page(args, client.call("GET", "/v1/runs", params=params), RUN_COLUMNS)
-
-
-def follow_runs(client: ApiClient, args: argparse.Namespace) -> None:
-    """Print the newest ``--limit`` runs oldest first, then each run that appears or changes
-    status, polling every ``--interval`` seconds until interrupted. JSON: one run a line."""
-    as_json = wants_json(args.json)
-    if not as_json:
-        print(stream_header(RUN_COLUMNS), flush=True)
-    seen: dict[str, str] = {}
-    horizon: datetime | None = None  # runs older than the first page were not asked for
-    limit = args.limit
-    while True:
-        page = client.call("GET", "/v1/runs", params={**_run_filters(args), "limit": limit})
-        latest: dict[str, str] = {}
-        for run in reversed(page["items"]):
-            run_id, status = run["id"], run["status"]
-            if run_id not in seen and horizon is not None and _instant(run) < horizon:
-                continue
-            latest[run_id] = status
-            if seen.get(run_id) != status:
-                if as_json:
-                    print_json(run, compact=True)
-                else:
-                    print(stream_row(run, RUN_COLUMNS), flush=True)
-        if limit == args.limit and len(page["items"]) >= args.limit:
-            horizon = _instant(page["items"][-1])
-        # Only the newest page can change: a run that left it never comes back.
-        seen, limit = latest, MAX_PAGE
-        time.sleep(args.interval)
-
-
-def _instant(run: Mapping[str, Any]) -> datetime:
-    return datetime.fromisoformat(str(run["scheduled_for"]))
-
-
-def runs_get(client: ApiClient, args: argparse.Namespace) -> None:
-    def render(run: Mapping[str, Any]) -> str:
-        attempts = run.get("attempts") or []
-        text = render_fields(run)
-        if attempts:
-            text += "\n\n" + render_table(attempts, ATTEMPT_COLUMNS)
-        return text
-
-    _show(args, client.call("GET", f"/v1/runs/{args.id}"), render)
+    show(args, preview, lambda p: render_table(p["items"], PREVIEW_COLUMNS))
 
 
 # ---- parsers -------------------------------------------------------------------------
@@ -328,10 +226,6 @@ def _schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
                             help="send the default JSON body instead of target.body")
 
 
-def _id_argument(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("id", metavar="ID", type=_uuid, help=f"the {what}'s id")
-
-
 def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     """`schedules ...` and `runs ...` as top-level commands of `cronwire`."""
     api = connection_options(url_is_api=True)
@@ -364,11 +258,11 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
                          help="start after this page (next_cursor of the previous one)")
     listing.add_argument("--all", action="store_true", help="follow every page to the end")
 
-    _id_argument(action("get", "show one schedule", _on_schedule("GET")), "schedule")
+    id_argument(action("get", "show one schedule", _on_schedule("GET")), "schedule")
 
     update = action("update", "change a schedule's fields; the others stay as they are",
                     schedules_update, parents=api_only)
-    _id_argument(update, "schedule")
+    id_argument(update, "schedule")
     _schedule_flags(update, creating=False)
 
     for name, help_text in [
@@ -376,42 +270,14 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
         ("resume", "resume a schedule; missed occurrences follow its misfire policy"),
         ("rotate-secret", "new signing secret; the old one also signs for 24 hours"),
     ]:
-        _id_argument(action(name, help_text, _on_schedule("POST", name)), "schedule")
-    _id_argument(action("trigger", "run a schedule now (a manual run); prints the run",
+        id_argument(action(name, help_text, _on_schedule("POST", name)), "schedule")
+    id_argument(action("trigger", "run a schedule now (a manual run); prints the run",
                         _on_schedule("POST", "trigger")), "schedule")
-    _id_argument(action("delete", "delete a schedule; runs not yet started are cancelled",
+    id_argument(action("delete", "delete a schedule; runs not yet started are cancelled",
                         schedules_delete), "schedule")
     preview = action("preview", "the next fire times, in UTC and the schedule's zone",
                      schedules_preview)
-    _id_argument(preview, "schedule")
+    id_argument(preview, "schedule")
     preview.add_argument("--count", type=int, default=10, metavar="N",
                          help="how many fire times, 1..1000 (default: 10)")
-
-    runs = commands.add_parser("runs", help="tenants: the run history over the API",
-                               description="The run history over the API. " + group_help)
-    run_actions = runs.add_subparsers(dest="runs_command", required=True,
-                                      parser_class=type(runs), metavar="ACTION")
-    run_list = run_actions.add_parser(
-        "list", parents=[api], help="list runs, newest scheduled_for first",
-        description="List runs, newest scheduled_for first. With --follow, keep watching: "
-        "new runs and status changes are printed as they happen (JSON: one run per line).")
-    run_list.set_defaults(handler=client_command(runs_list))
-    run_list.add_argument("--schedule-id", type=_uuid, metavar="ID",
-                          help="only this schedule's runs (default: all schedules)")
-    run_list.add_argument("--status", choices=RUN_STATUSES, help="only runs in this status")
-    run_list.add_argument("--since", metavar="TIME",
-                          help="RFC 3339; scheduled_for at or after it (default: no bound)")
-    run_list.add_argument("--until", metavar="TIME",
-                          help="RFC 3339; scheduled_for before it (default: no bound)")
-    run_list.add_argument("--limit", type=int, default=50, metavar="N",
-                          help=f"runs per page, 1..{MAX_PAGE} (default: 50)")
-    run_list.add_argument("--cursor", metavar="CURSOR",
-                          help="continue after this page (next_cursor of the previous one)")
-    run_list.add_argument("--follow", "-f", action="store_true",
-                          help="keep printing new runs and status changes until Ctrl-C")
-    run_list.add_argument("--interval", type=seconds_flag, default=2.0, metavar="SECONDS",
-                          help="with --follow, seconds between polls (default: 2)")
-    run_get = run_actions.add_parser("get", parents=[api], help="one run with its attempts",
-                                     description="One run with its delivery attempts.")
-    run_get.set_defaults(handler=client_command(runs_get))
-    _id_argument(run_get, "run")
+    add_run_commands(commands, api, group_help)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -152,3 +153,14 @@ def client_command(handler: Handler) -> Callable[[object, argparse.Namespace], i
         return 0
 
     return run
+
+
+def uuid_flag(text: str) -> str:
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a UUID: {text!r}") from None
+
+
+def id_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("id", metavar="ID", type=uuid_flag, help=f"the {what}'s id")

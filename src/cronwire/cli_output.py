@@ -6,6 +6,7 @@ works without a flag. Tables show ``-`` for empty values and instants to the sec
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -100,3 +101,17 @@ def render_fields(value: Mapping[str, Any]) -> str:
     pairs = flatten(value)
     width = max((len(k) for k, _ in pairs), default=0)
     return "\n".join(f"{k.ljust(width)}  {cell(v)}" for k, v in pairs)
+
+
+def show(args: argparse.Namespace, value: Any, render: Callable[[Any], str]) -> None:
+    if wants_json(args.json):
+        print_json(value)
+    else:
+        print(render(value))
+
+
+def show_page(args: argparse.Namespace, page: Mapping[str, Any],
+               columns: Sequence[Column]) -> None:
+    show(args, page, lambda p: render_table(p["items"], columns))
+    if not wants_json(args.json) and page.get("next_cursor"):
+        print(f"(more: --cursor {page['next_cursor']})", file=sys.stderr)

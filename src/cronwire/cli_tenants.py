@@ -16,14 +16,15 @@ import logging
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
-
-import asyncpg
 
 from cronwire.cli_output import Column, field, print_json, render_table, wants_json
 from cronwire.config import Settings
 from cronwire.errors import ConfigError, CronwireError, NotFound, StorageError
+
+if TYPE_CHECKING:
+    from cronwire.composition import TenantAdmin
 
 T = TypeVar("T")
 
@@ -88,16 +89,17 @@ def warn_if_new_database(settings: Settings) -> None:
               file=sys.stderr)
 
 
-def _on_tenants(settings: Settings, action: Callable[[Any], Awaitable[T]]) -> T:
+def _on_tenants(settings: Settings, action: Callable[[TenantAdmin], Awaitable[T]]) -> T:
     """Run ``action(tenant_store)``; an unknown id is a usage error naming the database."""
     from cronwire.cli import _run_async, _with_tenants
+    from cronwire.composition import DATABASE_ERRORS
 
     with existing_database(settings) as ready:
         try:
             return _run_async(lambda: _with_tenants(ready, action))
         except NotFound as exc:
             raise ConfigError(f"{exc} in {database_label(settings)}") from None
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, StorageError) as exc:
+        except (*DATABASE_ERRORS, StorageError) as exc:
             raise CronwireError(f"cannot use {database_label(settings)}: {exc}") from None
 
 

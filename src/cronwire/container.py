@@ -6,7 +6,10 @@ swap adapters with ``container.<provider>.override(...)``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import inspect
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import asyncpg
 from dependency_injector import containers, providers
@@ -34,14 +37,17 @@ from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import replica_clock
 from cronwire.api.app import build_tenant_routers
 from cronwire.api.context import ApiContext
-from cronwire.api.limits import default_limits
+from cronwire.composition import uses_kafka
 from cronwire.config import Settings
+from cronwire.domain.schedules import TenantLimits
 from cronwire.service.executor import Executor
 from cronwire.service.hybrid_claims import HybridClaimSource
 from cronwire.service.maintenance import FleetGauges, PartitionKeeper
 from cronwire.service.outbox_relay import OutboxRelay
 from cronwire.service.planner import Planner
 from cronwire.service.supervisor import LoopBody
+
+T = TypeVar("T")
 
 
 async def _pool_resource(dsn: str, size: int) -> AsyncIterator[asyncpg.Pool]:
@@ -60,11 +66,6 @@ async def _deliverer_resource(
         yield deliverer
     finally:
         await deliverer.close()
-
-
-def uses_kafka(settings: Settings) -> bool:
-    """Kafka mode's clients run on replicas that plan or execute (the API never needs them)."""
-    return settings.claim_source == "kafka" and bool(settings.roles & {"planner", "executor"})
 
 
 async def _kafka_link_resource(
@@ -221,22 +222,78 @@ def build_container(settings: Settings) -> Container:
     return Container(settings=settings)
 
 
-def api_routers(container: Container) -> list[APIRouter]:
-    """Tenant-facing routers served by the ``api`` role."""
-    routers: list[APIRouter] = []
-    # -- tenant API routers --
+async def _settled(result: Awaitable[None] | None) -> None:
+    """dependency-injector returns an awaitable only when some resource is async."""
+    if result is not None:
+        await result
+
+
+async def init_resources(container: Container) -> None:
+    """Open the pool, the deliverer and (kafka mode) the broker clients."""
+    await _settled(container.init_resources())
+
+
+async def shutdown_resources(container: Container) -> None:
+    await _settled(container.shutdown_resources())
+
+
+async def resolved(provider: providers.Provider[T]) -> T:
+    """A provider's value. Providers that hang off the async pool Resource answer an
+    awaitable once resources are initialised; this is the one place that knows it."""
+    value: object = provider()
+    if inspect.isawaitable(value):
+        value = await value
+    return cast(T, value)
+
+
+def default_limits(settings: Settings) -> TenantLimits:
+    """The limits of a tenant whose own limit columns are NULL."""
+    return TenantLimits(
+        max_schedules=settings.tenant_max_schedules,
+        min_interval_seconds=settings.tenant_min_interval_seconds,
+        max_body_bytes=settings.tenant_max_body_bytes,
+        max_headers=settings.tenant_max_headers,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """What a replica's HTTP side needs, resolved once after ``init_resources()``: plain
+    objects, so nothing past this point knows about providers."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    metrics: PrometheusMetrics
+    kafka_link: KafkaLink | None
+    tenants: PostgresTenantStore
+    api: ApiContext
+
+
+async def build_runtime(container: Container) -> Runtime:
     settings: Settings = container.settings()
-    # Store providers hang off the async pool Resource, so the routers get the providers
-    # themselves and await them per request (a resolved Singleton costs one await).
-    routers.extend(build_tenant_routers(ApiContext(
-        tokens=container.tenant_store,
-        schedules=container.schedule_store,
-        runs=container.run_history,
-        check_url=container.target_guard().check_url,
-        default_limits=default_limits(settings),
-        max_request_bytes=settings.api_max_request_bytes,
-    )))
-    return routers
+    tenants = await resolved(container.tenant_store)
+    schedules = await resolved(container.schedule_store)
+    runs = await resolved(container.run_history)
+    return Runtime(
+        settings=settings,
+        pool=await resolved(container.db_pool),
+        metrics=container.metrics(),
+        kafka_link=await resolved(container.kafka_link),
+        tenants=tenants,
+        api=ApiContext(
+            tokens=tenants,
+            schedules=schedules,
+            runs=runs,
+            check_url=container.target_guard().check_url,
+            default_limits=default_limits(settings),
+            max_request_bytes=settings.api_max_request_bytes,
+        ),
+    )
+
+
+def api_routers(runtime: Runtime) -> list[APIRouter]:
+    """Tenant-facing routers served by the ``api`` role."""
+    return build_tenant_routers(runtime.api)
 
 
 async def role_loops(container: Container, settings: Settings) -> dict[str, LoopBody]:
@@ -244,20 +301,14 @@ async def role_loops(container: Container, settings: Settings) -> dict[str, Loop
     loops: dict[str, LoopBody] = {}
     # -- planner role (stage 1) --
     if "planner" in settings.roles:
-        # db_pool is an async Resource, so providers depending on it resolve to awaitables.
-        planner: Planner = await container.planner()  # type: ignore[misc]
-        loops["planner"] = planner.run
+        loops["planner"] = (await resolved(container.planner)).run
     # -- executor role (stage 2) --
     if "executor" in settings.roles:
-        executor: Executor = await container.executor()  # type: ignore[misc]
-        loops["executor"] = executor.run
+        loops["executor"] = (await resolved(container.executor)).run
     # -- kafka mode: the outbox publisher (every replica that plans or executes) --
     if uses_kafka(settings):
-        relay: OutboxRelay = await container.outbox_relay()  # type: ignore[misc]
-        loops["publisher"] = relay.run
+        loops["publisher"] = (await resolved(container.outbox_relay)).run
     # -- maintenance (every replica) --
-    keeper: PartitionKeeper = await container.partition_keeper()  # type: ignore[misc]
-    gauges: FleetGauges = await container.fleet_gauges()  # type: ignore[misc]
-    loops["partitions"] = keeper.run
-    loops["gauges"] = gauges.run
+    loops["partitions"] = (await resolved(container.partition_keeper)).run
+    loops["gauges"] = (await resolved(container.fleet_gauges)).run
     return loops

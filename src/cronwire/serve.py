@@ -19,12 +19,18 @@ import uvicorn
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import EmbeddedPostgres
-from cronwire.adapters.kafka.link import unreachable_servers
-from cronwire.adapters.postgres.migrator import is_current, migrate
 from cronwire.api.app import create_app
+from cronwire.composition import check_buildable, database_checks, migrate, uses_kafka
 from cronwire.config import Settings
-from cronwire.container import Container, api_routers, build_container, role_loops, uses_kafka
-from cronwire.errors import ConfigError
+from cronwire.container import (
+    Runtime,
+    api_routers,
+    build_container,
+    build_runtime,
+    init_resources,
+    role_loops,
+    shutdown_resources,
+)
 from cronwire.logs import warn_about_settings
 from cronwire.service.supervisor import LoopCrashed, Supervisor
 
@@ -62,26 +68,19 @@ def start_embedded_postgres(settings: Settings) -> tuple[Settings, EmbeddedPostg
     return dataclasses.replace(settings, database_url=dsn), server
 
 
-def _readiness(container: Container, supervisor: Supervisor) -> Callable[[], Awaitable[dict[str, bool]]]:
+def _readiness(runtime: Runtime, supervisor: Supervisor) -> Callable[[], Awaitable[dict[str, bool]]]:
     async def check() -> dict[str, bool]:
         checks = {"database": False, "migrations": False}
         try:
-            pool = await container.db_pool()
-            async with pool.acquire(timeout=2) as conn:
-                checks["database"] = await conn.fetchval("SELECT true")
-                checks["migrations"] = await is_current(conn)
+            await database_checks(runtime.pool, checks)
         except Exception:  # readiness reports failures, it never raises
             log.warning("readiness: database check failed", exc_info=True)
         checks.update({f"loop:{name}": ok for name, ok in supervisor.health().items()})
         # -- kafka mode: the broker (a lost broker degrades claims to the sweeper) --
-        if uses_kafka(container.settings()):
-            try:
-                link = await container.kafka_link()  # type: ignore[misc]
-                checks["kafka"] = link is not None and link.healthy
-            except Exception:  # readiness reports failures, it never raises
-                log.warning("readiness: kafka check failed", exc_info=True)
-                checks["kafka"] = False
-        container.metrics().set_readiness(checks)
+        if uses_kafka(runtime.settings):
+            link = runtime.kafka_link
+            checks["kafka"] = link is not None and link.healthy
+        runtime.metrics.set_readiness(checks)
         return checks
 
     return check
@@ -102,14 +101,14 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
             loop.add_signal_handler(sig, stop.set)
 
     container = build_container(settings)
-    await _maybe_await(container.init_resources())
+    await init_resources(container)
+    runtime = await build_runtime(container)
     supervisor = Supervisor()
-    metrics = container.metrics()
     tune_gc()
     app = create_app(
-        _readiness(container, supervisor),
-        metrics.exposition,
-        api_routers(container) if "api" in settings.roles else [],
+        _readiness(runtime, supervisor),
+        runtime.metrics.exposition,
+        api_routers(runtime) if "api" in settings.roles else [],
     )
     server = _Server(uvicorn.Config(
         app, host=settings.http_host, port=settings.http_port, log_level="warning",
@@ -138,26 +137,8 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
         server.should_exit = True
         with contextlib.suppress(Exception):
             await asyncio.wait_for(http_task, timeout=5)
-        await _maybe_await(container.shutdown_resources())
+        await shutdown_resources(container)
     log.info("replica %s stopped", settings.instance_id)
-
-
-async def _maybe_await(result: Awaitable[None] | None) -> None:
-    """dependency-injector returns an awaitable only when some resource is async."""
-    if result is not None:
-        await result
-
-
-def check_buildable(settings: Settings) -> None:
-    """Refuse, before starting anything, a configuration this replica cannot run: in kafka
-    mode, an explicit broker that nobody answers at."""
-    if uses_kafka(settings) and settings.kafka_bootstrap_servers is not None:
-        silent = unreachable_servers(settings.kafka_bootstrap_servers, within=5.0)
-        if silent:
-            raise ConfigError(
-                f"SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: no Kafka broker answers at "
-                f"{', '.join(silent)}"
-            )
 
 
 def start_embedded_broker(settings: Settings) -> tuple[Settings, EmbeddedBroker | None]:

@@ -18,8 +18,8 @@ from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPo
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.api.app import create_app
 from cronwire.config import load_settings
-from cronwire.container import build_container
-from cronwire.serve import _maybe_await, _readiness
+from cronwire.container import build_container, build_runtime, init_resources, shutdown_resources
+from cronwire.serve import _readiness
 from cronwire.service.supervisor import Supervisor
 from tests.support.replicas import Replica, ReplicaSet
 
@@ -100,16 +100,17 @@ async def test_readyz_fails_while_migrations_are_behind_and_recovers(
 async def ops_client(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Supervisor]]:
     settings = dataclasses.replace(load_settings({}), database_url=database_url)
     container = build_container(settings)
-    await _maybe_await(container.init_resources())
+    await init_resources(container)
+    runtime = await build_runtime(container)
     supervisor = Supervisor()
-    app = create_app(_readiness(container, supervisor), container.metrics().exposition)
+    app = create_app(_readiness(runtime, supervisor), runtime.metrics.exposition)
     transport = httpx.ASGITransport(app=app)
     try:
         async with httpx.AsyncClient(transport=transport, base_url="http://replica") as client:
             yield client, supervisor
     finally:
         await supervisor.stop(1)
-        await _maybe_await(container.shutdown_resources())
+        await shutdown_resources(container)
 
 
 async def test_a_loop_that_stopped_makes_readyz_fail(

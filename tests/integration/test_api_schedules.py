@@ -17,7 +17,13 @@ import pytest
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.api.app import create_app
 from cronwire.config import Settings
-from cronwire.container import api_routers, build_container
+from cronwire.container import (
+    api_routers,
+    build_container,
+    build_runtime,
+    init_resources,
+    shutdown_resources,
+)
 from cronwire.domain.cron import next_occurrences, occurrences_between
 from cronwire.domain.model import PlannedRun
 from cronwire.domain.planning import decide
@@ -332,14 +338,14 @@ async def test_the_container_wires_the_tenant_api(database_url: str) -> None:
     settings = Settings(database_url=database_url, allow_private_targets=True,
                         tenant_max_schedules=1, db_pool_size=2)
     container = build_container(settings)
-    await container.init_resources()
+    await init_resources(container)
     try:
         async def ready() -> dict[str, bool]:
             return {}
 
-        app = create_app(ready, lambda: b"", api_routers(container))
-        tenants = await container.tenant_store()  # type: ignore[misc]
-        issued = await tenants.create("wired")
+        runtime = await build_runtime(container)
+        app = create_app(ready, lambda: b"", api_routers(runtime))
+        issued = await runtime.tenants.create("wired")
         headers = {"Authorization": f"Bearer {issued.token}"}
         body = {"name": "one", "cron": "@hourly",
                 "target": {"url": "http://127.0.0.1:9/"}}
@@ -354,5 +360,5 @@ async def test_the_container_wires_the_tenant_api(database_url: str) -> None:
             assert len(listed["items"]) == 1
             assert (await client.get("/v1/runs", headers=headers)).json()["items"] == []
     finally:
-        await container.shutdown_resources()
+        await shutdown_resources(container)
 

@@ -15,7 +15,7 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.planner_store import Decide, PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.config import Settings
-from cronwire.container import build_container, role_loops
+from cronwire.container import build_container, init_resources, role_loops, shutdown_resources
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import DueSchedule, PlanDecision, idempotency_key_for, run_id_for
 from cronwire.domain.planning import Span
@@ -299,7 +299,7 @@ async def test_container_runs_the_planner_for_the_planner_role(
         ScheduleSpec("*/5 * * * * *", next_fire_at=now - timedelta(seconds=20), ends_at=now)])
     settings = Settings(database_url=database_url, roles=frozenset({"planner"}), db_pool_size=2)
     container = build_container(settings)
-    await container.init_resources()  # type: ignore[misc]
+    await init_resources(container)
     try:
         loops = await role_loops(container, settings)
         assert set(loops) >= {"planner"}
@@ -311,7 +311,7 @@ async def test_container_runs_the_planner_for_the_planner_role(
         no_planner = dataclasses.replace(settings, roles=frozenset({"api"}))
         assert "planner" not in await role_loops(container, no_planner)
     finally:
-        await container.shutdown_resources()  # type: ignore[misc]
+        await shutdown_resources(container)
     assert mismatches([spec], await runs_by_schedule(db_pool)) == []
 
 

@@ -82,9 +82,9 @@ def api_context(pool: asyncpg.Pool, *, allow_private: bool = True,
                 limits: TenantLimits = DEFAULT_LIMITS, max_request_bytes: int = 262_144,
                 ) -> ApiContext:
     return ApiContext(
-        tokens=lambda: PostgresTenantStore(pool),
-        schedules=lambda: PostgresScheduleStore(pool),
-        runs=lambda: PostgresRunHistory(pool),
+        tokens=PostgresTenantStore(pool),
+        schedules=PostgresScheduleStore(pool),
+        runs=PostgresRunHistory(pool),
         check_url=TargetGuard(allow_private=allow_private).check_url,
         default_limits=limits,
         max_request_bytes=max_request_bytes,

@@ -7,10 +7,8 @@ returns is the only tenant id a handler ever passes to a store.
 
 from __future__ import annotations
 
-import inspect
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -18,19 +16,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from cronwire.api.errors import ApiError
 from cronwire.ports import TokenVerifier
 
-T = TypeVar("T")
-# How the routers get an adapter: a plain object, or a container provider whose value is
-# only ready once the container's async resources (the pool) are initialised.
-Provide = Callable[[], T | Awaitable[T]]
 MAX_TOKEN_CHARS = 512
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="cronwire"'}
-
-
-async def resolve(provide: Provide[T]) -> T:
-    value = provide()
-    if inspect.isawaitable(value):
-        return await value
-    return value
 
 
 def unauthorized(message: str) -> ApiError:
@@ -43,20 +30,20 @@ def _bearer() -> HTTPBearer:
 
 
 async def _tenant_for(
-    tokens: Provide[TokenVerifier], credentials: HTTPAuthorizationCredentials | None
+    tokens: TokenVerifier, credentials: HTTPAuthorizationCredentials | None
 ) -> uuid.UUID:
     if credentials is None or not credentials.credentials:
         raise unauthorized("authorization: missing bearer token")
     token = credentials.credentials
     found = None
     if len(token) <= MAX_TOKEN_CHARS:
-        found = await (await resolve(tokens)).tenant_for_token(token)
+        found = await tokens.tenant_for_token(token)
     if found is None:
         raise unauthorized("authorization: unknown or revoked token")
     return found
 
 
-def tenant_dependency(tokens: Provide[TokenVerifier]) -> Callable[..., Awaitable[uuid.UUID]]:
+def tenant_dependency(tokens: TokenVerifier) -> Callable[..., Awaitable[uuid.UUID]]:
     """A FastAPI dependency yielding the caller's tenant id, or answering 401."""
     bearer = _bearer()
 
@@ -68,7 +55,7 @@ def tenant_dependency(tokens: Provide[TokenVerifier]) -> Callable[..., Awaitable
     return tenant_id
 
 
-def request_authenticator(tokens: Provide[TokenVerifier]) -> Callable[[Request], Awaitable[object]]:
+def request_authenticator(tokens: TokenVerifier) -> Callable[[Request], Awaitable[object]]:
     """The same check on a bare request: raises the 401 (or the storage error) of
     :func:`tenant_dependency`. The tenant routes run it before answering a request they
     could not parse, so a caller without a valid token learns nothing about the body."""

@@ -1,23 +1,20 @@
-"""What the tenant routers need, handed over by the container (or a test) in one object."""
+"""What the tenant routers need, handed over by the container (or a test) in one object:
+the ports themselves, ready to call, and the limits as plain numbers."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from cronwire.api.auth import Provide
 from cronwire.domain.schedules import TenantLimits
 from cronwire.ports import RunHistory, ScheduleStore, TokenVerifier
-
-# Create-time address policy (TargetGuard.check_url): raises InvalidTarget/TargetRefused.
-UrlCheck = Callable[[str], Awaitable[None]]
+from cronwire.service.schedule_commands import UrlCheck
 
 
 @dataclass(frozen=True, slots=True)
 class ApiContext:
-    tokens: Provide[TokenVerifier]
-    schedules: Provide[ScheduleStore]
-    runs: Provide[RunHistory]
+    tokens: TokenVerifier
+    schedules: ScheduleStore
+    runs: RunHistory
     check_url: UrlCheck
     default_limits: TenantLimits
     max_request_bytes: int = 262_144  # SCHEDULER_API_MAX_REQUEST_BYTES

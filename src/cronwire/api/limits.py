@@ -7,8 +7,9 @@ chunked body is counted as it streams in and refused the moment it passes the ca
 server therefore never buffers or parses more than the cap. Both answer 413 in the API's
 error shape (FastAPI's built-in ``max_body_size`` answers plain text for the first case).
 
-The per-tenant limits are columns of ``tenant``; NULL means the configured default built
-here. The domain rules (:mod:`cronwire.domain.schedule_rules`) enforce them.
+The per-tenant limits are columns of ``tenant``; NULL means the configured default, which
+the container hands over in ``ApiContext.default_limits``. The domain rules
+(:mod:`cronwire.domain.schedule_rules`) enforce them.
 """
 
 from __future__ import annotations
@@ -23,18 +24,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Message, Receive
 
 from cronwire.api.errors import error_response
-from cronwire.config import Settings
-from cronwire.domain.schedules import TenantLimits
-
-
-def default_limits(settings: Settings) -> TenantLimits:
-    """The limits of a tenant whose own limit columns are NULL."""
-    return TenantLimits(
-        max_schedules=settings.tenant_max_schedules,
-        min_interval_seconds=settings.tenant_min_interval_seconds,
-        max_body_bytes=settings.tenant_max_body_bytes,
-        max_headers=settings.tenant_max_headers,
-    )
 
 
 def _too_large(cap: int) -> str:

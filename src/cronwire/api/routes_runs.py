@@ -7,25 +7,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from cronwire.api.auth import request_authenticator, resolve, tenant_dependency
+from cronwire.api.auth import request_authenticator, tenant_dependency
 from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
+from cronwire.api.mapping import run_detail_out, run_out
 from cronwire.api.schemas import Instant, RunDetailOut, RunPage, RunStatusName
-from cronwire.domain.history import MAX_PAGE, RunQuery, RunView
+from cronwire.domain.history import MAX_PAGE, RunQuery
 from cronwire.domain.keyset import decode_run_cursor, encode_run_cursor
 from cronwire.domain.model import RunStatus
-from cronwire.domain.schedule_rules import RuleViolation
-
-
-def run_out(run: RunView) -> dict[str, Any]:
-    return {
-        "id": run.id, "schedule_id": run.schedule_id, "scheduled_for": run.scheduled_for,
-        "status": run.status.value, "attempt_count": run.attempt_count,
-        "fire_after": run.fire_after, "first_attempt_at": run.first_attempt_at,
-        "finished_at": run.finished_at, "last_status_code": run.last_status_code,
-        "last_error": run.last_error, "trigger": run.trigger.value,
-    }
+from cronwire.service import run_queries
 
 
 def runs_router(ctx: ApiContext) -> APIRouter:
@@ -47,18 +38,14 @@ def runs_router(ctx: ApiContext) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
         cursor: Annotated[str | None, Query(max_length=200)] = None,
     ) -> dict[str, Any]:
-        if since is not None and until is not None and not since < until:
-            raise RuleViolation("until", "must be later than since")
         query = RunQuery(
-            limit=limit + 1, schedule_id=schedule_id,
+            limit=limit, schedule_id=schedule_id,
             status=RunStatus(status) if status else None, since=since, until=until,
             before=decode_run_cursor(cursor) if cursor else None,
         )
-        found = await (await resolve(ctx.runs)).list(tenant, query)
-        page = found[:limit]
-        more = len(found) > limit
-        return {"items": [run_out(run) for run in page],
-                "next_cursor": encode_run_cursor(page[-1].key) if more else None}
+        page = await run_queries.list_runs(ctx.runs, tenant, query)
+        return {"items": [run_out(run) for run in page.items],
+                "next_cursor": encode_run_cursor(page.items[-1].key) if page.more else None}
 
     @router.get("/{id}", response_model=RunDetailOut, responses=responses(404, 422),
                 summary="One run with its delivery attempts")
@@ -66,13 +53,6 @@ def runs_router(ctx: ApiContext) -> APIRouter:
         run_id: Annotated[uuid.UUID, Path(alias="id", description="The run's id.")],
         tenant: Tenant,
     ) -> dict[str, Any]:
-        detail = await (await resolve(ctx.runs)).get(tenant, run_id)
-        attempts = [
-            {"attempt": a.attempt, "started_at": a.started_at, "finished_at": a.finished_at,
-             "outcome": a.outcome, "status_code": a.status_code, "error": a.error,
-             "duration_ms": a.duration_ms, "response_excerpt": a.response_excerpt}
-            for a in detail.attempts
-        ]
-        return {**run_out(detail.run), "attempts": attempts}
+        return run_detail_out(await ctx.runs.get(tenant, run_id))
 
     return router

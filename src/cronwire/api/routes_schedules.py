@@ -10,16 +10,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 
-from cronwire.api.auth import request_authenticator, resolve, tenant_dependency
+from cronwire.api.auth import request_authenticator, tenant_dependency
 from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
+from cronwire.api.mapping import run_out, schedule_out, spec_from
 from cronwire.api.merge_patch import patched_spec, url_changed
-from cronwire.api.routes_runs import run_out
 from cronwire.api.schemas import (
     FireTime,
     Preview,
-    RetryIn,
     RunOut,
     ScheduleCreate,
     ScheduleCreated,
@@ -27,60 +26,13 @@ from cronwire.api.schemas import (
     SchedulePage,
     SchedulePatch,
     SecretRotated,
-    TargetIn,
 )
 from cronwire.domain.cron import load_timezone
-from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.keyset import decode_id_cursor, encode_id_cursor
-from cronwire.domain.model import RetryPolicy, ScheduleStatus, Target
-from cronwire.domain.schedule_rules import (
-    PREVIEW_MAX,
-    parse_misfire_policy,
-    preview,
-    validate_spec,
-)
-from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec
+from cronwire.domain.schedule_rules import PREVIEW_MAX
+from cronwire.service import schedule_commands as commands
 
 ScheduleId = Annotated[uuid.UUID, Path(alias="id", description="The schedule's id.")]
-
-
-def _target(given: TargetIn) -> Target:
-    return Target(url=given.url, method=given.method, headers=dict(given.headers),
-                  body=given.body)
-
-
-def _retry(given: RetryIn) -> RetryPolicy:
-    return RetryPolicy(given.max_attempts, given.initial_backoff_seconds,
-                       given.max_backoff_seconds)
-
-
-def spec_from(body: ScheduleCreate) -> ScheduleSpec:
-    return ScheduleSpec(
-        name=body.name, cron=body.cron, timezone=body.timezone, target=_target(body.target),
-        retry=_retry(body.retry), misfire_policy=parse_misfire_policy(body.misfire_policy),
-        catchup_window_seconds=body.catchup_window_seconds, starts_at=body.starts_at,
-        ends_at=body.ends_at,
-    )
-
-
-def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
-    spec = record.spec
-    return {
-        "id": record.id, "tenant_id": record.tenant_id, "name": spec.name, "cron": spec.cron,
-        "timezone": spec.timezone,
-        "target": {"url": spec.target.url, "method": spec.target.method,
-                   "headers": dict(spec.target.headers), "body": spec.target.body},
-        "retry": {"max_attempts": spec.retry.max_attempts,
-                  "initial_backoff_seconds": spec.retry.initial_backoff_seconds,
-                  "max_backoff_seconds": spec.retry.max_backoff_seconds},
-        "misfire_policy": spec.misfire_policy.value,
-        "catchup_window_seconds": spec.catchup_window_seconds,
-        "status": record.status.value, "paused": record.status is ScheduleStatus.PAUSED,
-        "starts_at": spec.starts_at, "ends_at": spec.ends_at,
-        "next_fire_at": record.next_fire_at, "last_fire_at": record.last_fire_at,
-        "previous_secret_expires_at": record.previous_secret_expires_at,
-        "created_at": record.created_at, "updated_at": record.updated_at,
-    }
 
 
 def schedules_router(ctx: ApiContext) -> APIRouter:
@@ -93,13 +45,9 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  summary="Create a schedule (the signing secret is shown only here)",
                  responses=responses(413, 422, 429))
     async def create(body: ScheduleCreate, tenant: Tenant, response: Response) -> dict[str, Any]:
-        store = await resolve(ctx.schedules)
-        limits, now = await store.limits_and_now(tenant, ctx.default_limits)
-        spec = validate_spec(spec_from(body), limits, now)
-        await ctx.check_url(spec.target.url)
-        record = await store.create(tenant, spec, paused=body.paused,
-                                    signing_secret=new_signing_secret(),
-                                    max_schedules=limits.max_schedules)
+        record = await commands.create_schedule(
+            ctx.schedules, ctx.check_url, ctx.default_limits, tenant, spec_from(body),
+            paused=body.paused)
         response.headers["Location"] = f"/v1/schedules/{record.id}"
         return {**schedule_out(record), "signing_secret": record.signing_secret}
 
@@ -111,16 +59,14 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
         cursor: Annotated[str | None, Query(max_length=200)] = None,
     ) -> dict[str, Any]:
         after = decode_id_cursor(cursor) if cursor else None
-        found = await (await resolve(ctx.schedules)).list(tenant, after=after, limit=limit + 1)
-        page = found[:limit]
-        more = len(found) > limit
-        return {"items": [schedule_out(r) for r in page],
-                "next_cursor": encode_id_cursor(page[-1].id) if more else None}
+        page = await commands.list_schedules(ctx.schedules, tenant, after=after, limit=limit)
+        return {"items": [schedule_out(r) for r in page.items],
+                "next_cursor": encode_id_cursor(page.items[-1].id) if page.more else None}
 
     @router.get("/{id}", response_model=ScheduleOut, summary="Get a schedule",
                 responses=responses(404, 422))
     async def get(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return schedule_out(await (await resolve(ctx.schedules)).get(tenant, schedule_id))
+        return schedule_out(await ctx.schedules.get(tenant, schedule_id))
 
     @router.patch("/{id}", response_model=ScheduleOut, responses=responses(404, 413, 422),
                   summary="Edit a schedule (JSON merge patch); new timing recomputes "
@@ -137,15 +83,9 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                   "planned twice.")
     async def patch(schedule_id: ScheduleId, body: SchedulePatch,
                     tenant: Tenant) -> dict[str, Any]:
-        store = await resolve(ctx.schedules)
-        limits, now = await store.limits_and_now(tenant, ctx.default_limits)
-        new_url = url_changed(body)
-        if new_url is not None:
-            await ctx.check_url(new_url)
-        record = await store.update(
-            tenant, schedule_id,
-            lambda spec: validate_spec(patched_spec(spec, body), limits, now),
-        )
+        record = await commands.patch_schedule(
+            ctx.schedules, ctx.check_url, ctx.default_limits, tenant, schedule_id,
+            lambda spec: patched_spec(spec, body), new_url=url_changed(body))
         return schedule_out(record)
 
     @router.delete("/{id}", status_code=204, response_class=Response,
@@ -157,7 +97,7 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                    "`cancelled`; a `running` run (its request may be on the wire) finishes "
                    "normally. Every run stays readable under `/v1/runs`.")
     async def delete(schedule_id: ScheduleId, tenant: Tenant) -> Response:
-        await (await resolve(ctx.schedules)).delete(tenant, schedule_id)
+        await ctx.schedules.delete(tenant, schedule_id)
         return Response(status_code=204)
 
     @router.post("/{id}/pause", response_model=ScheduleOut, summary="Pause firing",
@@ -165,8 +105,7 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  description="No new runs are planned. Runs already planned (the planner "
                  "works a few seconds ahead) are still delivered.")
     async def pause(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        store = await resolve(ctx.schedules)
-        return schedule_out(await store.set_paused(tenant, schedule_id, True))
+        return schedule_out(await ctx.schedules.set_paused(tenant, schedule_id, True))
 
     @router.post("/{id}/resume", response_model=ScheduleOut, responses=responses(404, 422),
                  summary="Resume; occurrences missed meanwhile follow the misfire policy",
@@ -175,8 +114,7 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  "(`fire_all` within `catchup_window_seconds`, `fire_once`, or `skip`; "
                  "skipped ones appear in the history as `skipped` runs).")
     async def resume(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        store = await resolve(ctx.schedules)
-        return schedule_out(await store.set_paused(tenant, schedule_id, False))
+        return schedule_out(await ctx.schedules.set_paused(tenant, schedule_id, False))
 
     @router.post("/{id}/trigger", status_code=202, response_model=RunOut,
                  responses=responses(404, 422), summary="Run now (a manual run, due at once)",
@@ -184,7 +122,7 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  "the database clock with a non-zero microsecond part, so it never takes "
                  "the slot of a cron occurrence (those are whole seconds).")
     async def trigger(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return run_out(await (await resolve(ctx.schedules)).trigger(tenant, schedule_id))
+        return run_out(await ctx.schedules.trigger(tenant, schedule_id))
 
     @router.get("/{id}/preview", response_model=Preview, responses=responses(404, 422),
                 summary="The next fire times, in UTC and in the schedule's zone")
@@ -192,10 +130,8 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
         schedule_id: ScheduleId, tenant: Tenant,
         count: Annotated[int, Query(ge=1, le=PREVIEW_MAX)] = 10,
     ) -> dict[str, Any]:
-        store = await resolve(ctx.schedules)
-        record = await store.get(tenant, schedule_id)
+        record, fires = await commands.preview_schedule(ctx.schedules, tenant, schedule_id, count)
         zone = load_timezone(record.spec.timezone)
-        fires = preview(record.spec, await store.db_now(), count)
         return {"items": [FireTime(utc=t, local=t.astimezone(zone).isoformat())
                           for t in fires]}
 
@@ -203,8 +139,8 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  responses=responses(404, 422),
                  summary="New signing secret; the old one also signs for 24 hours")
     async def rotate_secret(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        record = await (await resolve(ctx.schedules)).rotate_secret(
-            tenant, schedule_id, new_signing_secret(), ctx.secret_overlap_seconds)
+        record = await commands.rotate_secret(ctx.schedules, tenant, schedule_id,
+                                              ctx.secret_overlap_seconds)
         return {"schedule_id": record.id, "signing_secret": record.signing_secret,
                 "previous_secret_expires_at": record.previous_secret_expires_at}
 

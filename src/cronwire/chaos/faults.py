@@ -17,15 +17,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cronwire.adapters.postgres.sql import queries
 from cronwire.adapters.skewed_clock import SKEW_VARIABLE
+from cronwire.chaos.queries import Q
 from cronwire.chaos.report import Deliveries, percentile
 
 if TYPE_CHECKING:
     from cronwire.chaos.fleet import Replica
     from cronwire.chaos.harness import Scenario
 
-Q = queries("chaos")
 Groups = dict[str, set[str]]
 CLOCK_SKEWS = (30.0, -30.0)  # replica 0 runs 30 s fast, replica 1 30 s slow
 LATE_SECONDS = 5.0  # a run first seen this long after it was due counts as late

@@ -27,19 +27,18 @@ import asyncpg
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
-from cronwire.adapters.postgres.migrator import migrate
-from cronwire.adapters.postgres.pool import create_pool
-from cronwire.adapters.postgres.sql import queries
 from cronwire.chaos.faults import FAULTS, FaultSpec
 from cronwire.chaos.fleet import ChaosError, Replica, Sink, replica_env
+from cronwire.chaos.plan_checks import fault_refusal
 from cronwire.chaos.proxy import ChaosProxy
+from cronwire.chaos.queries import Q
 from cronwire.chaos.report import Deliveries, Interruption, count_deliveries, figure_table
+from cronwire.composition import create_tenant, fresh_database, open_pool
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.model import RetryPolicy, Target, run_id_for
 
-Q = queries("chaos")
 CRON_EVERY_SECOND = "* * * * * *"
 LEAD_SECONDS = 3.0  # first fire this long after the schedules are written
 MAX_DRAIN_SECONDS = 180.0
@@ -127,24 +126,6 @@ async def _servers(plan: ChaosPlan) -> AsyncIterator[tuple[str, EmbeddedPostgres
             await asyncio.to_thread(postgres.stop)
 
 
-async def _fresh_database(admin: str, name: str) -> str:
-    conn = await asyncpg.connect(admin)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    base, _, _ = admin.rpartition("/")
-    dsn = f"{base}/{name}"
-    await migrate(dsn)
-    return dsn
-
-
-async def _create_tenant(pool: asyncpg.Pool, name: str) -> uuid.UUID:
-    from cronwire.adapters.postgres.tenants import PostgresTenantStore
-
-    return (await PostgresTenantStore(pool).create(name)).tenant_id
-
-
 async def _seed(pool: asyncpg.Pool, spec: FaultSpec, plan: ChaosPlan, sink: Sink,
                 tenants: list[uuid.UUID]) -> tuple[dict[str, float], datetime, datetime, dict[str, set[str]]]:
     """Schedules firing every second from the first instant after the lead time for
@@ -206,8 +187,8 @@ async def run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedde
     out = plan.out / name
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(f"{plan.seed}/{name}")
-    dsn = await _fresh_database(admin, f"chaos_{name.replace('-', '_')}_{int(time.time())}")
-    pool = await create_pool(dsn, 4)
+    dsn = await fresh_database(admin, f"chaos_{name.replace('-', '_')}_{int(time.time())}")
+    pool = await open_pool(dsn, 4)
     sink = Sink(out / "deliveries.jsonl")
     proxy = None
     replicas: list[Replica] = []
@@ -228,7 +209,7 @@ async def run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedde
             replicas.append(Replica(f"{name}-{index}", dict(env, **extra), out / "replicas"))
         await asyncio.gather(*(replica.start() for replica in replicas))
         tenant_count = 10 if spec.burst else 1
-        tenants = [await _create_tenant(pool, f"chaos-{name}-{i}") for i in range(tenant_count)]
+        tenants = [await create_tenant(pool, f"chaos-{name}-{i}") for i in range(tenant_count)]
         planned, first, horizon, groups = await _seed(pool, spec, plan, sink, tenants)
         _log(f"{name}: {len(planned)} runs planned from {first:%H:%M:%S}Z over "
              f"{plan.duration:.0f}s, {plan.replicas} {plan.mode} replicas")
@@ -273,13 +254,9 @@ async def run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedde
 
 async def run_chaos_async(plan: ChaosPlan) -> dict[str, Any]:
     plan.out.mkdir(parents=True, exist_ok=True)
-    for name in plan.faults:
-        spec = FAULTS[name]
-        if spec.needs_own_postgres and plan.dsn is not None:
-            raise ChaosError(f"--faults {name}: stops Postgres, so it needs the embedded server "
-                             "the harness starts (unset SCHEDULER_DATABASE_URL)")
-        if plan.mode not in spec.modes:
-            raise ChaosError(f"--faults {name}: only in --mode {' or '.join(spec.modes)}")
+    refusal = fault_refusal(plan.mode, plan.faults, plan.dsn)
+    if refusal is not None:
+        raise ChaosError(refusal)
     scenarios: dict[str, dict[str, Any]] = {}
     started = time.monotonic()
     async with _servers(plan) as (admin, postgres, broker):

@@ -112,13 +112,14 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path) -> float:
 
 
 def measure_baselines(plan: LoadTestPlan, admin_dsn: str, jobs: int) -> Baselines:
-    from cronwire.loadtest.harness import _log, _stop, create_database, start_sink
+    from cronwire.composition import blank_database
+    from cronwire.loadtest.harness import _log, _stop, database_name, start_sink
 
     log = plan.out / "baselines" / "baselines.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     _log(f"--compare: the bound's database half ({jobs:,} claims and terminal writes)")
-    db = _baseline("bound-db", "--dsn", asyncio.run(create_database(admin_dsn, "bound")),
-                   "--jobs", str(jobs), log=log)["runs_per_second"]
+    bound_dsn = asyncio.run(blank_database(admin_dsn, database_name("bound")))
+    db = _baseline("bound-db", "--dsn", bound_dsn, "--jobs", str(jobs), log=log)["runs_per_second"]
     _log(f"--compare: the bound's HTTP half ({jobs:,} bare aiohttp POSTs)")
     sink = start_sink(plan, "bound-http")
     try:
@@ -131,6 +132,7 @@ def measure_baselines(plan: LoadTestPlan, admin_dsn: str, jobs: int) -> Baseline
     _log(f"--compare: bare aiohttp used {http_cpu:,.0f} µs of CPU per POST")
     _log(f"--compare: bound = 1/(1/{db:,.0f} + 1/{http:,.0f}) = {ceiling:,.0f} runs/s; "
          f"now pgqueuer on the same job")
-    pgq = _pgqueuer(plan, asyncio.run(create_database(admin_dsn, "pgqueuer")), jobs, log)
+    pgq_dsn = asyncio.run(blank_database(admin_dsn, database_name("pgqueuer")))
+    pgq = _pgqueuer(plan, pgq_dsn, jobs, log)
     _log(f"--compare: pgqueuer {pgq:,.0f} jobs/s")
     return Baselines(bound_db=db, bound_http=http, ceiling=ceiling, pgqueuer=pgq)

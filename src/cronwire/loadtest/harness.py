@@ -26,14 +26,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import asyncpg
-
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import EmbeddedPostgres, free_port
-from cronwire.adapters.postgres.migrator import migrate
-from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.sql import parse_queries
-from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.composition import create_tenant, fresh_database, open_pool
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.documents import retry_to_document, target_to_document
@@ -170,23 +166,16 @@ def _servers(plan: LoadTestPlan) -> Iterator[tuple[str, str | None]]:
             pg.stop()
 
 
-async def create_database(admin_dsn: str, prefix: str) -> str:
-    """A fresh database on the same server; returns its DSN."""
-    database = f"{prefix}_{int(time.time())}_{uuid.uuid4().hex[:6]}"
-    conn = await asyncpg.connect(admin_dsn)
-    try:
-        await conn.execute(f'CREATE DATABASE "{database}"')
-    finally:
-        await conn.close()
-    base, _, _ = admin_dsn.rpartition("/")
-    return f"{base}/{database}"
+def database_name(prefix: str) -> str:
+    return f"{prefix}_{int(time.time())}_{uuid.uuid4().hex[:6]}"
 
 
-async def _prepare(dsn: str) -> uuid.UUID:
-    await migrate(dsn)
-    pool = await create_pool(dsn, 2)
+async def _prepare(admin_dsn: str) -> tuple[str, uuid.UUID]:
+    """A fresh, migrated database with the load test's tenant: (DSN, tenant id)."""
+    dsn = await fresh_database(admin_dsn, database_name("loadtest"))
+    pool = await open_pool(dsn, 2)
     try:
-        return (await PostgresTenantStore(pool).create("loadtest")).tenant_id
+        return dsn, await create_tenant(pool, "loadtest")
     finally:
         await pool.close()
 
@@ -195,7 +184,7 @@ async def _seed(dsn: str, plan: LoadTestPlan, tenant_id: uuid.UUID,
                 sink: _Sink) -> tuple[list[uuid.UUID], datetime, datetime]:
     """Schedules whose first fire is the first cron instant after the warm-up; returns
     (ids, first instant, last instant). The planner itself stops each at ``ends_at``."""
-    pool = await create_pool(dsn, 2)
+    pool = await open_pool(dsn, 2)
     try:
         db_now: datetime = await pool.fetchval(Q["loadtest_now"])
         first = occurrences_between(
@@ -252,7 +241,7 @@ async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
     """Show progress until the planner has passed the horizon and every run up to it is
     terminal; returns seconds from the horizon to the end of the drain. The database is
     asked only after the horizon, so watching costs the replicas nothing before it."""
-    pool = await create_pool(dsn, 2)
+    pool = await open_pool(dsn, 2)
     try:
         deadline = time.monotonic() + MAX_DRAIN_SECONDS + progress.seconds_to_horizon()
         next_check = 0.0
@@ -294,8 +283,7 @@ async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
 def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | None,
                   ) -> tuple[dict[str, datetime], Path, float]:
     """(planned webhook-id -> instant, the sink's records, drain seconds)."""
-    dsn = asyncio.run(create_database(admin_dsn, "loadtest"))
-    tenant_id = asyncio.run(_prepare(dsn))
+    dsn, tenant_id = asyncio.run(_prepare(admin_dsn))
     sink = start_sink(plan, "deliveries")
     fleet = _Fleet()
     try:

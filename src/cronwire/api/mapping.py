@@ -1,0 +1,75 @@
+"""The API's schema <-> domain mapping, one function per direction and concept.
+
+Requests become domain objects here (``spec_from``), domain objects become response
+bodies here (``schedule_out``, ``run_out``, ``run_detail_out``); the routers call nothing
+else to translate. (A PATCH body is merged onto the current spec by ``merge_patch``.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cronwire.api.schemas import RetryIn, ScheduleCreate, TargetIn
+from cronwire.domain.history import RunDetail, RunView
+from cronwire.domain.model import RetryPolicy, ScheduleStatus, Target
+from cronwire.domain.schedule_rules import parse_misfire_policy
+from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec
+
+
+def target_from(given: TargetIn) -> Target:
+    return Target(url=given.url, method=given.method, headers=dict(given.headers),
+                  body=given.body)
+
+
+def retry_from(given: RetryIn) -> RetryPolicy:
+    return RetryPolicy(given.max_attempts, given.initial_backoff_seconds,
+                       given.max_backoff_seconds)
+
+
+def spec_from(body: ScheduleCreate) -> ScheduleSpec:
+    return ScheduleSpec(
+        name=body.name, cron=body.cron, timezone=body.timezone, target=target_from(body.target),
+        retry=retry_from(body.retry), misfire_policy=parse_misfire_policy(body.misfire_policy),
+        catchup_window_seconds=body.catchup_window_seconds, starts_at=body.starts_at,
+        ends_at=body.ends_at,
+    )
+
+
+def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
+    spec = record.spec
+    return {
+        "id": record.id, "tenant_id": record.tenant_id, "name": spec.name, "cron": spec.cron,
+        "timezone": spec.timezone,
+        "target": {"url": spec.target.url, "method": spec.target.method,
+                   "headers": dict(spec.target.headers), "body": spec.target.body},
+        "retry": {"max_attempts": spec.retry.max_attempts,
+                  "initial_backoff_seconds": spec.retry.initial_backoff_seconds,
+                  "max_backoff_seconds": spec.retry.max_backoff_seconds},
+        "misfire_policy": spec.misfire_policy.value,
+        "catchup_window_seconds": spec.catchup_window_seconds,
+        "status": record.status.value, "paused": record.status is ScheduleStatus.PAUSED,
+        "starts_at": spec.starts_at, "ends_at": spec.ends_at,
+        "next_fire_at": record.next_fire_at, "last_fire_at": record.last_fire_at,
+        "previous_secret_expires_at": record.previous_secret_expires_at,
+        "created_at": record.created_at, "updated_at": record.updated_at,
+    }
+
+
+def run_out(run: RunView) -> dict[str, Any]:
+    return {
+        "id": run.id, "schedule_id": run.schedule_id, "scheduled_for": run.scheduled_for,
+        "status": run.status.value, "attempt_count": run.attempt_count,
+        "fire_after": run.fire_after, "first_attempt_at": run.first_attempt_at,
+        "finished_at": run.finished_at, "last_status_code": run.last_status_code,
+        "last_error": run.last_error, "trigger": run.trigger.value,
+    }
+
+
+def run_detail_out(detail: RunDetail) -> dict[str, Any]:
+    attempts = [
+        {"attempt": a.attempt, "started_at": a.started_at, "finished_at": a.finished_at,
+         "outcome": a.outcome, "status_code": a.status_code, "error": a.error,
+         "duration_ms": a.duration_ms, "response_excerpt": a.response_excerpt}
+        for a in detail.attempts
+    ]
+    return {**run_out(detail.run), "attempts": attempts}

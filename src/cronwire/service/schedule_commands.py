@@ -1,0 +1,86 @@
+"""The tenant API's use cases over the ports: each reads the tenant's limits and the
+database clock, applies the domain rules and writes through the store.
+
+The HTTP layer (``api/routes_*.py``) only translates requests into these calls and their
+results into responses; everything here takes and returns domain objects, so a caller
+other than FastAPI (or a test with in-memory stores) runs the same rules.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, TypeVar
+
+from cronwire.domain.delivery import new_signing_secret
+from cronwire.domain.schedule_rules import preview, validate_spec
+from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+from cronwire.ports import ScheduleStore
+
+T = TypeVar("T")
+# Create-time address policy (TargetGuard.check_url): raises InvalidTarget/TargetRefused.
+UrlCheck = Callable[[str], Awaitable[None]]
+SpecEdit = Callable[[ScheduleSpec], ScheduleSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One keyset page; ``more`` says whether another page follows."""
+
+    items: Sequence[T]
+    more: bool
+
+
+def page_of(found: Sequence[T], limit: int) -> Page[T]:
+    """The stores are asked for ``limit + 1`` rows: the extra one only says "more"."""
+    return Page(found[:limit], len(found) > limit)
+
+
+async def create_schedule(
+    store: ScheduleStore, check_url: UrlCheck, defaults: TenantLimits,
+    tenant: uuid.UUID, spec: ScheduleSpec, *, paused: bool,
+) -> ScheduleRecord:
+    """Validate against the tenant's limits at the database's now, refuse a target the
+    address policy refuses, then insert (the store enforces the schedule quota)."""
+    limits, now = await store.limits_and_now(tenant, defaults)
+    valid = validate_spec(spec, limits, now)
+    await check_url(valid.target.url)
+    return await store.create(tenant, valid, paused=paused, signing_secret=new_signing_secret(),
+                              max_schedules=limits.max_schedules)
+
+
+async def patch_schedule(
+    store: ScheduleStore, check_url: UrlCheck, defaults: TenantLimits,
+    tenant: uuid.UUID, schedule_id: uuid.UUID, edit: SpecEdit, *, new_url: str | None,
+) -> ScheduleRecord:
+    """Apply ``edit`` to the locked current spec and validate the result; a changed target
+    URL passes the address policy first. The store recomputes the next fire time."""
+    limits, now = await store.limits_and_now(tenant, defaults)
+    if new_url is not None:
+        await check_url(new_url)
+    return await store.update(tenant, schedule_id,
+                              lambda spec: validate_spec(edit(spec), limits, now))
+
+
+async def preview_schedule(
+    store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, count: int,
+) -> tuple[ScheduleRecord, list[datetime]]:
+    """The schedule and its next ``count`` fire times from the database's now."""
+    record = await store.get(tenant, schedule_id)
+    return record, preview(record.spec, await store.db_now(), count)
+
+
+async def rotate_secret(
+    store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, overlap_seconds: int,
+) -> ScheduleRecord:
+    """A fresh signing secret; the previous one keeps signing for ``overlap_seconds``."""
+    return await store.rotate_secret(tenant, schedule_id, new_signing_secret(), overlap_seconds)
+
+
+async def list_schedules(
+    store: ScheduleStore, tenant: uuid.UUID, *, after: uuid.UUID | None, limit: int,
+) -> Page[ScheduleRecord]:
+    return page_of(await store.list(tenant, after=after, limit=limit + 1), limit)
+
