@@ -40,8 +40,9 @@ from cronwire.errors import StorageError
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
 from cronwire.service.breaker_gate import BreakerGate
 from cronwire.service.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.periodic import every
 from cronwire.service.resolution_writer import Finished, ResolutionWriter
-from cronwire.service.signals import ExecutorSignals
+from cronwire.service.signals import ExecutorSignals, quiet_signals
 from cronwire.service.supervisor import LoopCrashed, first_failure
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ class Executor:
         self._gauge_seconds = gauge_seconds
         self._max_write_batch = max_write_batch
         self._rng = rng or random.Random()
-        self._signals = signals
+        self._signals = signals or quiet_signals()
         # Claim when a quarter of the slots are idle, or after a short gathering wait:
         # fewer, larger claims at full load; no starvation when most slots are busy.
         self._claim_threshold = max(1, min(batch, workers) // 4)
@@ -101,7 +102,7 @@ class Executor:
         self._stopping: asyncio.Event | None = None  # the claim loop's halt, once it runs
         self._keeper = LeaseKeeper(
             run_store, owner=owner, lease_seconds=lease_seconds, on_lost=self._lease_lost,
-            signals=signals,
+            signals=self._signals,
         )
         self._gate = BreakerGate(
             breaker_store, owner=owner, policy=self._policy, probe_seconds=lease_seconds
@@ -271,8 +272,7 @@ class Executor:
 
     async def _admit(self, runs: Sequence[ClaimedRun]) -> None:
         """Start every run whose target's breaker lets it through; defer the others."""
-        if self._signals is not None:
-            self._signals.claimed.add(run.id for run in runs)
+        self._signals.claimed.add(run.id for run in runs)
         admitted = await self._gate.sort(runs)
         for run, breaker_key in admitted.deliver:
             self._start(run, breaker_key)
@@ -289,8 +289,7 @@ class Executor:
             log.warning("deferring %d runs failed; their leases will expire", len(runs),
                         exc_info=True)
             return
-        if self._signals is not None:
-            self._signals.deferred.add(run.id for run in runs)
+        self._signals.deferred.add(run.id for run in runs)
 
     # -- delivering ------------------------------------------------------------------
 
@@ -311,16 +310,14 @@ class Executor:
             if self._lease_too_old_to_send(run):
                 await self._give_back_unsent(lease)
                 return
-            if self._signals is not None:
-                self._signals.started.add([run.id])
+            self._signals.started.add([run.id])
             lease.started = True  # the next renewal records it (the attempt is used)
             result = await self._attempt(run)
         except asyncio.CancelledError:
             if not lease.lost:
                 raise
             # Abandoned: the result is discarded, the loss was counted when it was found.
-            if self._signals is not None:
-                self._signals.abandoned.add([run.id])
+            self._signals.abandoned.add([run.id])
             return
         finally:
             self._delivering.discard(lease)
@@ -356,8 +353,7 @@ class Executor:
         lease.lost = True
         self._keeper.drop(lease)
         self._metrics.lease_lost()
-        if self._signals is not None:
-            self._signals.abandoned.add([lease.run_id])
+        self._signals.abandoned.add([lease.run_id])
         log.warning("run %s: lease too old to send after a stall; not sent, given back",
                     lease.run_id, extra={"run_id": str(lease.run_id)})
         try:
@@ -380,8 +376,7 @@ class Executor:
 
     def _lease_lost(self, lease: Lease) -> None:
         self._metrics.lease_lost()
-        if self._signals is not None:
-            self._signals.lost.add([lease.run_id])
+        self._signals.lost.add([lease.run_id])
         if lease.task is not None:
             lease.task.cancel()
 
@@ -391,13 +386,11 @@ class Executor:
             status = landed.get(item.run.id)
             if status is None:
                 self._metrics.lease_lost()
-                if self._signals is not None:
-                    self._signals.lost.add([item.run.id])
+                self._signals.lost.add([item.run.id])
                 continue
             if status.terminal:
                 self._metrics.run_finished(str(status))
-            if self._signals is not None:
-                self._signals.settled.add([(item.run.id, status)])
+            self._signals.settled.add([(item.run.id, status)])
 
     # -- shutdown and gauges -----------------------------------------------------------
 
@@ -425,15 +418,12 @@ class Executor:
         for lease in leftover:
             self._keeper.drop(lease)
         log.info("released %d of %d unfinished runs", released, len(leftover))
-        if self._signals is not None:
-            self._signals.released.add(lease.run_id for lease in leftover)
+        self._signals.released.add(lease.run_id for lease in leftover)
 
     async def _refresh_breaker_gauge(self) -> None:
         """scheduler_breaker_open from Postgres, so every replica reports the fleet's
         view. (The backlog gauge is the fleet gauges' loop, on every replica.)"""
-        while True:
-            try:
-                self._metrics.set_breakers_open(await self._breakers.open_count())
-            except StorageError:
-                log.warning("refreshing the breaker gauge failed", exc_info=True)
-            await asyncio.sleep(self._gauge_seconds)
+        await every(self._gauge_seconds, None, self._sample_breakers, "breaker gauge")
+
+    async def _sample_breakers(self) -> None:
+        self._metrics.set_breakers_open(await self._breakers.open_count())
