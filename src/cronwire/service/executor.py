@@ -39,7 +39,8 @@ from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.errors import StorageError
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
 from cronwire.service.breaker_gate import BreakerGate
-from cronwire.service.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.drain import abandon, drain
+from cronwire.service.lease_keeper import Lease, LeaseKeeper, too_old_to_send
 from cronwire.service.periodic import every
 from cronwire.service.resolution_writer import Finished, ResolutionWriter
 from cronwire.service.signals import ExecutorSignals, quiet_signals
@@ -167,11 +168,7 @@ class Executor:
         halt.set()  # claim nothing more
         self._wake.set()
         await asyncio.wait([claims], timeout=self._grace)
-        tasks = [lease.task for lease in self._delivering if lease.task is not None]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=self._grace)
+        await abandon(self._delivering, self._grace)
         raise LoopCrashed(name) from error
 
     # -- claiming --------------------------------------------------------------------
@@ -307,7 +304,7 @@ class Executor:
 
     async def _deliver(self, run: ClaimedRun, lease: Lease, breaker_key: str) -> None:
         try:
-            if self._lease_too_old_to_send(run):
+            if too_old_to_send(run, self._clock_offset, self._clock.now(), self._lease_seconds):
                 await self._give_back_unsent(lease)
                 return
             self._signals.started.add([run.id])
@@ -332,19 +329,6 @@ class Executor:
         self._writer.submit(
             Finished(run, lease, resolution, breaker_key, health_signal(result))
         )
-
-    def _lease_too_old_to_send(self, run: ClaimedRun) -> bool:
-        """True when less than half the lease is left at the moment the request would leave.
-
-        Normally a request leaves right after its claim. A replica stalled in between
-        (SIGSTOP, a long pause of the event loop) may wake after its lease expired and
-        another replica re-claimed and delivered the run; sending then would be a second
-        delivery that no renewal could stop, because the renewal that would find the lease
-        gone comes later. The remaining time is read on the database's clock (the claim's
-        expiry, corrected by the offset measured at that claim)."""
-        expires = run.lease_expires_at + self._clock_offset
-        left = (expires - self._clock.now()).total_seconds()
-        return left < self._lease_seconds / 2
 
     async def _give_back_unsent(self, lease: Lease) -> None:
         """Abandon a lease whose request never left: nothing was sent, so no attempt is
@@ -395,30 +379,8 @@ class Executor:
     # -- shutdown and gauges -----------------------------------------------------------
 
     async def _drain(self) -> None:
-        """Let in-flight deliveries finish within the grace period (minus the time the
-        release and the last write need), then cancel the rest and release their leases,
-        predicated on still holding them."""
-        budget = max(0.0, self._grace - min(2.0, self._grace * 0.25))
-        tasks = [lease.task for lease in self._delivering if lease.task is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=budget)
-        leftover = [lease for lease in self._delivering if not lease.lost]
-        for lease in leftover:
-            if lease.task is not None:
-                lease.task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if not leftover:
-            return
-        try:
-            released = await self._runs.release(self._owner, [lease.key for lease in leftover])
-        except StorageError:
-            log.warning("releasing %d runs failed; their leases will expire", len(leftover),
-                        exc_info=True)
-            return
-        for lease in leftover:
-            self._keeper.drop(lease)
-        log.info("released %d of %d unfinished runs", released, len(leftover))
-        self._signals.released.add(lease.run_id for lease in leftover)
+        await drain(self._delivering, grace=self._grace, runs=self._runs, owner=self._owner,
+                    keeper=self._keeper, signals=self._signals)
 
     async def _refresh_breaker_gauge(self) -> None:
         """scheduler_breaker_open from Postgres, so every replica reports the fleet's

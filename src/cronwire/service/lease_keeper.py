@@ -18,10 +18,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
-from cronwire.domain.model import LeaseKey
+from cronwire.domain.model import ClaimedRun, LeaseKey
 from cronwire.ports import RunStore
 from cronwire.service.periodic import every
 from cronwire.service.signals import ExecutorSignals, quiet_signals
@@ -48,6 +48,22 @@ class Lease:
     @property
     def in_flight(self) -> bool:
         return self.task is not None and not self.task.done()
+
+
+def too_old_to_send(
+    run: ClaimedRun, clock_offset: timedelta, now: datetime, lease_seconds: float
+) -> bool:
+    """True when less than half the lease is left at the moment the request would leave.
+
+    Normally a request leaves right after its claim. A replica stalled in between
+    (SIGSTOP, a long pause of the event loop) may wake after its lease expired and
+    another replica re-claimed and delivered the run; sending then would be a second
+    delivery that no renewal could stop, because the renewal that would find the lease
+    gone comes later. The remaining time is read on the database's clock (the claim's
+    expiry, corrected by ``clock_offset``, replica minus database, measured at that
+    claim)."""
+    left = (run.lease_expires_at + clock_offset - now).total_seconds()
+    return left < lease_seconds / 2
 
 
 class LeaseKeeper:
