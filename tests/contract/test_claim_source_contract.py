@@ -122,6 +122,21 @@ async def test_an_expired_lease_on_the_final_attempt_fails_instead_of_redeliveri
     assert row.last_error is not None and row.last_error.startswith("LeaseExpired")
 
 
+async def test_an_expired_final_attempt_that_never_started_is_leased_again_as_itself(
+    contract: Contract,
+) -> None:
+    """Only attempts whose request left count towards exhaustion (attempt_started)."""
+    world = contract.world
+    await world.seed(
+        1, retry={"max_attempts": 2, "initial_backoff_seconds": 1, "max_backoff_seconds": 1})
+    await world.set_all(status="running", attempt_count=2, claimed_by="gone",
+                        attempt_started=False, expired=True)
+    [run] = await contract.claim("replica-b", 10)
+    assert run.attempt == 2
+    row = await world.row(run.id)
+    assert (row.status, row.claimed_by, row.attempt_count) == ("running", "replica-b", 2)
+
+
 async def test_both_secrets_sign_while_a_rotation_is_in_progress(contract: Contract) -> None:
     schedule = await contract.world.seed(1, previous_secret="whsec_" + "A" * 32)
     [run] = await contract.claim("replica-a", 1)

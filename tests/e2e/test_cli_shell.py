@@ -34,6 +34,7 @@ from tests.support.cli_shell import ok as _ok
 from tests.support.cli_shell import refused as _refused
 from tests.support.cli_shell import spawn_serve as _spawn
 from tests.support.cli_shell import status as _status
+from tests.support.polling import wait_until_sync
 from tests.support.processes import (
     clean_env,
     cronwire_executable,
@@ -77,15 +78,14 @@ def test_a_newcomer_goes_from_tenant_create_to_an_inspected_delivered_run(live: 
     assert created["signing_secret"].startswith("whsec_")
     assert created["target"]["headers"] == {"x-team": "ops"}
     assert created["retry"]["max_attempts"] == 2
-    deadline = time.monotonic() + 30
-    while True:
+
+    def delivered() -> list[dict[str, Any]]:
         page = _ok("runs", "list", "--schedule-id", created["id"], "--status", "succeeded",
                    "--limit", "1", env=env)
-        if page["items"] or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
-    assert page["items"], "no run was delivered within 30 s"
-    run = _ok("runs", "get", page["items"][0]["id"], env=env)
+        return list(page["items"])
+
+    wait_until_sync(delivered, within=30, every=0.3)
+    run = _ok("runs", "get", delivered()[0]["id"], env=env)
     assert run["status"] == "succeeded" and run["schedule_id"] == created["id"]
     assert run["attempts"][0]["status_code"] == 200
     _ok("schedules", "delete", created["id"], env=env)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 Condition = Callable[[], object] | Callable[[], Awaitable[object]]
 
 
-async def wait_until(condition: Condition, within: float = 10.0, every: float = 0.02) -> None:
+async def wait_until(condition: Condition, within: float = 10.0, every: float = 0.05) -> None:
     """Return once ``condition()`` (sync or async) is truthy; TimeoutError after ``within``
     seconds."""
     async with asyncio.timeout(within):
