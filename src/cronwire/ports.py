@@ -7,20 +7,22 @@ adapter boundary; a Protocol method never leaks a driver exception type.
 Lease rule 3 (seed ADR): every RunStore write on a leased run takes the ``owner`` and
 applies only where ``claimed_by = owner`` still holds; the return value tells the
 caller which writes landed so it can count lost leases instead of guessing.
+
+Kafka mode's ports live in :mod:`cronwire.ports_kafka` and the tenant API's in
+:mod:`cronwire.ports_tenant`; both are re-exported here, so every port is imported from
+this module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
 from cronwire.domain.breaker import BreakerPolicy, BreakerState
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
-from cronwire.domain.history import RunDetail, RunQuery, RunView
 from cronwire.domain.model import (
-    ClaimBatch,
     ClaimedRun,
     DueSchedule,
     LeaseKey,
@@ -29,7 +31,27 @@ from cronwire.domain.model import (
     RunStatus,
 )
 from cronwire.domain.planning import Span
-from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+from cronwire.ports_kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
+from cronwire.ports_tenant import RunHistory, ScheduleStore, TokenVerifier
+
+__all__ = [
+    "BreakerStore",
+    "ClaimSource",
+    "Clock",
+    "Deliverer",
+    "KeyedClaimStore",
+    "MaintenanceStore",
+    "Metrics",
+    "OutboxStore",
+    "PlannerStore",
+    "RunHints",
+    "RunHistory",
+    "RunKey",
+    "RunPublisher",
+    "RunStore",
+    "ScheduleStore",
+    "TokenVerifier",
+]
 
 
 class Clock(Protocol):
@@ -99,89 +121,6 @@ class ClaimSource(Protocol):
         whichever is first. Never raises; cancelling it is safe. The polling source has no
         notice of work, so it just sleeps; an idle executor waits here instead of polling
         a blocking claim, so shutdown is never held up by a consumer."""
-        ...
-
-
-# -- Kafka mode (issue 9): keys, never payloads; Postgres stays the source of truth --
-
-RunKey = tuple[UUID, datetime]  # (run_id, scheduled_for): scheduled_for prunes to a partition
-
-
-class RunHints(Protocol):
-    """Run keys a broker delivered (Kafka consumer). A hint is never authority: the claim
-    re-checks everything in Postgres, and a key that is not claimable is dropped."""
-
-    @property
-    def healthy(self) -> bool:
-        """False while the broker is unreachable (the hybrid source degrades to its sweeper)."""
-        ...
-
-    def take(self, limit: int) -> list[RunKey]:
-        """Up to ``limit`` delivered keys not taken yet, oldest first; never blocks."""
-        ...
-
-    async def wait(self, seconds: float) -> None:
-        """Until keys are waiting to be taken, or ``seconds``."""
-        ...
-
-    def acknowledge(self) -> None:
-        """Every key taken so far is settled (claimed, or not claimable): their offsets may
-        be committed. Called only after the claim transaction committed."""
-        ...
-
-    def rewind(self) -> None:
-        """The claim of the keys taken since the last acknowledge failed: forget them and
-        deliver them again from the last committed offsets."""
-        ...
-
-
-class KeyedClaimStore(Protocol):
-    """Postgres claims of kafka mode; leases are taken exactly as ClaimSource.claim takes
-    them (same lease-taking SQL). Raise StorageError."""
-
-    async def claim_keys(
-        self, owner: str, keys: Sequence[RunKey], lease_seconds: float
-    ) -> ClaimBatch:
-        """Lease those of ``keys`` that are runnable now (or hold an expired lease)."""
-        ...
-
-    async def sweep(
-        self, owner: str, limit: int, lease_seconds: float, grace_seconds: float
-    ) -> ClaimBatch:
-        """SKIP LOCKED: up to ``limit`` runs due longer than ``grace_seconds`` and expired
-        leases, oldest first."""
-        ...
-
-
-class RunPublisher(Protocol):
-    """Kafka mode's hint channel out: run keys to the topic, keyed by tenant_id."""
-
-    @property
-    def healthy(self) -> bool: ...
-
-    async def publish(self, runs: Sequence[tuple[UUID, datetime, UUID]]) -> list[RunKey]:
-        """Send ``(run_id, scheduled_for, tenant_id)`` of many runs in one batch; returns
-        the keys the broker acknowledged (acks=all). Raises BrokerError when the broker
-        cannot be reached; nothing is then known to be published."""
-        ...
-
-
-class OutboxStore(Protocol):
-    """job_run.published_at as an outbox (Postgres). Raises StorageError."""
-
-    async def publish_due(
-        self,
-        limit: int,
-        send: Callable[[Sequence[tuple[UUID, datetime, UUID]]], Awaitable[Sequence[RunKey]]],
-    ) -> int:
-        """In ONE transaction: lock up to ``limit`` due, unpublished, runnable runs (SKIP
-        LOCKED), ``await send(runs)`` and mark published only the keys it returns. If
-        ``send`` raises, the transaction rolls back and the exception propagates.
-        Returns how many were marked."""
-        ...
-
-    async def seconds_until_unpublished_due(self) -> float | None:
-        """Seconds until the earliest unpublished runnable run is due, None if none."""
         ...
 
 
@@ -272,88 +211,6 @@ class Metrics(Protocol):
     def set_partitions_ahead(self, months: int) -> None: ...
     def set_broker_up(self, up: bool) -> None:
         """Kafka mode: whether this replica reaches the broker (scheduler_kafka_broker_up)."""
-        ...
-
-
-# -- tenant API (issue 5): tokens, schedules, run history --
-# Every method takes the tenant id and confines itself to that tenant's rows: another
-# tenant's object is indistinguishable from a missing one (NotFound), never a 403.
-
-
-class TokenVerifier(Protocol):
-    async def tenant_for_token(self, token: str) -> UUID | None:
-        """The tenant owning ``token`` (compared in constant time), or None."""
-        ...
-
-
-class ScheduleStore(Protocol):
-    """Schedules as tenants edit them. Every fire-time computation uses the database
-    clock read inside the writing transaction. Raises NotFound for a missing, deleted or
-    foreign schedule and StorageError when the database fails."""
-
-    async def limits_and_now(
-        self, tenant_id: UUID, defaults: TenantLimits
-    ) -> tuple[TenantLimits, datetime]:
-        """The tenant's effective limits (its own columns over ``defaults``) and ``now()``."""
-        ...
-
-    async def create(
-        self, tenant_id: UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
-        max_schedules: int,
-    ) -> ScheduleRecord:
-        """Insert a validated schedule with its first ``next_fire_at``; LimitExceeded
-        ("max_schedules") when the tenant already has ``max_schedules`` live ones."""
-        ...
-
-    async def db_now(self) -> datetime:
-        """Postgres ``now()`` (previews count from it)."""
-        ...
-
-    async def get(self, tenant_id: UUID, schedule_id: UUID) -> ScheduleRecord: ...
-
-    async def list(
-        self, tenant_id: UUID, *, after: UUID | None, limit: int
-    ) -> Sequence[ScheduleRecord]:
-        """Live schedules ordered by id, strictly after ``after`` (keyset)."""
-        ...
-
-    async def update(
-        self, tenant_id: UUID, schedule_id: UUID, revise: Callable[[ScheduleSpec], ScheduleSpec]
-    ) -> ScheduleRecord:
-        """Lock the row, apply ``revise`` (pure; may raise a domain error, which rolls
-        back), recompute ``next_fire_at`` if the timing changed, write."""
-        ...
-
-    async def delete(self, tenant_id: UUID, schedule_id: UUID) -> int:
-        """Soft-delete; cancels the schedule's pending/retrying runs. Running ones finish
-        the request in flight (recorded) and then end cancelled: no attempt starts after
-        the delete. Returns how many runs were cancelled or so marked. History stays
-        readable."""
-        ...
-
-    async def set_paused(self, tenant_id: UUID, schedule_id: UUID, paused: bool) -> ScheduleRecord:
-        """Pause or resume. Resuming keeps ``next_fire_at`` so the planner's misfire
-        policy decides what happens to the occurrences missed while paused."""
-        ...
-
-    async def trigger(self, tenant_id: UUID, schedule_id: UUID) -> RunView:
-        """A manual run due now, at an instant no cron occurrence can take."""
-        ...
-
-    async def rotate_secret(
-        self, tenant_id: UUID, schedule_id: UUID, new_secret: str, overlap_seconds: int
-    ) -> ScheduleRecord:
-        """Install ``new_secret``; the old one keeps signing for ``overlap_seconds``."""
-        ...
-
-
-class RunHistory(Protocol):
-    """The tenant-facing run history (reads only)."""
-
-    async def list(self, tenant_id: UUID, query: RunQuery) -> Sequence[RunView]: ...
-
-    async def get(self, tenant_id: UUID, run_id: UUID) -> RunDetail:
-        """The run and its attempts (oldest first); NotFound if not this tenant's."""
         ...
 
 

@@ -11,101 +11,24 @@ import asyncio
 import json
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from ipaddress import ip_address
 from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
-from aiohttp import web
-from multidict import CIMultiDict
-from standardwebhooks.webhooks import Webhook
 
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
-from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
-from cronwire.adapters.http.lean_deliverer import LeanDeliverer
-from cronwire.domain.delivery import (
-    DeliveryRequest,
-    DeliveryResult,
-    Outcome,
-    default_body,
-    new_signing_secret,
-    parse_retry_after,
+from cronwire.domain.delivery import Outcome, default_body, new_signing_secret
+from tests.support.deliverer_sink import (
+    ADAPTERS,
+    NEW_SECRET,
+    SCHEDULED_FOR,
+    SECRET,
+    Deliverer,
+    Sink,
+    make_request,
+    verify,
 )
-
-Deliverer = AiohttpDeliverer | HttpxDeliverer | LeanDeliverer
-ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer, "lean": LeanDeliverer}
-SCHEDULED_FOR = datetime(2027, 3, 28, 1, 0, tzinfo=UTC)
-BIG_BODY = ("a" * 1023 + "é" * 2100).encode()  # 5 KiB; byte 1024 falls inside an "é"
-
-
-@dataclass
-class Recorded:
-    method: str
-    path_qs: str
-    headers: CIMultiDict[str]
-    body: bytes
-
-
-@dataclass
-class Sink:
-    """An aiohttp.web server that records every request and answers by path."""
-
-    host: str = "127.0.0.1"
-    requests: list[Recorded] = field(default_factory=list)
-    release: asyncio.Event = field(default_factory=asyncio.Event)
-    slow_arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    slow_cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-    port: int = 0
-    _runner: web.AppRunner | None = None
-
-    def url(self, path: str = "/") -> str:
-        return f"http://{self.host}:{self.port}{path}"
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        self.requests.append(
-            Recorded(request.method, request.path_qs, CIMultiDict(request.headers), body)
-        )
-        path = request.path
-        if path.startswith("/status/"):
-            code = int(path.rsplit("/", 1)[1])
-            return web.Response(status=code, text=f"status {code}")
-        if path == "/redirect":
-            return web.Response(status=302, headers={"Location": request.query["to"]})
-        if path == "/retry-after":
-            return web.Response(status=429, headers={"Retry-After": "7"})
-        if path == "/set-cookie":
-            return web.Response(text="ok", headers={"Set-Cookie": "session=tenant-a; Path=/"})
-        if path == "/big":
-            return web.Response(body=BIG_BODY, content_type="text/plain")
-        if path == "/slow":
-            self.slow_arrived.set()
-            try:
-                await asyncio.wait_for(self.release.wait(), timeout=10)
-            except asyncio.CancelledError:
-                self.slow_cancelled.set()  # the client hung up
-                raise
-            except TimeoutError:
-                pass
-        return web.Response(text="ok")
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(
-            app, handler_cancellation=True, shutdown_timeout=2.0, access_log=None
-        )
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
-        self.port = self._runner.addresses[0][1]
-
-    async def close(self) -> None:
-        self.release.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
 
 
 @pytest.fixture(autouse=True)
@@ -139,33 +62,6 @@ async def deliverer(request: pytest.FixtureRequest) -> AsyncIterator[Deliverer]:
     await adapter.start()
     yield adapter
     await adapter.close()
-
-
-def make_request(url: str, **changes: Any) -> DeliveryRequest:
-    fields: dict[str, Any] = {
-        "run_id": UUID("00000000-0000-4000-8000-000000000001"),
-        "schedule_id": UUID("00000000-0000-4000-8000-000000000002"),
-        "idempotency_key": "run-00000000-0000-4000-8000-000000000001",
-        "scheduled_for": SCHEDULED_FOR,
-        "attempt": 1,
-        "method": "POST",
-        "url": url,
-        "headers": {},
-        "body": b'{"k": 1}',
-        "signing_secrets": (SECRET,),
-        "timeout_seconds": 5.0,
-    }
-    fields.update(changes)
-    return DeliveryRequest(**fields)
-
-
-SECRET = new_signing_secret()
-NEW_SECRET = new_signing_secret()
-
-
-def verify(secret: str, recorded: Recorded) -> None:
-    Webhook(secret).verify(recorded.body, dict(recorded.headers), json_parse=False)
-
 
 async def test_sends_the_exact_request(deliverer: Deliverer, sink: Sink) -> None:
     tenant_headers = {
@@ -401,44 +297,3 @@ async def test_unsendable_tenant_header_is_blocked(
     result = await deliverer.deliver(make_request(sink.url("/hook"), headers=headers))
     assert (result.outcome, result.retryable) == (Outcome.BLOCKED, False)
     assert sink.requests == []
-
-
-# The pure rules the adapters rely on.
-
-NOW = datetime(2027, 1, 1, tzinfo=UTC)
-
-
-@pytest.mark.parametrize(
-    ("value", "seconds"),
-    [
-        ("7", 7.0),
-        (" 120 ", 120.0),
-        ("0", 0.0),
-        ("-5", 0.0),
-        ("1.5", 1.5),
-        ("Fri, 01 Jan 2027 00:00:30 GMT", 30.0),
-        ("Thu, 31 Dec 2026 23:00:00 GMT", 0.0),
-        ("soon", None),
-        ("", None),
-        (None, None),
-        ("7 seconds", None),
-    ],
-)
-def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
-    assert parse_retry_after(value, NOW) == seconds
-
-
-@pytest.mark.parametrize(
-    ("outcome", "status", "retryable"),
-    [
-        (Outcome.SUCCESS, 200, False),
-        (Outcome.TIMEOUT, None, True),
-        (Outcome.CONNECTION_ERROR, None, True),
-        (Outcome.BLOCKED, None, False),
-        (Outcome.HTTP_ERROR, 301, False),
-        (Outcome.HTTP_ERROR, 599, True),
-    ],
-)
-def test_retryable(outcome: Outcome, status: int | None, retryable: bool) -> None:
-    result = DeliveryResult(outcome, status, None, 1, None, None, NOW, NOW + timedelta(seconds=1))
-    assert result.retryable is retryable

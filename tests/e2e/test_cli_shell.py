@@ -4,7 +4,6 @@ HTTP, `tenant list|tokens|revoke` against its database. Real processes, real Pos
 One server (all roles) serves the whole module; tests create their own tenants, so they
 share nothing but the process. Deliveries go to the server's own /healthz (GET, 200).
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -16,11 +15,8 @@ import signal
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,44 +27,21 @@ from cronwire.cli import main
 from cronwire.cli_tenants import warn_if_new_database
 from cronwire.config import Settings
 from cronwire.version import version
+from tests.support.cli_shell import InProcess, Live
+from tests.support.cli_shell import hook as _hook
+from tests.support.cli_shell import new_tenant as _tenant
+from tests.support.cli_shell import ok as _ok
+from tests.support.cli_shell import refused as _refused
+from tests.support.cli_shell import spawn_serve as _spawn
+from tests.support.cli_shell import status as _status
+from tests.support.polling import wait_until_sync
 from tests.support.processes import (
     clean_env,
     cronwire_executable,
     run_cli,
     stop_process,
-    wait_http_ok,
 )
 from tests.support.servers import DatabaseFactory
-
-
-@dataclass(frozen=True)
-class Live:
-    dsn: str
-    url: str
-
-    def env(self, token: str | None = None, **more: str) -> dict[str, str]:
-        """Environment of a CLI call: the live database and API, optionally a token."""
-        env = clean_env(SCHEDULER_DATABASE_URL=self.dsn, CRONWIRE_URL=self.url, **more)
-        env.pop("CRONWIRE_TOKEN", None)
-        if token is not None:
-            env["CRONWIRE_TOKEN"] = token
-        return env
-
-
-def _spawn(dsn: str, port: int, roles: str, log: Path) -> subprocess.Popen[bytes]:
-    env = clean_env(SCHEDULER_DATABASE_URL=dsn, SCHEDULER_HTTP_PORT=str(port),
-                    SCHEDULER_ROLES=roles, SCHEDULER_ALLOW_PRIVATE_TARGETS="true",
-                    SCHEDULER_INSTANCE_ID=f"cli-{roles}-{port}",
-                    SCHEDULER_SHUTDOWN_GRACE_SECONDS="2")
-    with log.open("wb") as out:
-        proc = subprocess.Popen([cronwire_executable(), "serve"], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        wait_http_ok(f"http://127.0.0.1:{port}/readyz", 60, proc)
-    except AssertionError:
-        stop_process(proc)
-        raise AssertionError(log.read_text(errors="replace")[-3000:]) from None
-    return proc
 
 
 @pytest.fixture(scope="module")
@@ -88,87 +61,10 @@ def live(module_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     finally:
         stop_process(proc)
 
-
-def _ok(*args: str, env: dict[str, str]) -> Any:
-    """Run a CLI command that must succeed; its stdout (JSON when piped) parsed."""
-    result = run_cli(*args, env=env)
-    assert result.returncode == 0, (args, result.stderr)
-    return json.loads(result.stdout) if result.stdout.strip() else None
-
-
-def _refused(*args: str, env: dict[str, str], code: int) -> str:
-    """Run a CLI command that must fail with ``code`` and one stderr line; that line."""
-    result = run_cli(*args, env=env)
-    assert result.returncode == code, (args, result.returncode, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr and result.stdout == ""
-    return lines[0]
-
-
-class InProcess:
-    """The console script's ``main`` in this process, on the live server and database:
-    the same parser, client and exit codes without a second of interpreter start-up per
-    call. Tests that need the real process (exit status, terminal, signals) use run_cli."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-                 live: Live) -> None:
-        self._env, self._capsys = monkeypatch, capsys
-        for name in [n for n in os.environ if n.startswith(("SCHEDULER_", "CRONWIRE_"))]:
-            monkeypatch.delenv(name)
-        monkeypatch.setenv("SCHEDULER_DATABASE_URL", live.dsn)
-        monkeypatch.setenv("CRONWIRE_URL", live.url)
-
-    def run(self, *args: str, token: str | None = None) -> tuple[int, str, str]:
-        if token is None:
-            self._env.delenv("CRONWIRE_TOKEN", raising=False)
-        else:
-            self._env.setenv("CRONWIRE_TOKEN", token)
-        self._capsys.readouterr()
-        try:
-            code = main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 2
-        out, err = self._capsys.readouterr()
-        return code, out, err
-
-    def ok(self, *args: str, token: str | None = None) -> Any:
-        code, out, err = self.run(*args, token=token)
-        assert code == 0, (args, err)
-        return json.loads(out) if out.strip() else None
-
-    def refused(self, *args: str, code: int, token: str | None = None) -> str:
-        got, out, err = self.run(*args, token=token)
-        assert got == code and out == "", (args, got, out, err)
-        lines = err.strip().splitlines()
-        assert len(lines) == 1 and "Traceback" not in err, err
-        return lines[0]
-
-
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         live: Live) -> InProcess:
     return InProcess(monkeypatch, capsys, live)
-
-
-def _tenant(live: Live, name: str = "acme") -> dict[str, str]:
-    created: dict[str, str] = _ok("tenant", "create", name, env=live.env())
-    return created
-
-
-def _hook(live: Live) -> list[str]:
-    return ["--url", f"{live.url}/healthz", "--method", "GET"]
-
-
-def _status(url: str, token: str) -> int:
-    request = urllib.request.Request(f"{url}/v1/schedules",
-                                     headers={"Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-
 
 def test_version_is_the_installed_one() -> None:
     result = run_cli("--version", env=clean_env())
@@ -182,15 +78,14 @@ def test_a_newcomer_goes_from_tenant_create_to_an_inspected_delivered_run(live: 
     assert created["signing_secret"].startswith("whsec_")
     assert created["target"]["headers"] == {"x-team": "ops"}
     assert created["retry"]["max_attempts"] == 2
-    deadline = time.monotonic() + 30
-    while True:
+
+    def delivered() -> list[dict[str, Any]]:
         page = _ok("runs", "list", "--schedule-id", created["id"], "--status", "succeeded",
                    "--limit", "1", env=env)
-        if page["items"] or time.monotonic() > deadline:
-            break
-        time.sleep(0.3)
-    assert page["items"], "no run was delivered within 30 s"
-    run = _ok("runs", "get", page["items"][0]["id"], env=env)
+        return list(page["items"])
+
+    wait_until_sync(delivered, within=30, every=0.3)
+    run = _ok("runs", "get", delivered()[0]["id"], env=env)
     assert run["status"] == "succeeded" and run["schedule_id"] == created["id"]
     assert run["attempts"][0]["status_code"] == 200
     _ok("schedules", "delete", created["id"], env=env)

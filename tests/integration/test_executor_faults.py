@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,6 +29,7 @@ from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
+from tests.support.polling import wait_until
 from tests.support.runs import (
     SeededSchedule,
     non_terminal,
@@ -79,13 +80,6 @@ async def running(executor: Executor, deliverer: AiohttpDeliverer) -> AsyncItera
             await deliverer.close()
 
 
-async def _until(check: Callable[[], Awaitable[bool]], within: float) -> None:
-    """Poll a database condition with a deadline (the database has no event to await)."""
-    async with asyncio.timeout(within):
-        while not await check():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
-
-
 async def _seed(pool: asyncpg.Pool, url: str, count: int, max_attempts: int) -> SeededSchedule:
     retry = {"max_attempts": max_attempts, "initial_backoff_seconds": 0.05,
              "max_backoff_seconds": 0.1}
@@ -125,7 +119,7 @@ async def test_a_database_outage_shorter_than_the_lease_delivers_nothing_twice(
                 async def settled() -> bool:
                     return await non_terminal(db_pool) == 0
 
-                await _until(settled, within=30)
+                await wait_until(settled, within=30)
             assert await status_counts(db_pool) == {"succeeded": 40}
             assert sink.duplicates == 0 and len(sink.arrivals) == 40
             assert signals.lost.items == []
@@ -175,7 +169,7 @@ async def test_the_renewal_records_that_a_request_started_and_exhaustion_then_ap
             async def recorded() -> bool:
                 return bool(await db_pool.fetchval("SELECT attempt_started FROM job_run"))
 
-            await _until(recorded, within=5)  # the renewal runs every 0.3 s
+            await wait_until(recorded, within=5)  # the renewal runs every 0.3 s
             # Its owner vanishes: the lease is handed to 'gone' and left to expire.
             await db_pool.execute("UPDATE job_run SET claimed_by = 'gone', "
                                   "claim_expires_at = now() - interval '1 ms'")
@@ -185,8 +179,8 @@ async def test_the_renewal_records_that_a_request_started_and_exhaustion_then_ap
             async def settled() -> bool:
                 return await non_terminal(db_pool) == 0
 
-            await _until(settled, within=10)
-            await _until(lambda: _sampled(metrics, "failed", 1), within=5)
+            await wait_until(settled, within=10)
+            await wait_until(lambda: _sampled(metrics, "failed", 1), within=5)
         assert len(sink.arrivals) == 1
     row = await db_pool.fetchrow("SELECT status, last_error FROM job_run")
     assert row["status"] == "failed" and row["last_error"].startswith("LeaseExpired")
@@ -213,7 +207,7 @@ async def test_no_attempt_starts_after_the_schedule_is_deleted(db_pool: asyncpg.
             async def settled() -> bool:
                 return await non_terminal(db_pool) == 0
 
-            await _until(settled, within=10)
+            await wait_until(settled, within=10)
             await signals.settled.wait_count(1, within=5)
         assert [a.attempt for a in sink.arrivals] == [1]
     row = await db_pool.fetchrow("SELECT status, attempt_count, finished_at FROM job_run")

@@ -16,6 +16,7 @@ from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.sql import claim_statement, queries
 from tests.support.kafka import kafka_mode
+from tests.support.polling import wait_until
 from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
@@ -24,12 +25,6 @@ URL = "http://127.0.0.1:9/hook"
 async def _schedule(pool: asyncpg.Pool):  # type: ignore[no-untyped-def]
     async with pool.acquire() as conn:
         return await seed_schedule(conn, await seed_tenant(conn), URL)
-
-
-async def _until(check, within: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    async with asyncio.timeout(within):
-        while not await check():  # noqa: ASYNC110 - no event to await
-            await asyncio.sleep(0.05)
 
 
 def test_keys_claims_share_the_polling_claims_lease_taking_text() -> None:
@@ -130,7 +125,7 @@ async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_rest
             async def down() -> bool:
                 return not mode.link.healthy
 
-            await _until(down)
+            await wait_until(down, within=30.0)
             await seed_due_runs(db_pool, schedule, 3)  # type: ignore[arg-type]
             runs = await mode.source.claim("a", 10, 30)
             assert len(runs) == 3 and mode.source.name == "sweeper"  # polling, no grace
@@ -140,7 +135,7 @@ async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_rest
             async def up() -> bool:
                 return mode.link.healthy
 
-            await _until(up)
+            await wait_until(up, within=30.0)
             assert mode.link.generation > generation
             await seed_due_runs(db_pool, schedule, 2, first=10)  # type: ignore[arg-type]
             assert await mode.settle() == 2

@@ -39,9 +39,11 @@ from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.errors import StorageError
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
 from cronwire.service.breaker_gate import BreakerGate
-from cronwire.service.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.drain import abandon, drain
+from cronwire.service.lease_keeper import Lease, LeaseKeeper, too_old_to_send
+from cronwire.service.periodic import every
 from cronwire.service.resolution_writer import Finished, ResolutionWriter
-from cronwire.service.signals import ExecutorSignals
+from cronwire.service.signals import ExecutorSignals, quiet_signals
 from cronwire.service.supervisor import LoopCrashed, first_failure
 
 log = logging.getLogger(__name__)
@@ -87,7 +89,7 @@ class Executor:
         self._gauge_seconds = gauge_seconds
         self._max_write_batch = max_write_batch
         self._rng = rng or random.Random()
-        self._signals = signals
+        self._signals = signals or quiet_signals()
         # Claim when a quarter of the slots are idle, or after a short gathering wait:
         # fewer, larger claims at full load; no starvation when most slots are busy.
         self._claim_threshold = max(1, min(batch, workers) // 4)
@@ -101,7 +103,7 @@ class Executor:
         self._stopping: asyncio.Event | None = None  # the claim loop's halt, once it runs
         self._keeper = LeaseKeeper(
             run_store, owner=owner, lease_seconds=lease_seconds, on_lost=self._lease_lost,
-            signals=signals,
+            signals=self._signals,
         )
         self._gate = BreakerGate(
             breaker_store, owner=owner, policy=self._policy, probe_seconds=lease_seconds
@@ -166,11 +168,7 @@ class Executor:
         halt.set()  # claim nothing more
         self._wake.set()
         await asyncio.wait([claims], timeout=self._grace)
-        tasks = [lease.task for lease in self._delivering if lease.task is not None]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=self._grace)
+        await abandon(self._delivering, self._grace)
         raise LoopCrashed(name) from error
 
     # -- claiming --------------------------------------------------------------------
@@ -271,8 +269,7 @@ class Executor:
 
     async def _admit(self, runs: Sequence[ClaimedRun]) -> None:
         """Start every run whose target's breaker lets it through; defer the others."""
-        if self._signals is not None:
-            self._signals.claimed.add(run.id for run in runs)
+        self._signals.claimed.add(run.id for run in runs)
         admitted = await self._gate.sort(runs)
         for run, breaker_key in admitted.deliver:
             self._start(run, breaker_key)
@@ -289,8 +286,7 @@ class Executor:
             log.warning("deferring %d runs failed; their leases will expire", len(runs),
                         exc_info=True)
             return
-        if self._signals is not None:
-            self._signals.deferred.add(run.id for run in runs)
+        self._signals.deferred.add(run.id for run in runs)
 
     # -- delivering ------------------------------------------------------------------
 
@@ -308,19 +304,17 @@ class Executor:
 
     async def _deliver(self, run: ClaimedRun, lease: Lease, breaker_key: str) -> None:
         try:
-            if self._lease_too_old_to_send(run):
+            if too_old_to_send(run, self._clock_offset, self._clock.now(), self._lease_seconds):
                 await self._give_back_unsent(lease)
                 return
-            if self._signals is not None:
-                self._signals.started.add([run.id])
+            self._signals.started.add([run.id])
             lease.started = True  # the next renewal records it (the attempt is used)
             result = await self._attempt(run)
         except asyncio.CancelledError:
             if not lease.lost:
                 raise
             # Abandoned: the result is discarded, the loss was counted when it was found.
-            if self._signals is not None:
-                self._signals.abandoned.add([run.id])
+            self._signals.abandoned.add([run.id])
             return
         finally:
             self._delivering.discard(lease)
@@ -336,19 +330,6 @@ class Executor:
             Finished(run, lease, resolution, breaker_key, health_signal(result))
         )
 
-    def _lease_too_old_to_send(self, run: ClaimedRun) -> bool:
-        """True when less than half the lease is left at the moment the request would leave.
-
-        Normally a request leaves right after its claim. A replica stalled in between
-        (SIGSTOP, a long pause of the event loop) may wake after its lease expired and
-        another replica re-claimed and delivered the run; sending then would be a second
-        delivery that no renewal could stop, because the renewal that would find the lease
-        gone comes later. The remaining time is read on the database's clock (the claim's
-        expiry, corrected by the offset measured at that claim)."""
-        expires = run.lease_expires_at + self._clock_offset
-        left = (expires - self._clock.now()).total_seconds()
-        return left < self._lease_seconds / 2
-
     async def _give_back_unsent(self, lease: Lease) -> None:
         """Abandon a lease whose request never left: nothing was sent, so no attempt is
         used. Released where it is still ours (due again at once); otherwise its new owner
@@ -356,8 +337,7 @@ class Executor:
         lease.lost = True
         self._keeper.drop(lease)
         self._metrics.lease_lost()
-        if self._signals is not None:
-            self._signals.abandoned.add([lease.run_id])
+        self._signals.abandoned.add([lease.run_id])
         log.warning("run %s: lease too old to send after a stall; not sent, given back",
                     lease.run_id, extra={"run_id": str(lease.run_id)})
         try:
@@ -380,8 +360,7 @@ class Executor:
 
     def _lease_lost(self, lease: Lease) -> None:
         self._metrics.lease_lost()
-        if self._signals is not None:
-            self._signals.lost.add([lease.run_id])
+        self._signals.lost.add([lease.run_id])
         if lease.task is not None:
             lease.task.cancel()
 
@@ -391,49 +370,22 @@ class Executor:
             status = landed.get(item.run.id)
             if status is None:
                 self._metrics.lease_lost()
-                if self._signals is not None:
-                    self._signals.lost.add([item.run.id])
+                self._signals.lost.add([item.run.id])
                 continue
             if status.terminal:
                 self._metrics.run_finished(str(status))
-            if self._signals is not None:
-                self._signals.settled.add([(item.run.id, status)])
+            self._signals.settled.add([(item.run.id, status)])
 
     # -- shutdown and gauges -----------------------------------------------------------
 
     async def _drain(self) -> None:
-        """Let in-flight deliveries finish within the grace period (minus the time the
-        release and the last write need), then cancel the rest and release their leases,
-        predicated on still holding them."""
-        budget = max(0.0, self._grace - min(2.0, self._grace * 0.25))
-        tasks = [lease.task for lease in self._delivering if lease.task is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=budget)
-        leftover = [lease for lease in self._delivering if not lease.lost]
-        for lease in leftover:
-            if lease.task is not None:
-                lease.task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        if not leftover:
-            return
-        try:
-            released = await self._runs.release(self._owner, [lease.key for lease in leftover])
-        except StorageError:
-            log.warning("releasing %d runs failed; their leases will expire", len(leftover),
-                        exc_info=True)
-            return
-        for lease in leftover:
-            self._keeper.drop(lease)
-        log.info("released %d of %d unfinished runs", released, len(leftover))
-        if self._signals is not None:
-            self._signals.released.add(lease.run_id for lease in leftover)
+        await drain(self._delivering, grace=self._grace, runs=self._runs, owner=self._owner,
+                    keeper=self._keeper, signals=self._signals)
 
     async def _refresh_breaker_gauge(self) -> None:
         """scheduler_breaker_open from Postgres, so every replica reports the fleet's
         view. (The backlog gauge is the fleet gauges' loop, on every replica.)"""
-        while True:
-            try:
-                self._metrics.set_breakers_open(await self._breakers.open_count())
-            except StorageError:
-                log.warning("refreshing the breaker gauge failed", exc_info=True)
-            await asyncio.sleep(self._gauge_seconds)
+        await every(self._gauge_seconds, None, self._sample_breakers, "breaker gauge")
+
+    async def _sample_breakers(self) -> None:
+        self._metrics.set_breakers_open(await self._breakers.open_count())

@@ -18,13 +18,13 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import UUID
 
-from cronwire.domain.model import LeaseKey
-from cronwire.errors import StorageError
+from cronwire.domain.model import ClaimedRun, LeaseKey
 from cronwire.ports import RunStore
-from cronwire.service.signals import ExecutorSignals
+from cronwire.service.periodic import every
+from cronwire.service.signals import ExecutorSignals, quiet_signals
 
 log = logging.getLogger(__name__)
 RENEW_RETRY_SECONDS = 0.25  # first retry after a failed renewal; doubles up to the interval
@@ -50,6 +50,22 @@ class Lease:
         return self.task is not None and not self.task.done()
 
 
+def too_old_to_send(
+    run: ClaimedRun, clock_offset: timedelta, now: datetime, lease_seconds: float
+) -> bool:
+    """True when less than half the lease is left at the moment the request would leave.
+
+    Normally a request leaves right after its claim. A replica stalled in between
+    (SIGSTOP, a long pause of the event loop) may wake after its lease expired and
+    another replica re-claimed and delivered the run; sending then would be a second
+    delivery that no renewal could stop, because the renewal that would find the lease
+    gone comes later. The remaining time is read on the database's clock (the claim's
+    expiry, corrected by ``clock_offset``, replica minus database, measured at that
+    claim)."""
+    left = (run.lease_expires_at + clock_offset - now).total_seconds()
+    return left < lease_seconds / 2
+
+
 class LeaseKeeper:
     def __init__(
         self,
@@ -64,7 +80,7 @@ class LeaseKeeper:
         self._owner = owner
         self._lease_seconds = lease_seconds
         self._on_lost = on_lost
-        self._signals = signals
+        self._signals = signals or quiet_signals()
         self._held: dict[UUID, Lease] = {}
 
     @property
@@ -89,18 +105,13 @@ class LeaseKeeper:
         logged and retried after a short backoff (at most one interval) for as long as the
         database stays away. A lease that expired meanwhile but was not re-claimed is
         still ours and is renewed; one re-claimed elsewhere is found gone."""
-        delay, failures = self.interval, 0
-        while True:
-            await asyncio.sleep(delay)
-            try:
-                await self.renew()
-            except StorageError:
-                failures += 1
-                delay = min(self.interval, RENEW_RETRY_SECONDS * 2 ** min(failures - 1, 8))
-                log.warning("lease renewal failed (%d in a row); retrying in %.2fs",
-                            failures, delay, exc_info=failures == 1)
-            else:
-                delay, failures = self.interval, 0
+        await every(
+            self.interval, None, self.renew, "lease renewal",
+            first_delay=self.interval, backoff=self._retry_after,
+        )
+
+    def _retry_after(self, failures: int) -> float:
+        return min(self.interval, RENEW_RETRY_SECONDS * float(2 ** min(failures - 1, 8)))
 
     async def renew(self) -> None:
         leases = list(self._held.values())
@@ -110,8 +121,7 @@ class LeaseKeeper:
             self._owner, [lease.key for lease in leases], self._lease_seconds,
             {lease.run_id for lease in leases if lease.started},
         )
-        if self._signals is not None:
-            self._signals.renewals.add([len(still_ours)])
+        self._signals.renewals.add([len(still_ours)])
         for lease in leases:
             if lease.run_id in still_ours or self._held.get(lease.run_id) is not lease:
                 continue

@@ -3,30 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from cronwire.domain.errors import StorageError
 from cronwire.ports import Clock, MaintenanceStore, Metrics
+from cronwire.service.periodic import every
 
 log = logging.getLogger(__name__)
 MONTHS_AHEAD = 2
-
-
-async def _every(
-    seconds: float, stopping: asyncio.Event, step: Callable[[], Awaitable[object]], what: str
-) -> None:
-    """Run ``step`` now and then every ``seconds`` until ``stopping``; a storage failure is
-    logged and retried on the next pass rather than ending the loop."""
-    while not stopping.is_set():
-        try:
-            await step()
-        except StorageError:
-            log.warning("%s failed; retrying next pass", what, exc_info=True)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stopping.wait(), timeout=seconds)
 
 
 class PartitionKeeper:
@@ -46,7 +30,7 @@ class PartitionKeeper:
         return created, dropped
 
     async def run(self, stopping: asyncio.Event) -> None:
-        await _every(self._interval, stopping, self.run_once, "partition maintenance")
+        await every(self._interval, stopping, self.run_once, "partition maintenance")
 
 
 class FleetGauges:
@@ -73,4 +57,4 @@ class FleetGauges:
         return backlog, skew
 
     async def run(self, stopping: asyncio.Event) -> None:
-        await _every(self._interval, stopping, self.sample, "gauge sampling")
+        await every(self._interval, stopping, self.sample, "gauge sampling")

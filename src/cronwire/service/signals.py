@@ -1,7 +1,8 @@
 """Typed test signals: what a service did, recorded so tests await it instead of sleeping.
 
-Production passes no signals (``None``) and nothing is recorded; tests pass an
-:class:`ExecutorSignals` and wait on a condition with a deadline.
+Production passes none and gets :func:`quiet_signals`, a null object whose records drop
+everything, so services record unconditionally; tests pass an :class:`ExecutorSignals`
+and wait on a condition with a deadline.
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ class Observed(Generic[T]):
         await self.wait_for(lambda items: len(items) >= count, within)
 
 
+class Ignored(Observed[T]):
+    """The null record: keeps nothing, so production pays one no-op call per signal."""
+
+    def __init__(self) -> None:
+        self.items = []
+
+    def add(self, items: Iterable[T]) -> None:
+        return None
+
+
 @dataclass
 class ExecutorSignals:
     claimed: Observed[UUID] = field(default_factory=Observed)
@@ -49,3 +60,11 @@ class ExecutorSignals:
     deferred: Observed[UUID] = field(default_factory=Observed)
     released: Observed[UUID] = field(default_factory=Observed)
     renewals: Observed[int] = field(default_factory=Observed)  # leases renewed per round
+
+
+def quiet_signals() -> ExecutorSignals:
+    """Signals that record nothing (production)."""
+    return ExecutorSignals(
+        claimed=Ignored(), started=Ignored(), settled=Ignored(), lost=Ignored(),
+        abandoned=Ignored(), deferred=Ignored(), released=Ignored(), renewals=Ignored(),
+    )

@@ -1,0 +1,57 @@
+"""MemoryPlannerStore: stage 1's transaction over a :class:`MemoryDatabase`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from cronwire.adapters.memory.database import MemoryDatabase
+from cronwire.domain.model import DueSchedule, PlanDecision, ScheduleStatus
+from cronwire.domain.planning import Span
+
+# No partitions in memory: every instant has somewhere to be written.
+EVERYWHERE: Span = (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
+
+
+class MemoryPlannerStore:
+    def __init__(self, db: MemoryDatabase) -> None:
+        self._db = db
+
+    async def plan_due(
+        self,
+        *,
+        limit: int,
+        lookahead_seconds: float,
+        decide: Callable[[Sequence[DueSchedule], datetime, Span | None], PlanDecision],
+    ) -> tuple[int, int]:
+        now = self._db.now()
+        horizon = now + timedelta(seconds=lookahead_seconds)
+        due = sorted(
+            (s for s in self._db.schedules.values()
+             if s.status is ScheduleStatus.ACTIVE and s.next_fire_at is not None
+             and s.next_fire_at <= horizon),
+            key=lambda s: (s.next_fire_at, s.id),
+        )[:limit]
+        decision = decide([
+            DueSchedule(
+                id=s.id, tenant_id=s.tenant_id, cron=s.spec.cron, timezone=s.spec.timezone,
+                misfire_policy=s.spec.misfire_policy,
+                catchup_window_seconds=s.spec.catchup_window_seconds,
+                next_fire_at=s.next_fire_at, last_fire_at=s.last_fire_at,
+                starts_at=s.spec.starts_at, ends_at=s.spec.ends_at,
+            ) for s in due if s.next_fire_at is not None
+        ], now, EVERYWHERE)
+        inserted = 0
+        for run in decision.runs:
+            if self._db.insert_run(run.schedule_id, run.scheduled_for, status=run.status,
+                                   trigger=run.trigger, run_id=run.id) is not None:
+                inserted += 1
+        for advance in decision.advances:
+            schedule = self._db.schedules[advance.schedule_id]
+            schedule.next_fire_at = advance.next_fire_at
+            schedule.last_fire_at = advance.last_fire_at
+            schedule.updated_at = now
+        return len(due), inserted
+
+    async def db_now(self) -> datetime:
+        return self._db.now()

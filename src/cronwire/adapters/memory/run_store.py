@@ -1,0 +1,124 @@
+"""MemoryRunStore: every write on a leased run, each predicated on owner, ``running`` and
+the lease generation (lease rule 3), as executor.sql's statements are."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from uuid import UUID
+
+from cronwire.adapters.memory.database import MemoryDatabase, MemoryRun, check_attempt
+from cronwire.domain.model import LeaseKey, RunResolution, RunStatus
+
+
+class MemoryRunStore:
+    def __init__(self, db: MemoryDatabase) -> None:
+        self._db = db
+
+    def _held(self, owner: str, run_id: UUID, scheduled_for: datetime,
+              generation: int) -> MemoryRun | None:
+        run = self._db.find(run_id, scheduled_for)
+        if (run is None or run.claimed_by != owner or run.status is not RunStatus.RUNNING
+                or run.lease_generation != generation):
+            return None
+        return run
+
+    async def renew_leases(
+        self, owner: str, runs: Sequence[LeaseKey], lease_seconds: float,
+        started: Collection[UUID] = frozenset(),
+    ) -> set[UUID]:
+        expires = self._db.now() + timedelta(seconds=lease_seconds)
+        ours = set()
+        for run_id, scheduled_for, generation in runs:
+            run = self._held(owner, run_id, scheduled_for, generation)
+            if run is None:
+                continue
+            run.claim_expires_at = expires
+            run.attempt_started = run.attempt_started or run_id in started
+            run.version += 1
+            ours.add(run_id)
+        return ours
+
+    async def resolve(
+        self, owner: str, resolutions: Sequence[RunResolution]
+    ) -> dict[UUID, RunStatus]:
+        for resolution in resolutions:  # all or nothing, like the one statement
+            if resolution.attempt is not None:
+                check_attempt(resolution.attempt)
+        now = self._db.now()
+        landed: dict[UUID, RunStatus] = {}
+        for r in resolutions:
+            run = self._held(owner, r.run_id, r.scheduled_for, r.lease_generation)
+            if run is None or run.attempt_count != r.attempt_count:
+                continue
+            retry = r.status is RunStatus.RETRYING
+            run.status = RunStatus.CANCELLED if retry and run.cancel_requested else r.status
+            if retry and not run.cancel_requested:
+                run.fire_after = now + timedelta(seconds=r.retry_delay_seconds or 0.0)
+            terminal = r.status in (RunStatus.SUCCEEDED, RunStatus.FAILED)
+            run.finished_at = now if terminal or run.cancel_requested else None
+            run.claim_expires_at = None
+            run.last_status_code = r.last_status_code
+            run.last_error = r.last_error
+            run.published_at = None
+            run.version += 1
+            if r.attempt is not None:
+                self._db.record_attempt(r.attempt, owner)
+            landed[run.id] = run.status
+        return landed
+
+    async def ended_by_lease(
+        self, owner: str, runs: Sequence[LeaseKey]
+    ) -> dict[UUID, RunStatus]:
+        ended: dict[UUID, RunStatus] = {}
+        for run_id, scheduled_for, generation in runs:
+            run = self._db.find(run_id, scheduled_for)
+            if (run is not None and run.claimed_by == owner
+                    and run.lease_generation == generation
+                    and run.status is not RunStatus.RUNNING):
+                ended[run_id] = run.status
+        return ended
+
+    async def fail_minimal(
+        self, owner: str, run_id: UUID, scheduled_for: datetime, error: str, generation: int
+    ) -> bool:
+        run = self._held(owner, run_id, scheduled_for, generation)
+        if run is None:
+            return False
+        run.status = RunStatus.FAILED
+        run.finished_at = self._db.now()
+        run.claim_expires_at = None
+        run.last_error = error[:500]
+        run.version += 1
+        return True
+
+    async def release(self, owner: str, runs: Sequence[LeaseKey]) -> int:
+        return self._give_back(owner, runs, None)
+
+    async def defer(self, owner: str, runs: Sequence[LeaseKey], until: datetime) -> int:
+        return self._give_back(owner, runs, until)
+
+    def _give_back(self, owner: str, runs: Sequence[LeaseKey], until: datetime | None) -> int:
+        """The attempt the claim took is given back and the run returns to the state it
+        was claimed from; a run whose schedule was deleted meanwhile ends cancelled."""
+        now = self._db.now()
+        count = 0
+        for run_id, scheduled_for, generation in runs:
+            run = self._held(owner, run_id, scheduled_for, generation)
+            if run is None:
+                continue
+            if run.cancel_requested:
+                run.status = RunStatus.CANCELLED
+                run.finished_at = now
+            else:
+                if run.attempt_count <= 1:
+                    run.first_attempt_at = None
+                run.status = RunStatus.PENDING if run.attempt_count <= 1 else RunStatus.RETRYING
+                run.attempt_count = max(run.attempt_count - 1, 0)
+                run.finished_at = None
+            run.fire_after = until or run.fire_after
+            run.claim_expires_at = None
+            run.published_at = None
+            run.version += 1
+            count += 1
+        return count

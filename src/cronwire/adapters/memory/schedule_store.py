@@ -1,0 +1,168 @@
+"""MemoryScheduleStore: schedules as tenants edit them, confined to one tenant per call.
+
+Fire times come from :mod:`cronwire.domain.schedule_rules` with the fake database's
+clock, as the Postgres store reads ``now()`` inside its transaction."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemorySchedule
+from cronwire.domain.history import RunView
+from cronwire.domain.model import RunStatus, ScheduleStatus, Trigger
+from cronwire.domain.schedule_rules import LimitExceeded, next_fire_after, rescheduled_next_fire
+from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+from cronwire.errors import NotFound, StorageError
+
+MANUAL_INSERT_TRIES = 5
+
+
+def _record(s: MemorySchedule) -> ScheduleRecord:
+    return ScheduleRecord(
+        id=s.id, tenant_id=s.tenant_id, spec=s.spec, status=s.status,
+        next_fire_at=s.next_fire_at, last_fire_at=s.last_fire_at, created_at=s.created_at,
+        updated_at=s.updated_at, previous_secret_expires_at=s.previous_secret_expires_at,
+        signing_secret=s.signing_secret,
+    )
+
+
+class MemoryScheduleStore:
+    def __init__(self, db: MemoryDatabase) -> None:
+        self._db = db
+
+    def _live(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> MemorySchedule:
+        schedule = self._db.schedules.get(schedule_id)
+        if schedule is None or schedule.tenant_id != tenant_id or not schedule.live:
+            raise NotFound(f"schedule {schedule_id} not found")
+        return schedule
+
+    async def limits_and_now(
+        self, tenant_id: uuid.UUID, defaults: TenantLimits
+    ) -> tuple[TenantLimits, datetime]:
+        tenant = self._db.tenants.get(tenant_id)
+        if tenant is None:
+            raise NotFound(f"tenant {tenant_id} not found")
+        limits = defaults.overridden_by(
+            max_schedules=tenant.max_schedules, min_interval_seconds=tenant.min_interval_seconds,
+            max_body_bytes=tenant.max_body_bytes, max_headers=tenant.max_headers,
+        )
+        return limits, self._db.now()
+
+    async def create(
+        self, tenant_id: uuid.UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
+        max_schedules: int,
+    ) -> ScheduleRecord:
+        if tenant_id not in self._db.tenants:
+            raise NotFound(f"tenant {tenant_id} not found")
+        live = sum(1 for s in self._db.schedules.values() if s.tenant_id == tenant_id and s.live)
+        if live >= max_schedules:
+            raise LimitExceeded(
+                "max_schedules", None,
+                f"this tenant already has {live} schedules (limit {max_schedules}); "
+                "delete one first",
+            )
+        now = self._db.now()
+        schedule = MemorySchedule(
+            id=uuid.uuid4(), tenant_id=tenant_id, spec=spec, signing_secret=signing_secret,
+            created_at=now, updated_at=now,
+            status=ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE,
+            next_fire_at=next_fire_after(spec, now),
+        )
+        self._db.schedules[schedule.id] = schedule
+        return _record(schedule)
+
+    async def db_now(self) -> datetime:
+        return self._db.now()
+
+    async def get(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> ScheduleRecord:
+        return _record(self._live(tenant_id, schedule_id))
+
+    async def list(
+        self, tenant_id: uuid.UUID, *, after: uuid.UUID | None, limit: int
+    ) -> Sequence[ScheduleRecord]:
+        floor = after or uuid.UUID(int=0)
+        mine = sorted(
+            (s for s in self._db.schedules.values()
+             if s.tenant_id == tenant_id and s.live and s.id > floor),
+            key=lambda s: s.id,
+        )
+        return [_record(s) for s in mine[:limit]]
+
+    async def update(
+        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+        revise: Callable[[ScheduleSpec], ScheduleSpec],
+    ) -> ScheduleRecord:
+        schedule = self._live(tenant_id, schedule_id)
+        spec = revise(schedule.spec)  # a domain error here leaves the row as it was
+        now = self._db.now()
+        schedule.next_fire_at = rescheduled_next_fire(
+            schedule.spec, spec, schedule.next_fire_at, schedule.last_fire_at, now
+        )
+        schedule.spec = spec
+        schedule.updated_at = now
+        return _record(schedule)
+
+    async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
+        """Pending and retrying runs end cancelled; running ones are marked
+        cancel_requested and end cancelled instead of a retry, release or re-claim."""
+        schedule = self._live(tenant_id, schedule_id)
+        now = self._db.now()
+        schedule.status = ScheduleStatus.DELETED
+        schedule.next_fire_at = None
+        schedule.updated_at = now
+        count = 0
+        for run in self._db.runs.values():
+            if run.schedule_id != schedule_id or run.tenant_id != tenant_id:
+                continue
+            if run.status in RUNNABLE:
+                run.status = RunStatus.CANCELLED
+                run.finished_at = now
+            elif run.status is not RunStatus.RUNNING:
+                continue
+            run.cancel_requested = True
+            run.version += 1
+            count += 1
+        return count
+
+    async def set_paused(
+        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool
+    ) -> ScheduleRecord:
+        schedule = self._live(tenant_id, schedule_id)
+        schedule.status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
+        schedule.updated_at = self._db.now()
+        return _record(schedule)
+
+    async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
+        """A manual run due now at an instant no cron occurrence (whole seconds) takes."""
+        self._live(tenant_id, schedule_id)
+        for _ in range(MANUAL_INSERT_TRIES):
+            instant = self._db.now()
+            if instant.microsecond == 0:
+                instant += timedelta(microseconds=1)
+            run = self._db.insert_run(
+                schedule_id, instant, fire_after=instant, trigger=Trigger.MANUAL
+            )
+            if run is not None:
+                return RunView(
+                    id=run.id, schedule_id=run.schedule_id, scheduled_for=run.scheduled_for,
+                    status=run.status, attempt_count=run.attempt_count,
+                    fire_after=run.fire_after, first_attempt_at=run.first_attempt_at,
+                    finished_at=run.finished_at, last_status_code=run.last_status_code,
+                    last_error=run.last_error, trigger=run.trigger,
+                )
+            self._db.clock.advance(1e-6)  # clock_timestamp() moves on between tries
+        raise StorageError(f"no free instant for a manual run of {schedule_id}; try again")
+
+    async def rotate_secret(
+        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, new_secret: str,
+        overlap_seconds: int,
+    ) -> ScheduleRecord:
+        schedule = self._live(tenant_id, schedule_id)
+        now = self._db.now()
+        schedule.previous_signing_secret = schedule.signing_secret
+        schedule.previous_secret_expires_at = now + timedelta(seconds=overlap_seconds)
+        schedule.signing_secret = new_secret
+        schedule.updated_at = now
+        return _record(schedule)

@@ -1,0 +1,110 @@
+"""The ScheduleStore contract, against PostgresScheduleStore and the in-memory fake:
+tenant confinement, the quota, fire times on the store's clock, delete and trigger."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from cronwire.domain.model import RunStatus, ScheduleStatus, Target, Trigger
+from cronwire.domain.schedule_rules import LimitExceeded
+from cronwire.domain.schedules import ScheduleSpec, TenantLimits
+from cronwire.errors import NotFound
+from tests.support.worlds import STORES, URL, World, world_for
+
+SPEC = ScheduleSpec(name="hourly", cron="0 * * * *", target=Target(url=URL))
+SECRET = "whsec_" + "B" * 32
+DEFAULTS = TenantLimits(max_schedules=10, min_interval_seconds=60, max_body_bytes=1024,
+                        max_headers=10)
+
+
+@pytest.fixture(params=STORES)
+def world(request: pytest.FixtureRequest) -> World:
+    return world_for(request)
+
+
+async def test_create_plans_the_first_fire_on_the_store_clock(world: World) -> None:
+    tenant = (await world.seed(0)).tenant_id
+    limits, now = await world.schedules.limits_and_now(tenant, DEFAULTS)
+    assert limits == DEFAULTS
+    made = await world.schedules.create(tenant, SPEC, paused=False, signing_secret=SECRET,
+                                        max_schedules=10)
+    assert made.status is ScheduleStatus.ACTIVE and made.spec == SPEC
+    assert made.next_fire_at is not None and 0 < (made.next_fire_at - now).total_seconds() <= 3600
+    assert made.next_fire_at.minute == 0 and made.next_fire_at.second == 0
+    assert await world.schedules.get(tenant, made.id) == made
+
+
+async def test_another_tenants_schedule_reads_as_missing(world: World) -> None:
+    tenant = (await world.seed(0)).tenant_id
+    stranger = (await world.seed(0)).tenant_id
+    made = await world.schedules.create(tenant, SPEC, paused=True, signing_secret=SECRET,
+                                        max_schedules=10)
+    for call in (
+        world.schedules.get(stranger, made.id),
+        world.schedules.set_paused(stranger, made.id, False),
+        world.schedules.delete(stranger, made.id),
+        world.schedules.trigger(stranger, made.id),
+        world.schedules.get(tenant, uuid.uuid4()),
+    ):
+        with pytest.raises(NotFound):
+            await call
+    assert made.id not in {s.id for s in await world.schedules.list(stranger, after=None, limit=50)}
+
+
+async def test_the_quota_counts_live_schedules(world: World) -> None:
+    tenant = (await world.seed(0)).tenant_id  # one seeded schedule already
+    await world.schedules.create(tenant, SPEC, paused=False, signing_secret=SECRET,
+                                 max_schedules=2)
+    with pytest.raises(LimitExceeded):
+        await world.schedules.create(tenant, SPEC, paused=False, signing_secret=SECRET,
+                                     max_schedules=2)
+
+
+async def test_list_pages_by_id(world: World) -> None:
+    tenant = (await world.seed(0)).tenant_id
+    for _ in range(3):
+        await world.schedules.create(tenant, SPEC, paused=False, signing_secret=SECRET,
+                                     max_schedules=10)
+    first = await world.schedules.list(tenant, after=None, limit=2)
+    rest = await world.schedules.list(tenant, after=first[-1].id, limit=10)
+    ids = [s.id for s in (*first, *rest)]
+    assert len(ids) == 4 and ids == sorted(ids)
+
+
+async def test_an_edit_of_the_timing_moves_the_next_fire(world: World) -> None:
+    tenant = (await world.seed(0)).tenant_id
+    made = await world.schedules.create(tenant, SPEC, paused=False, signing_secret=SECRET,
+                                        max_schedules=10)
+    renamed = await world.schedules.update(
+        tenant, made.id, lambda spec: spec.with_changes({"name": "renamed"}))
+    assert renamed.spec.name == "renamed" and renamed.next_fire_at == made.next_fire_at
+    daily = await world.schedules.update(
+        tenant, made.id, lambda spec: spec.with_changes({"cron": "0 0 * * *"}))
+    assert daily.next_fire_at is not None and daily.next_fire_at.hour == 0
+
+
+async def test_pause_rotate_and_trigger(world: World) -> None:
+    tenant = (await world.seed(0)).tenant_id
+    made = await world.schedules.create(tenant, SPEC, paused=False, signing_secret=SECRET,
+                                        max_schedules=10)
+    paused = await world.schedules.set_paused(tenant, made.id, True)
+    assert paused.status is ScheduleStatus.PAUSED and paused.next_fire_at == made.next_fire_at
+    rotated = await world.schedules.rotate_secret(tenant, made.id, "whsec_" + "C" * 32, 600)
+    assert rotated.signing_secret == "whsec_" + "C" * 32
+    assert rotated.previous_secret_expires_at is not None
+    run = await world.schedules.trigger(tenant, made.id)
+    assert run.trigger is Trigger.MANUAL and run.status is RunStatus.PENDING
+    assert run.scheduled_for.microsecond != 0 or run.scheduled_for.second != 0
+    assert run.fire_after == run.scheduled_for
+
+
+async def test_delete_cancels_waiting_runs_and_hides_the_schedule(world: World) -> None:
+    schedule = await world.seed(3)
+    assert await world.schedules.delete(schedule.tenant_id, schedule.id) == 3
+    assert {r.status for r in await world.rows()} == {"cancelled"}
+    with pytest.raises(NotFound):
+        await world.schedules.get(schedule.tenant_id, schedule.id)
+    with pytest.raises(NotFound):
+        await world.schedules.delete(schedule.tenant_id, schedule.id)

@@ -1,0 +1,72 @@
+"""An Executor wired to the in-memory stores, a scripted deliverer and counting metrics:
+the service under test with no database and no network."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cronwire.adapters.memory import (
+    MemoryBreakerStore,
+    MemoryClaimSource,
+    MemoryDatabase,
+    MemoryRunStore,
+)
+from cronwire.domain.breaker import BreakerPolicy
+from cronwire.domain.model import RetryPolicy
+from cronwire.ports import RunStore
+from cronwire.service.executor import Executor
+from cronwire.service.signals import ExecutorSignals
+from tests.support.fakes import CountingMetrics, ScriptedDeliverer
+
+OWNER = "unit-executor"
+URL = "http://127.0.0.1:9/hook"
+FAST_RETRY = RetryPolicy(max_attempts=3, initial_backoff_seconds=0.01, max_backoff_seconds=0.02)
+
+
+@dataclass
+class Rig:
+    db: MemoryDatabase = field(default_factory=MemoryDatabase)
+    deliverer: ScriptedDeliverer = field(default_factory=ScriptedDeliverer)
+    metrics: CountingMetrics = field(default_factory=CountingMetrics)
+    signals: ExecutorSignals = field(default_factory=ExecutorSignals)
+
+    def seed(self, count: int, *, retry: RetryPolicy = FAST_RETRY, url: str = URL):  # type: ignore[no-untyped-def]
+        schedule = self.db.add_schedule(self.db.add_tenant(), url, retry=retry)
+        self.db.add_due_runs(schedule.id, count)
+        return schedule
+
+    def executor(self, run_store: RunStore | None = None, **overrides: Any) -> Executor:
+        options: dict[str, Any] = dict(
+            owner=OWNER, workers=8, batch=8, lease_seconds=3.0, delivery_timeout=1.0,
+            grace_seconds=1.0, poll_seconds=0.02, gauge_seconds=0.05,
+            breaker_policy=BreakerPolicy(failure_threshold=50, cooldown_seconds=60),
+        )
+        options.update(overrides)
+        return Executor(
+            MemoryClaimSource(self.db), run_store or MemoryRunStore(self.db),
+            MemoryBreakerStore(self.db),
+            self.deliverer, self.metrics, self.db.clock, signals=self.signals, **options,
+        )
+
+    def statuses(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for run in self.db.runs.values():
+            counts[str(run.status)] = counts.get(str(run.status), 0) + 1
+        return counts
+
+    @contextlib.asynccontextmanager
+    async def running(self, executor: Executor) -> AsyncIterator[asyncio.Event]:
+        """The executor's loop as a task; stopped (and drained) on exit."""
+        stopping = asyncio.Event()
+        task = asyncio.create_task(executor.run(stopping))
+        try:
+            yield stopping
+        finally:
+            stopping.set()
+            self.deliverer.hold.set()
+            async with asyncio.timeout(10):
+                await task

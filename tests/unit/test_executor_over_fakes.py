@@ -1,0 +1,62 @@
+"""The Executor over the in-memory stores: claim, deliver, write, defer, drain; no I/O."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from cronwire.domain.breaker import BreakerState, BreakerStatus, target_key
+from cronwire.domain.model import RetryPolicy, RunStatus
+from tests.support.fakes import ScriptedDeliverer, answer
+from tests.support.memory_executor import URL, Rig
+from tests.support.polling import wait_until
+
+
+async def test_every_due_run_is_delivered_once_and_settled() -> None:
+    rig = Rig()
+    rig.seed(20)
+    async with rig.running(rig.executor()):
+        await rig.signals.settled.wait_count(20, within=10)
+    assert rig.statuses() == {"succeeded": 20}
+    assert set(rig.deliverer.by_run().values()) == {1}
+    assert rig.metrics.finished == {"succeeded": 20}
+    assert {a for _, a, _ in rig.db.attempts} == {1}
+
+
+async def test_a_failing_target_is_retried_until_its_attempts_are_spent() -> None:
+    rig = Rig(deliverer=ScriptedDeliverer(answer(503)))
+    rig.seed(2, retry=RetryPolicy(3, 0.01, 0.02))
+    async with rig.running(rig.executor()):
+        await wait_until(lambda: rig.statuses() == {"failed": 2}, within=10)
+    assert set(rig.deliverer.by_run().values()) == {3}
+    assert sorted(a for _, a, _ in rig.db.attempts) == [1, 1, 2, 2, 3, 3]
+
+
+async def test_an_open_breaker_defers_runs_without_using_an_attempt() -> None:
+    rig = Rig()
+    schedule = rig.seed(3)
+    now = rig.db.now()
+    rig.db.breakers[(schedule.tenant_id, target_key(URL))] = BreakerState(
+        BreakerStatus.OPEN, failures=5, opened_until=now + timedelta(hours=1))
+    async with rig.running(rig.executor()):
+        await rig.signals.deferred.wait_count(3, within=10)
+    assert rig.deliverer.requests == []
+    assert {(r.status, r.attempt_count) for r in rig.db.runs.values()} == {(RunStatus.PENDING, 0)}
+    assert all(r.fire_after == now + timedelta(hours=1) for r in rig.db.runs.values())
+
+
+async def test_shutdown_releases_what_did_not_finish_in_the_grace_period() -> None:
+    rig = Rig()
+    rig.seed(3)
+    rig.deliverer.hold.clear()  # requests hang
+    executor = rig.executor(grace_seconds=0.2)
+    stopping = asyncio.Event()
+    task = asyncio.create_task(executor.run(stopping))
+    await rig.signals.started.wait_count(3, within=10)
+    stopping.set()
+    async with asyncio.timeout(10):
+        await task
+    assert sorted(rig.signals.released.items) == sorted(r.id for r in rig.db.runs.values())
+    assert {(r.status, r.claimed_by is not None) for r in rig.db.runs.values()} == {
+        (RunStatus.PENDING, True)}
+    assert {r.attempt_count for r in rig.db.runs.values()} == {0}

@@ -1,0 +1,89 @@
+"""LeaseKeeper over the in-memory run store: one renewal for every lease, started
+requests recorded, lost leases cancelled, failed renewals retried soon."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Sequence
+from uuid import UUID
+
+from cronwire.adapters.memory import MemoryClaimSource, MemoryDatabase, MemoryRunStore
+from cronwire.domain.model import LeaseKey
+from cronwire.errors import StorageError
+from cronwire.service.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.signals import ExecutorSignals
+from tests.support.memory_executor import URL
+
+
+async def _leases(db: MemoryDatabase, count: int) -> list[Lease]:
+    schedule = db.add_schedule(db.add_tenant(), URL)
+    db.add_due_runs(schedule.id, count)
+    runs = await MemoryClaimSource(db).claim("me", count, 3)
+    return [Lease(r.id, r.scheduled_for, r.lease_generation) for r in runs]
+
+
+async def test_a_renewal_extends_every_lease_and_records_started_requests() -> None:
+    db = MemoryDatabase()
+    first, second = await _leases(db, 2)
+    first.started = True
+    keeper = LeaseKeeper(MemoryRunStore(db), owner="me", lease_seconds=60, on_lost=_never)
+    keeper.hold(first)
+    keeper.hold(second)
+    await keeper.renew()
+    rows = {r.id: r for r in db.runs.values()}
+    assert all((r.claim_expires_at - db.now()).total_seconds() > 50 for r in rows.values())  # type: ignore[operator]
+    assert (rows[first.run_id].attempt_started, rows[second.run_id].attempt_started) == (
+        True, False)
+
+
+async def test_a_lost_lease_in_flight_is_cancelled_and_reported() -> None:
+    db = MemoryDatabase()
+    [lease] = await _leases(db, 1)
+    lease.task = asyncio.create_task(asyncio.Event().wait())
+    lost: list[Lease] = []
+    keeper = LeaseKeeper(MemoryRunStore(db), owner="me", lease_seconds=60,
+                         on_lost=lambda gone: (lost.append(gone), gone.task and gone.task.cancel()))
+    keeper.hold(lease)
+    [run] = db.runs.values()
+    run.claimed_by = "someone-else"
+    await keeper.renew()
+    assert lost == [lease] and lease.lost and len(keeper) == 0
+    await asyncio.gather(lease.task, return_exceptions=True)
+    assert lease.task.cancelled()
+
+
+async def test_a_failed_renewal_is_retried_before_the_next_interval() -> None:
+    db = MemoryDatabase()
+    [lease] = await _leases(db, 1)
+    store = FlakyRunStore(db, failures=2)
+    signals = ExecutorSignals()
+    keeper = LeaseKeeper(store, owner="me", lease_seconds=0.6, on_lost=_never, signals=signals)
+    keeper.hold(lease)
+    task = asyncio.create_task(keeper.run())
+    try:
+        # Interval 0.2 s; two failures retried after 0.2 and 0.2 (capped) s, then it lands.
+        await signals.renewals.wait_count(1, within=5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert store.calls >= 3 and signals.renewals.items[0] == 1
+
+
+class FlakyRunStore(MemoryRunStore):
+    def __init__(self, db: MemoryDatabase, failures: int) -> None:
+        super().__init__(db)
+        self.failures = failures
+        self.calls = 0
+
+    async def renew_leases(
+        self, owner: str, runs: Sequence[LeaseKey], lease_seconds: float,
+        started: Collection[UUID] = frozenset(),
+    ) -> set[UUID]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise StorageError("connection refused")
+        return await super().renew_leases(owner, runs, lease_seconds, started)
+
+
+def _never(lease: Lease) -> None:
+    raise AssertionError(f"lease {lease.run_id} reported lost")

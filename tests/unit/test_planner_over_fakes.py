@@ -1,0 +1,68 @@
+"""The Planner service over the in-memory planner store: due schedules become runs once,
+cursors advance, a full batch ticks again at once."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from cronwire.adapters.memory import MemoryClock, MemoryDatabase, MemoryPlannerStore
+from cronwire.domain.model import ScheduleStatus, Target
+from cronwire.domain.schedules import ScheduleSpec
+from cronwire.service.planner import Planner
+from tests.support.fakes import CountingMetrics
+
+EVERY_MINUTE = ScheduleSpec(name="m", cron="* * * * *", target=Target(url="http://x.test/"))
+
+
+def _db_with(count: int) -> MemoryDatabase:
+    db = MemoryDatabase(clock=MemoryClock(frozen=True))
+    tenant = db.add_tenant()
+    start = db.now().replace(second=0, microsecond=0) - timedelta(minutes=2)
+    for _ in range(count):
+        db.add_schedule(tenant, "http://x.test/", spec=EVERY_MINUTE, next_fire_at=start)
+    return db
+
+
+def _planner(db: MemoryDatabase, batch: int = 100) -> Planner:
+    return Planner(MemoryPlannerStore(db), CountingMetrics(), batch=batch, tick_seconds=0.05,
+                   lookahead_seconds=0)
+
+
+async def test_a_tick_plans_the_missed_occurrences_and_advances_the_cursor() -> None:
+    db = _db_with(2)
+    result = await _planner(db).tick()
+    assert (result.schedules, result.failed) == (2, False)
+    assert result.runs_inserted == len(db.runs) >= 4  # two missed minutes and this one each
+    for schedule in db.schedules.values():
+        assert schedule.next_fire_at is not None and schedule.next_fire_at > db.now()
+    again = await _planner(db).tick()
+    assert (again.schedules, again.runs_inserted) == (0, 0)
+
+
+async def test_an_occurrence_is_planned_once_even_when_the_cursor_is_set_back() -> None:
+    db = _db_with(1)
+    await _planner(db).tick()
+    planned = len(db.runs)
+    [schedule] = db.schedules.values()
+    schedule.next_fire_at = min(r.scheduled_for for r in db.runs.values())
+    result = await _planner(db).tick()
+    assert result.runs_inserted == 0 and len(db.runs) == planned  # UNIQUE (schedule, time)
+
+
+async def test_paused_schedules_are_left_alone_and_a_full_batch_ticks_again() -> None:
+    db = _db_with(5)
+    next(iter(db.schedules.values())).status = ScheduleStatus.PAUSED
+    planner = _planner(db, batch=2)
+    stopping = asyncio.Event()
+    task = asyncio.create_task(planner.run(stopping))
+    try:
+        async with asyncio.timeout(5):
+            while planner.schedules_claimed < 4:
+                await planner.next_tick()
+    finally:
+        stopping.set()
+        await task
+    assert planner.schedules_claimed == 4
+    assert {r.schedule_id for r in db.runs.values()} == {
+        s.id for s in db.schedules.values() if s.status is ScheduleStatus.ACTIVE}
