@@ -217,8 +217,8 @@ async def run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedde
         replica_dsn = dsn
         if spec.proxy:
             host, port = admin.split("@", 1)[1].split("/", 1)[0].rsplit(":", 1)
-            proxy = ChaosProxy(host, int(port), rng)
-            replica_dsn = dsn.replace(f"{host}:{port}", f"127.0.0.1:{await proxy.start()}")
+            proxy = await ChaosProxy(host, int(port), rng).start()
+            replica_dsn = dsn.replace(f"{host}:{port}", f"127.0.0.1:{proxy.port}")
         env = replica_env(replica_dsn, delivery_timeout=spec.delivery_timeout,
                           workers=spec.workers, mode=plan.mode,
                           bootstrap=broker.bootstrap if broker else None)
