@@ -305,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="claim source of the replicas (default postgres)")
     chaos.add_argument("--faults", default="",
                        help="comma-separated: kill, stall, pg-restart, connection-cuts, "
-                       "clock-skew, fairness, rolling-restart, broker-kill, broker-stall "
+                       "lease-cut, clock-skew, fairness, rolling-restart, broker-kill, broker-stall "
                        "(default: every fault of the mode)")
     chaos.add_argument("--schedules", type=_bounded(int, 1, 100_000), default=300,
                        help="schedules firing every second (default 300)")

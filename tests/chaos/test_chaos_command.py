@@ -20,8 +20,8 @@ import pytest
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 FULL = os.environ.get("CRONWIRE_CHAOS_FULL") == "1"
-POSTGRES_FAULTS = "kill,stall,pg-restart,connection-cuts,clock-skew,fairness"
-KAFKA_FAULTS = "kill,stall,broker-kill,broker-stall,rolling-restart,fairness"
+POSTGRES_FAULTS = "kill,stall,pg-restart,connection-cuts,lease-cut,clock-skew,fairness"
+KAFKA_FAULTS = "kill,stall,broker-kill,broker-stall,rolling-restart,lease-cut,fairness"
 # Reduced in CI: kill -9, broker restarts and rolling restarts in kafka mode are already
 # counted by tests/chaos/test_kafka_processes.py; these are the faults only chaos injects.
 # Kafka-mode fairness runs at full size only (reduced, it measured a p99 of 1.8 s against
@@ -120,6 +120,19 @@ def test_connection_cuts_really_cut(scenarios: dict[str, Any]) -> None:
     own = scenarios["connection-cuts"]["fault_figures"]
     assert own.get("connections_dropped", 0) + own.get("connections_reset", 0) > 0
     assert own["connections_opened"] > 3 * 2  # the replicas reconnected
+
+
+def test_a_replica_that_cannot_renew_its_leases_stops_delivering(scenarios: dict[str, Any]) -> None:
+    cut = scenarios["lease-cut"]
+    _delivered_everything(cut)
+    own = cut["fault_figures"]
+    assert own["leases_at_cut"] > 0 and own["cut_seconds"] > own["lease_seconds"]
+    assert own["sends_beyond_in_flight_at_cut"] == 0, own
+    assert cut["duplicates_beyond_in_flight"] == 0, cut
+    assert own["reclaimed_after_expiry"] > 0  # the others took its runs over
+    if own["firing_seconds_after_release"] >= 5:  # time to show it (the full-size run)
+        assert own["cut_replica_runs_after_release"] > 0  # recovered without a restart
+    assert cut["replica_exits"] == 0
 
 
 def test_skewed_replica_clocks_fire_nothing_early_late_or_twice(scenarios: dict[str, Any]) -> None:

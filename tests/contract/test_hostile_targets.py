@@ -5,16 +5,25 @@ no exception escapes, so the executor records a failed attempt and carries on.
 
 The servers are raw sockets, because a well-behaved HTTP library would not misbehave
 this way on purpose.
+
+A receiver that redirects (301/302/307/308) to a private address: the 3xx is the attempt's
+answer and nothing connects where it points. The guard here allows private targets (the
+hostile server is on loopback), so only the deliverer's own refusal to follow stands
+between the redirect and the private address; listeners on those addresses (loopback on
+another port, and [::1] where the host has IPv6) count every connection they get, and the
+event loop's connect is watched so even addresses nobody listens on would show up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -22,9 +31,11 @@ import pytest
 from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.domain.delivery import DeliveryRequest, Outcome, new_signing_secret
 
-Deliverer = AiohttpDeliverer | HttpxDeliverer
+Deliverer = AiohttpDeliverer | HttpxDeliverer | LeanDeliverer
+ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer, "lean": LeanDeliverer}
 Behaviour = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 TIMEOUT = 0.5
 SLACK = 3.0  # a shared 2-core CI machine may be slow to schedule us
@@ -105,10 +116,9 @@ async def hostile(behaviour: Behaviour) -> AsyncIterator[str]:
         await server.wait_closed()
 
 
-@pytest.fixture(params=["aiohttp", "httpx"])
+@pytest.fixture(params=sorted(ADAPTERS))
 async def deliverer(request: pytest.FixtureRequest) -> AsyncIterator[Deliverer]:
-    kind = AiohttpDeliverer if request.param == "aiohttp" else HttpxDeliverer
-    adapter = kind(TargetGuard(allow_private=True))
+    adapter = ADAPTERS[request.param](TargetGuard(allow_private=True))
     await adapter.start()
     yield adapter
     await adapter.close()
@@ -148,3 +158,85 @@ async def test_a_hostile_receiver_costs_one_bounded_attempt(
         assert result.retryable is (result.outcome is not Outcome.HTTP_ERROR
                                     or (result.status_code or 0) >= 500)
         assert result.error
+
+
+@contextlib.asynccontextmanager
+async def trap(host: str) -> AsyncIterator[tuple[int, list[object]]]:
+    """A listener on ``host`` that records every connection it accepts (and answers none)."""
+    accepted: list[object] = []
+
+    async def handle(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer.get_extra_info("peername"))
+        writer.transport.abort()
+
+    server = await asyncio.start_server(handle, host, 0)
+    try:
+        yield int(server.sockets[0].getsockname()[1]), accepted
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture
+async def connects(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every address the event loop is asked to connect to; only loopback is let through,
+    so a deliverer that followed a redirect to 10.0.0.1 would be seen, not let out."""
+    loop = asyncio.get_running_loop()
+    seen: list[Any] = []
+    original = loop.sock_connect
+
+    async def sock_connect(sock: socket.socket, address: Any) -> None:
+        seen.append(address)
+        if str(address[0]) not in ("127.0.0.1", "::1"):
+            raise ConnectionRefusedError(f"test jail: {address} is not loopback")
+        await original(sock, address)
+
+    monkeypatch.setattr(loop, "sock_connect", sock_connect)
+    return seen
+
+
+PRIVATE_LOCATIONS = ["127.0.0.1", "169.254.169.254", "10.0.0.1", "[::1]"]
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+@pytest.mark.parametrize("private", PRIVATE_LOCATIONS)
+async def test_a_redirect_to_a_private_address_is_the_answer_and_is_not_followed(
+    deliverer: Deliverer, connects: list[Any], status: int, private: str
+) -> None:
+    if private == "[::1]" and not _ipv6_loopback():
+        pytest.skip("no IPv6 loopback on this host")
+    trap_host = private.strip("[]")
+    listening = trap_host in ("127.0.0.1", "::1")
+    async with contextlib.AsyncExitStack() as stack:
+        trap_port, trapped = (await stack.enter_async_context(trap(trap_host))
+                              if listening else (80, []))
+        location = f"http://{private}:{trap_port}/latest/meta-data/"
+        requests: list[bytes] = []
+
+        async def redirect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            requests.append(await reader.readuntil(b"\r\n\r\n"))
+            writer.write(f"HTTP/1.1 {status} Elsewhere\r\nLocation: {location}\r\n"
+                         "Content-Length: 0\r\n\r\n".encode())
+            await writer.drain()
+
+        url = await stack.enter_async_context(hostile(redirect))
+        result = await deliverer.deliver(_request(url))
+        # A deliverer that follows does so before deliver() returns; this is only for
+        # the listener to log an accept that the connect it answered already shows.
+        await asyncio.sleep(0.05)
+    assert (result.outcome, result.status_code, result.retryable) == (
+        Outcome.HTTP_ERROR, status, False), result
+    assert result.error is not None and "not followed" in result.error, result.error
+    assert len(requests) == 1
+    assert trapped == []  # nothing reached the private listener
+    hostile_port = int(url.split(":")[2].split("/")[0])
+    assert [(str(a[0]), int(a[1])) for a in connects] == [("127.0.0.1", hostile_port)]

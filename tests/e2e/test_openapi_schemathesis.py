@@ -1,15 +1,22 @@
 """Schemathesis against the live API: `cronwire serve` (role api) as a real process on
-loopback, over a real Postgres database, with a real tenant token.
+loopback, over a real Postgres database, with real tenant tokens.
 
 Every operation of /openapi.json gets schema-valid requests (positive) and schema-breaking
 ones (negative). Every response must be a non-5xx whose status, content type, headers and
 body the schema declares; schema-breaking input must be refused with a 4xx; requests
 without the token must be refused. Some cases use the ids of real objects (a schedule and
 a run), so 200 responses are checked against the schema too, not only 404s.
+
+The same operations are then sent with tokens that must not work: garbage, malformed,
+oversized and revoked ones (401, whatever the rest of the request is), and a second
+tenant's valid token aimed at the first tenant's real schedule and run (404, exactly what
+an id that does not exist gets). Neither may change a row: the tables a tenant route can
+write are fingerprinted before and after. The server's log must hold no traceback.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import uuid
@@ -40,6 +47,11 @@ from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from tests.support.processes import clean_env, cronwire_executable, wait_http_ok
 
 EXAMPLES_PER_OPERATION = 25  # per generation mode; the whole run stays well under a minute
+BAD_TOKEN_EXAMPLES = 6  # per operation and mode: the token is what varies
+FOREIGN_EXAMPLES = 5  # per operation with an {id}
+# Every table a tenant route may write; their contents' digest must not move when a
+# request is refused.
+WRITABLE_TABLES = ("tenant", "api_token", "schedule", "job_run", "job_run_attempt")
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance, negative_data_rejection,
           ignored_auth]
@@ -51,15 +63,35 @@ class LiveApi:
     token: str
     schedule_id: str
     run_id: str
+    foreign_token: str  # a second tenant's token: valid, but owns nothing of the first's
+    revoked_token: str  # the first tenant's, revoked before the server started
+    database_url: str
+    log: Path
+
+
+@dataclass(frozen=True)
+class Tokens:
+    token: str
+    foreign: str
+    revoked: str
 
 
 @pytest.fixture
-async def tenant_token(db_pool: asyncpg.Pool) -> str:
-    return (await PostgresTenantStore(db_pool).create("schemathesis")).token
+async def tenant_tokens(db_pool: asyncpg.Pool) -> Tokens:
+    store = PostgresTenantStore(db_pool)
+    first = await store.create("schemathesis")
+    foreign = await store.create("schemathesis-foreign")
+    revoked = await store.issue_token(first.tenant_id)
+    record = next(t for t in await store.list_tokens(first.tenant_id)
+                  if t.prefix is not None and revoked.token.startswith(t.prefix)
+                  and not first.token.startswith(t.prefix))
+    await store.revoke(record.id)
+    return Tokens(first.token, foreign.token, revoked.token)
 
 
 @pytest.fixture
-def live_api(database_url: str, tenant_token: str, tmp_path: Path) -> Iterator[LiveApi]:
+def live_api(database_url: str, tenant_tokens: Tokens, tmp_path: Path) -> Iterator[LiveApi]:
+    tenant_token = tenant_tokens.token
     port = free_port()
     env = clean_env(SCHEDULER_DATABASE_URL=database_url, SCHEDULER_ROLES="api",
                     SCHEDULER_HTTP_PORT=str(port), SCHEDULER_ALLOW_PRIVATE_TARGETS="true",
@@ -74,7 +106,8 @@ def live_api(database_url: str, tenant_token: str, tmp_path: Path) -> Iterator[L
         body = {"name": "real", "cron": "0 3 * * *", "target": {"url": "http://127.0.0.1:9/"}}
         schedule = httpx.post(f"{base}/v1/schedules", json=body, headers=headers).json()
         run = httpx.post(f"{base}/v1/schedules/{schedule['id']}/trigger", headers=headers).json()
-        yield LiveApi(base, tenant_token, schedule["id"], run["id"])
+        yield LiveApi(base, tenant_token, schedule["id"], run["id"], tenant_tokens.foreign,
+                      tenant_tokens.revoked, database_url, tmp_path / "serve.log")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -83,7 +116,41 @@ def live_api(database_url: str, tenant_token: str, tmp_path: Path) -> Iterator[L
             proc.kill()
             proc.wait()
         log.close()
-    assert proc.returncode == 0, (tmp_path / "serve.log").read_text()[-3000:]
+    log_text = (tmp_path / "serve.log").read_text()
+    assert proc.returncode == 0, log_text[-3000:]
+    assert "Traceback" not in log_text, log_text[-3000:]
+
+
+def _schema(live: LiveApi) -> list[Any]:
+    """The tenant (/v1) operations, DELETE last so the real schedule lives through the rest."""
+    schema = schemathesis.openapi.from_url(f"{live.base_url}/openapi.json")
+    # The token is ours to send (ignored_auth separately checks requests without it), and
+    # unknown query parameters are ignored by design (HTTP convention), not refused.
+    schema.config.generation.with_security_parameters = False
+    schema.config.generation.allow_extra_parameters = False
+    operations = [result.ok() for result in schema.get_all_operations()]
+    operations = [op for op in operations if op.path.startswith("/v1")]
+    operations.sort(key=lambda op: op.method.upper() == "DELETE")
+    return operations
+
+
+async def _table_digests(database_url: str) -> dict[str, tuple[int, str]]:
+    conn = await asyncpg.connect(database_url)
+    try:
+        found = {}
+        for table in WRITABLE_TABLES:
+            row = await conn.fetchrow(
+                f"SELECT count(*) AS n, md5(coalesce(string_agg(t::text, '|' ORDER BY t::text),"
+                f" '')) AS digest FROM {table} t")
+            found[table] = (row["n"], row["digest"])
+        return found
+    finally:
+        await conn.close()
+
+
+def table_digests(database_url: str) -> dict[str, tuple[int, str]]:
+    """Row count and a digest of every row of each writable table (a sync test's view)."""
+    return asyncio.run(_table_digests(database_url))
 
 
 def _with_real_ids(case: Any, live: LiveApi, use_real: bool) -> None:
@@ -109,21 +176,12 @@ def _fuzz(operation: Any, mode: GenerationMode, live: LiveApi) -> None:
 
 
 def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
-    schema = schemathesis.openapi.from_url(f"{live_api.base_url}/openapi.json")
-    # The token is ours to send (ignored_auth separately checks requests without it), and
-    # unknown query parameters are ignored by design (HTTP convention), not refused.
-    schema.config.generation.with_security_parameters = False
-    schema.config.generation.allow_extra_parameters = False
-    operations = [result.ok() for result in schema.get_all_operations()]
-    tenant_paths = sorted({op.path for op in operations if op.path.startswith("/v1")})
+    operations = _schema(live_api)
+    tenant_paths = sorted({op.path for op in operations})
     assert len(tenant_paths) == 9, tenant_paths
-    # DELETE last, so the real schedule lives through the other operations' cases.
-    operations.sort(key=lambda op: op.method.upper() == "DELETE")
     failures: list[str] = []
     tried = 0
     for operation in operations:
-        if not operation.path.startswith("/v1"):
-            continue
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             tried += 1
             try:
@@ -137,3 +195,110 @@ def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
     detail = httpx.get(f"{live_api.base_url}/v1/runs/{live_api.run_id}",
                        headers={"Authorization": f"Bearer {live_api.token}"})
     assert detail.status_code == 200 and uuid.UUID(detail.json()["id"])
+
+
+def _bad_tokens(live: LiveApi) -> list[str]:
+    """Authorization header values that name no live token of anyone."""
+    flipped = live.token[:-1] + ("A" if live.token[-1] != "A" else "B")
+    return [
+        f"Bearer {live.revoked_token}",  # was valid: revoked before the server started
+        f"Bearer {flipped}",  # one character off a live token
+        f"Bearer cwt_{uuid.uuid4().hex}",  # well-formed, never issued
+        "Bearer garbage",
+        "Bearer " + "x" * 10_000,  # longer than any token is allowed to be
+        "Bearer \t",
+        f"Basic {live.token}",  # a live token under the wrong scheme
+        live.token,  # no scheme at all
+        f"bearer {live.revoked_token} extra",
+    ]
+
+
+def _refused(operation: Any, mode: GenerationMode, live: LiveApi, tokens: list[str],
+             seen: list[int]) -> None:
+    @settings(max_examples=BAD_TOKEN_EXAMPLES, deadline=None, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(case=operation.as_strategy(generation_mode=mode), use_real=st.booleans(),
+           authorization=st.sampled_from(tokens))
+    def run(case: Any, use_real: bool, authorization: str) -> None:
+        _with_real_ids(case, live, use_real)
+        response = case.call(base_url=live.base_url, headers={"Authorization": authorization},
+                             timeout=10)
+        seen.append(response.status_code)
+        assert response.status_code == 401, (authorization[:40], response.text[:300])
+        challenge = response.headers.get("www-authenticate") or [""]
+        assert challenge[0].startswith("Bearer"), response.headers
+
+    run()
+
+
+def test_every_route_refuses_a_bad_or_revoked_token_with_401_and_writes_nothing(
+    live_api: LiveApi,
+) -> None:
+    before = table_digests(live_api.database_url)
+    tokens = _bad_tokens(live_api)
+    failures: list[str] = []
+    seen: list[int] = []
+    operations = _schema(live_api)
+    for operation in operations:
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            try:
+                _refused(operation, mode, live_api, tokens, seen)
+            except Exception as exc:
+                failures.append(f"{operation.method.upper()} {operation.path} [{mode.value}]:"
+                                f"\n{exc}")
+    assert not failures, "\n\n".join(failures)
+    assert len(seen) >= len(operations) * 2  # every operation was sent at least once
+    assert table_digests(live_api.database_url) == before
+    # The revoked token really was one of the tenant's, and the live one still works.
+    live = httpx.get(f"{live_api.base_url}/v1/schedules/{live_api.schedule_id}",
+                     headers={"Authorization": f"Bearer {live_api.token}"})
+    assert live.status_code == 200
+
+
+def _foreign(operation: Any, live: LiveApi, statuses: list[tuple[int, int]]) -> None:
+    foreign = {"Authorization": f"Bearer {live.foreign_token}"}
+
+    @settings(max_examples=FOREIGN_EXAMPLES, deadline=None, database=None,
+              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @given(case=operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
+    def run(case: Any) -> None:
+        _with_real_ids(case, live, True)
+        real_id = case.path_parameters["id"]
+        response = case.call(base_url=live.base_url, headers=foreign, timeout=10)
+        # The same request for an id nobody has: a foreign object must be
+        # indistinguishable from a missing one (the answer only echoes the id asked for).
+        missing_id = str(uuid.uuid4())
+        case.path_parameters["id"] = missing_id
+        missing = case.call(base_url=live.base_url, headers=foreign, timeout=10)
+        statuses.append((response.status_code, missing.status_code))
+        assert response.status_code in (404, 422), response.text[:300]
+        assert (response.status_code, response.text.replace(real_id, "<id>")) == (
+            missing.status_code, missing.text.replace(missing_id, "<id>"))
+
+    run()
+
+
+def test_a_second_tenants_token_finds_none_of_the_first_tenants_objects(
+    live_api: LiveApi,
+) -> None:
+    before = table_digests(live_api.database_url)
+    failures: list[str] = []
+    statuses: list[tuple[int, int]] = []
+    by_id = [op for op in _schema(live_api) if "{id}" in op.path]
+    assert len(by_id) == 9, [f"{op.method} {op.path}" for op in by_id]
+    for operation in by_id:
+        try:
+            _foreign(operation, live_api, statuses)
+        except Exception as exc:
+            failures.append(f"{operation.method.upper()} {operation.path}:\n{exc}")
+    assert not failures, "\n\n".join(failures)
+    assert sum(1 for real, _ in statuses if real == 404) >= len(by_id)
+    assert table_digests(live_api.database_url) == before
+    # Lists under the foreign token are the foreign tenant's own: empty, even when
+    # filtered by the first tenant's schedule id.
+    foreign = {"Authorization": f"Bearer {live_api.foreign_token}"}
+    base = live_api.base_url
+    for url in (f"{base}/v1/schedules", f"{base}/v1/runs",
+                f"{base}/v1/runs?schedule_id={live_api.schedule_id}"):
+        answer = httpx.get(url, headers=foreign)
+        assert (answer.status_code, answer.json()["items"]) == (200, []), url

@@ -60,3 +60,13 @@ WHERE claimed_by = $1 AND run_id = ANY($2::uuid[])
 -- name: chaos_final_owner
 -- Who wrote each run's final result, for per-replica figures.
 SELECT id, claimed_by FROM job_run WHERE tenant_id = ANY($1::uuid[]) AND status = 'succeeded'
+
+-- name: chaos_lease_expiry
+-- When each of these leases runs out (epoch seconds), on the database's clock.
+SELECT id, extract(epoch FROM claim_expires_at)::float8 AS expires FROM job_run
+WHERE id = ANY($1::uuid[]) AND status = 'running'
+
+-- name: chaos_owner_runs_since
+-- Runs an owner delivered to the end that fell due after $2: it works again.
+SELECT count(*) FROM job_run
+WHERE claimed_by = $1 AND status = 'succeeded' AND scheduled_for > $2

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cronwire.adapters.skewed_clock import SKEW_VARIABLE
 from cronwire.chaos.queries import Q
-from cronwire.chaos.report import Deliveries, percentile
+from cronwire.chaos.report import Deliveries, Interruption, percentile
 
 if TYPE_CHECKING:
     from cronwire.chaos.fleet import Replica
@@ -30,6 +30,7 @@ CLOCK_SKEWS = (30.0, -30.0)  # replica 0 runs 30 s fast, replica 1 30 s slow
 LATE_SECONDS = 5.0  # a run first seen this long after it was due counts as late
 FAIR_LAG_P99_MS = 2000.0
 KAFKA_SESSION_TIMEOUT_SECONDS = 10.0  # aiokafka's default consumer session timeout
+RECOVERY_WINDOW_SECONDS = 5.0  # firing time after a cut ends in which a replica must work again
 
 
 def _no_env(_index: int) -> dict[str, str]:
@@ -71,6 +72,7 @@ class FaultSpec:
     burst: bool = False
     burst_delay_ms: int = 0
     proxy: bool = False
+    victim_proxy: bool = False  # only the first replica's database path goes through it
     needs_own_postgres: bool = False
     modes: tuple[str, ...] = ("postgres", "kafka")
     about: str = ""
@@ -197,6 +199,105 @@ async def _cut_connections(s: Scenario) -> None:
     s.figures["fault"] = {**counts, "longest_stall_seconds": round(longest, 2),
                           "connections_opened": s.proxy.connections,
                           "lease_seconds": 2 * s.spec.delivery_timeout}
+
+
+# -- 3b. a replica that cannot renew its leases stops delivering -------------------------
+#
+# The first replica's database connections go through the proxy, its HTTP path to the
+# sink does not. The proxy is blackholed (bytes held, nothing closed, new connections
+# just as silent) for twice the lease while the replica holds leases. Until a lease runs
+# out its owner may still send (that request is in flight at the cut); after that, only
+# the replica that re-claimed the run may. Every arrival of a run cut off this way after
+# its lease expired, beyond the re-claimer's one, is a delivery the cut-off replica
+# should not have started: ``sends_beyond_in_flight_at_cut`` must be 0. The replica
+# cannot claim anything while cut off, so the runs it held are the only ones it could
+# send; the common figures cover every other run.
+
+async def _cut_lease_renewal(s: Scenario) -> None:
+    assert s.proxy is not None
+    victim = s.replicas[0]
+    lease = 2 * s.spec.delivery_timeout
+    await asyncio.sleep(s.seconds_to(0.1))
+    await asyncio.sleep(1 - time.time() % 1)  # just before the schedules fire
+    deadline = time.monotonic() + 10
+    held: dict[str, tuple[int, int]] = {}
+    while time.monotonic() < deadline:
+        held = await s.leases_of(victim.name)
+        if held:
+            break
+        await asyncio.sleep(0.02)
+    if not held:
+        s.figures["fault"] = {"leases_at_cut": 0}
+        return
+    s.proxy.blackhole()
+    at = time.time()
+    # A claim whose bytes left before the cut still lands in the database; give it a
+    # moment, then everything the replica holds is what it took before the cut.
+    await asyncio.sleep(0.3)
+    held.update(await s.leases_of(victim.name))
+    expiry = {str(r["id"]): float(r["expires"])
+              for r in await s.pool.fetch(Q["chaos_lease_expiry"], list(held))}
+    s.figures["lease_expiry"] = expiry
+    s.figures["cut_at"] = at
+    # For the common accounting: a duplicate of one of these runs is in flight at the cut
+    # if its first arrival came before the last of these leases ran out.
+    s.interruptions.append(Interruption(victim.name, "cut", max(expiry.values(), default=at),
+                                        held))
+    hold = 2 * lease
+    await asyncio.sleep(max(0.0, at + hold - time.time()))
+    s.proxy.release()
+    s.figures["released_at"] = time.time()
+    s.figures["fault"] = {"cut": victim.name, "cut_seconds": round(time.time() - at, 1),
+                          "lease_seconds": lease, "leases_at_cut": len(held),
+                          "firing_seconds_after_release": round(max(0.0, s.window_left()), 1)}
+
+
+async def _observe_lease_cut(s: Scenario, _groups: Groups) -> None:
+    cuts = [i for i in s.interruptions if i.kind == "cut"]
+    if not cuts:
+        return
+    cut = cuts[0]
+    state = {str(r["id"]): r for r in await s.pool.fetch(Q["chaos_runs_state"], list(cut.leases))}
+    reclaimed = [r for r, (generation, _attempts) in cut.leases.items()
+                 if r in state and state[r]["lease_generation"] != generation]
+    released = datetime.fromtimestamp(float(s.figures["released_at"]), UTC)
+    since = await s.pool.fetchval(Q["chaos_owner_runs_since"], cut.owner, released)
+    s.figures["fault"].update({"reclaimed_after_expiry": len(reclaimed),
+                               "cut_replica_runs_after_release": int(since)})
+
+
+def _summarize_lease_cut(s: Scenario, _groups: Groups, seen: Deliveries,
+                         figures: dict[str, Any]) -> None:
+    expiry: dict[str, float] = s.figures.get("lease_expiry", {})
+    cut_at = float(s.figures.get("cut_at", 0.0))
+    within = beyond = 0
+    for run_id, expires in expiry.items():
+        arrivals = seen.arrivals.get(run_id, [])
+        after = [t for t in arrivals if t > expires]
+        beyond += max(0, len(after) - 1)  # one is the re-claimer's
+        within += sum(1 for t in arrivals if t <= expires)
+    figures["fault_figures"].update({
+        "in_flight_sends_before_expiry": within,
+        "sends_beyond_in_flight_at_cut": beyond,
+        "last_lease_expiry_after_cut_seconds":
+            round(max(expiry.values()) - cut_at, 2) if expiry else 0.0,
+    })
+
+
+def _lease_cut_verdict(figures: dict[str, Any]) -> list[str]:
+    broken = _common_verdict(figures)
+    own = figures["fault_figures"]
+    if own.get("sends_beyond_in_flight_at_cut"):
+        broken.append(f"sends_beyond_in_flight_at_cut={own['sends_beyond_in_flight_at_cut']}")
+    if not own.get("reclaimed_after_expiry"):
+        broken.append("nothing re-claimed after the cut (the fault tested nothing)")
+    if figures["replica_exits"]:
+        broken.append(f"replica_exits={figures['replica_exits']}")
+    # Recovery needs firing time after the release to show (the full-size run has it).
+    if (own.get("firing_seconds_after_release", 0) >= RECOVERY_WINDOW_SECONDS
+            and not own.get("cut_replica_runs_after_release")):
+        broken.append("the cut-off replica delivered nothing after the release")
+    return broken
 
 
 # -- 4. Kafka: the broker dies or stalls; consumers leave and join ----------------------
@@ -334,6 +435,11 @@ FAULTS: dict[str, FaultSpec] = {
     "connection-cuts": FaultSpec(_cut_connections, verdict=_no_duplicates_no_exits,
                                  delivery_timeout=5.0, sink_delay_ms=50, proxy=True,
                                  about="a TCP proxy drops, resets and stalls database connections"),
+    "lease-cut": FaultSpec(_cut_lease_renewal, verdict=_lease_cut_verdict,
+                           observe=_observe_lease_cut, summarize=_summarize_lease_cut,
+                           delivery_timeout=1.5, sink_delay_ms=300, victim_proxy=True,
+                           about="one replica's database path blackholed for 2 x its lease "
+                                 "while its HTTP path works"),
     "clock-skew": FaultSpec(_just_fire, verdict=_skew_verdict, observe=_observe_skew,
                             summarize=_summarize_skew, replica_env=_skewed_env,
                             about="replica clocks +30 s and -30 s"),
@@ -350,6 +456,8 @@ FAULTS: dict[str, FaultSpec] = {
 }
 
 DEFAULT_FAULTS = {
-    "postgres": ("kill", "stall", "pg-restart", "connection-cuts", "clock-skew", "fairness"),
-    "kafka": ("kill", "stall", "broker-kill", "broker-stall", "rolling-restart", "fairness"),
+    "postgres": ("kill", "stall", "pg-restart", "connection-cuts", "lease-cut", "clock-skew",
+                 "fairness"),
+    "kafka": ("kill", "stall", "broker-kill", "broker-stall", "rolling-restart", "lease-cut",
+              "fairness"),
 }

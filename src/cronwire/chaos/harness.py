@@ -195,17 +195,20 @@ async def run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedde
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
     try:
         await sink.start()
-        replica_dsn = dsn
-        if spec.proxy:
+        replica_dsn = proxied_dsn = dsn
+        if spec.proxy or spec.victim_proxy:
             host, port = admin.split("@", 1)[1].split("/", 1)[0].rsplit(":", 1)
-            proxy = ChaosProxy(host, int(port), rng)
-            replica_dsn = dsn.replace(f"{host}:{port}", f"127.0.0.1:{await proxy.start()}")
+            proxy = await ChaosProxy(host, int(port), rng).start()
+            proxied_dsn = dsn.replace(f"{host}:{port}", f"127.0.0.1:{proxy.port}")
+            replica_dsn = dsn if spec.victim_proxy else proxied_dsn
         env = replica_env(replica_dsn, delivery_timeout=spec.delivery_timeout,
                           workers=spec.workers, mode=plan.mode,
                           bootstrap=broker.bootstrap if broker else None)
         (out / "replicas").mkdir(exist_ok=True)
         for index in range(plan.replicas):
             extra = spec.replica_env(index)
+            if spec.victim_proxy and index == 0:  # only the first replica's database path
+                extra = dict(extra, SCHEDULER_DATABASE_URL=proxied_dsn)
             replicas.append(Replica(f"{name}-{index}", dict(env, **extra), out / "replicas"))
         await asyncio.gather(*(replica.start() for replica in replicas))
         tenant_count = 10 if spec.burst else 1

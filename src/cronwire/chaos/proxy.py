@@ -1,8 +1,15 @@
-"""An in-process TCP proxy between replicas and Postgres that misbehaves on request.
+"""An in-process TCP proxy between clients and Postgres that misbehaves on request.
+
+The one proxy of the project: `cronwire chaos` puts it between replicas and Postgres, and
+the integration tests (through ``tests/support/tcp_proxy.py``) between an executor and
+the shared test server.
 
 ``drop`` closes a share of the open connections cleanly (FIN), ``reset`` aborts them
 (RST), ``stall`` stops forwarding on every connection for a while without closing any
-(what a congested or partitioned network looks like: the bytes are late, not lost).
+(what a congested or partitioned network looks like: the bytes are late, not lost), and
+``blackhole`` does the same until ``release``, new connections included. ``cut`` drops
+every connection and stops listening, which is what clients see of a Postgres restart;
+``restore`` listens on the same port again. Everything runs on the caller's event loop.
 """
 
 from __future__ import annotations
@@ -12,37 +19,64 @@ import contextlib
 import random
 import socket
 import struct
+from urllib.parse import urlsplit, urlunsplit
 
 
 class ChaosProxy:
-    def __init__(self, upstream_host: str, upstream_port: int, rng: random.Random) -> None:
+    def __init__(self, upstream_host: str, upstream_port: int,
+                 rng: random.Random | None = None) -> None:
         self._upstream = (upstream_host, upstream_port)
-        self._rng = rng
+        self._rng = rng or random.Random(0)
         self._server: asyncio.Server | None = None
         self._links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self._flowing = asyncio.Event()
         self._flowing.set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._cuts = 0
         self.port = 0
         self.connections = 0
 
-    async def start(self) -> int:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        return self.port
+    @classmethod
+    def for_dsn(cls, dsn: str, rng: random.Random | None = None) -> ChaosProxy:
+        """A proxy for the server of ``dsn`` (:meth:`dsn` gives the DSN through it)."""
+        parts = urlsplit(dsn)
+        return cls(parts.hostname or "127.0.0.1", parts.port or 5432, rng)
 
-    async def close(self) -> None:
-        self._flowing.set()
-        if self._server is not None:
-            self._server.close()
+    def dsn(self, dsn: str) -> str:
+        """``dsn`` pointed at this proxy (after :meth:`start`)."""
+        parts = urlsplit(dsn)
+        auth = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+        return urlunsplit(parts._replace(netloc=f"{auth}127.0.0.1:{self.port}"))
+
+    async def start(self) -> ChaosProxy:
+        """Listen on loopback (on :attr:`port` again after a :meth:`cut`)."""
+        self._server = await asyncio.start_server(
+            self._accept, "127.0.0.1", self.port, reuse_address=True
+        )
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        return self
+
+    async def cut(self) -> None:
+        """Drop every connection and stop listening: connects are refused until restore."""
+        server, self._server = self._server, None
+        self._cuts += 1
+        if server is not None:
+            server.close()
         for client, upstream in list(self._links):
             client.transport.abort()
             upstream.transport.abort()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
+        if server is not None:
+            await server.wait_closed()
+
+    async def restore(self) -> None:
+        await self.start()
+
+    async def close(self) -> None:
+        self._flowing.set()
+        await self.cut()
 
     def open_links(self) -> int:
         return len(self._links)
@@ -70,17 +104,35 @@ class ChaosProxy:
 
     async def stall(self, seconds: float) -> None:
         """Hold every byte in both directions for ``seconds``."""
-        self._flowing.clear()
+        self.blackhole()
         try:
             await asyncio.sleep(seconds)
         finally:
-            self._flowing.set()
+            self.release()
+
+    def blackhole(self) -> None:
+        """Hold every byte in both directions, on open and new connections, until
+        :meth:`release`. Nothing is closed: the peers only see silence."""
+        self._flowing.clear()
+
+    def release(self) -> None:
+        self._flowing.set()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A connection accepted just before a cut must not outlive it: it was not yet in
+        # the links the cut closed.
+        cuts = self._cuts
+        if self._server is None:
+            writer.transport.abort()
+            return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         except OSError:
             writer.transport.abort()
+            return
+        if self._cuts != cuts:
+            writer.transport.abort()
+            up_writer.transport.abort()
             return
         link = (writer, up_writer)
         self._links.add(link)

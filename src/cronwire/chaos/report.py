@@ -34,6 +34,7 @@ class Interruption:
 class Deliveries:
     first_seen: dict[str, float] = field(default_factory=dict)  # run id -> arrival
     counts: dict[str, int] = field(default_factory=dict)
+    arrivals: dict[str, list[float]] = field(default_factory=dict)  # run id -> every arrival
 
     @classmethod
     def load(cls, path: Path) -> Deliveries:
@@ -44,6 +45,7 @@ class Deliveries:
             run_id = str(record["run_id"])
             found.counts[run_id] = found.counts.get(run_id, 0) + 1
             started = float(record["started"])
+            found.arrivals.setdefault(run_id, []).append(started)
             if run_id not in found.first_seen or started < found.first_seen[run_id]:
                 found.first_seen[run_id] = started
         return found
