@@ -73,7 +73,7 @@ async def database_checks(pool: asyncpg.Pool, checks: dict[str, bool]) -> None:
     """/readyz's database figures into ``checks``, each as soon as it is known (a failure
     half-way keeps the first): the database answers in time, every migration is applied."""
     async with pool.acquire(timeout=READINESS_TIMEOUT_SECONDS) as conn:
-        checks["database"] = await conn.fetchval(queries("maintenance")["database_now"]) is not None
+        checks["database"] = await conn.fetchval(queries()["database_ping"]) is not None
         checks["migrations"] = await is_current(conn)
 
 
