@@ -18,15 +18,17 @@ from cronwire.adapters.memory import (
     MemoryClaimSource,
     MemoryClock,
     MemoryDatabase,
+    MemoryKeyedClaims,
     MemoryRunStore,
     MemoryScheduleStore,
 )
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.domain.model import RetryPolicy
-from cronwire.ports import BreakerStore, ClaimSource, RunStore, ScheduleStore
+from cronwire.ports import BreakerStore, ClaimSource, KeyedClaimStore, RunStore, ScheduleStore
 from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
@@ -51,6 +53,7 @@ class World(Protocol):
     runs: RunStore
     schedules: ScheduleStore
     breakers: BreakerStore
+    keyed: KeyedClaimStore
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -95,6 +98,7 @@ class MemoryWorld:
         self.runs = MemoryRunStore(self.db)
         self.schedules = MemoryScheduleStore(self.db)
         self.breakers = MemoryBreakerStore(self.db)
+        self.keyed = MemoryKeyedClaims(self.db)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -175,6 +179,7 @@ class PostgresWorld:
         self.runs = PostgresRunStore(pool)
         self.schedules = PostgresScheduleStore(pool)
         self.breakers = PostgresBreakerStore(pool)
+        self.keyed = PostgresKeyedClaims(pool)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
