@@ -20,6 +20,7 @@ from cronwire.domain.model import RetryPolicy
 from cronwire.ports import RunStore
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
+from tests.support.executor_harness import running
 from tests.support.fakes import CountingMetrics, ScriptedDeliverer
 
 OWNER = "unit-executor"
@@ -60,13 +61,9 @@ class Rig:
 
     @contextlib.asynccontextmanager
     async def running(self, executor: Executor) -> AsyncIterator[asyncio.Event]:
-        """The executor's loop as a task; stopped (and drained) on exit."""
-        stopping = asyncio.Event()
-        task = asyncio.create_task(executor.run(stopping))
-        try:
-            yield stopping
-        finally:
-            stopping.set()
-            self.deliverer.hold.set()
-            async with asyncio.timeout(10):
-                await task
+        """The executor's loop as a task; held requests let go, then stopped and drained."""
+        async with running(executor) as stopping:
+            try:
+                yield stopping
+            finally:
+                self.deliverer.hold.set()

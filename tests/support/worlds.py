@@ -18,15 +18,18 @@ from cronwire.adapters.memory import (
     MemoryClaimSource,
     MemoryClock,
     MemoryDatabase,
+    MemoryKeyedClaims,
+    MemoryRun,
     MemoryRunStore,
     MemoryScheduleStore,
 )
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
-from cronwire.domain.model import RetryPolicy
-from cronwire.ports import BreakerStore, ClaimSource, RunStore, ScheduleStore
+from cronwire.domain.model import RetryPolicy, RunStatus
+from cronwire.ports import BreakerStore, ClaimSource, KeyedClaimStore, RunStore, ScheduleStore
 from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
@@ -51,6 +54,7 @@ class World(Protocol):
     runs: RunStore
     schedules: ScheduleStore
     breakers: BreakerStore
+    keyed: KeyedClaimStore
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -91,10 +95,11 @@ def _retry(doc: dict[str, float] | None) -> RetryPolicy:
 class MemoryWorld:
     def __init__(self, db: MemoryDatabase | None = None) -> None:
         self.db = db or MemoryDatabase(clock=MemoryClock(frozen=True))
-        self.claims = MemoryClaimSource(self.db)
-        self.runs = MemoryRunStore(self.db)
-        self.schedules = MemoryScheduleStore(self.db)
-        self.breakers = MemoryBreakerStore(self.db)
+        self.claims: ClaimSource = MemoryClaimSource(self.db)
+        self.runs: RunStore = MemoryRunStore(self.db)
+        self.schedules: ScheduleStore = MemoryScheduleStore(self.db)
+        self.breakers: BreakerStore = MemoryBreakerStore(self.db)
+        self.keyed: KeyedClaimStore = MemoryKeyedClaims(self.db)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -108,7 +113,7 @@ class MemoryWorld:
         self.db.add_due_runs(schedule.id, count, first=first, due_seconds_ago=due_seconds_ago)
         return schedule
 
-    def _run(self, run_id: uuid.UUID):  # type: ignore[no-untyped-def]
+    def _run(self, run_id: uuid.UUID) -> MemoryRun:
         [run] = [r for r in self.db.runs.values() if r.id == run_id]
         return run
 
@@ -121,7 +126,7 @@ class MemoryWorld:
         expired = columns.pop("expired", False)
         for run in self.db.runs.values():
             for name, value in columns.items():
-                setattr(run, name, type(getattr(run, name))(value) if name == "status" else value)
+                setattr(run, name, RunStatus(value) if name == "status" else value)
             if expired:
                 run.claim_expires_at = self.db.now() - timedelta(seconds=1)
             run.version += 1
@@ -131,7 +136,7 @@ class MemoryWorld:
         run.claimed_by = owner
         run.version += 1
 
-    def _row(self, run) -> Row:  # type: ignore[no-untyped-def]
+    def _row(self, run: MemoryRun) -> Row:
         now = self.db.now()
         return Row(
             status=str(run.status), claimed_by=run.claimed_by, attempt_count=run.attempt_count,
@@ -171,10 +176,11 @@ ROW = """SELECT status, claimed_by, attempt_count,
 class PostgresWorld:
     def __init__(self, pool: asyncpg.Pool, claims: ClaimSource | None = None) -> None:
         self.pool = pool
-        self.claims = claims or PostgresClaimSource(pool)
-        self.runs = PostgresRunStore(pool)
-        self.schedules = PostgresScheduleStore(pool)
-        self.breakers = PostgresBreakerStore(pool)
+        self.claims: ClaimSource = claims or PostgresClaimSource(pool)
+        self.runs: RunStore = PostgresRunStore(pool)
+        self.schedules: ScheduleStore = PostgresScheduleStore(pool)
+        self.breakers: BreakerStore = PostgresBreakerStore(pool)
+        self.keyed: KeyedClaimStore = PostgresKeyedClaims(pool)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,

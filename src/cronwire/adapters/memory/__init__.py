@@ -17,6 +17,7 @@ is atomic on one event loop, as a transaction is.
 from cronwire.adapters.memory.breaker_store import MemoryBreakerStore
 from cronwire.adapters.memory.claim_source import MemoryClaimSource
 from cronwire.adapters.memory.database import MemoryClock, MemoryDatabase, MemoryRun
+from cronwire.adapters.memory.keyed_claims import MemoryHints, MemoryKeyedClaims
 from cronwire.adapters.memory.planner_store import MemoryPlannerStore
 from cronwire.adapters.memory.run_store import MemoryRunStore
 from cronwire.adapters.memory.schedule_store import MemoryScheduleStore
@@ -26,6 +27,8 @@ __all__ = [
     "MemoryClaimSource",
     "MemoryClock",
     "MemoryDatabase",
+    "MemoryHints",
+    "MemoryKeyedClaims",
     "MemoryPlannerStore",
     "MemoryRun",
     "MemoryRunStore",

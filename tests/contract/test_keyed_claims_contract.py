@@ -1,0 +1,46 @@
+"""The KeyedClaimStore contract (kafka mode's claims), against PostgresKeyedClaims and the
+in-memory fake: a key is a hint, the sweep waits out its grace, leases as the polling
+claim takes them."""
+
+from __future__ import annotations
+
+import pytest
+
+from cronwire.domain.model import RunStatus
+from tests.support.worlds import STORES, World, world_for
+
+
+@pytest.fixture(params=STORES)
+def world(request: pytest.FixtureRequest) -> World:
+    return world_for(request)
+
+
+async def test_only_the_runnable_keys_are_claimed(world: World) -> None:
+    schedule = await world.seed(2)
+    await world.seed(1, first=100, due_seconds_ago=-60, schedule=schedule)  # not due
+    polled = await world.claims.claim("probe", 10, 30)
+    assert len(polled) == 2
+    await world.runs.release("probe", [(r.id, r.scheduled_for, r.lease_generation)
+                                       for r in polled[:1]])
+    keys = [(r.id, r.scheduled_for) for r in polled]  # one free again, one leased
+    batch = await world.keyed.claim_keys("a", keys, 30)
+    assert [r.id for r in batch] == [polled[0].id] and batch[0].attempt == 1
+    row = await world.row(polled[0].id)
+    assert (row.status, row.claimed_by) == ("running", "a")
+    assert row.lease_left is not None and 28 < row.lease_left <= 30
+
+
+async def test_an_expired_lease_is_claimable_by_its_key(world: World) -> None:
+    await world.seed(1)
+    [run] = await world.claims.claim("gone", 1, 30)
+    await world.expire(run.id)
+    [again] = await world.keyed.claim_keys("a", [(run.id, run.scheduled_for)], 30)
+    assert again.lease_generation == run.lease_generation + 1 and again.attempt == 1
+
+
+async def test_the_sweep_takes_only_runs_due_longer_than_the_grace(world: World) -> None:
+    schedule = await world.seed(2, due_seconds_ago=120)
+    await world.seed(3, first=100, due_seconds_ago=1, schedule=schedule)
+    swept = await world.keyed.sweep("a", 10, 30, grace_seconds=60)
+    assert len(swept) == 2 and await world.count("running") == 2
+    assert await world.count(RunStatus.PENDING) == 3

@@ -1,0 +1,61 @@
+"""Kafka mode's HybridClaimSource over the in-memory stores and hint channel: hinted keys
+are claimed and acknowledged, the sweeper catches what no hint delivered, and a broker
+that is away hands every claim to the polling source."""
+
+from __future__ import annotations
+
+from cronwire.adapters.memory import (
+    MemoryClaimSource,
+    MemoryClock,
+    MemoryDatabase,
+    MemoryHints,
+    MemoryKeyedClaims,
+)
+from cronwire.domain.model import RunStatus
+from cronwire.service.hybrid_claims import HybridClaimSource
+
+URL = "http://127.0.0.1:9/hook"
+
+
+def _rig(count: int, *, sweep_seconds: float = 3600) -> tuple[
+        MemoryDatabase, MemoryHints, HybridClaimSource]:
+    db = MemoryDatabase(clock=MemoryClock(frozen=True))
+    db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, count, due_seconds_ago=1)
+    hints = MemoryHints()
+    source = HybridClaimSource(hints, MemoryKeyedClaims(db), MemoryClaimSource(db), db.clock,
+                               grace_seconds=30, sweep_seconds=sweep_seconds)
+    return db, hints, source
+
+
+async def test_hinted_keys_are_claimed_and_then_acknowledged() -> None:
+    db, hints, source = _rig(3)
+    keys = [r.key for r in db.runs.values()]
+    hints.deliver(keys[:2])
+    runs = await source.claim("a", 10, 30)
+    assert {r.id for r in runs} == {k[0] for k in keys[:2]} and source.name == "kafka"
+    assert hints.acknowledged == keys[:2]
+    assert await source.claim("a", 10, 30) == []  # the third had no hint; not overdue yet
+
+
+async def test_a_hint_for_a_run_that_is_not_claimable_is_dropped() -> None:
+    db, hints, source = _rig(1)
+    [run] = db.runs.values()
+    run.status = RunStatus.SUCCEEDED
+    hints.deliver([run.key])
+    assert await source.claim("a", 10, 30) == []
+    assert hints.acknowledged == [run.key]
+
+
+async def test_the_sweeper_claims_what_no_hint_delivered_once_the_grace_is_over() -> None:
+    db, _, source = _rig(2, sweep_seconds=0)
+    assert await source.claim("a", 10, 30) == []  # due 1 s ago: within the 30 s grace
+    db.clock.advance(30)
+    runs = await source.claim("a", 10, 30)
+    assert len(runs) == 2 and source.name == "sweeper"
+
+
+async def test_while_the_broker_is_away_the_polling_claim_does_the_work() -> None:
+    _, hints, source = _rig(2)
+    hints.healthy = False
+    runs = await source.claim("a", 10, 30)
+    assert len(runs) == 2 and source.name == "sweeper"
