@@ -30,7 +30,7 @@ from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPo
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.sql import queries
-from cronwire.chaos.faults import FAULTS, FaultSpec
+from cronwire.chaos.faults import CLAIM_MARKER, FAULTS, FaultSpec
 from cronwire.chaos.fleet import ChaosError, Replica, Sink, replica_env
 from cronwire.chaos.proxy import ChaosProxy
 from cronwire.chaos.report import Deliveries, Interruption, count_deliveries, figure_table
@@ -218,6 +218,7 @@ async def run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedde
         if spec.proxy or spec.victim_proxy:
             host, port = admin.split("@", 1)[1].split("/", 1)[0].rsplit(":", 1)
             proxy = await ChaosProxy(host, int(port), rng).start()
+            proxy.watch(CLAIM_MARKER)
             proxied_dsn = dsn.replace(f"{host}:{port}", f"127.0.0.1:{proxy.port}")
             replica_dsn = dsn if spec.victim_proxy else proxied_dsn
         env = replica_env(replica_dsn, delivery_timeout=spec.delivery_timeout,
