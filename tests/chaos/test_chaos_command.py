@@ -126,7 +126,7 @@ def test_a_replica_that_cannot_renew_its_leases_stops_delivering(scenarios: dict
     cut = scenarios["lease-cut"]
     _delivered_everything(cut)
     own = cut["fault_figures"]
-    assert own["leases_at_cut"] > 0 and own["cut_seconds"] > own["lease_seconds"]
+    assert own["leases_cut_off"] > 0 and own["cut_seconds"] > own["lease_seconds"]
     assert own["sends_beyond_in_flight_at_cut"] == 0, own
     assert cut["duplicates_beyond_in_flight"] == 0, cut
     assert own["reclaimed_after_expiry"] > 0  # the others took its runs over

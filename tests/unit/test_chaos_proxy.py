@@ -80,3 +80,31 @@ async def test_a_cut_refuses_connections_until_restored_on_the_same_port() -> No
             writer.close()
         finally:
             await proxy.close()
+
+
+async def test_a_half_open_blackhole_lets_requests_through_and_holds_the_answers() -> None:
+    received: list[bytes] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        data = await reader.read(1024)
+        received.append(data)
+        writer.write(data)
+        await writer.drain()
+        await reader.read()  # until the client hangs up
+        writer.close()
+
+    server = await asyncio.start_server(record, "127.0.0.1", 0)
+    proxy = await ChaosProxy("127.0.0.1", int(server.sockets[0].getsockname()[1])).start()
+    try:
+        proxy.blackhole(answers_only=True)
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        with pytest.raises(TimeoutError):
+            await _roundtrip(reader, writer, b"claim", within=0.5)
+        assert received == [b"claim"]  # the statement ran; its answer is held
+        proxy.release()
+        assert await asyncio.wait_for(reader.readexactly(5), 5) == b"claim"
+        writer.close()
+    finally:
+        await proxy.close()
+        server.close()
+        await server.wait_closed()

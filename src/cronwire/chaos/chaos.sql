@@ -62,9 +62,10 @@ WHERE claimed_by = $1 AND run_id = ANY($2::uuid[])
 SELECT id, claimed_by FROM job_run WHERE tenant_id = ANY($1::uuid[]) AND status = 'succeeded'
 
 -- name: chaos_lease_expiry
--- When each of these leases runs out (epoch seconds), on the database's clock.
-SELECT id, extract(epoch FROM claim_expires_at)::float8 AS expires FROM job_run
-WHERE id = ANY($1::uuid[]) AND status = 'running'
+-- When each of these leases of owner $2 runs out (epoch seconds, the database's clock).
+SELECT id, lease_generation, extract(epoch FROM claim_expires_at)::float8 AS expires
+FROM job_run
+WHERE id = ANY($1::uuid[]) AND status = 'running' AND claimed_by = $2
 
 -- name: chaos_owner_runs_since
 -- Runs an owner delivered to the end that fell due after $2: it works again.

@@ -27,7 +27,7 @@ import asyncpg
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
-from cronwire.chaos.faults import FAULTS, FaultSpec
+from cronwire.chaos.faults import CLAIM_MARKER, FAULTS, FaultSpec
 from cronwire.chaos.fleet import ChaosError, Replica, Sink, replica_env
 from cronwire.chaos.plan_checks import fault_refusal
 from cronwire.chaos.proxy import ChaosProxy
@@ -199,6 +199,7 @@ async def run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedde
         if spec.proxy or spec.victim_proxy:
             host, port = admin.split("@", 1)[1].split("/", 1)[0].rsplit(":", 1)
             proxy = await ChaosProxy(host, int(port), rng).start()
+            proxy.watch(CLAIM_MARKER)
             proxied_dsn = dsn.replace(f"{host}:{port}", f"127.0.0.1:{proxy.port}")
             replica_dsn = dsn if spec.victim_proxy else proxied_dsn
         env = replica_env(replica_dsn, delivery_timeout=spec.delivery_timeout,

@@ -7,7 +7,8 @@ the shared test server.
 ``drop`` closes a share of the open connections cleanly (FIN), ``reset`` aborts them
 (RST), ``stall`` stops forwarding on every connection for a while without closing any
 (what a congested or partitioned network looks like: the bytes are late, not lost), and
-``blackhole`` does the same until ``release``, new connections included. ``cut`` drops
+``blackhole`` does the same until ``release``, new connections included (or holds only
+the server's answers: a half-open partition). ``cut`` drops
 every connection and stops listening, which is what clients see of a Postgres restart;
 ``restore`` listens on the same port again. Everything runs on the caller's event loop.
 """
@@ -17,9 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import re
 import socket
 import struct
+from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
+
+# asyncpg's prepared statements: the SQL text is sent once (Parse), later runs name it.
+_STATEMENT_NAME = re.compile(rb"__asyncpg_stmt_[0-9A-Za-z]+__")
 
 
 class ChaosProxy:
@@ -29,10 +35,15 @@ class ChaosProxy:
         self._rng = rng or random.Random(0)
         self._server: asyncio.Server | None = None
         self._links: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
-        self._flowing = asyncio.Event()
+        self._flowing = asyncio.Event()  # client -> upstream
         self._flowing.set()
+        self._answering = asyncio.Event()  # upstream -> client
+        self._answering.set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._cuts = 0
+        self._marker: bytes | None = None
+        self._armed = False
+        self._triggered = asyncio.Event()
         self.port = 0
         self.connections = 0
 
@@ -75,7 +86,7 @@ class ChaosProxy:
         await self.start()
 
     async def close(self) -> None:
-        self._flowing.set()
+        self.release()
         await self.cut()
 
     def open_links(self) -> int:
@@ -110,13 +121,31 @@ class ChaosProxy:
         finally:
             self.release()
 
-    def blackhole(self) -> None:
+    def blackhole(self, *, answers_only: bool = False) -> None:
         """Hold every byte in both directions, on open and new connections, until
-        :meth:`release`. Nothing is closed: the peers only see silence."""
-        self._flowing.clear()
+        :meth:`release`. Nothing is closed: the peers only see silence. With
+        ``answers_only`` the client's bytes still reach the server (its statements run
+        and commit) and only the answers are held: a half-open partition."""
+        if not answers_only:
+            self._flowing.clear()
+        self._answering.clear()
+
+    def watch(self, marker: bytes) -> None:
+        """Recognise the statement whose SQL contains ``marker`` (set before the clients
+        connect: a prepared statement's text crosses the wire only once)."""
+        self._marker = marker
+
+    def blackhole_after_watched(self) -> asyncio.Event:
+        """:meth:`blackhole` right after the next run of the watched statement has been
+        forwarded: it reaches the server and runs, its answer is held. The event is set
+        when that happened."""
+        self._triggered.clear()
+        self._armed = True
+        return self._triggered
 
     def release(self) -> None:
         self._flowing.set()
+        self._answering.set()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # A connection accepted just before a cut must not outlive it: it was not yet in
@@ -137,8 +166,8 @@ class ChaosProxy:
         link = (writer, up_writer)
         self._links.add(link)
         self.connections += 1
-        pipes = [asyncio.create_task(self._pipe(reader, up_writer)),
-                 asyncio.create_task(self._pipe(up_reader, writer))]
+        pipes = [asyncio.create_task(self._pipe(reader, up_writer, self._flowing, self._seen)),
+                 asyncio.create_task(self._pipe(up_reader, writer, self._answering))]
         self._tasks.update(pipes)
         try:
             await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
@@ -151,9 +180,28 @@ class ChaosProxy:
             for w in link:
                 w.transport.abort()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                    gate: asyncio.Event,
+                    seen: Callable[[bytes, set[bytes]], None] | None = None) -> None:
+        names: set[bytes] = set()  # this connection's names of the watched statement
         with contextlib.suppress(ConnectionError, OSError):
             while data := await reader.read(65536):
-                await self._flowing.wait()
+                await gate.wait()
                 writer.write(data)
                 await writer.drain()
+                if seen is not None:
+                    seen(data, names)
+
+    def _seen(self, data: bytes, names: set[bytes]) -> None:
+        """Client bytes just forwarded: if they run the watched statement, cut now."""
+        if self._marker is None:
+            return
+        hit = self._marker in data
+        if hit:
+            names.update(_STATEMENT_NAME.findall(data))
+        elif names:
+            hit = any(name in data for name in names)
+        if hit and self._armed:
+            self._armed = False
+            self.blackhole()
+            self._triggered.set()
