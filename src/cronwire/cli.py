@@ -20,7 +20,7 @@ from cronwire.cli_tenants import (
     warn_if_new_database,
 )
 from cronwire.config import Settings, describe, load_settings
-from cronwire.errors import ConfigError, CronwireError, NotFound
+from cronwire.domain.errors import ConfigError, CronwireError, NotFound
 from cronwire.version import version
 
 if TYPE_CHECKING:

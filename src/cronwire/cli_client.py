@@ -34,8 +34,8 @@ from cronwire.cli_output import (
     wants_json,
 )
 from cronwire.cli_runs import add_run_commands
+from cronwire.domain.errors import ConfigError
 from cronwire.domain.schedule_rules import METHODS, MISFIRE_POLICIES
-from cronwire.errors import ConfigError
 
 # ---- flags ---------------------------------------------------------------------------
 

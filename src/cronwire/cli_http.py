@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from cronwire.errors import ConfigError, CronwireError
+from cronwire.domain.errors import ConfigError, CronwireError
 from cronwire.version import version
 
 ENV_URL = "CRONWIRE_URL"

@@ -22,8 +22,8 @@ from cronwire.cli_output import (
     stream_row,
     wants_json,
 )
+from cronwire.domain.errors import ConfigError
 from cronwire.domain.history import MAX_PAGE
-from cronwire.errors import ConfigError
 
 RUN_STATUSES = ("pending", "running", "retrying", "succeeded", "failed", "skipped", "cancelled")
 RUN_COLUMNS = [

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from cronwire.cli_output import Column, field, print_json, render_table, wants_json
 from cronwire.config import Settings
-from cronwire.errors import ConfigError, CronwireError, NotFound, StorageError
+from cronwire.domain.errors import ConfigError, CronwireError, NotFound, StorageError
 
 if TYPE_CHECKING:
     from cronwire.composition import TenantAdmin

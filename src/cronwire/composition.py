@@ -24,7 +24,7 @@ from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.sql import queries
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.config import Settings
-from cronwire.errors import ConfigError
+from cronwire.domain.errors import ConfigError
 from cronwire.service.maintenance import PartitionKeeper
 
 # What `cronwire tenant ...` works on: tenants and their tokens (create, issue, list, revoke).

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from cronwire.errors import ConfigError
+from cronwire.domain.errors import ConfigError
 
 PREFIX = "SCHEDULER_"
 ROLES = frozenset({"api", "planner", "executor"})
@@ -168,7 +168,10 @@ def _roles(name: str, raw: str) -> frozenset[str]:
 
 def _dsn(name: str, raw: str) -> str:
     value = raw.strip()
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL" for an unclosed or bad [host]
+        raise ConfigError(f"{name}: malformed DSN: {exc}") from None
     if parts.scheme not in {"postgres", "postgresql"}:
         raise ConfigError(f"{name}: must be a postgresql:// URL, got scheme {parts.scheme!r}")
     try:

@@ -1,7 +1,7 @@
 """Every seam the services depend on, as small ``typing.Protocol`` classes.
 
 Services import these and the domain, never an adapter. Each method says what it
-means and how it fails. Adapter errors are translated to :mod:`cronwire.errors` at the
+means and how it fails. Adapter errors are translated to :mod:`cronwire.domain.errors` at the
 adapter boundary; a Protocol method never leaks a driver exception type.
 
 Lease rule 3 (seed ADR): every RunStore write on a leased run takes the ``owner`` and

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import (
     AttemptRecord,
     ClaimBatch,
@@ -15,7 +16,6 @@ from cronwire.domain.model import (
     RunResolution,
     RunStatus,
 )
-from cronwire.errors import StorageError
 from tests.support.worlds import STORES, World, world_for
 
 RETRY8 = {"max_attempts": 8, "initial_backoff_seconds": 1, "max_backoff_seconds": 1}

@@ -7,10 +7,9 @@ import uuid
 
 import pytest
 
+from cronwire.domain.errors import LimitExceeded, NotFound
 from cronwire.domain.model import RunStatus, ScheduleStatus, Target, Trigger
-from cronwire.domain.schedule_rules import LimitExceeded
 from cronwire.domain.schedules import ScheduleSpec, TenantLimits
-from cronwire.errors import NotFound
 from tests.support.worlds import STORES, URL, World, world_for
 
 SPEC = ScheduleSpec(name="hourly", cron="0 * * * *", target=Target(url=URL))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cronwire.config import Settings, load_settings
-from cronwire.errors import ConfigError
+from cronwire.domain.errors import ConfigError
 
 
 def test_defaults_match_the_contract() -> None:
@@ -94,3 +94,10 @@ def test_the_shipped_example_config_is_valid() -> None:
     example = Path(__file__).resolve().parents[2] / "config" / "cronwire.example.toml"
     s = load_settings({}, example)
     assert s.claim_source == "postgres" and s.executor_workers == 256
+
+
+@pytest.mark.parametrize("dsn", ["postgresql://[::1/db", "postgresql://u@[not-ipv6]:5432/db"])
+def test_a_malformed_host_in_the_database_url_is_a_config_error(dsn: str) -> None:
+    # Found by the config fuzz: urlsplit raised "Invalid IPv6 URL" past the loader.
+    with pytest.raises(ConfigError, match="SCHEDULER_DATABASE_URL"):
+        load_settings({"SCHEDULER_DATABASE_URL": dsn})

@@ -8,8 +8,8 @@ from collections.abc import Collection, Sequence
 from uuid import UUID
 
 from cronwire.adapters.memory import MemoryClaimSource, MemoryDatabase, MemoryRunStore
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import LeaseKey
-from cronwire.errors import StorageError
 from cronwire.service.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.signals import ExecutorSignals
 from tests.support.memory_executor import URL

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from cronwire.adapters.memory import MemoryDatabase, MemoryRunStore
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import RunResolution, RunStatus
-from cronwire.errors import StorageError
 from tests.support.memory_executor import OWNER, Rig
 
 

@@ -16,9 +16,9 @@ from cronwire.adapters.memory import (
 )
 from cronwire.domain.breaker import BreakerPolicy, BreakerStatus, target_key
 from cronwire.domain.delivery import DeliveryResult, Outcome
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun, LeaseKey, RunResolution, RunStatus
 from cronwire.domain.retry import resolve_attempt
-from cronwire.errors import StorageError
 from cronwire.service.lease_keeper import Lease
 from cronwire.service.resolution_writer import Finished, ResolutionWriter
 from tests.support.memory_executor import URL

@@ -16,9 +16,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from cronwire.domain.errors import DomainError
-from cronwire.domain.schedule_rules import LimitExceeded, RuleViolation, field_of
-from cronwire.errors import NotFound, StorageError
+from cronwire.domain.errors import DomainError, LimitExceeded, NotFound, RuleViolation, StorageError
+from cronwire.domain.schedule_rules import field_of
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from cronwire.api.schemas import RetryIn, ScheduleCreate, TargetIn
+from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.history import RunDetail, RunView
 from cronwire.domain.model import RetryPolicy, ScheduleStatus, Target
 from cronwire.domain.schedule_rules import parse_misfire_policy
@@ -40,11 +41,8 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
     return {
         "id": record.id, "tenant_id": record.tenant_id, "name": spec.name, "cron": spec.cron,
         "timezone": spec.timezone,
-        "target": {"url": spec.target.url, "method": spec.target.method,
-                   "headers": dict(spec.target.headers), "body": spec.target.body},
-        "retry": {"max_attempts": spec.retry.max_attempts,
-                  "initial_backoff_seconds": spec.retry.initial_backoff_seconds,
-                  "max_backoff_seconds": spec.retry.max_backoff_seconds},
+        "target": target_to_document(spec.target),
+        "retry": retry_to_document(spec.retry),
         "misfire_policy": spec.misfire_policy.value,
         "catchup_window_seconds": spec.catchup_window_seconds,
         "status": record.status.value, "paused": record.status is ScheduleStatus.PAUSED,

@@ -14,8 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from cronwire.api.schemas import RetryPatch, SchedulePatch, TargetPatch
+from cronwire.domain.errors import RuleViolation
 from cronwire.domain.model import RetryPolicy, Target
-from cronwire.domain.schedule_rules import RuleViolation, parse_misfire_policy
+from cronwire.domain.schedule_rules import parse_misfire_policy
 from cronwire.domain.schedules import ScheduleSpec
 
 NULLABLE = frozenset({"starts_at", "ends_at"})

@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 
 from cronwire.adapters.embedded.postgres import free_port
-from cronwire.errors import CronwireError
+from cronwire.domain.errors import CronwireError
 
 START_SECONDS = 90.0  # a cold `serve` on a loaded 2-core machine takes several seconds
 

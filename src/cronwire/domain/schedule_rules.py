@@ -14,12 +14,14 @@ from dataclasses import replace
 from datetime import datetime
 
 from cronwire.domain.cron import load_timezone, min_gap_seconds, next_occurrences, parse_cron
-
-# LimitExceeded and RuleViolation are defined in domain.errors and re-exported here
-# (``X as X``), where callers have always imported them from.
-from cronwire.domain.errors import DomainError, InvalidCron, InvalidTarget, InvalidTimezone
-from cronwire.domain.errors import LimitExceeded as LimitExceeded
-from cronwire.domain.errors import RuleViolation as RuleViolation
+from cronwire.domain.errors import (
+    DomainError,
+    InvalidCron,
+    InvalidTarget,
+    InvalidTimezone,
+    LimitExceeded,
+    RuleViolation,
+)
 from cronwire.domain.model import MAX_ATTEMPTS, MisfirePolicy, RetryPolicy, Target
 from cronwire.domain.netpolicy import validate_target_url
 from cronwire.domain.schedules import ScheduleSpec, TenantLimits

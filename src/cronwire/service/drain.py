@@ -7,7 +7,7 @@ import asyncio
 import logging
 from collections.abc import Collection
 
-from cronwire.errors import StorageError
+from cronwire.domain.errors import StorageError
 from cronwire.ports import RunStore
 from cronwire.service.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.signals import ExecutorSignals

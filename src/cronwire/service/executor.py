@@ -34,9 +34,9 @@ from uuid import UUID
 from cronwire.domain.attempts import internal_failure, request_for
 from cronwire.domain.breaker import BreakerPolicy, health_signal
 from cronwire.domain.delivery import DeliveryResult
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimBatch, ClaimedRun, RunStatus
 from cronwire.domain.retry import Uniform, resolve_attempt
-from cronwire.errors import StorageError
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
 from cronwire.service.breaker_gate import BreakerGate
 from cronwire.service.drain import abandon, drain

@@ -7,7 +7,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from cronwire.errors import StorageError
+from cronwire.domain.errors import StorageError
 
 log = logging.getLogger(__name__)
 

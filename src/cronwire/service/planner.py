@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cronwire.domain.errors import StorageError
 from cronwire.domain.planning import decide
-from cronwire.errors import StorageError
 from cronwire.ports import Metrics, PlannerStore
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
+from cronwire.domain.errors import RuleViolation
 from cronwire.domain.history import RunQuery, RunView
-from cronwire.domain.schedule_rules import RuleViolation
 from cronwire.ports import RunHistory
 from cronwire.service.schedule_commands import Page, page_of
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from cronwire.domain.breaker import BreakerState
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import (
     AttemptRecord,
     RetryPolicy,
@@ -19,7 +20,6 @@ from cronwire.domain.model import (
     run_id_for,
 )
 from cronwire.domain.schedules import ScheduleSpec
-from cronwire.errors import StorageError
 
 RUNNABLE = frozenset({RunStatus.PENDING, RunStatus.RETRYING})
 

@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemorySchedule
+from cronwire.domain.errors import LimitExceeded, NotFound, StorageError
 from cronwire.domain.history import RunView
 from cronwire.domain.model import RunStatus, ScheduleStatus, Trigger
-from cronwire.domain.schedule_rules import LimitExceeded, next_fire_after, rescheduled_next_fire
+from cronwire.domain.schedule_rules import next_fire_after, rescheduled_next_fire
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
-from cronwire.errors import NotFound, StorageError
 
 MANUAL_INSERT_TRIES = 5
 

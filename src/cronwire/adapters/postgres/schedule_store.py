@@ -21,7 +21,7 @@ from cronwire.domain.documents import (
     target_from_document,
     target_to_document,
 )
-from cronwire.domain.errors import NotFound, StorageError
+from cronwire.domain.errors import LimitExceeded, NotFound, StorageError
 from cronwire.domain.history import RunView
 from cronwire.domain.model import (
     MisfirePolicy,
@@ -29,7 +29,7 @@ from cronwire.domain.model import (
     idempotency_key_for,
     run_id_for,
 )
-from cronwire.domain.schedule_rules import LimitExceeded, next_fire_after, rescheduled_next_fire
+from cronwire.domain.schedule_rules import next_fire_after, rescheduled_next_fire
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
 Q = queries()
