@@ -45,8 +45,8 @@ from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
-from cronwire.api.limits import default_limits
 from cronwire.config import Settings
+from cronwire.container import default_limits
 
 PAGE = 50
 WARMUP = 20
@@ -189,9 +189,9 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
             """SELECT count(DISTINCT tableoid) FROM job_run
                WHERE scheduled_for >= $1 AND scheduled_for < $2""", seeded.start, seeded.end)
         ctx = ApiContext(
-            tokens=lambda: PostgresTenantStore(pool),
-            schedules=lambda: PostgresScheduleStore(pool),
-            runs=lambda: PostgresRunHistory(pool),
+            tokens=PostgresTenantStore(pool),
+            schedules=PostgresScheduleStore(pool),
+            runs=PostgresRunHistory(pool),
             check_url=TargetGuard(allow_private=True).check_url,
             default_limits=default_limits(Settings()),
         )
