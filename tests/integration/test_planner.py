@@ -244,9 +244,9 @@ async def test_full_batch_ticks_again_at_once_and_stopping_ends_the_wait(
     ])
     metrics = PrometheusMetrics()
     # A 60 s tick: finishing within the deadline is only possible without waiting between
-    # full batches.
+    # full batches. One transaction at a time, so the ticks can be counted exactly.
     planner = Planner(PostgresPlannerStore(db_pool), metrics, batch=10, tick_seconds=60,
-                      lookahead_seconds=5)
+                      lookahead_seconds=5, concurrency=1)
     stopping = asyncio.Event()
     task = asyncio.create_task(planner.run(stopping))
     await until(lambda: all_planned(db_pool), within=20)

@@ -237,7 +237,7 @@ def _start_replicas(fleet: _Fleet, plan: LoadTestPlan, dsn: str, bootstrap: str 
 
 
 async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
-                 progress: Progress, replica_pids: list[int]) -> float:
+                 progress: Progress, replica_pids: list[int], first: datetime) -> float:
     """Show progress until the planner has passed the horizon and every run up to it is
     terminal; returns seconds from the horizon to the end of the drain. The database is
     asked only after the horizon, so watching costs the replicas nothing before it."""
@@ -272,12 +272,24 @@ async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
         if cpu is not None:
             _log(f"cronwire: {cpu:,.0f} µs of replica CPU per delivered run, first instant "
                  "to the end of the drain")
+        await _planner_lead(pool, tenant_id, first)
         db_now: datetime = await pool.fetchval(Q["loadtest_now"])
         counts = {r["status"]: r["n"] for r in await pool.fetch(Q["loadtest_run_counts"], tenant_id, horizon)}
         _log(f"run states up to the horizon: {counts}")
         return max(0.0, (db_now - horizon).total_seconds())
     finally:
         await pool.close()
+
+
+async def _planner_lead(pool: asyncpg.Pool, tenant_id: uuid.UUID, first: datetime) -> None:
+    """Log how long before the first instant the planner wrote that instant's last run.
+    (Logged only: the JSON line and report.json hold exactly CONTRACT.md's keys.)"""
+    last: datetime | None = await pool.fetchval(Q["loadtest_last_planned_at"], tenant_id, first)
+    if last is None:
+        return
+    lead = (first - last).total_seconds()
+    when = f"{lead:.2f} s before" if lead >= 0 else f"{-lead:.2f} s after"
+    _log(f"planner wrote the first instant's last run {when} the instant")
 
 
 def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | None,
@@ -298,7 +310,7 @@ def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | None,
              f"from {first:%H:%M:%S}Z")
         progress = Progress([at.timestamp() for at in occurrences], plan.schedules)
         drain = asyncio.run(_watch(dsn, tenant_id, horizon, sink, progress,
-                                   [proc.pid for proc in fleet.replicas]))
+                                   [proc.pid for proc in fleet.replicas], first))
     finally:
         for replica in fleet.replicas:
             _stop(replica)

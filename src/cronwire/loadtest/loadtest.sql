@@ -34,3 +34,8 @@ WHERE scheduled_for <= $1 AND status IN ('pending', 'running', 'retrying')
 -- name: loadtest_materialised
 -- Runs the planner has written up to the horizon (read once, at the first instant).
 SELECT count(*) FROM job_run WHERE tenant_id = $1 AND scheduled_for <= $2
+
+-- name: loadtest_last_planned_at
+-- When the planner wrote the last run of the first instant: created_at is now() of the
+-- planner transaction that wrote it (its start; the commit follows within the tick).
+SELECT max(created_at) FROM job_run WHERE tenant_id = $1 AND scheduled_for = $2

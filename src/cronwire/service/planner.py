@@ -3,6 +3,10 @@
 Every replica runs one; they never talk to each other. ``SKIP LOCKED`` spreads the due
 schedules over them and ``UNIQUE (schedule_id, scheduled_for)`` catches anything that
 slips through, so more planners only means more throughput.
+
+Within a replica the same holds for transactions: while a burst is due, ``concurrency``
+ticks run side by side, each its own transaction on its own pooled connection, so Python
+decides one batch while Postgres writes another (ADR 0012, "The planner in a burst").
 """
 
 from __future__ import annotations
@@ -18,8 +22,13 @@ from dataclasses import dataclass
 from cronwire.domain.errors import StorageError
 from cronwire.domain.planning import decide
 from cronwire.ports import Metrics, PlannerStore
+from cronwire.service.supervisor import LoopCrashed
 
 log = logging.getLogger(__name__)
+
+# Planner transactions in flight while full batches keep coming: two overlap Python's
+# decide with Postgres's writes; more only queue behind the same two cores (ADR 0012).
+PIPELINE_DEPTH = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +50,7 @@ class Planner:
         tick_seconds: float,
         lookahead_seconds: float,
         monotonic: Callable[[], float] = time.monotonic,
+        concurrency: int = PIPELINE_DEPTH,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -49,6 +59,9 @@ class Planner:
         self._lookahead_seconds = lookahead_seconds
         self._decide = functools.partial(decide, lookahead_seconds=lookahead_seconds)
         self._monotonic = monotonic
+        self._concurrency = max(1, concurrency)
+        # Set while the last tick came back full: more is due, so helpers tick too.
+        self._busy = asyncio.Event()
         self._waiters: list[asyncio.Future[TickResult]] = []
         # Totals since start: the typed test signal, alongside next_tick().
         self.ticks = 0
@@ -58,13 +71,42 @@ class Planner:
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick until ``stopping`` is set. A full batch means more is due: tick again at
-        once; otherwise wait one tick interval (or until stopping)."""
-        while not stopping.is_set():
-            result = await self.tick()
-            if result.schedules >= self._batch and not result.failed:
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self._tick_seconds)
+        once, and let the helpers tick alongside; otherwise wait one tick interval (or
+        until stopping). Idle, only this loop asks the database."""
+        helpers = [asyncio.create_task(self._help(stopping), name="planner-helper")
+                   for _ in range(self._concurrency - 1)]
+        try:
+            while not stopping.is_set():
+                result = await self.tick()
+                _raise_if_crashed(helpers)
+                if self._full(result):
+                    self._busy.set()
+                    continue
+                self._busy.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), self._tick_seconds)
+        except BaseException:
+            for helper in helpers:
+                helper.cancel()
+            raise
+        finally:
+            self._busy.set()  # wakes idle helpers, which then see stopping
+            await asyncio.gather(*helpers, return_exceptions=True)
+        _raise_if_crashed(helpers)
+
+    async def _help(self, stopping: asyncio.Event) -> None:
+        """One more transaction in flight while batches come back full. ``SKIP LOCKED``
+        keeps its claim disjoint from the main loop's; the first batch that is not full
+        means the due set is (nearly) drained, so it waits to be woken again."""
+        while True:
+            await self._busy.wait()
+            if stopping.is_set():
+                return
+            if not self._full(await self.tick()):
+                self._busy.clear()
+
+    def _full(self, result: TickResult) -> bool:
+        return result.schedules >= self._batch and not result.failed
 
     async def tick(self) -> TickResult:
         """One planner transaction. A storage failure is logged, counted and retried by
@@ -100,3 +142,11 @@ class Planner:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(result)
+
+
+def _raise_if_crashed(helpers: list[asyncio.Task[None]]) -> None:
+    """A helper only ends early on a bug (storage errors are retried inside ``tick``):
+    fail the planner loop, as a crash of the loop itself would."""
+    for helper in helpers:
+        if helper.done() and not helper.cancelled() and helper.exception() is not None:
+            raise LoopCrashed("planner-helper") from helper.exception()
