@@ -29,6 +29,8 @@ from cronwire.service.maintenance import PartitionKeeper
 
 # What `cronwire tenant ...` works on: tenants and their tokens (create, issue, list, revoke).
 TenantAdmin = PostgresTenantStore
+# The harnesses' handle on their own database (they read and seed it with their own SQL).
+Pool = asyncpg.Pool
 # What a database that cannot be used raises (refused connection, server error), for
 # commands that report it in one line.
 DATABASE_ERRORS = DRIVER_ERRORS
@@ -36,7 +38,7 @@ COMMAND_POOL_SIZE = 2  # one command, one statement at a time
 READINESS_TIMEOUT_SECONDS = 2.0
 
 __all__ = [
-    "DATABASE_ERRORS", "TenantAdmin", "blank_database", "check_buildable", "create_tenant", "database_checks", "fresh_database",
+    "DATABASE_ERRORS", "Pool", "TenantAdmin", "blank_database", "check_buildable", "create_tenant", "database_checks", "fresh_database",
     "migrate", "open_pool", "partition_upkeep", "tenant_admin", "uses_kafka",
 ]
 

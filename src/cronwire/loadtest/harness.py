@@ -29,7 +29,7 @@ from pathlib import Path
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import EmbeddedPostgres, free_port
 from cronwire.adapters.postgres.sql import parse_queries
-from cronwire.composition import create_tenant, fresh_database, open_pool
+from cronwire.composition import Pool, create_tenant, fresh_database, open_pool
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.documents import retry_to_document, target_to_document
@@ -281,7 +281,7 @@ async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
         await pool.close()
 
 
-async def _planner_lead(pool: asyncpg.Pool, tenant_id: uuid.UUID, first: datetime) -> None:
+async def _planner_lead(pool: Pool, tenant_id: uuid.UUID, first: datetime) -> None:
     """Log how long before the first instant the planner wrote that instant's last run.
     (Logged only: the JSON line and report.json hold exactly CONTRACT.md's keys.)"""
     last: datetime | None = await pool.fetchval(Q["loadtest_last_planned_at"], tenant_id, first)
