@@ -34,7 +34,7 @@ KAFKA_SESSION_TIMEOUT_SECONDS = 10.0  # aiokafka's default consumer session time
 # A line of the lease-taking tail every claim statement shares (sql.claim_statement): the
 # proxy recognises the victim's claims by it.
 CLAIM_MARKER = b"lease_generation = j.lease_generation + 1"
-CUT_TRIES = 5
+CUT_TRIES = 8
 RECOVERY_WINDOW_SECONDS = 5.0  # firing time after a cut ends in which a replica must work again
 
 
@@ -93,6 +93,16 @@ async def _replica_holding_leases(s: Scenario, within: float) -> Replica | None:
             return s.rng.choice(holding)
         await asyncio.sleep(0.02)
     return None
+
+
+async def _replica_holding_leases_named(s: Scenario, replica: Replica, within: float) -> bool:
+    """Wait up to ``within`` seconds for ``replica`` to hold leases; True once it does."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if await s.leases_of(replica.name):
+            return True
+        await asyncio.sleep(0.02)
+    return False
 
 
 # -- 1. kill -9 -------------------------------------------------------------------------
@@ -239,6 +249,8 @@ async def _cut_lease_renewal(s: Scenario) -> None:
             break
         s.proxy.release()  # an empty claim (or none): a cut this short is harmless, again
     if not after_claim:
+        # Its claims lost every race (a loaded machine): cut while it holds leases, then.
+        await _replica_holding_leases_named(s, victim, within=10)
         s.proxy.blackhole()
     at = time.time()
     held: dict[str, tuple[int, int]] = {}

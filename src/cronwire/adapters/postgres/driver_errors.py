@@ -10,7 +10,11 @@ import asyncpg
 from cronwire.domain.errors import StorageError
 
 # What a lost connection, a server error or a pool timeout looks like from asyncpg.
-DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError)
+# InternalClientError: a connection the server terminated mid-operation can be handed out
+# in a state asyncpg refuses to use (seen while Postgres shut down, `chaos --faults
+# pg-restart`); it is not an InterfaceError.
+DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError,
+                 asyncpg.exceptions.InternalClientError, OSError, TimeoutError)
 
 
 @contextlib.contextmanager
