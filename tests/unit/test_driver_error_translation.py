@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
-from cronwire.errors import StorageError
+from cronwire.domain.errors import StorageError
 
 
 @pytest.mark.parametrize("error", [
