@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(1800)]
 
 FULL = os.environ.get("CRONWIRE_CHAOS_FULL") == "1"
 POSTGRES_FAULTS = "kill,stall,pg-restart,connection-cuts,lease-cut,clock-skew,fairness"
-KAFKA_FAULTS = "kill,stall,broker-kill,broker-stall,rolling-restart,lease-cut,fairness"
+KAFKA_FAULTS = "kill,stall,broker-kill,broker-stall,rolling-restart,fairness"
 # Reduced in CI: kill -9, broker restarts and rolling restarts in kafka mode are already
 # counted by tests/chaos/test_kafka_processes.py; these are the faults only chaos injects.
 # Kafka-mode fairness runs at full size only (reduced, it measured a p99 of 1.8 s against
