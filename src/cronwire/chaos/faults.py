@@ -466,6 +466,9 @@ FAULTS: dict[str, FaultSpec] = {
     "lease-cut": FaultSpec(_cut_lease_renewal, verdict=_lease_cut_verdict,
                            observe=_observe_lease_cut, summarize=_summarize_lease_cut,
                            delivery_timeout=1.5, sink_delay_ms=300, victim_proxy=True,
+                           # In kafka mode the cut-off replica often held no partition in
+                           # reduced runs (the group kept rebalancing): nothing to cut off.
+                           modes=("postgres",),
                            about="one replica's database path blackholed for 2 x its lease "
                                  "while its HTTP path works"),
     "clock-skew": FaultSpec(_just_fire, verdict=_skew_verdict, observe=_observe_skew,
@@ -486,6 +489,5 @@ FAULTS: dict[str, FaultSpec] = {
 DEFAULT_FAULTS = {
     "postgres": ("kill", "stall", "pg-restart", "connection-cuts", "lease-cut", "clock-skew",
                  "fairness"),
-    "kafka": ("kill", "stall", "broker-kill", "broker-stall", "rolling-restart", "lease-cut",
-              "fairness"),
+    "kafka": ("kill", "stall", "broker-kill", "broker-stall", "rolling-restart", "fairness"),
 }
