@@ -60,3 +60,29 @@ async def test_shutdown_releases_what_did_not_finish_in_the_grace_period() -> No
     assert {(r.status, r.claimed_by is not None) for r in rig.db.runs.values()} == {
         (RunStatus.PENDING, True)}
     assert {r.attempt_count for r in rig.db.runs.values()} == {0}
+
+
+async def test_a_request_the_deliverer_found_too_late_to_send_is_given_back_not_attempted() -> None:
+    """The deliverer's own send-window check (RequestNotSent) is the executor's "lease too
+    old to send" verdict: no attempt recorded, the lease given back, delivered later once."""
+    from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
+    from cronwire.domain.errors import RequestNotSent
+
+    refused: list[DeliveryRequest] = []
+    base = answer(200)
+
+    def reply(request: DeliveryRequest) -> DeliveryResult:
+        assert request.send_within_seconds is not None  # the executor always sets it
+        if not refused:
+            refused.append(request)
+            raise RequestNotSent("window closed")
+        return base(request)
+
+    rig = Rig(deliverer=ScriptedDeliverer(reply))
+    rig.seed(1)
+    async with rig.running(rig.executor()):
+        await rig.signals.settled.wait_count(1, within=10)
+    assert len(refused) == 1
+    assert rig.statuses() == {"succeeded": 1}
+    assert [a for _, a, _ in rig.db.attempts] == [1]  # the refused one used no attempt
+    assert rig.signals.abandoned.items == [refused[0].run_id]

@@ -52,7 +52,9 @@ def attempt_record(run: ClaimedRun, result: DeliveryResult) -> AttemptRecord:
     )
 
 
-def request_for(run: ClaimedRun, timeout_seconds: float) -> DeliveryRequest:
+def request_for(
+    run: ClaimedRun, timeout_seconds: float, send_within_seconds: float | None = None
+) -> DeliveryRequest:
     """What this attempt of ``run`` sends: the target's body, or the default JSON body."""
     body = (
         run.target.body.encode("utf-8")
@@ -71,6 +73,7 @@ def request_for(run: ClaimedRun, timeout_seconds: float) -> DeliveryRequest:
         body=body,
         signing_secrets=run.signing_secrets,
         timeout_seconds=timeout_seconds,
+        send_within_seconds=send_within_seconds,
     )
 
 

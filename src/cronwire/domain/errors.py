@@ -76,6 +76,12 @@ class MigrationError(CronwireError):
     """Migrations cannot be applied safely (e.g. an applied file was edited)."""
 
 
+class RequestNotSent(CronwireError):
+    """A deliverer refused to write a request whose send window had closed (its lease was
+    too old by then, e.g. the process was stopped while the request waited for a
+    connection). Nothing reached the target, so no attempt is used."""
+
+
 class StorageError(CronwireError):
     """The database rejected or failed an operation in a way callers may handle."""
 

@@ -34,13 +34,13 @@ from uuid import UUID
 from cronwire.domain.attempts import internal_failure, request_for
 from cronwire.domain.breaker import BreakerPolicy, health_signal
 from cronwire.domain.delivery import DeliveryResult
-from cronwire.domain.errors import StorageError
+from cronwire.domain.errors import RequestNotSent, StorageError
 from cronwire.domain.model import ClaimBatch, ClaimedRun, RunStatus
 from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
 from cronwire.service.breaker_gate import BreakerGate
 from cronwire.service.drain import abandon, drain
-from cronwire.service.lease_keeper import Lease, LeaseKeeper, too_old_to_send
+from cronwire.service.lease_keeper import Lease, LeaseKeeper, send_window
 from cronwire.service.periodic import every
 from cronwire.service.resolution_writer import Finished, ResolutionWriter
 from cronwire.service.signals import ExecutorSignals, quiet_signals
@@ -304,12 +304,18 @@ class Executor:
 
     async def _deliver(self, run: ClaimedRun, lease: Lease, breaker_key: str) -> None:
         try:
-            if too_old_to_send(run, self._clock_offset, self._clock.now(), self._lease_seconds):
+            window = send_window(run, self._clock_offset, self._clock.now(), self._lease_seconds)
+            if window < 0:
                 await self._give_back_unsent(lease)
                 return
             self._signals.started.add([run.id])
             lease.started = True  # the next renewal records it (the attempt is used)
-            result = await self._attempt(run)
+            try:
+                result = await self._attempt(run, window)
+            except RequestNotSent:
+                # The deliverer found the same window closed just before writing.
+                await self._give_back_unsent(lease)
+                return
         except asyncio.CancelledError:
             if not lease.lost:
                 raise
@@ -338,7 +344,7 @@ class Executor:
         self._keeper.drop(lease)
         self._metrics.lease_lost()
         self._signals.abandoned.add([lease.run_id])
-        log.warning("run %s: lease too old to send after a stall; not sent, given back",
+        log.warning("run %s: lease too old to send (stalled?); not sent, given back",
                     lease.run_id, extra={"run_id": str(lease.run_id)})
         try:
             await self._runs.release(self._owner, [lease.key])
@@ -346,14 +352,17 @@ class Executor:
             log.warning("releasing unsent run %s failed; its lease will expire", lease.run_id,
                         exc_info=True)
 
-    async def _attempt(self, run: ClaimedRun) -> DeliveryResult:
+    async def _attempt(self, run: ClaimedRun, send_within: float | None = None) -> DeliveryResult:
         """One request. The Deliverer enforces the per-attempt timeout (its contract
         suite tests it) and reports failures as outcomes; should it raise anyway, the
         attempt is recorded as a retryable failure rather than leaving a lease that is
         renewed for ever with nothing in flight."""
         started_at = self._clock.now()
         try:
-            return await self._deliverer.deliver(request_for(run, self._delivery_timeout))
+            return await self._deliverer.deliver(
+                request_for(run, self._delivery_timeout, send_within))
+        except RequestNotSent:
+            raise
         except Exception as exc:
             log.exception("deliverer raised for run %s", run.id)
             return internal_failure(exc, started_at, self._clock.now())

@@ -50,6 +50,15 @@ class Lease:
         return self.task is not None and not self.task.done()
 
 
+def send_window(
+    run: ClaimedRun, clock_offset: timedelta, now: datetime, lease_seconds: float
+) -> float:
+    """Seconds from ``now`` during which ``run``'s request may still leave: until half
+    its lease is left (see :func:`too_old_to_send`); negative once that moment passed."""
+    left = (run.lease_expires_at + clock_offset - now).total_seconds()
+    return left - lease_seconds / 2
+
+
 def too_old_to_send(
     run: ClaimedRun, clock_offset: timedelta, now: datetime, lease_seconds: float
 ) -> bool:
@@ -62,8 +71,7 @@ def too_old_to_send(
     gone comes later. The remaining time is read on the database's clock (the claim's
     expiry, corrected by ``clock_offset``, replica minus database, measured at that
     claim)."""
-    left = (run.lease_expires_at + clock_offset - now).total_seconds()
-    return left < lease_seconds / 2
+    return send_window(run, clock_offset, now, lease_seconds) < 0
 
 
 class LeaseKeeper:

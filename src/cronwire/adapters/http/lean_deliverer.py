@@ -39,7 +39,7 @@ from cronwire.domain.delivery import (
     status_error,
     status_outcome,
 )
-from cronwire.domain.errors import InvalidTarget, TargetRefused
+from cronwire.domain.errors import InvalidTarget, RequestNotSent, TargetRefused
 from cronwire.domain.netpolicy import DEFAULT_PORTS
 
 DRAIN_BYTES = 64 * 1024  # read this much past the excerpt to keep a connection reusable
@@ -151,8 +151,12 @@ class LeanDeliverer:
             headers = delivery_headers(
                 req, int(timer.started_at.timestamp()), user_agent=self._user_agent
             )
+            send_by = (None if req.send_within_seconds is None
+                       else time.monotonic() + req.send_within_seconds)
             async with asyncio.timeout(req.timeout_seconds):
-                answer = await self._exchange(url, req.method, headers, req.body)
+                answer = await self._exchange(url, req.method, headers, req.body, send_by)
+        except RequestNotSent:
+            raise
         except (InvalidTarget, TargetRefused) as exc:
             return timer.result(Outcome.BLOCKED, error=error_text(exc))
         except TimeoutError as exc:
@@ -173,7 +177,10 @@ class LeanDeliverer:
 
     # -- one request/response on a pooled connection ----------------------------------
 
-    async def _exchange(self, url: URL, method: str, headers: dict[str, str], body: bytes) -> _Answer:
+    async def _exchange(
+        self, url: URL, method: str, headers: dict[str, str], body: bytes,
+        send_by: float | None = None,
+    ) -> _Answer:
         scheme = url.scheme
         host = url.raw_host or ""
         port = url.port or DEFAULT_PORTS[scheme]
@@ -186,6 +193,7 @@ class LeanDeliverer:
                 connection = await self._connect(scheme, host, port)
             try:
                 assert connection.transport is not None
+                _check_send_window(send_by)
                 connection.transport.write(data)
                 try:
                     answer = await _read_answer(connection, method)
@@ -197,8 +205,17 @@ class LeanDeliverer:
                     connection.abort()
                     connection = await self._connect(scheme, host, port)
                     assert connection.transport is not None
+                    _check_send_window(send_by)
                     connection.transport.write(data)
                     answer = await _read_answer(connection, method)
+            except RequestNotSent:
+                # Nothing was written on it: a pooled connection can serve the next request.
+                if connection.usable and not connection.buffer:
+                    connection.idle_since = time.monotonic()
+                    self._idle.setdefault(key, deque()).append(connection)
+                else:
+                    connection.abort()
+                raise
             except BaseException:
                 connection.abort()  # a cancelled or broken exchange never goes back
                 raise
@@ -370,3 +387,10 @@ def _decoded(answer: _Answer) -> bytes:
         return inflate.decompress(answer.body, EXCERPT_BYTES)
     except zlib.error:
         return answer.body
+
+
+def _check_send_window(send_by: float | None) -> None:
+    """Raise RequestNotSent when the request's send window closed while it waited for a
+    pool slot or a connection (checked right before the bytes are written)."""
+    if send_by is not None and time.monotonic() > send_by:
+        raise RequestNotSent("send window closed before the request was written")

@@ -1,0 +1,92 @@
+"""LeanDeliverer's send window: a request whose window closed while it waited for a pool
+slot or a connection is not written at all (RequestNotSent), so a process stalled in that
+wait cannot wake and send on a lease another replica has taken over (the chaos suite's
+stall fault found one such late send)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
+from cronwire.domain.delivery import Outcome
+from cronwire.domain.errors import RequestNotSent
+from tests.support.deliverer_sink import make_request
+from tests.support.polling import wait_until
+
+
+@dataclass
+class SlowReceiver:
+    """Answers 200 after ``delay`` seconds; counts connections and requests it read."""
+
+    delay: float = 0.5
+    connections: int = 0
+    requests: list[bytes] = field(default_factory=list)
+    port: int = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(next((line.split(b":")[1] for line in head.split(b"\r\n")
+                                   if line.lower().startswith(b"content-length")), b"0"))
+                await reader.readexactly(length)
+                self.requests.append(head.split(b"\r\n", 1)[0])
+                await asyncio.sleep(self.delay)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[SlowReceiver]:
+    found = SlowReceiver()
+    server = await asyncio.start_server(found.handle, "127.0.0.1", 0)
+    found.port = server.sockets[0].getsockname()[1]
+    yield found
+    server.close()
+    await server.wait_closed()
+
+
+@pytest.fixture
+async def one_connection() -> AsyncIterator[LeanDeliverer]:
+    deliverer = LeanDeliverer(TargetGuard(allow_private=True), max_connections=1)
+    await deliverer.start()
+    yield deliverer
+    await deliverer.close()
+
+
+async def test_a_closed_window_writes_nothing(receiver: SlowReceiver,
+                                              one_connection: LeanDeliverer) -> None:
+    url = f"http://127.0.0.1:{receiver.port}/hook"
+    with pytest.raises(RequestNotSent):
+        await one_connection.deliver(make_request(url, send_within_seconds=-0.001))
+    await asyncio.sleep(0.1)  # anything written would have been read by now
+    assert receiver.requests == []
+    # The connection it opened carried nothing, so the next request can use it.
+    assert (await one_connection.deliver(make_request(url))).outcome is Outcome.SUCCESS
+    assert len(receiver.requests) == 1 and receiver.connections == 1
+
+
+async def test_a_window_that_closes_while_waiting_for_a_slot_is_not_sent(
+    receiver: SlowReceiver, one_connection: LeanDeliverer
+) -> None:
+    url = f"http://127.0.0.1:{receiver.port}/hook"
+    first = asyncio.create_task(one_connection.deliver(make_request(url)))
+    # Wait until the only slot is busy (for receiver.delay seconds) with the first request.
+    await wait_until(lambda: bool(receiver.requests), within=5)
+    with pytest.raises(RequestNotSent):
+        await one_connection.deliver(make_request(url, send_within_seconds=0.1))
+    assert (await first).outcome is Outcome.SUCCESS
+    assert len(receiver.requests) == 1
+    # A window long enough to outlast the wait is sent as usual.
+    later = make_request(url, send_within_seconds=30.0)
+    assert (await one_connection.deliver(later)).outcome is Outcome.SUCCESS
+    assert len(receiver.requests) == 2
