@@ -4,7 +4,6 @@ occurrence is still written exactly once, and a helper that crashes fails the lo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import asyncpg
@@ -12,10 +11,10 @@ import pytest
 
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.planner_store import Decide, PostgresPlannerStore
-from cronwire.domain.model import DueSchedule, PlanDecision, run_id_for
-from cronwire.domain.planning import Span
+from cronwire.domain.model import run_id_for
 from cronwire.service.planner import Planner
 from cronwire.service.supervisor import LoopCrashed
+from tests.integration.test_planner import CountingStore
 from tests.support.planner_data import (
     ScheduleSpec,
     all_planned,
@@ -27,35 +26,25 @@ from tests.support.planner_data import (
 )
 
 
-class OverlapStore:
-    """The real store, recording how many of its transactions were in flight at once and
-    how many runs its ``decide`` planned (before ON CONFLICT could drop any)."""
+class OverlapStore(CountingStore):
+    """The counting store, also recording how many of its transactions were in flight at
+    once."""
 
     def __init__(self, store: PostgresPlannerStore) -> None:
-        self.store = store
+        super().__init__(store)
         self.in_flight = 0
         self.most_in_flight = 0
-        self.planned = 0
 
     async def plan_due(
         self, *, limit: int, lookahead_seconds: float, decide: Decide
     ) -> tuple[int, int]:
-        def counting(schedules: Sequence[DueSchedule], now: datetime,
-                     writable: Span | None) -> PlanDecision:
-            decision = decide(schedules, now, writable)
-            self.planned += len(decision.runs)
-            return decision
-
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
-            return await self.store.plan_due(
-                limit=limit, lookahead_seconds=lookahead_seconds, decide=counting)
+            return await super().plan_due(
+                limit=limit, lookahead_seconds=lookahead_seconds, decide=decide)
         finally:
             self.in_flight -= 1
-
-    async def db_now(self) -> datetime:
-        return await self.store.db_now()
 
 
 async def test_transactions_in_flight_write_every_burst_run_exactly_once(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum, StrEnum
 from urllib.parse import urlsplit
+from uuid import UUID
 
 from cronwire.domain.delivery import DeliveryResult, Outcome
 from cronwire.domain.netpolicy import DEFAULT_PORTS
@@ -99,6 +100,20 @@ def health_signal(result: DeliveryResult) -> bool | None:
     if result.outcome is Outcome.BLOCKED:
         return None
     return not result.retryable
+
+
+BreakerKey = tuple[UUID, str]  # (tenant_id, target_key)
+
+
+def outcomes_by_target(
+    outcomes: Iterable[tuple[UUID, str, bool]],
+) -> dict[BreakerKey, list[bool]]:
+    """A batch's (tenant, target, healthy) outcomes grouped per breaker, in arrival order:
+    what every BreakerStore applies with :func:`after_outcomes`."""
+    by_key: dict[BreakerKey, list[bool]] = {}
+    for tenant_id, key, healthy in outcomes:
+        by_key.setdefault((tenant_id, key), []).append(healthy)
+    return by_key
 
 
 def after_outcomes(

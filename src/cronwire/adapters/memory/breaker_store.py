@@ -14,6 +14,7 @@ from cronwire.domain.breaker import (
     BreakerState,
     BreakerStatus,
     after_outcomes,
+    outcomes_by_target,
 )
 
 Key = tuple[UUID, str]
@@ -51,9 +52,7 @@ class MemoryBreakerStore:
     async def record(
         self, outcomes: Sequence[tuple[UUID, str, bool]], policy: BreakerPolicy
     ) -> None:
-        by_key: dict[Key, list[bool]] = {}
-        for tenant_id, target_key, healthy in outcomes:
-            by_key.setdefault((tenant_id, target_key), []).append(healthy)
+        by_key = outcomes_by_target(outcomes)
         now = self._db.now()
         for key, seen in by_key.items():
             if key not in self._db.breakers and all(seen):

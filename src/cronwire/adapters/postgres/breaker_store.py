@@ -16,7 +16,13 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
-from cronwire.domain.breaker import BreakerPolicy, BreakerState, BreakerStatus, after_outcomes
+from cronwire.domain.breaker import (
+    BreakerPolicy,
+    BreakerState,
+    BreakerStatus,
+    after_outcomes,
+    outcomes_by_target,
+)
 
 Q = queries()
 Key = tuple[UUID, str]
@@ -61,9 +67,7 @@ class PostgresBreakerStore:
     async def record(
         self, outcomes: Sequence[tuple[UUID, str, bool]], policy: BreakerPolicy
     ) -> None:
-        by_key: dict[Key, list[bool]] = {}
-        for tenant_id, target_key, healthy in outcomes:
-            by_key.setdefault((tenant_id, target_key), []).append(healthy)
+        by_key = outcomes_by_target(outcomes)
         failing = sorted(key for key, seen in by_key.items() if not all(seen))
         with storage_errors("record breaker outcomes"):
             if by_key and not failing:
