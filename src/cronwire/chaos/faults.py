@@ -9,7 +9,6 @@ records; ``verdict`` lists every broken guarantee (empty: passed).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import time
 from collections import Counter
@@ -19,11 +18,17 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cronwire.adapters.skewed_clock import SKEW_VARIABLE
+from cronwire.chaos.checks import common_verdict, replica_holding_leases
+from cronwire.chaos.lease_cut import (
+    cut_lease_renewal,
+    lease_cut_verdict,
+    observe_lease_cut,
+    summarize_lease_cut,
+)
 from cronwire.chaos.queries import Q
-from cronwire.chaos.report import Deliveries, Interruption, percentile
+from cronwire.chaos.report import Deliveries, percentile
 
 if TYPE_CHECKING:
-    from cronwire.chaos.fleet import Replica
     from cronwire.chaos.harness import Scenario
 
 Groups = dict[str, set[str]]
@@ -31,11 +36,6 @@ CLOCK_SKEWS = (30.0, -30.0)  # replica 0 runs 30 s fast, replica 1 30 s slow
 LATE_SECONDS = 5.0  # a run first seen this long after it was due counts as late
 FAIR_LAG_P99_MS = 2000.0
 KAFKA_SESSION_TIMEOUT_SECONDS = 10.0  # aiokafka's default consumer session timeout
-# A line of the lease-taking tail every claim statement shares (sql.claim_statement): the
-# proxy recognises the victim's claims by it.
-CLAIM_MARKER = b"lease_generation = j.lease_generation + 1"
-CUT_TRIES = 8
-RECOVERY_WINDOW_SECONDS = 5.0  # firing time after a cut ends in which a replica must work again
 
 
 def _no_env(_index: int) -> dict[str, str]:
@@ -46,17 +46,8 @@ def _skewed_env(index: int) -> dict[str, str]:
     return {SKEW_VARIABLE: str(CLOCK_SKEWS[index])} if index < len(CLOCK_SKEWS) else {}
 
 
-def _common_verdict(figures: dict[str, Any]) -> list[str]:
-    broken = []
-    if figures["lost"]:
-        broken.append(f"lost={figures['lost']}")
-    if figures["duplicates_beyond_in_flight"]:
-        broken.append(f"duplicates_beyond_in_flight={figures['duplicates_beyond_in_flight']}")
-    return broken
-
-
 def _no_duplicates_no_exits(figures: dict[str, Any]) -> list[str]:
-    broken = _common_verdict(figures)
+    broken = common_verdict(figures)
     if figures["duplicates"] and not broken:
         broken.append(f"duplicates={figures['duplicates']}")
     if figures["replica_exits"]:
@@ -67,7 +58,7 @@ def _no_duplicates_no_exits(figures: dict[str, Any]) -> list[str]:
 @dataclass(frozen=True)
 class FaultSpec:
     drive: Callable[[Scenario], Awaitable[None]]
-    verdict: Callable[[dict[str, Any]], list[str]] = _common_verdict
+    verdict: Callable[[dict[str, Any]], list[str]] = common_verdict
     observe: Callable[[Scenario, Groups], Awaitable[None]] | None = None
     summarize: Callable[[Scenario, Groups, Deliveries, dict[str, Any]], None] | None = None
     replica_env: Callable[[int], dict[str, str]] = _no_env
@@ -83,28 +74,6 @@ class FaultSpec:
     about: str = ""
 
 
-async def _replica_holding_leases(s: Scenario, within: float) -> Replica | None:
-    """A random replica that holds leases now (so the fault has requests in flight to
-    break), polling for up to ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        holding = [r for r in s.replicas if r.alive() and await s.leases_of(r.name)]
-        if holding:
-            return s.rng.choice(holding)
-        await asyncio.sleep(0.02)
-    return None
-
-
-async def _replica_holding_leases_named(s: Scenario, replica: Replica, within: float) -> bool:
-    """Wait up to ``within`` seconds for ``replica`` to hold leases; True once it does."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if await s.leases_of(replica.name):
-            return True
-        await asyncio.sleep(0.02)
-    return False
-
-
 # -- 1. kill -9 -------------------------------------------------------------------------
 
 async def _kill_replicas(s: Scenario) -> None:
@@ -113,7 +82,7 @@ async def _kill_replicas(s: Scenario) -> None:
         await asyncio.sleep(s.rng.uniform(2.0, 4.0))
         if s.window_left() < 2:
             break
-        victim = await _replica_holding_leases(s, within=1.5) or s.rng.choice(s.replicas)
+        victim = await replica_holding_leases(s, within=1.5) or s.rng.choice(s.replicas)
         # Somewhere between just after its claim and mid-request (the sink is slow), so
         # some kills find requests not yet sent and some find requests already out.
         await asyncio.sleep(s.rng.uniform(0.0, 0.4))
@@ -132,7 +101,7 @@ async def _stall_owner(s: Scenario) -> None:
     # just before a whole second, the first replica seen holding leases has just claimed
     # them, and is stopped well before its results could be written.
     await asyncio.sleep(1 - time.time() % 1)
-    victim = await _replica_holding_leases(s, within=10)
+    victim = await replica_holding_leases(s, within=10)
     if victim is None:
         s.figures["fault"] = {"paused_leases": 0}
         return
@@ -170,7 +139,7 @@ async def _observe_stall(s: Scenario, _groups: Groups) -> None:
 
 
 def _stall_verdict(figures: dict[str, Any]) -> list[str]:
-    broken = _common_verdict(figures)
+    broken = common_verdict(figures)
     own = figures["fault_figures"]
     if own.get("stale_terminal_writes"):
         broken.append(f"stale_terminal_writes={own['stale_terminal_writes']}")
@@ -214,118 +183,6 @@ async def _cut_connections(s: Scenario) -> None:
     s.figures["fault"] = {**counts, "longest_stall_seconds": round(longest, 2),
                           "connections_opened": s.proxy.connections,
                           "lease_seconds": 2 * s.spec.delivery_timeout}
-
-
-# -- 3b. a replica that cannot renew its leases stops delivering -------------------------
-#
-# The first replica's database connections go through the proxy, its HTTP path to the
-# sink does not. The proxy is blackholed (bytes held, nothing closed, new connections
-# just as silent) for twice the lease while the replica holds leases. Until a lease runs
-# out its owner may still send (that request is in flight at the cut); after that, only
-# the replica that re-claimed the run may. Every arrival of a run cut off this way after
-# its lease expired, beyond the re-claimer's one, is a delivery the cut-off replica
-# should not have started: ``sends_beyond_in_flight_at_cut`` must be 0. The replica
-# cannot claim anything while cut off, so the runs it held are the only ones it could
-# send; the common figures cover every other run.
-
-async def _cut_lease_renewal(s: Scenario) -> None:
-    assert s.proxy is not None
-    victim = s.replicas[0]
-    lease = 2 * s.spec.delivery_timeout
-    await asyncio.sleep(s.seconds_to(0.1))
-    # Cut right after one of its claims has gone through: Postgres takes the leases, the
-    # replica hears of them only when the cut ends, long after they ran out. That is the
-    # case where a replica must not send what it holds. (If no claim comes, cut anyway.)
-    after_claim = False
-    for _try in range(CUT_TRIES):
-        await asyncio.sleep(max(0.0, 1 - time.time() % 1 - 0.05))  # the next fire is near
-        before = await s.leases_of(victim.name)
-        triggered = s.proxy.blackhole_after_watched()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(triggered.wait(), 1.5)
-        await asyncio.sleep(0.2)  # the claim commits
-        if triggered.is_set() and set(await s.leases_of(victim.name)) - set(before):
-            after_claim = True
-            break
-        s.proxy.release()  # an empty claim (or none): a cut this short is harmless, again
-    if not after_claim:
-        # Its claims lost every race (a loaded machine): cut while it holds leases, then.
-        await _replica_holding_leases_named(s, victim, within=10)
-        s.proxy.blackhole()
-    at = time.time()
-    held: dict[str, tuple[int, int]] = {}
-    expiry: dict[str, float] = {}
-    hold = 2 * lease
-    while time.time() < at + hold:
-        # Every lease it took (before the cut, or during it by a statement that got
-        # through) and the latest expiry a renewal that got through gave it.
-        for run_id, found in (await s.leases_of(victim.name)).items():
-            held.setdefault(run_id, found)
-        rows = await s.pool.fetch(Q["chaos_lease_expiry"], list(held), victim.name)
-        for row in rows:
-            run_id = str(row["id"])
-            if row["lease_generation"] == held[run_id][0]:
-                expiry[run_id] = max(expiry.get(run_id, 0.0), float(row["expires"]))
-        await asyncio.sleep(0.1)
-    s.proxy.release()
-    s.figures["released_at"] = time.time()
-    s.figures["lease_expiry"] = expiry
-    s.figures["cut_at"] = at
-    # For the common accounting, as for a kill: a duplicate of one of these runs is in
-    # flight at the cut if its first request had arrived by the cut.
-    s.interruptions.append(Interruption(victim.name, "cut", at, held))
-    s.figures["fault"] = {"cut": victim.name, "cut_seconds": round(time.time() - at, 1),
-                          "lease_seconds": lease, "cut_after_a_claim": after_claim,
-                          "leases_cut_off": len(held),
-                          "firing_seconds_after_release": round(max(0.0, s.window_left()), 1)}
-
-
-async def _observe_lease_cut(s: Scenario, _groups: Groups) -> None:
-    cuts = [i for i in s.interruptions if i.kind == "cut"]
-    if not cuts:
-        return
-    cut = cuts[0]
-    state = {str(r["id"]): r for r in await s.pool.fetch(Q["chaos_runs_state"], list(cut.leases))}
-    reclaimed = [r for r, (generation, _attempts) in cut.leases.items()
-                 if r in state and state[r]["lease_generation"] != generation]
-    released = datetime.fromtimestamp(float(s.figures["released_at"]), UTC)
-    since = await s.pool.fetchval(Q["chaos_owner_runs_since"], cut.owner, released)
-    s.figures["fault"].update({"reclaimed_after_expiry": len(reclaimed),
-                               "cut_replica_runs_after_release": int(since)})
-
-
-def _summarize_lease_cut(s: Scenario, _groups: Groups, seen: Deliveries,
-                         figures: dict[str, Any]) -> None:
-    expiry: dict[str, float] = s.figures.get("lease_expiry", {})
-    cut_at = float(s.figures.get("cut_at", 0.0))
-    within = beyond = 0
-    for run_id, expires in expiry.items():
-        arrivals = seen.arrivals.get(run_id, [])
-        after = [t for t in arrivals if t > expires]
-        beyond += max(0, len(after) - 1)  # one is the re-claimer's
-        within += sum(1 for t in arrivals if t <= expires)
-    figures["fault_figures"].update({
-        "in_flight_sends_before_expiry": within,
-        "sends_beyond_in_flight_at_cut": beyond,
-        "last_lease_expiry_after_cut_seconds":
-            round(max(expiry.values()) - cut_at, 2) if expiry else 0.0,
-    })
-
-
-def _lease_cut_verdict(figures: dict[str, Any]) -> list[str]:
-    broken = _common_verdict(figures)
-    own = figures["fault_figures"]
-    if own.get("sends_beyond_in_flight_at_cut"):
-        broken.append(f"sends_beyond_in_flight_at_cut={own['sends_beyond_in_flight_at_cut']}")
-    if not own.get("reclaimed_after_expiry"):
-        broken.append("nothing re-claimed after the cut (the fault tested nothing)")
-    if figures["replica_exits"]:
-        broken.append(f"replica_exits={figures['replica_exits']}")
-    # Recovery needs firing time after the release to show (the full-size run has it).
-    if (own.get("firing_seconds_after_release", 0) >= RECOVERY_WINDOW_SECONDS
-            and not own.get("cut_replica_runs_after_release")):
-        broken.append("the cut-off replica delivered nothing after the release")
-    return broken
 
 
 # -- 4. Kafka: the broker dies or stalls; consumers leave and join ----------------------
@@ -408,7 +265,7 @@ def _summarize_skew(s: Scenario, groups: Groups, seen: Deliveries, figures: dict
 
 
 def _skew_verdict(figures: dict[str, Any]) -> list[str]:
-    broken = _common_verdict(figures)
+    broken = common_verdict(figures)
     own = figures["fault_figures"]
     for key in ("early", "late"):
         if own.get(key):
@@ -442,7 +299,7 @@ def _summarize_fairness(s: Scenario, groups: Groups, seen: Deliveries, figures: 
 
 
 def _fairness_verdict(figures: dict[str, Any]) -> list[str]:
-    broken = _common_verdict(figures)
+    broken = common_verdict(figures)
     own = figures["fault_figures"]
     if not own.get("small_runs_during_burst"):
         broken.append("no small-tenant run fell due while the burst drained")
@@ -463,8 +320,8 @@ FAULTS: dict[str, FaultSpec] = {
     "connection-cuts": FaultSpec(_cut_connections, verdict=_no_duplicates_no_exits,
                                  delivery_timeout=5.0, sink_delay_ms=50, proxy=True,
                                  about="a TCP proxy drops, resets and stalls database connections"),
-    "lease-cut": FaultSpec(_cut_lease_renewal, verdict=_lease_cut_verdict,
-                           observe=_observe_lease_cut, summarize=_summarize_lease_cut,
+    "lease-cut": FaultSpec(cut_lease_renewal, verdict=lease_cut_verdict,
+                           observe=observe_lease_cut, summarize=summarize_lease_cut,
                            delivery_timeout=1.5, sink_delay_ms=300, victim_proxy=True,
                            # In kafka mode the cut-off replica often held no partition in
                            # reduced runs (the group kept rebalancing): nothing to cut off.

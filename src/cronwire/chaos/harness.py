@@ -27,8 +27,9 @@ import asyncpg
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
-from cronwire.chaos.faults import CLAIM_MARKER, FAULTS, FaultSpec
+from cronwire.chaos.faults import FAULTS, FaultSpec
 from cronwire.chaos.fleet import ChaosError, Replica, Sink, replica_env
+from cronwire.chaos.lease_cut import CLAIM_MARKER
 from cronwire.chaos.plan_checks import fault_refusal
 from cronwire.chaos.proxy import ChaosProxy
 from cronwire.chaos.queries import Q

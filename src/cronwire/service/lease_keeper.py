@@ -54,15 +54,7 @@ def send_window(
     run: ClaimedRun, clock_offset: timedelta, now: datetime, lease_seconds: float
 ) -> float:
     """Seconds from ``now`` during which ``run``'s request may still leave: until half
-    its lease is left (see :func:`too_old_to_send`); negative once that moment passed."""
-    left = (run.lease_expires_at + clock_offset - now).total_seconds()
-    return left - lease_seconds / 2
-
-
-def too_old_to_send(
-    run: ClaimedRun, clock_offset: timedelta, now: datetime, lease_seconds: float
-) -> bool:
-    """True when less than half the lease is left at the moment the request would leave.
+    its lease is left; negative once that moment passed (then it is too old to send).
 
     Normally a request leaves right after its claim. A replica stalled in between
     (SIGSTOP, a long pause of the event loop) may wake after its lease expired and
@@ -71,7 +63,8 @@ def too_old_to_send(
     gone comes later. The remaining time is read on the database's clock (the claim's
     expiry, corrected by ``clock_offset``, replica minus database, measured at that
     claim)."""
-    return send_window(run, clock_offset, now, lease_seconds) < 0
+    left = (run.lease_expires_at + clock_offset - now).total_seconds()
+    return left - lease_seconds / 2
 
 
 class LeaseKeeper:
