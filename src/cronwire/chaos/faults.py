@@ -328,8 +328,12 @@ FAULTS: dict[str, FaultSpec] = {
                            modes=("postgres",),
                            about="one replica's database path blackholed for 2 x its lease "
                                  "while its HTTP path works"),
+    # Few workers and a slightly slow receiver: a claim takes only part of each second's
+    # runs, so every replica, the skewed ones too, delivers some (with 64 workers the first
+    # replica awake took all of them, and a skewed one could lose every race).
     "clock-skew": FaultSpec(_just_fire, verdict=_skew_verdict, observe=_observe_skew,
                             summarize=_summarize_skew, replica_env=_skewed_env,
+                            workers=8, sink_delay_ms=20,
                             about="replica clocks +30 s and -30 s"),
     "fairness": FaultSpec(_just_fire, verdict=_fairness_verdict, summarize=_summarize_fairness,
                           burst=True, burst_delay_ms=100, workers=32, delivery_timeout=5.0,
