@@ -22,6 +22,13 @@ class RunHints(Protocol):
         """False while the broker is unreachable (the hybrid source degrades to its sweeper)."""
         ...
 
+    @property
+    def backlogged(self) -> bool:
+        """True while a partition's keys arrive faster than this replica takes them (its
+        buffer is full and the partition paused): keys behind the backlog, other
+        tenants' among them, wait their turn in the partition's order."""
+        ...
+
     def take(self, limit: int) -> list[RunKey]:
         """Up to ``limit`` delivered keys not taken yet, oldest first; never blocks."""
         ...

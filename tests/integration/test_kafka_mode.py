@@ -93,6 +93,39 @@ async def test_the_outbox_publishes_due_runs_only_and_marks_what_was_acknowledge
     assert seconds is not None and seconds < 0
 
 
+async def test_the_outbox_publishes_each_due_tenants_oldest_keys_in_turn(
+    db_pool: asyncpg.Pool,
+) -> None:
+    # The chaos fairness fault found it: publishing oldest-first, a 3,000-run burst due a
+    # minute ago went out before any key of a tenant due a second ago, so in kafka mode the
+    # small tenants waited for the whole burst's publication (about 2 s at 50,000 runs).
+    noisy = await _schedule(db_pool)
+    await seed_due_runs(db_pool, noisy, 3000, due_seconds_ago=60)  # type: ignore[arg-type]
+    quiet = [await _schedule(db_pool) for _ in range(3)]
+    for schedule in quiet:
+        await seed_due_runs(db_pool, schedule, 2)  # type: ignore[arg-type]
+    store = PostgresOutboxStore(db_pool)
+    batches: list[list[UUID]] = []
+
+    async def ack_all(runs):  # type: ignore[no-untyped-def]
+        batches.append([tenant_id for _, _, tenant_id in runs])
+        return [(run_id, at) for run_id, at, _ in runs]
+
+    # Four tenants due: each may lock up to 2 x 100 / 4 = 50 keys of a pass.
+    assert await store.publish_due(100, ack_all) == 56
+    first = batches[0]
+    assert all(first.count(s.tenant_id) == 2 for s in quiet)  # both of each quiet tenant's
+    assert first.count(noisy.tenant_id) == 50
+    while await store.publish_due(500, ack_all):  # bounded: 3,006 keys in all
+        pass
+    assert sum(len(batch) for batch in batches) == 3006
+    assert await db_pool.fetchval("SELECT count(*) FROM job_run WHERE published_at IS NULL") == 0
+    assert await store.seconds_until_unpublished_due() is None
+    await seed_due_runs(db_pool, quiet[0], 1, first=500, due_seconds_ago=-30)  # type: ignore[arg-type]
+    seconds = await store.seconds_until_unpublished_due()
+    assert seconds is not None and 25 < seconds <= 30
+
+
 async def test_a_released_or_retried_run_is_published_again(db_pool: asyncpg.Pool) -> None:
     schedule = await _schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 2)  # type: ignore[arg-type]

@@ -100,6 +100,12 @@ class KafkaRunHints:
     def buffered(self) -> int:
         return sum(len(queue) for queue in self._buffers.values())
 
+    @property
+    def backlogged(self) -> bool:
+        """A partition's buffer is full (so it is paused): its keys come faster than this
+        replica claims them, and whatever is behind them in the partition waits."""
+        return any(len(queue) >= self._buffer_limit for queue in self._buffers.values())
+
     def take(self, limit: int) -> list[RunKey]:
         """Up to ``limit`` keys, one partition at a time in turn (oldest first within each
         partition, so the offsets taken from a partition stay contiguous)."""

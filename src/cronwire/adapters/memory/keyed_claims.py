@@ -63,8 +63,9 @@ class MemoryHints:
     reachability. Taken keys are settled by ``acknowledge`` or handed out again after
     ``rewind``."""
 
-    def __init__(self) -> None:
+    def __init__(self, buffer_limit: int | None = None) -> None:
         self.healthy = True
+        self._buffer_limit = buffer_limit
         self._waiting: list[RunKey] = []
         self._taken: list[RunKey] = []
         self._arrived = asyncio.Event()
@@ -73,6 +74,10 @@ class MemoryHints:
     def deliver(self, keys: Iterable[RunKey]) -> None:
         self._waiting.extend(keys)
         self._arrived.set()
+
+    @property
+    def backlogged(self) -> bool:
+        return self._buffer_limit is not None and len(self._waiting) >= self._buffer_limit
 
     def take(self, limit: int) -> list[RunKey]:
         taken, self._waiting = self._waiting[:limit], self._waiting[limit:]

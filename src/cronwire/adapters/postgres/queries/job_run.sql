@@ -11,7 +11,7 @@
 --             is due, and published_at is reset whenever the run becomes runnable again
 --             (retry, release, defer: job_run_resolve, job_run_give_back), so no key reaches
 --             a consumer before its run can be claimed. Served by
---             job_run_unpublished_due_idx (migration 0007).
+--             job_run_unpublished_tenant_idx (migration 0009).
 --   api       the tenant's writes (cancel on delete, manual trigger) and the run history.
 --             The history's $1 is always tenant_id. Pages are newest scheduled_for first
 --             with a keyset on (scheduled_for, id). Bounds are always concrete values (the
@@ -348,15 +348,59 @@ candidates AS (
 ),
 
 -- name: job_run_outbox_take
--- $1 limit. Due, unpublished, runnable runs, oldest first, locked for the publishing
--- transaction; SKIP LOCKED so the publishers of several replicas split the work.
-SELECT r.id, r.scheduled_for, r.tenant_id
-  FROM job_run r
- WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
-   AND r.fire_after <= now()
- ORDER BY r.fire_after
+-- $1 limit. Due, unpublished, runnable runs, locked for the publishing transaction; SKIP
+-- LOCKED so the publishers of several replicas split the work. Fair across tenants like
+-- job_run_claim: every due tenant's oldest keys go first, so one tenant's burst cannot
+-- hold back another tenant's key by the time it takes to publish the burst. The tenants
+-- come from a loose index scan over job_run_unpublished_tenant_idx (migration 0009): one
+-- probe per tenant with unpublished runs. Rows locked beyond the limit (at most about
+-- 2 x limit in all) are unlocked when the transaction ends.
+WITH RECURSIVE unpublished_tenants AS (
+    (SELECT r.tenant_id, r.fire_after
+       FROM job_run r
+      WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
+      ORDER BY r.tenant_id, r.fire_after
+      LIMIT 1)
+    UNION ALL
+    SELECT nxt.tenant_id, nxt.fire_after
+      FROM unpublished_tenants t
+     CROSS JOIN LATERAL (
+        SELECT r.tenant_id, r.fire_after
+          FROM job_run r
+         WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
+           AND r.tenant_id > t.tenant_id
+         ORDER BY r.tenant_id, r.fire_after
+         LIMIT 1) nxt
+),
+due_tenants AS (
+    SELECT tenant_id FROM unpublished_tenants
+     WHERE fire_after <= now()
+     ORDER BY fire_after
+     LIMIT $1
+),
+fair_share AS (
+    SELECT LEAST($1, GREATEST(1, ceil(2.0 * $1 / GREATEST(count(*), 1))))::integer AS per_tenant
+      FROM due_tenants
+),
+fair AS (
+    SELECT c.id, c.scheduled_for, c.tenant_id, c.fire_after,
+           row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.fire_after) AS turn
+      FROM due_tenants d
+     CROSS JOIN fair_share f
+     CROSS JOIN LATERAL (
+        SELECT r.id, r.scheduled_for, r.tenant_id, r.fire_after
+          FROM job_run r
+         WHERE r.tenant_id = d.tenant_id
+           AND r.published_at IS NULL AND r.status IN ('pending', 'retrying')
+           AND r.fire_after <= now()
+         ORDER BY r.fire_after
+         LIMIT f.per_tenant
+           FOR UPDATE SKIP LOCKED) c
+)
+SELECT id, scheduled_for, tenant_id
+  FROM fair
+ ORDER BY turn, fire_after
  LIMIT $1
-   FOR UPDATE SKIP LOCKED
 
 -- name: job_run_outbox_mark
 -- $1 run ids, $2 their scheduled_for: the keys the broker acknowledged.
@@ -367,10 +411,28 @@ UPDATE job_run j
 
 -- name: job_run_outbox_next_due
 -- Seconds until the earliest unpublished runnable run is due (negative when overdue,
--- NULL when there is none): the publisher sleeps exactly that long.
+-- NULL when there is none): the publisher sleeps exactly that long. The same loose index
+-- scan as job_run_outbox_take: each tenant's earliest, then the least of those (the index
+-- is ordered by tenant first, so a plain min() would read every unpublished run).
+WITH RECURSIVE unpublished_tenants AS (
+    (SELECT r.tenant_id, r.fire_after
+       FROM job_run r
+      WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
+      ORDER BY r.tenant_id, r.fire_after
+      LIMIT 1)
+    UNION ALL
+    SELECT nxt.tenant_id, nxt.fire_after
+      FROM unpublished_tenants t
+     CROSS JOIN LATERAL (
+        SELECT r.tenant_id, r.fire_after
+          FROM job_run r
+         WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
+           AND r.tenant_id > t.tenant_id
+         ORDER BY r.tenant_id, r.fire_after
+         LIMIT 1) nxt
+)
 SELECT EXTRACT(EPOCH FROM (min(fire_after) - now()))::float8
-  FROM job_run
- WHERE published_at IS NULL AND status IN ('pending', 'retrying')
+  FROM unpublished_tenants
 
 -- name: job_run_cancel_for_schedule
 -- Runs not yet started of a deleted schedule are cancelled. A leased (running) run is
