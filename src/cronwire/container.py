@@ -150,6 +150,7 @@ class Container(containers.DeclarativeContainer):
             lean=providers.Factory(
                 LeanDeliverer, guard=target_guard,
                 max_connections=settings.provided.executor_workers,
+                monotonic=clock.provided.monotonic,
             ),
         ),
     )

@@ -6,8 +6,10 @@ stall fault found one such late send)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
+from uuid import UUID
 
 import pytest
 
@@ -15,7 +17,10 @@ from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.domain.delivery import Outcome
 from cronwire.domain.errors import RequestNotSent
+from cronwire.service.signals import ExecutorSignals, Observed
 from tests.support.deliverer_sink import make_request
+from tests.support.executor_harness import running
+from tests.support.memory_executor import Rig
 from tests.support.polling import wait_until
 
 
@@ -67,7 +72,7 @@ async def test_a_closed_window_writes_nothing(receiver: SlowReceiver,
                                               one_connection: LeanDeliverer) -> None:
     url = f"http://127.0.0.1:{receiver.port}/hook"
     with pytest.raises(RequestNotSent):
-        await one_connection.deliver(make_request(url, send_within_seconds=-0.001))
+        await one_connection.deliver(make_request(url, send_by_monotonic=time.monotonic() - 0.001))
     await asyncio.sleep(0.1)  # anything written would have been read by now
     assert receiver.requests == []
     # The connection it opened carried nothing, so the next request can use it.
@@ -83,10 +88,50 @@ async def test_a_window_that_closes_while_waiting_for_a_slot_is_not_sent(
     # Wait until the only slot is busy (for receiver.delay seconds) with the first request.
     await wait_until(lambda: bool(receiver.requests), within=5)
     with pytest.raises(RequestNotSent):
-        await one_connection.deliver(make_request(url, send_within_seconds=0.1))
+        await one_connection.deliver(make_request(url, send_by_monotonic=time.monotonic() + 0.1))
     assert (await first).outcome is Outcome.SUCCESS
     assert len(receiver.requests) == 1
     # A window long enough to outlast the wait is sent as usual.
-    later = make_request(url, send_within_seconds=30.0)
+    later = make_request(url, send_by_monotonic=time.monotonic() + 30.0)
     assert (await one_connection.deliver(later)).outcome is Outcome.SUCCESS
     assert len(receiver.requests) == 2
+
+
+class StopOnce(Observed[UUID]):
+    """The executor's "request about to leave" signal, which it records between its send
+    check and the call of the deliverer: the first time, the whole process stops there
+    (a blocking sleep holds the event loop, as SIGSTOP holds the process)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self._seconds = seconds
+
+    def add(self, items: Iterable[UUID]) -> None:
+        if not self.items:
+            time.sleep(self._seconds)
+        super().add(items)
+
+
+async def test_a_stop_between_the_executors_check_and_the_deliverer_sends_nothing(
+    receiver: SlowReceiver,
+) -> None:
+    # The chaos stall fault's one late send (ADR 0022): the deadline used to be a duration
+    # that the deliverer turned into an instant only when entered, so a stop just before
+    # that moved it on by the stop. A 2 s stop with a 3 s lease leaves 1 s: less than half
+    # the lease, so the request must not leave; it is given back and delivered once later.
+    receiver.delay = 0.0
+    rig = Rig(signals=ExecutorSignals(started=StopOnce(2.0)))
+    lean = LeanDeliverer(TargetGuard(allow_private=True), monotonic=rig.db.clock.monotonic)
+    await lean.start()
+    rig.deliverer = lean  # type: ignore[assignment]
+    rig.seed(1, url=f"http://127.0.0.1:{receiver.port}/hook")
+    try:
+        async with running(rig.executor(lease_seconds=3.0)):
+            await rig.signals.settled.wait_count(1, within=20)
+    finally:
+        await lean.close()
+    [run] = rig.db.runs.values()
+    assert rig.signals.abandoned.items == [run.id]  # the stopped request: given back unsent
+    assert len(receiver.requests) == 1  # only the later claim's
+    assert rig.statuses() == {"succeeded": 1}
+    assert [attempt for _, attempt, _ in rig.db.attempts] == [1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from cronwire.adapters.memory import MemoryClock, MemoryDatabase
 from cronwire.domain.breaker import BreakerState, BreakerStatus, target_key
 from cronwire.domain.model import RetryPolicy, RunStatus
 from tests.support.fakes import ScriptedDeliverer, answer
@@ -62,6 +63,40 @@ async def test_shutdown_releases_what_did_not_finish_in_the_grace_period() -> No
     assert {r.attempt_count for r in rig.db.runs.values()} == {0}
 
 
+async def test_the_send_deadline_is_fixed_before_the_claim_and_a_stall_after_it_sends_nothing(
+) -> None:
+    """The chaos stall fault's late send: the deadline was a duration, measured again when
+    the deliverer was entered, so a SIGSTOP between the executor's check and that entry
+    moved it past the stall. Now it is an instant read before the claim left: half the
+    lease after it, whatever happens between then and the write."""
+    from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
+    from cronwire.domain.errors import RequestNotSent
+
+    rig = Rig(db=MemoryDatabase(clock=MemoryClock(frozen=True)))
+    asked_at = rig.db.clock.monotonic()
+    deadlines: list[float] = []
+    base = answer(200)
+
+    def stall_then_reply(request: DeliveryRequest) -> DeliveryResult:
+        assert request.send_by_monotonic is not None
+        deadlines.append(request.send_by_monotonic)
+        if len(deadlines) == 1:
+            rig.db.clock.advance(4.5)  # stopped here for 1.5 x the 3 s lease
+            if rig.db.clock.monotonic() > request.send_by_monotonic:  # the write's check
+                raise RequestNotSent("send window closed")
+        return base(request)
+
+    rig.deliverer = ScriptedDeliverer(stall_then_reply)
+    rig.seed(1)
+    async with rig.running(rig.executor()):
+        await rig.signals.settled.wait_count(1, within=10)
+    # Each claim's own: the first from before the stall, the re-claim's from after it.
+    assert deadlines == [asked_at + 3.0 / 2, asked_at + 4.5 + 3.0 / 2]
+    assert rig.statuses() == {"succeeded": 1}
+    assert [a for _, a, _ in rig.db.attempts] == [1]  # the stalled one used no attempt
+    assert len(rig.signals.abandoned.items) == 1
+
+
 async def test_a_request_the_deliverer_found_too_late_to_send_is_given_back_not_attempted() -> None:
     """The deliverer's own send-window check (RequestNotSent) is the executor's "lease too
     old to send" verdict: no attempt recorded, the lease given back, delivered later once."""
@@ -72,7 +107,7 @@ async def test_a_request_the_deliverer_found_too_late_to_send_is_given_back_not_
     base = answer(200)
 
     def reply(request: DeliveryRequest) -> DeliveryResult:
-        assert request.send_within_seconds is not None  # the executor always sets it
+        assert request.send_by_monotonic is not None  # the executor always sets it
         if not refused:
             refused.append(request)
             raise RequestNotSent("window closed")

@@ -72,12 +72,13 @@ class DeliveryRequest:
     body: bytes
     signing_secrets: tuple[str, ...]
     timeout_seconds: float
-    # Seconds from the call of deliver() within which the request's bytes may be written;
+    # The time.monotonic() instant after which the request's bytes must not be written;
     # past it the deliverer raises RequestNotSent instead of sending (None: no limit).
-    # Closes most of the window between the executor's "lease too old to send" check and
-    # the write: waiting for a pool slot or a connection, during which a stalled process
-    # could otherwise wake and send on a lease another replica has taken over.
-    send_within_seconds: float | None = None
+    # Checked right before the write, it closes the window between the executor's "lease
+    # too old to send" check and the write (waiting for a pool slot or a connection),
+    # during which a stalled process could otherwise wake and send on a lease another
+    # replica has taken over. An instant, not a duration: see lease_keeper.send_deadline.
+    send_by_monotonic: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

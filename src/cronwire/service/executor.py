@@ -40,7 +40,7 @@ from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
 from cronwire.service.breaker_gate import BreakerGate
 from cronwire.service.drain import abandon, drain
-from cronwire.service.lease_keeper import Lease, LeaseKeeper, send_window
+from cronwire.service.lease_keeper import Lease, LeaseKeeper, send_deadline
 from cronwire.service.periodic import every
 from cronwire.service.resolution_writer import Finished, ResolutionWriter
 from cronwire.service.signals import ExecutorSignals, quiet_signals
@@ -181,6 +181,8 @@ class Executor:
                 continue
             limit = min(idle, self._batch)
             asked_at = self._clock.now()
+            # Read before the claim leaves: no stall after this line can move it later.
+            send_by = send_deadline(self._clock.monotonic(), self._lease_seconds)
             try:
                 runs = await self._claims.claim(self._owner, limit, self._lease_seconds)
             except StorageError:
@@ -195,7 +197,7 @@ class Executor:
                 db_now = runs[0].lease_expires_at - timedelta(seconds=self._lease_seconds)
                 self._clock_offset = asked_at - db_now
                 self._metrics.claims(self._claims.name, len(runs))
-                await self._admit(runs)
+                await self._admit(runs, send_by)
             if len(runs) < limit:
                 await self._wait_for_work(await self._until_next_due())  # nothing more now
 
@@ -267,12 +269,12 @@ class Executor:
             halt.set()
         self._wake.set()
 
-    async def _admit(self, runs: Sequence[ClaimedRun]) -> None:
+    async def _admit(self, runs: Sequence[ClaimedRun], send_by: float) -> None:
         """Start every run whose target's breaker lets it through; defer the others."""
         self._signals.claimed.add(run.id for run in runs)
         admitted = await self._gate.sort(runs)
         for run, breaker_key in admitted.deliver:
-            self._start(run, breaker_key)
+            self._start(run, breaker_key, send_by)
         for until, group in admitted.defer.items():
             await self._defer(group, until)
 
@@ -290,7 +292,7 @@ class Executor:
 
     # -- delivering ------------------------------------------------------------------
 
-    def _start(self, run: ClaimedRun, breaker_key: str) -> None:
+    def _start(self, run: ClaimedRun, breaker_key: str, send_by: float) -> None:
         stale = self._keeper.get(run.id)
         if stale is not None and stale.in_flight and stale.task is not None:
             # Our own earlier lease on this run expired and the claim handed it back to us:
@@ -298,20 +300,21 @@ class Executor:
             stale.lost = True
             self._lease_lost(stale)
         lease = Lease(run.id, run.scheduled_for, run.lease_generation)
-        lease.task = asyncio.create_task(self._deliver(run, lease, breaker_key))
+        lease.task = asyncio.create_task(self._deliver(run, lease, breaker_key, send_by))
         self._delivering.add(lease)
         self._keeper.hold(lease)
 
-    async def _deliver(self, run: ClaimedRun, lease: Lease, breaker_key: str) -> None:
+    async def _deliver(
+        self, run: ClaimedRun, lease: Lease, breaker_key: str, send_by: float
+    ) -> None:
         try:
-            window = send_window(run, self._clock_offset, self._clock.now(), self._lease_seconds)
-            if window < 0:
+            if self._clock.monotonic() > send_by:
                 await self._give_back_unsent(lease)
                 return
             self._signals.started.add([run.id])
             lease.started = True  # the next renewal records it (the attempt is used)
             try:
-                result = await self._attempt(run, window)
+                result = await self._attempt(run, send_by)
             except RequestNotSent:
                 # The deliverer found the same window closed just before writing.
                 await self._give_back_unsent(lease)
@@ -352,7 +355,7 @@ class Executor:
             log.warning("releasing unsent run %s failed; its lease will expire", lease.run_id,
                         exc_info=True)
 
-    async def _attempt(self, run: ClaimedRun, send_within: float | None = None) -> DeliveryResult:
+    async def _attempt(self, run: ClaimedRun, send_by: float | None = None) -> DeliveryResult:
         """One request. The Deliverer enforces the per-attempt timeout (its contract
         suite tests it) and reports failures as outcomes; should it raise anyway, the
         attempt is recorded as a retryable failure rather than leaving a lease that is
@@ -360,7 +363,7 @@ class Executor:
         started_at = self._clock.now()
         try:
             return await self._deliverer.deliver(
-                request_for(run, self._delivery_timeout, send_within))
+                request_for(run, self._delivery_timeout, send_by))
         except RequestNotSent:
             raise
         except Exception as exc:

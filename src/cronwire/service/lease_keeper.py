@@ -18,10 +18,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from uuid import UUID
 
-from cronwire.domain.model import ClaimedRun, LeaseKey
+from cronwire.domain.model import LeaseKey
 from cronwire.ports import RunStore
 from cronwire.service.periodic import every
 from cronwire.service.signals import ExecutorSignals, quiet_signals
@@ -50,21 +50,24 @@ class Lease:
         return self.task is not None and not self.task.done()
 
 
-def send_window(
-    run: ClaimedRun, clock_offset: timedelta, now: datetime, lease_seconds: float
-) -> float:
-    """Seconds from ``now`` during which ``run``'s request may still leave: until half
-    its lease is left; negative once that moment passed (then it is too old to send).
+def send_deadline(asked_at_monotonic: float, lease_seconds: float) -> float:
+    """The monotonic instant after which no request of a claim asked at
+    ``asked_at_monotonic`` may leave: half its lease later.
 
     Normally a request leaves right after its claim. A replica stalled in between
     (SIGSTOP, a long pause of the event loop) may wake after its lease expired and
     another replica re-claimed and delivered the run; sending then would be a second
     delivery that no renewal could stop, because the renewal that would find the lease
-    gone comes later. The remaining time is read on the database's clock (the claim's
-    expiry, corrected by ``clock_offset``, replica minus database, measured at that
-    claim)."""
-    left = (run.lease_expires_at + clock_offset - now).total_seconds()
-    return left - lease_seconds / 2
+    gone comes later. Every lease of a claim expires a full lease after the database ran
+    the claim, which is after it was asked, so half a lease after asking leaves the other
+    half as the margin. The deadline is fixed before the claim is sent and is an instant,
+    not a duration: a stall anywhere after that reading (during the claim's round trip,
+    before the delivery task ran, between the executor's check and the deliverer's) only
+    uses up the window. It was a duration measured again on the deliverer's entry, and a
+    stop between the two readings stretched it: the chaos stall fault's one late send.
+    The deadline is on the Clock's ``monotonic``: ``time.monotonic()`` for the system
+    clock (and the chaos suite's skewed one), which is what the lean deliverer reads."""
+    return asked_at_monotonic + lease_seconds / 2
 
 
 class LeaseKeeper:

@@ -19,6 +19,7 @@ import ssl
 import time
 import zlib
 from collections import deque
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from yarl import URL
@@ -120,9 +121,12 @@ class LeanDeliverer:
     """Delivers runs over pooled HTTP/1.1 connections. ``start()`` before use."""
 
     def __init__(
-        self, guard: TargetGuard, *, max_connections: int = 1000, user_agent: str | None = None
+        self, guard: TargetGuard, *, max_connections: int = 1000, user_agent: str | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._guard = guard
+        # The clock of DeliveryRequest.send_by_monotonic: the executor's Clock.monotonic.
+        self._monotonic = monotonic
         self._user_agent = user_agent or default_user_agent()
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: dict[PoolKey, deque[_Connection]] = {}
@@ -151,10 +155,9 @@ class LeanDeliverer:
             headers = delivery_headers(
                 req, int(timer.started_at.timestamp()), user_agent=self._user_agent
             )
-            send_by = (None if req.send_within_seconds is None
-                       else time.monotonic() + req.send_within_seconds)
             async with asyncio.timeout(req.timeout_seconds):
-                answer = await self._exchange(url, req.method, headers, req.body, send_by)
+                answer = await self._exchange(
+                    url, req.method, headers, req.body, req.send_by_monotonic)
         except RequestNotSent:
             raise
         except (InvalidTarget, TargetRefused) as exc:
@@ -193,7 +196,7 @@ class LeanDeliverer:
                 connection = await self._connect(scheme, host, port)
             try:
                 assert connection.transport is not None
-                _check_send_window(send_by)
+                _check_send_window(send_by, self._monotonic)
                 connection.transport.write(data)
                 try:
                     answer = await _read_answer(connection, method)
@@ -205,7 +208,7 @@ class LeanDeliverer:
                     connection.abort()
                     connection = await self._connect(scheme, host, port)
                     assert connection.transport is not None
-                    _check_send_window(send_by)
+                    _check_send_window(send_by, self._monotonic)
                     connection.transport.write(data)
                     answer = await _read_answer(connection, method)
             except RequestNotSent:
@@ -389,8 +392,8 @@ def _decoded(answer: _Answer) -> bytes:
         return answer.body
 
 
-def _check_send_window(send_by: float | None) -> None:
-    """Raise RequestNotSent when the request's send window closed while it waited for a
+def _check_send_window(send_by: float | None, monotonic: Callable[[], float]) -> None:
+    """Raise RequestNotSent when the request's send deadline passed while it waited for a
     pool slot or a connection (checked right before the bytes are written)."""
-    if send_by is not None and time.monotonic() > send_by:
+    if send_by is not None and monotonic() > send_by:
         raise RequestNotSent("send window closed before the request was written")
