@@ -76,9 +76,13 @@ class PlannerStore(Protocol):
         limit: int,
         lookahead_seconds: float,
         decide: Callable[[Sequence[DueSchedule], datetime, Span | None], PlanDecision],
+        ahead_seconds: float | None = None,
     ) -> tuple[int, int]:
         """In ONE transaction: lock up to ``limit`` active schedules with
-        ``next_fire_at <= now() + lookahead`` (``FOR UPDATE SKIP LOCKED``), call
+        ``next_fire_at <= now() + lookahead`` (``FOR UPDATE SKIP LOCKED``) or, given
+        ``ahead_seconds``, the early pass's: due after the look-ahead but within
+        ``ahead_seconds``, firing at most once per ``ahead_seconds``
+        (``next_fire_at - last_fire_at >= ahead``, or never fired); call
         ``decide(schedules, db_now, writable)`` (pure, no I/O; ``writable`` is the span of
         existing job_run partitions around ``db_now``, None if none holds it), insert every planned run with
         ``ON CONFLICT DO NOTHING`` in one multi-row statement and apply every advance.

@@ -3,13 +3,16 @@ tenant confinement, the quota, fire times on the store's clock, delete and trigg
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
 
+from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.domain.errors import LimitExceeded, NotFound
 from cronwire.domain.model import RunStatus, ScheduleStatus, Target, Trigger
 from cronwire.domain.schedules import ScheduleSpec, TenantLimits
+from cronwire.service.planner import Planner
 from tests.support.worlds import STORES, URL, World, world_for
 
 SPEC = ScheduleSpec(name="hourly", cron="0 * * * *", target=Target(url=URL))
@@ -107,3 +110,53 @@ async def test_delete_cancels_waiting_runs_and_hides_the_schedule(world: World) 
         await world.schedules.get(schedule.tenant_id, schedule.id)
     with pytest.raises(NotFound):
         await world.schedules.delete(schedule.tenant_id, schedule.id)
+
+
+EVERY_MINUTE = ScheduleSpec(name="minutely", cron="* * * * *", target=Target(url=URL))
+
+
+async def _plan_everything(world: World) -> None:
+    """One look-ahead tick and one early tick (what an idle planner does each interval)."""
+    planner = Planner(world.planner, PrometheusMetrics(), batch=50, tick_seconds=1,
+                      lookahead_seconds=5)
+    await planner.tick()
+    await planner.tick(ahead=True)
+
+
+async def test_the_idle_planner_writes_a_schedules_next_minute_fire_ahead(world: World) -> None:
+    tenant = (await world.seed(0)).tenant_id
+    made = await world.schedules.create(tenant, EVERY_MINUTE, paused=False,
+                                        signing_secret=SECRET, max_schedules=10)
+    await _plan_everything(world)
+    assert await world.pending_of(made.id) == [made.next_fire_at]
+    moved = await world.schedules.get(tenant, made.id)
+    assert moved.last_fire_at == made.next_fire_at and moved.next_fire_at is not None
+    assert (moved.next_fire_at - made.next_fire_at).total_seconds() == 60
+
+
+async def test_a_pause_takes_back_what_was_written_ahead_and_a_resume_writes_it_again(
+    world: World,
+) -> None:
+    tenant = (await world.seed(0)).tenant_id
+    made = await world.schedules.create(tenant, EVERY_MINUTE, paused=False,
+                                        signing_secret=SECRET, max_schedules=10)
+    await _plan_everything(world)
+    assert await world.pending_of(made.id) == [made.next_fire_at]
+    paused = await world.schedules.set_paused(tenant, made.id, True)
+    assert await world.pending_of(made.id) == []  # a paused schedule fires nothing more
+    assert paused.next_fire_at == made.next_fire_at and paused.last_fire_at is None
+    await world.schedules.set_paused(tenant, made.id, False)
+    await _plan_everything(world)
+    assert await world.pending_of(made.id) == [made.next_fire_at]
+
+
+async def test_a_timing_edit_takes_back_the_old_timetables_fire(world: World) -> None:
+    tenant = (await world.seed(0)).tenant_id
+    made = await world.schedules.create(tenant, EVERY_MINUTE, paused=False,
+                                        signing_secret=SECRET, max_schedules=10)
+    await _plan_everything(world)
+    edited = await world.schedules.update(
+        tenant, made.id, lambda spec: dataclasses.replace(spec, cron="0 0 * * *"))
+    assert await world.pending_of(made.id) == []
+    assert edited.last_fire_at is None and edited.next_fire_at is not None
+    assert (edited.next_fire_at.hour, edited.next_fire_at.minute) == (0, 0)

@@ -43,7 +43,8 @@ class CountingStore:
         self.planned = 0
 
     async def plan_due(
-        self, *, limit: int, lookahead_seconds: float, decide: Decide
+        self, *, limit: int, lookahead_seconds: float, decide: Decide,
+        ahead_seconds: float | None = None,
     ) -> tuple[int, int]:
         def counting(schedules: Sequence[DueSchedule], now: datetime,
                      writable: Span | None) -> PlanDecision:
@@ -52,7 +53,8 @@ class CountingStore:
             return decision
 
         return await self.store.plan_due(
-            limit=limit, lookahead_seconds=lookahead_seconds, decide=counting
+            limit=limit, lookahead_seconds=lookahead_seconds, decide=counting,
+            ahead_seconds=ahead_seconds,
         )
 
     async def db_now(self) -> datetime:
@@ -244,9 +246,10 @@ async def test_full_batch_ticks_again_at_once_and_stopping_ends_the_wait(
     ])
     metrics = PrometheusMetrics()
     # A 60 s tick: finishing within the deadline is only possible without waiting between
-    # full batches. One transaction at a time, so the ticks can be counted exactly.
+    # full batches. One transaction at a time and no early pass (ahead_seconds no further
+    # than the look-ahead), so the look-ahead's ticks can be counted exactly.
     planner = Planner(PostgresPlannerStore(db_pool), metrics, batch=10, tick_seconds=60,
-                      lookahead_seconds=5, concurrency=1)
+                      lookahead_seconds=5, concurrency=1, ahead_seconds=5)
     stopping = asyncio.Event()
     task = asyncio.create_task(planner.run(stopping))
     await until(lambda: all_planned(db_pool), within=20)

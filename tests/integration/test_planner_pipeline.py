@@ -36,13 +36,15 @@ class OverlapStore(CountingStore):
         self.most_in_flight = 0
 
     async def plan_due(
-        self, *, limit: int, lookahead_seconds: float, decide: Decide
+        self, *, limit: int, lookahead_seconds: float, decide: Decide,
+        ahead_seconds: float | None = None,
     ) -> tuple[int, int]:
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         try:
             return await super().plan_due(
-                limit=limit, lookahead_seconds=lookahead_seconds, decide=decide)
+                limit=limit, lookahead_seconds=lookahead_seconds, decide=decide,
+                ahead_seconds=ahead_seconds)
         finally:
             self.in_flight -= 1
 
@@ -88,7 +90,8 @@ class HelperFails:
         self.calls = 0
 
     async def plan_due(
-        self, *, limit: int, lookahead_seconds: float, decide: Decide
+        self, *, limit: int, lookahead_seconds: float, decide: Decide,
+        ahead_seconds: float | None = None,
     ) -> tuple[int, int]:
         self.calls += 1
         await asyncio.sleep(0)

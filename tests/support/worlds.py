@@ -19,6 +19,7 @@ from cronwire.adapters.memory import (
     MemoryClock,
     MemoryDatabase,
     MemoryKeyedClaims,
+    MemoryPlannerStore,
     MemoryRun,
     MemoryRunStore,
     MemoryScheduleStore,
@@ -26,10 +27,18 @@ from cronwire.adapters.memory import (
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
+from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.domain.model import RetryPolicy, RunStatus
-from cronwire.ports import BreakerStore, ClaimSource, KeyedClaimStore, RunStore, ScheduleStore
+from cronwire.ports import (
+    BreakerStore,
+    ClaimSource,
+    KeyedClaimStore,
+    PlannerStore,
+    RunStore,
+    ScheduleStore,
+)
 from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
@@ -55,6 +64,7 @@ class World(Protocol):
     schedules: ScheduleStore
     breakers: BreakerStore
     keyed: KeyedClaimStore
+    planner: PlannerStore
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -85,6 +95,9 @@ class World(Protocol):
 
     async def count(self, status: str) -> int: ...
 
+    async def pending_of(self, schedule_id: uuid.UUID) -> list[datetime]:
+        """Occurrences of the schedule written and still pending, oldest first."""
+
 
 def _retry(doc: dict[str, float] | None) -> RetryPolicy:
     doc = doc or {"max_attempts": 3, "initial_backoff_seconds": 0.05, "max_backoff_seconds": 0.2}
@@ -100,6 +113,7 @@ class MemoryWorld:
         self.schedules: ScheduleStore = MemoryScheduleStore(self.db)
         self.breakers: BreakerStore = MemoryBreakerStore(self.db)
         self.keyed: KeyedClaimStore = MemoryKeyedClaims(self.db)
+        self.planner: PlannerStore = MemoryPlannerStore(self.db)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -162,6 +176,10 @@ class MemoryWorld:
     async def db_now(self) -> datetime:
         return self.db.now()
 
+    async def pending_of(self, schedule_id: uuid.UUID) -> list[datetime]:
+        return sorted(run.scheduled_for for run in self.db.runs.values()
+                      if run.schedule_id == schedule_id and run.status is RunStatus.PENDING)
+
     async def count(self, status: str) -> int:
         return sum(1 for r in self.db.runs.values() if r.status == status)
 
@@ -181,6 +199,7 @@ class PostgresWorld:
         self.schedules: ScheduleStore = PostgresScheduleStore(pool)
         self.breakers: BreakerStore = PostgresBreakerStore(pool)
         self.keyed: KeyedClaimStore = PostgresKeyedClaims(pool)
+        self.planner: PlannerStore = PostgresPlannerStore(pool)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -232,6 +251,12 @@ class PostgresWorld:
     async def count(self, status: str) -> int:
         return int(await self.pool.fetchval(
             "SELECT count(*) FROM job_run WHERE status = $1", status))
+
+    async def pending_of(self, schedule_id: uuid.UUID) -> list[datetime]:
+        rows = await self.pool.fetch(
+            "SELECT scheduled_for FROM job_run WHERE schedule_id = $1 AND status = 'pending'"
+            " ORDER BY scheduled_for", schedule_id)
+        return [row["scheduled_for"] for row in rows]
 
 
 def world_for(request: pytest.FixtureRequest) -> World:

@@ -25,8 +25,10 @@ def _db_with(count: int) -> MemoryDatabase:
 
 
 def _planner(db: MemoryDatabase, batch: int = 100) -> Planner:
+    # No early pass (ahead_seconds=0): these tests count the look-ahead's ticks; the early
+    # pass has its own (tests/contract/test_schedule_store_contract.py, ADR 0023).
     return Planner(MemoryPlannerStore(db), CountingMetrics(), batch=batch, tick_seconds=0.05,
-                   lookahead_seconds=0)
+                   lookahead_seconds=0, ahead_seconds=0)
 
 
 async def test_a_tick_plans_the_missed_occurrences_and_advances_the_cursor() -> None:

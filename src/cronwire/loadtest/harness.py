@@ -68,9 +68,11 @@ class LoadTestPlan:
 
     def warmup_seconds(self) -> float:
         """From seeding to the first instant: the replicas' planner must have written
-        every run before it (5 s look-ahead by default) so the lag measured is the
-        executor's; 100,000 schedules take it a few seconds on two cores."""
-        return 7.0 + self.schedules / 12_500
+        every run before it, so the lag measured is the executor's. A burst's schedules
+        fire once, so the idle planner writes them up to a minute early (ADR 0023), at
+        about 10,000 runs/s on two cores: 100,000 need about 10 s, after the seeding and
+        the replicas' start, which this also covers."""
+        return 7.0 + self.schedules / 5_000
 
 
 @dataclass

@@ -29,6 +29,10 @@ log = logging.getLogger(__name__)
 # Planner transactions in flight while full batches keep coming: two overlap Python's
 # decide with Postgres's writes; more only queue behind the same two cores (ADR 0012).
 PIPELINE_DEPTH = 2
+# While nothing is due within the look-ahead, schedules that fire at most once a minute
+# get their next occurrence written up to this far ahead (ADR 0023): 100,000 schedules on
+# one instant are then written in the minute before it, not all in its last 5 s.
+AHEAD_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,7 @@ class Planner:
         lookahead_seconds: float,
         monotonic: Callable[[], float] = time.monotonic,
         concurrency: int = PIPELINE_DEPTH,
+        ahead_seconds: float = AHEAD_SECONDS,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -58,10 +63,15 @@ class Planner:
         self._tick_seconds = tick_seconds
         self._lookahead_seconds = lookahead_seconds
         self._decide = functools.partial(decide, lookahead_seconds=lookahead_seconds)
+        # The early pass only reaches past the look-ahead; no further than it: no early pass.
+        self._ahead_seconds = ahead_seconds if ahead_seconds > lookahead_seconds else None
+        self._decide_ahead = functools.partial(decide, lookahead_seconds=ahead_seconds)
         self._monotonic = monotonic
         self._concurrency = max(1, concurrency)
-        # Set while the last tick came back full: more is due, so helpers tick too.
+        # Set while the last tick came back full: more is due, so helpers tick too (early
+        # ticks while _ahead_busy, when what is full is the early pass).
         self._busy = asyncio.Event()
+        self._ahead_busy = False
         self._waiters: list[asyncio.Future[TickResult]] = []
         # Totals since start: the typed test signal, alongside next_tick().
         self.ticks = 0
@@ -71,8 +81,10 @@ class Planner:
 
     async def run(self, stopping: asyncio.Event) -> None:
         """Tick until ``stopping`` is set. A full batch means more is due: tick again at
-        once, and let the helpers tick alongside; otherwise wait one tick interval (or
-        until stopping). Idle, only this loop asks the database."""
+        once, and let the helpers tick alongside. Otherwise make an early tick (the next
+        occurrence of infrequent schedules, up to ``ahead_seconds``), again at once while
+        those come back full, the look-ahead's tick first each turn; then wait one tick
+        interval (or until stopping). Idle, only this loop asks the database."""
         helpers = [asyncio.create_task(self._help(stopping), name="planner-helper")
                    for _ in range(self._concurrency - 1)]
         try:
@@ -80,6 +92,12 @@ class Planner:
                 result = await self.tick()
                 _raise_if_crashed(helpers)
                 if self._full(result):
+                    self._ahead_busy = False
+                    self._busy.set()
+                    continue
+                self._busy.clear()
+                if self._ahead_seconds is not None and self._full(await self.tick(ahead=True)):
+                    self._ahead_busy = True
                     self._busy.set()
                     continue
                 self._busy.clear()
@@ -102,22 +120,28 @@ class Planner:
             await self._busy.wait()
             if stopping.is_set():
                 return
-            if not self._full(await self.tick()):
+            if not self._full(await self.tick(ahead=self._ahead_busy)):
                 self._busy.clear()
 
     def _full(self, result: TickResult) -> bool:
         return result.schedules >= self._batch and not result.failed
 
-    async def tick(self) -> TickResult:
-        """One planner transaction. A storage failure is logged, counted and retried by
-        the next tick; the transaction rolled back, so it wrote nothing."""
+    async def tick(self, *, ahead: bool = False) -> TickResult:
+        """One planner transaction (``ahead``: the early pass). A storage failure is
+        logged, counted and retried by the next tick; the transaction rolled back, so it
+        wrote nothing."""
         started = self._monotonic()
         try:
-            schedules, inserted = await self._store.plan_due(
-                limit=self._batch,
-                lookahead_seconds=self._lookahead_seconds,
-                decide=self._decide,
-            )
+            if ahead and self._ahead_seconds is not None:
+                schedules, inserted = await self._store.plan_due(
+                    limit=self._batch, lookahead_seconds=self._lookahead_seconds,
+                    decide=self._decide_ahead, ahead_seconds=self._ahead_seconds,
+                )
+            else:
+                schedules, inserted = await self._store.plan_due(
+                    limit=self._batch, lookahead_seconds=self._lookahead_seconds,
+                    decide=self._decide,
+                )
             result = TickResult(schedules, inserted)
         except StorageError as exc:
             log.error("planner tick failed, retrying in %ss: %s", self._tick_seconds, exc)

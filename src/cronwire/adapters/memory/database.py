@@ -199,6 +199,10 @@ class MemoryDatabase:
         self._occurrences.add((schedule_id, scheduled_for))
         return run
 
+    def delete_run(self, key: tuple[uuid.UUID, datetime]) -> None:
+        run = self.runs.pop(key)
+        self._occurrences.discard((run.schedule_id, run.scheduled_for))
+
     def add_due_runs(
         self, schedule_id: uuid.UUID, count: int, *, first: int = 0, due_seconds_ago: float = 1.0
     ) -> list[MemoryRun]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from cronwire.adapters.memory.database import MemoryDatabase
+from cronwire.adapters.memory.database import MemoryDatabase, MemorySchedule
 from cronwire.domain.model import DueSchedule, PlanDecision, ScheduleStatus
 from cronwire.domain.planning import Span
 
@@ -23,13 +23,22 @@ class MemoryPlannerStore:
         limit: int,
         lookahead_seconds: float,
         decide: Callable[[Sequence[DueSchedule], datetime, Span | None], PlanDecision],
+        ahead_seconds: float | None = None,
     ) -> tuple[int, int]:
         now = self._db.now()
         horizon = now + timedelta(seconds=lookahead_seconds)
+        if ahead_seconds is None:
+            def wanted(s: MemorySchedule) -> bool:
+                return s.next_fire_at is not None and s.next_fire_at <= horizon
+        else:  # schedule_claim_ahead's rule
+            ahead = timedelta(seconds=ahead_seconds)
+
+            def wanted(s: MemorySchedule) -> bool:
+                return (s.next_fire_at is not None and horizon < s.next_fire_at <= now + ahead
+                        and (s.last_fire_at is None or s.next_fire_at - s.last_fire_at >= ahead))
         due = sorted(
             (s for s in self._db.schedules.values()
-             if s.status is ScheduleStatus.ACTIVE and s.next_fire_at is not None
-             and s.next_fire_at <= horizon),
+             if s.status is ScheduleStatus.ACTIVE and wanted(s)),
             key=lambda s: (s.next_fire_at, s.id),
         )[:limit]
         decision = decide([

@@ -97,6 +97,10 @@ class MemoryScheduleStore:
         schedule = self._live(tenant_id, schedule_id)
         spec = revise(schedule.spec)  # a domain error here leaves the row as it was
         now = self._db.now()
+        if schedule.spec.timing_differs(spec):  # nothing more on the old timetable
+            taken = self._unplan(schedule_id, now)
+            if taken is not None:
+                schedule.last_fire_at = taken[1]
         schedule.next_fire_at = rescheduled_next_fire(
             schedule.spec, spec, schedule.next_fire_at, schedule.last_fire_at, now
         )
@@ -131,8 +135,31 @@ class MemoryScheduleStore:
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
         schedule.status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
-        schedule.updated_at = self._db.now()
+        schedule.updated_at = now = self._db.now()
+        if paused:  # schedule_rewind
+            taken = self._unplan(schedule_id, now)
+            if taken is not None:
+                first, schedule.last_fire_at = taken
+                if schedule.next_fire_at is None or first < schedule.next_fire_at:
+                    schedule.next_fire_at = first
         return _record(schedule)
+
+    def _unplan(
+        self, schedule_id: uuid.UUID, now: datetime
+    ) -> tuple[datetime, datetime | None] | None:
+        """job_run_unplan_ahead and job_run_last_occurrence_before."""
+        taken = [key for key, run in self._db.runs.items()
+                 if run.schedule_id == schedule_id and run.trigger is Trigger.SCHEDULE
+                 and run.status is RunStatus.PENDING and run.scheduled_for > now]
+        if not taken:
+            return None
+        first = min(self._db.runs[key].scheduled_for for key in taken)
+        for key in taken:
+            self._db.delete_run(key)
+        kept = [run.scheduled_for for run in self._db.runs.values()
+                if run.schedule_id == schedule_id and run.trigger is Trigger.SCHEDULE
+                and run.scheduled_for < first]
+        return first, max(kept, default=None)
 
     async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
         """A manual run due now at an instant no cron occurrence (whole seconds) takes."""

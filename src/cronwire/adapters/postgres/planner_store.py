@@ -54,12 +54,14 @@ class PostgresPlannerStore:
         self._pool = pool
 
     async def plan_due(
-        self, *, limit: int, lookahead_seconds: float, decide: Decide
+        self, *, limit: int, lookahead_seconds: float, decide: Decide,
+        ahead_seconds: float | None = None,
     ) -> tuple[int, int]:
         with storage_errors("planner transaction"):
             async with self._pool.acquire() as conn, conn.transaction():
                 return await self.plan_on(
-                    conn, limit=limit, lookahead_seconds=lookahead_seconds, decide=decide
+                    conn, limit=limit, lookahead_seconds=lookahead_seconds, decide=decide,
+                    ahead_seconds=ahead_seconds,
                 )
 
     async def plan_on(
@@ -69,13 +71,18 @@ class PostgresPlannerStore:
         limit: int,
         lookahead_seconds: float,
         decide: Decide,
+        ahead_seconds: float | None = None,
     ) -> tuple[int, int]:
         """The planner's statements on ``conn``, which must already be in a transaction.
 
         Public so a crash test can hold the transaction open after the writes; runtime
         code goes through :meth:`plan_due`. Driver errors are not translated here.
         """
-        rows = await conn.fetch(Q["schedule_claim_due"], float(lookahead_seconds), limit)
+        if ahead_seconds is None:
+            rows = await conn.fetch(Q["schedule_claim_due"], float(lookahead_seconds), limit)
+        else:
+            rows = await conn.fetch(Q["schedule_claim_ahead"], float(lookahead_seconds), limit,
+                                    float(ahead_seconds))
         if not rows:
             return 0, 0
         db_now = rows[0]["db_now"]

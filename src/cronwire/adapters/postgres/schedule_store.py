@@ -44,6 +44,20 @@ def _spec_columns(spec: ScheduleSpec) -> list[object]:
             retry_to_document(spec.retry), spec.misfire_policy.value, spec.catchup_window_seconds]
 
 
+async def _unplan(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, schedule_id: uuid.UUID
+) -> tuple[datetime, datetime | None] | None:
+    """Take back the occurrences written ahead (job_run_unplan_ahead): the first one taken
+    back and the last occurrence still written before it, or None if there were none."""
+    taken = await conn.fetch(Q["job_run_unplan_ahead"], tenant_id, schedule_id)
+    if not taken:
+        return None
+    first: datetime = min(r["scheduled_for"] for r in taken)
+    last: datetime | None = await conn.fetchval(
+        Q["job_run_last_occurrence_before"], tenant_id, schedule_id, first)
+    return first, last
+
+
 def _record(row: asyncpg.Record) -> ScheduleRecord:
     spec = ScheduleSpec(
         name=row["name"],
@@ -140,13 +154,17 @@ class PostgresScheduleStore:
                              schedule_id)
                 current = _record(row)
                 spec = revise(current.spec)  # a domain error here rolls the lock back
+                last_fire_at = current.last_fire_at
+                if current.spec.timing_differs(spec):  # nothing more on the old timetable
+                    taken = await _unplan(conn, tenant_id, schedule_id)
+                    if taken is not None:
+                        last_fire_at = taken[1]
                 next_fire_at = rescheduled_next_fire(
-                    current.spec, spec, current.next_fire_at, current.last_fire_at,
-                    row["db_now"],
+                    current.spec, spec, current.next_fire_at, last_fire_at, row["db_now"],
                 )
                 updated = await conn.fetchrow(
                     Q["schedule_update"], tenant_id, schedule_id, *_spec_columns(spec),
-                    spec.starts_at, spec.ends_at, next_fire_at,
+                    spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
                 )
         return _record(_found(updated, schedule_id))
 
@@ -164,7 +182,20 @@ class PostgresScheduleStore:
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool
     ) -> ScheduleRecord:
         status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
-        row = await self._fetchrow("schedule_set_status", tenant_id, schedule_id, status.value)
+        if not paused:
+            row = await self._fetchrow("schedule_set_status", tenant_id, schedule_id,
+                                       status.value)
+            return _record(_found(row, schedule_id))
+        with storage_errors(f"pausing schedule {schedule_id}"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                # The status update locks the row first: a planner transaction holding it
+                # commits its runs before they are taken back.
+                row = _found(await conn.fetchrow(
+                    Q["schedule_set_status"], tenant_id, schedule_id, status.value), schedule_id)
+                taken = await _unplan(conn, tenant_id, schedule_id)
+                if taken is not None:
+                    row = await conn.fetchrow(Q["schedule_rewind"], tenant_id, schedule_id,
+                                              *taken)
         return _record(_found(row, schedule_id))
 
     async def rotate_secret(

@@ -449,6 +449,23 @@ SET status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
     updated_at = now()
 WHERE tenant_id = $1 AND schedule_id = $2 AND status IN ('pending', 'retrying', 'running')
 
+-- name: job_run_unplan_ahead
+-- A pause, or an edit of the timing: the schedule's occurrences the planner already wrote
+-- that are not due yet and have not been claimed are taken back (the planner writes
+-- infrequent schedules' next occurrence up to a minute ahead), so a paused schedule fires
+-- nothing more and an edited one nothing on its old timetable. A run already claimed,
+-- retrying or deferred stays. $1 tenant, $2 schedule. Returns the instants taken back.
+DELETE FROM job_run
+ WHERE tenant_id = $1 AND schedule_id = $2 AND trigger = 'schedule'
+   AND status = 'pending' AND scheduled_for > now()
+RETURNING scheduled_for
+
+-- name: job_run_last_occurrence_before
+-- $1 tenant, $2 schedule, $3 instant: the latest occurrence written before it (NULL:
+-- none), the schedule's last_fire_at once what came after it was taken back.
+SELECT max(scheduled_for) FROM job_run
+ WHERE tenant_id = $1 AND schedule_id = $2 AND trigger = 'schedule' AND scheduled_for < $3
+
 -- name: job_run_manual_instant
 -- Cron occurrences are whole seconds; a manual run's instant never is (a whole-second
 -- clock reading is nudged by 1 µs), so it cannot take an occurrence's (schedule_id,

@@ -15,6 +15,24 @@ ORDER BY next_fire_at
 LIMIT $2
 FOR UPDATE SKIP LOCKED
 
+-- name: schedule_claim_ahead
+-- The idle planner's early pass: schedules due after the look-ahead ($1 s) but within
+-- $3 s, that fire at most once per $3 s (their next fire is at least $3 s after the last
+-- one, or they never fired). Their next occurrence is written now, while nothing is due,
+-- instead of all at once when the look-ahead reaches a shared instant (100,000 schedules
+-- on "0 * * * *"). Frequent schedules are left to the look-ahead, so they never have
+-- more than the look-ahead's runs written ahead. $2 batch size. Same lock as the claim.
+SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
+       next_fire_at, last_fire_at, starts_at, ends_at, now() AS db_now
+FROM schedule
+WHERE status = 'active'
+  AND next_fire_at > now() + make_interval(secs => $1)
+  AND next_fire_at <= now() + make_interval(secs => $3)
+  AND (last_fire_at IS NULL OR next_fire_at - last_fire_at >= make_interval(secs => $3))
+ORDER BY next_fire_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED
+
 -- name: schedule_advance
 -- The cursors of the claimed (still locked) schedules; NULL next_fire_at = no more fires.
 -- updated_at is the tenant's edit time, so the planner leaves it alone. The redundant
@@ -68,7 +86,7 @@ LIMIT $3
 UPDATE schedule
 SET name = $3, cron = $4, timezone = $5, target = $6, retry = $7, misfire_policy = $8,
     catchup_window_seconds = $9, starts_at = $10, ends_at = $11, next_fire_at = $12,
-    updated_at = now()
+    last_fire_at = $13, updated_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
@@ -76,10 +94,22 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
 
 -- name: schedule_set_status
 -- Pause/resume. next_fire_at is left alone on purpose: after a resume the planner finds
--- the schedule overdue and its misfire policy decides about the missed occurrences.
+-- the schedule overdue and its misfire policy decides about the missed occurrences (a
+-- pause also takes back what was written ahead: schedule_rewind).
 UPDATE schedule
 SET status = $3, updated_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
+RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
+          catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
+          signing_secret, previous_secret_expires_at, created_at, updated_at
+
+-- name: schedule_rewind
+-- After a pause took back occurrences written ahead (job_run_unplan_ahead): the cursor
+-- back to the first of them ($3), so a resume before it plans it again (and one after it
+-- leaves it to the misfire policy); $4 the last occurrence still written before it.
+UPDATE schedule
+SET next_fire_at = LEAST(next_fire_at, $3), last_fire_at = $4
+WHERE tenant_id = $1 AND id = $2
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at
