@@ -137,6 +137,41 @@ async def test_a_released_or_retried_run_is_published_again(db_pool: asyncpg.Poo
     assert await db_pool.fetchval("SELECT count(*) FROM job_run WHERE published_at IS NULL") == 2
 
 
+async def test_published_batches_land_where_the_default_partitioner_puts_each_tenant_in_order(
+    db_pool: asyncpg.Pool, kafka_bootstrap: str
+) -> None:
+    # Keys go out as record batches, one per partition, instead of one send() each: they
+    # must still land on the partition send() would have picked, in the order given.
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    from aiokafka import AIOKafkaConsumer
+
+    tenants = [uuid.uuid4() for _ in range(6)]
+    base = datetime(2026, 12, 1, tzinfo=UTC)
+    runs = [(uuid.uuid4(), base + timedelta(seconds=i), tenants[i % 6]) for i in range(3000)]
+    async with kafka_mode(db_pool, kafka_bootstrap, partitions=12) as mode:
+        acked = await mode.publisher.publish(runs)
+        assert acked == [(run_id, at) for run_id, at, _ in runs]
+        consumer = AIOKafkaConsumer(mode.link.topic, bootstrap_servers=kafka_bootstrap,
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            seen: list[tuple[int, bytes, bytes]] = []
+            async with asyncio.timeout(20):
+                while len(seen) < len(runs):
+                    for tp, messages in (await consumer.getmany(timeout_ms=200)).items():
+                        seen.extend((tp.partition, m.key, m.value) for m in messages)
+        finally:
+            await consumer.stop()
+    every = list(range(12))
+    where = DefaultPartitioner()
+    assert all(partition == where(key, every, every) for partition, key, _ in seen)
+    for tenant in tenants:  # one tenant, one partition: its keys in publishing order
+        got = [decode_key(value) for _, key, value in seen if key == tenant.bytes]
+        assert got == [(run_id, at) for run_id, at, t in runs if t == tenant]
+
+
 async def test_keys_of_runs_claimed_elsewhere_are_dropped_and_acknowledged(
     db_pool: asyncpg.Pool, kafka_bootstrap: str
 ) -> None:

@@ -1,4 +1,4 @@
-"""KafkaRunPublisher: run keys to the topic, keyed by tenant_id, batched, acks=all.
+"""KafkaRunPublisher: run keys to the topic, keyed by tenant_id, in record batches, acks=all.
 
 Idempotence is off on purpose: a duplicated key is harmless (the claim re-checks the run
 in Postgres) and tansu refuses the idempotent producer's InitProducerId. The producer is
@@ -14,6 +14,7 @@ from datetime import datetime
 from uuid import UUID
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import DefaultPartitioner
 
 from cronwire.adapters.kafka.codec import encode_key
 from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink, bounded
@@ -35,6 +36,7 @@ class KafkaRunPublisher:
         self._producer: AIOKafkaProducer | None = None
         self._generation = 0
         self._lock = asyncio.Lock()
+        self._partitioner = DefaultPartitioner()
         link.on_down(self._drop_producer)
 
     @property
@@ -42,6 +44,7 @@ class KafkaRunPublisher:
         return self._link.healthy
 
     async def publish(self, runs: Sequence[tuple[UUID, datetime, UUID]]) -> list[RunKey]:
+        """Send every run's key; the keys the broker acknowledged (in ``runs``' order)."""
         if not runs:
             return []
         if not self._link.healthy:
@@ -49,26 +52,57 @@ class KafkaRunPublisher:
         try:
             async with asyncio.timeout(self._send_timeout):
                 producer = await self._current()
-                topic = self._link.topic
-                sent = [
-                    await producer.send(topic, encode_key(run_id, at), key=tenant_id.bytes)
-                    for run_id, at, tenant_id in runs
-                ]
-                results = await asyncio.gather(*sent, return_exceptions=True)
+                sends = await self._send_batches(producer, runs)
+                results = await asyncio.gather(*(sent for sent, _ in sends),
+                                               return_exceptions=True)
         except KAFKA_FAILURES as exc:
             self._link.suspect()
             await self._drop_producer()
             raise BrokerError(f"publishing {len(runs)} keys: {type(exc).__name__}: {exc}") from exc
-        acked = [
-            (run_id, at)
-            for (run_id, at, _), result in zip(runs, results, strict=True)
-            if not isinstance(result, BaseException)
-        ]
+        acked: set[int] = set()
+        for (_, members), result in zip(sends, results, strict=True):
+            if not isinstance(result, BaseException):
+                acked.update(members)
         if len(acked) < len(runs):
             log.warning("the broker acknowledged %d of %d keys; the rest stay unpublished",
                         len(acked), len(runs))
             self._link.suspect()
-        return acked
+        return [(runs[i][0], runs[i][1]) for i in sorted(acked)]
+
+    async def _send_batches(
+        self, producer: AIOKafkaProducer, runs: Sequence[tuple[UUID, datetime, UUID]]
+    ) -> list[tuple[asyncio.Future[object], list[int]]]:
+        """The keys as record batches, one partition each, on the partition the default
+        partitioner picks for the tenant key (the one ``send`` would pick). One
+        ``send(...)`` per key cost ~36 µs of Python each, about as much as writing the run:
+        a batch's ``append`` is a few µs. Returns each batch's future and its runs' indexes."""
+        topic = self._link.topic
+        partitions = sorted(await producer.partitions_for(topic))
+        keys = [tenant_id.bytes for _, _, tenant_id in runs]
+        by_partition: dict[int, list[int]] = {}
+        partition_of: dict[bytes, int] = {}  # murmur2 in Python: once per tenant, not per key
+        for index, key in enumerate(keys):
+            partition = partition_of.get(key)
+            if partition is None:
+                partition = partition_of[key] = self._partitioner(key, partitions, partitions)
+            by_partition.setdefault(partition, []).append(index)
+        sends: list[tuple[asyncio.Future[object], list[int]]] = []
+        for partition, indexes in by_partition.items():
+            batch = producer.create_batch()
+            members: list[int] = []
+            for index in indexes:
+                run_id, at, _ = runs[index]
+                value = encode_key(run_id, at)
+                if batch.append(timestamp=None, key=keys[index], value=value) is None:  # full
+                    sends.append((await producer.send_batch(batch, topic, partition=partition),
+                                  members))
+                    batch, members = producer.create_batch(), []
+                    batch.append(timestamp=None, key=keys[index], value=value)
+                members.append(index)
+            if members:
+                sends.append((await producer.send_batch(batch, topic, partition=partition),
+                              members))
+        return sends
 
     async def close(self) -> None:
         await self._drop_producer()
