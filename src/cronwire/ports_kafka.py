@@ -58,6 +58,13 @@ class KeyedClaimStore(Protocol):
         """Lease those of ``keys`` that are runnable now (or hold an expired lease)."""
         ...
 
+    async def claim_fair(
+        self, owner: str, limit: int, lease_seconds: float, grace_seconds: float
+    ) -> ClaimBatch:
+        """The polling claim (fair across tenants), of runs due at least ``grace_seconds``
+        and expired leases."""
+        ...
+
     async def sweep(
         self, owner: str, limit: int, lease_seconds: float, grace_seconds: float
     ) -> ClaimBatch:

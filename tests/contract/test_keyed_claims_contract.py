@@ -44,3 +44,15 @@ async def test_the_sweep_takes_only_runs_due_longer_than_the_grace(world: World)
     swept = await world.keyed.sweep("a", 10, 30, grace_seconds=60)
     assert len(swept) == 2 and await world.count("running") == 2
     assert await world.count(RunStatus.PENDING) == 3
+
+
+async def test_the_fair_claim_leaves_runs_due_within_its_grace(world: World) -> None:
+    # Kafka mode's claim while a partition is backlogged (ADR 0021): fair across tenants
+    # like the polling claim, but a run due less than the grace is left to its key.
+    late = await world.seed(2, due_seconds_ago=5)
+    fresh = await world.seed(2, due_seconds_ago=0.2)
+    batch = await world.keyed.claim_fair("a", 10, 30, 1.0)
+    assert {run.schedule_id for run in batch} == {late.id}
+    assert len(batch) == 2
+    assert await world.count("pending") == 2  # the fresh ones
+    assert fresh.id not in {run.schedule_id for run in batch}

@@ -86,13 +86,16 @@ async def test_a_backlogged_partition_hands_every_other_claim_to_the_fair_pollin
     # burst's partition waited for the whole 50,000-run burst (65 s) behind its keys.
     db = MemoryDatabase(clock=MemoryClock(frozen=True))
     burst = db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 5, due_seconds_ago=10)
-    [quiet] = db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 1)
+    [quiet] = db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 1, due_seconds_ago=2)
+    # Due 0.2 s ago: its key is on its way, so the fair claim leaves it to the key.
+    [fresh] = db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 1, due_seconds_ago=0.2)
     hints = MemoryHints(buffer_limit=2)
     hints.deliver([run.key for run in burst[:2]])  # full: the quiet key is still behind
     source = HybridClaimSource(hints, MemoryKeyedClaims(db), MemoryClaimSource(db), db.clock,
                                grace_seconds=30, sweep_seconds=3600)
     fair = await source.claim("a", 2, 30)
     assert quiet.id in {r.id for r in fair} and source.name == "sweeper"
+    assert fresh.id not in {r.id for r in fair}
     hinted = await source.claim("a", 2, 30)  # then the keys' turn
     assert source.name == "kafka" and len(hinted) == 1  # one key's run was claimed above
     assert hints.acknowledged == [run.key for run in burst[:2]]

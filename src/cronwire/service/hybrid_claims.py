@@ -10,8 +10,9 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
   whose owner vanished — nothing depends on the broker being perfect; while sweeps come
   back full it sweeps on every other claim (a backlog the hints are not keeping up with);
 * while a partition this replica owns is backlogged (its key buffer full), every other
-  claim is the polling claim, fair across tenants: a tenant sharing the partition with
-  another tenant's burst is not held behind the burst's keys;
+  claim is the polling claim, fair across tenants, of runs due at least
+  ``BACKLOG_GRACE_SECONDS``: a tenant sharing the partition with another tenant's burst is
+  not held behind the burst's keys, and fresh runs are still left to their keys;
 * while the broker is unreachable the polling claim does all the work (labelled
   ``sweeper``), with no grace: nothing is being published, so nothing is worth waiting for.
 
@@ -30,6 +31,10 @@ from cronwire.ports import ClaimSource, Clock, KeyedClaimStore, RunHints
 
 KAFKA = "kafka"
 SWEEPER = "sweeper"
+# How late a run must be before a backlogged replica's fair claim takes it: a key is
+# normally consumed within ~0.1 s of its run falling due, so a run 1 s late has a key
+# stuck behind the backlog (or none).
+BACKLOG_GRACE_SECONDS = 1.0
 
 
 class HybridClaimSource:
@@ -66,9 +71,12 @@ class HybridClaimSource:
         if self._hints.backlogged and not self._hints_next:
             # A partition this replica owns is behind (one tenant's burst): the tenants
             # whose keys queue behind it in the partition would wait for the whole burst.
-            # Every other claim is the polling one, fair across tenants, until it caught up.
+            # Every other claim is the polling one, fair across tenants, until it caught up;
+            # runs due less than BACKLOG_GRACE_SECONDS are left to their keys, which are on
+            # their way (here or to another replica).
             self._hints_next = True
-            fair = await self._polling.claim(owner, limit, lease_seconds)
+            fair = await self._keyed.claim_fair(owner, limit, lease_seconds,
+                                                BACKLOG_GRACE_SECONDS)
             if fair:
                 self._label = SWEEPER
                 return fair

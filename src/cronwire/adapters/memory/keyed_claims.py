@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase
-from cronwire.adapters.memory.leases import take_leases
+from cronwire.adapters.memory.leases import fair_candidates, take_leases
 from cronwire.domain.model import ClaimBatch, RunStatus
 from cronwire.ports import RunKey
 
@@ -35,6 +35,16 @@ class MemoryKeyedClaims:
             if due or expired:
                 candidates.append(run)
         candidates.sort(key=lambda r: (r.status is not RunStatus.RUNNING, r.id))
+        return take_leases(self._db, owner, candidates, lease_seconds)
+
+    async def claim_fair(
+        self, owner: str, limit: int, lease_seconds: float, grace_seconds: float
+    ) -> ClaimBatch:
+        """job_run_claim with a grace: fair across tenants, runs due at least the grace."""
+        if limit <= 0:
+            return ClaimBatch([])
+        now = self._db.now()
+        candidates = fair_candidates(self._db, limit, now, timedelta(seconds=grace_seconds))
         return take_leases(self._db, owner, candidates, lease_seconds)
 
     async def sweep(

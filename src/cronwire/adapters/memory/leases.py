@@ -17,9 +17,12 @@ LEASE_EXPIRED_ERROR = (
 CANCELLED_ERROR = "Cancelled: the schedule was deleted while this run was in flight"
 
 
-def fair_candidates(db: MemoryDatabase, limit: int, now: datetime) -> list[MemoryRun]:
-    """job_run_claim's candidates: expired leases first (turn 0), then due runs one per
-    tenant per turn, longest-waiting tenants first; at most ``limit``."""
+def fair_candidates(
+    db: MemoryDatabase, limit: int, now: datetime, grace: timedelta = timedelta(0)
+) -> list[MemoryRun]:
+    """job_run_claim's candidates: expired leases first (turn 0), then runs due at least
+    ``grace`` one per tenant per turn, longest-waiting tenants first; at most ``limit``."""
+    due_by = now - grace
     expired = sorted(
         (r for r in db.runs.values() if r.status is RunStatus.RUNNING
          and r.claim_expires_at is not None and r.claim_expires_at < now),
@@ -32,9 +35,9 @@ def fair_candidates(db: MemoryDatabase, limit: int, now: datetime) -> list[Memor
             continue
         if run.tenant_id not in earliest or run.fire_after < earliest[run.tenant_id]:
             earliest[run.tenant_id] = run.fire_after
-        if run.fire_after <= now and run.lease_free(now):
+        if run.fire_after <= due_by and run.lease_free(now):
             by_tenant.setdefault(run.tenant_id, []).append(run)
-    due = sorted((t for t, at in earliest.items() if at <= now), key=earliest.__getitem__)
+    due = sorted((t for t, at in earliest.items() if at <= due_by), key=earliest.__getitem__)
     due = due[:limit]
     per_tenant = min(limit, max(1, math.ceil(2.0 * limit / max(len(due), 1))))
     turns: list[tuple[int, datetime, MemoryRun]] = [(0, r.fire_after, r) for r in expired]

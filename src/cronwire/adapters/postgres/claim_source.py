@@ -86,7 +86,7 @@ class PostgresClaimSource:
         if limit <= 0:
             return []
         with storage_errors("claim runs"):
-            rows = await self._pool.fetch(Q["job_run_claim"], owner, limit, lease_seconds)
+            rows = await self._pool.fetch(Q["job_run_claim"], owner, limit, lease_seconds, 0.0)
         runs = claimed_runs(rows)
         if runs.ended:
             log.warning(

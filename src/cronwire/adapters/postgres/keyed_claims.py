@@ -16,7 +16,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.claim_source import claimed_runs
 from cronwire.adapters.postgres.driver_errors import storage_errors
-from cronwire.adapters.postgres.sql import claim_statement
+from cronwire.adapters.postgres.sql import claim_statement, queries
 from cronwire.domain.model import ClaimBatch
 from cronwire.ports import RunKey
 
@@ -28,6 +28,7 @@ class PostgresKeyedClaims:
         self._pool = pool
         self._claim_keys = claim_statement("job_run_claim_keys_candidates")
         self._sweep = claim_statement("job_run_sweep_candidates")
+        self._fair = queries()["job_run_claim"]  # the polling claim itself, with a grace
 
     async def claim_keys(
         self, owner: str, keys: Sequence[RunKey], lease_seconds: float
@@ -41,6 +42,16 @@ class PostgresKeyedClaims:
             rows = await self._pool.fetch(
                 self._claim_keys, owner, len(unique), lease_seconds, ids, times
             )
+        return self._runs(rows)
+
+    async def claim_fair(
+        self, owner: str, limit: int, lease_seconds: float, grace_seconds: float
+    ) -> ClaimBatch:
+        if limit <= 0:
+            return ClaimBatch([])
+        with storage_errors("claim runs fairly"):
+            rows = await self._pool.fetch(
+                self._fair, owner, limit, lease_seconds, grace_seconds)
         return self._runs(rows)
 
     async def sweep(

@@ -40,7 +40,9 @@ FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::text[], $
 ON CONFLICT DO NOTHING
 
 -- name: job_run_claim
--- $1 owner, $2 limit (<= idle workers: lease rule 1), $3 lease seconds.
+-- $1 owner, $2 limit (<= idle workers: lease rule 1), $3 lease seconds, $4 grace seconds:
+-- only runs due at least this long are taken (0 for the polling claim; kafka mode's fair
+-- claim while a partition is backlogged leaves runs whose key is still on its way).
 -- Fair across tenants: every tenant with due runs gets its turn 1 run before any tenant
 -- gets turn 2, so one tenant's 50,000-run backlog cannot starve another's single run.
 -- runnable_tenants is a loose index scan over job_run_claim_tenant_idx: one probe per
@@ -67,7 +69,7 @@ WITH RECURSIVE runnable_tenants AS (
 due_tenants AS (
     -- Longest-waiting tenants first when more tenants are due than one claim can serve.
     SELECT tenant_id FROM runnable_tenants
-     WHERE fire_after <= now()
+     WHERE fire_after <= now() - make_interval(secs => $4)
      ORDER BY fire_after
      LIMIT $2
 ),
@@ -103,7 +105,7 @@ fair AS (
           FROM job_run r
          WHERE r.tenant_id = d.tenant_id
            AND r.status IN ('pending', 'retrying')
-           AND r.fire_after <= now()
+           AND r.fire_after <= now() - make_interval(secs => $4)
            AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
          ORDER BY r.fire_after
          LIMIT f.per_tenant
