@@ -25,8 +25,9 @@ class RunHints(Protocol):
     @property
     def backlogged(self) -> bool:
         """True while a partition's keys arrive faster than this replica takes them (its
-        buffer is full and the partition paused): keys behind the backlog, other
-        tenants' among them, wait their turn in the partition's order."""
+        buffer is full, the partition paused, and as many keys again wait in the broker):
+        keys behind the backlog, other tenants' among them, wait their turn in the
+        partition's order."""
         ...
 
     def take(self, limit: int) -> list[RunKey]:

@@ -61,26 +61,6 @@ async def test_while_the_broker_is_away_the_polling_claim_does_the_work() -> Non
     assert len(runs) == 2 and source.name == "sweeper"
 
 
-async def test_a_full_sweep_goes_on_at_claim_speed_taking_turns_with_the_waiting_hints() -> None:
-    # The kafka fairness fault: one tenant's 50,000-run burst sits on one partition, so
-    # one consumer drains it while the other replicas idle; their sweeps took one batch
-    # per sweep_seconds (a few dozen runs a second) from a backlog long past the grace.
-    db, hints, source = _rig(25, sweep_seconds=60)
-    db.clock.advance(61)  # past the first sweep and the 30 s grace
-    swept = await source.claim("a", 10, 30)
-    assert len(swept) == 10 and source.name == "sweeper"
-    waiting = [r.key for r in db.runs.values() if r.status is RunStatus.PENDING][:2]
-    hints.deliver(waiting)
-    hinted = await source.claim("a", 10, 30)  # the waiting hints first...
-    assert {r.id for r in hinted} == {k[0] for k in waiting} and source.name == "kafka"
-    again = await source.claim("a", 10, 30)  # ...then the backlog again, not 60 s later
-    assert len(again) == 10 and source.name == "sweeper"
-    rest = await source.claim("a", 10, 30)  # no hint waiting: straight to the sweep
-    assert len(rest) == 3 and source.name == "sweeper"
-    assert await source.claim("a", 10, 30) == []  # a sweep that was not full waits again
-    assert not [r for r in db.runs.values() if r.status is RunStatus.PENDING]
-
-
 async def test_a_backlogged_partition_hands_every_other_claim_to_the_fair_polling_claim() -> None:
     # The kafka fairness fault at full size: two quiet tenants whose keys shared the
     # burst's partition waited for the whole 50,000-run burst (65 s) behind its keys.

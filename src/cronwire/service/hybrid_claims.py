@@ -7,8 +7,7 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
   rewinds the consumer to its committed offsets;
 * every ``sweep_seconds`` a SKIP LOCKED sweep claims runs due longer than the grace that
   no message delivered (broker restart, lost partition, crash before publish) and leases
-  whose owner vanished — nothing depends on the broker being perfect; while sweeps come
-  back full it sweeps on every other claim (a backlog the hints are not keeping up with);
+  whose owner vanished — nothing depends on the broker being perfect;
 * while a partition this replica owns is backlogged (its key buffer full), every other
   claim is the polling claim, fair across tenants, of runs due at least
   ``BACKLOG_GRACE_SECONDS``: a tenant sharing the partition with another tenant's burst is
@@ -26,7 +25,7 @@ import asyncio
 from collections.abc import Sequence
 
 from cronwire.domain.errors import StorageError
-from cronwire.domain.model import ClaimBatch, ClaimedRun
+from cronwire.domain.model import ClaimedRun
 from cronwire.ports import ClaimSource, Clock, KeyedClaimStore, RunHints
 
 KAFKA = "kafka"
@@ -55,7 +54,7 @@ class HybridClaimSource:
         self._grace = grace_seconds
         self._sweep_seconds = sweep_seconds
         self._next_sweep = clock.monotonic() + sweep_seconds
-        self._hints_next = False  # after a full sweep, the waiting hints go first
+        self._hints_next = False  # after a backlogged replica's fair claim, the keys' turn
         self._label = KAFKA
 
     @property
@@ -80,43 +79,18 @@ class HybridClaimSource:
             if fair:
                 self._label = SWEEPER
                 return fair
-        if self._clock.monotonic() >= self._next_sweep and not self._hints_next:
-            swept = await self._sweep(owner, limit, lease_seconds)
-            if swept is not None:
-                return swept
         self._hints_next = False
-        hinted = await self._claim_hinted(owner, limit, lease_seconds)
-        if hinted is None and self._clock.monotonic() >= self._next_sweep:
-            # No key waiting, and the sweeper is working through a backlog: go on with it.
-            swept = await self._sweep(owner, limit, lease_seconds)
-            if swept is not None:
-                return swept
-        return hinted or []
-
-    async def _sweep(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch | None:
-        """One sweep; None when it found nothing. A sweep that comes back full has found a
-        backlog older than the grace (one tenant's burst drained by the one consumer of its
-        partition, a lost partition): the next claim sweeps again, once the hints waiting
-        have had their turn, so an idle replica helps drain it at claim speed instead of
-        one batch per ``sweep_seconds``."""
         now = self._clock.monotonic()
-        swept = await self._keyed.sweep(owner, limit, lease_seconds, self._grace)
-        backlog = len(swept) + len(swept.ended) >= limit
-        self._next_sweep = now if backlog else now + self._sweep_seconds
-        self._hints_next = backlog
-        if swept or swept.ended:  # a batch the claim only ended is counted too
-            self._label = SWEEPER
-            return swept
-        return None
-
-    async def _claim_hinted(
-        self, owner: str, limit: int, lease_seconds: float
-    ) -> Sequence[ClaimedRun] | None:
-        """The runs of the keys waiting; None when no key was waiting."""
+        if now >= self._next_sweep:
+            self._next_sweep = now + self._sweep_seconds
+            swept = await self._keyed.sweep(owner, limit, lease_seconds, self._grace)
+            if swept or swept.ended:  # a batch the claim only ended is counted too
+                self._label = SWEEPER
+                return swept
         keys = self._hints.take(limit)
         self._label = KAFKA
         if not keys:
-            return None
+            return []
         try:
             runs = await self._keyed.claim_keys(owner, keys, lease_seconds)
         except StorageError:

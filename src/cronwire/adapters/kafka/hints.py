@@ -70,6 +70,9 @@ class KafkaRunHints:
         self._buffers: dict[TopicPartition, deque[tuple[int, RunKey | None]]] = {}
         self._taken: dict[TopicPartition, int] = {}  # highest offset taken, not yet settled
         self._settled: dict[TopicPartition, int] = {}  # next offsets to commit
+        # Keys still in the broker beyond what was fetched (high watermark - next offset),
+        # from the latest fetch of each partition.
+        self._behind: dict[TopicPartition, int] = {}
         self._rewind = False
         self._arrived = asyncio.Event()
         self._consumer: AIOKafkaConsumer | None = None
@@ -102,9 +105,14 @@ class KafkaRunHints:
 
     @property
     def backlogged(self) -> bool:
-        """A partition's buffer is full (so it is paused): its keys come faster than this
-        replica claims them, and whatever is behind them in the partition waits."""
-        return any(len(queue) >= self._buffer_limit for queue in self._buffers.values())
+        """A partition's buffer is full (so it is paused) and at least as many keys again
+        wait in the broker behind it: its keys come faster than this replica claims them,
+        and whatever is behind them in the partition waits. A buffer full of keys that
+        are all here (the keys republished after a broker restart) is not a backlog: they
+        are worked through in a few claims."""
+        return any(len(queue) >= self._buffer_limit
+                   and self._behind.get(tp, 0) >= self._buffer_limit
+                   for tp, queue in self._buffers.items())
 
     def take(self, limit: int) -> list[RunKey]:
         """Up to ``limit`` keys, one partition at a time in turn (oldest first within each
@@ -141,6 +149,7 @@ class KafkaRunHints:
     def rewind(self) -> None:
         self._taken.clear()
         self._buffers.clear()
+        self._behind.clear()
         self._arrived.clear()
         self._rewind = True
 
@@ -169,6 +178,9 @@ class KafkaRunHints:
             for tp, messages in batches.items():
                 if not messages:
                     continue
+                highwater = consumer.highwater(tp)
+                if highwater is not None:
+                    self._behind[tp] = max(0, highwater - (messages[-1].offset + 1))
                 queue = self._buffers.setdefault(tp, deque())
                 for message in messages:
                     queue.append((message.offset, decode_key(message.value)))
@@ -250,6 +262,7 @@ class KafkaRunHints:
             self._buffers.pop(tp, None)
             self._taken.pop(tp, None)
             self._settled.pop(tp, None)
+            self._behind.pop(tp, None)
         if not self._buffers:
             self._arrived.clear()
 
