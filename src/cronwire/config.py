@@ -161,7 +161,8 @@ def _roles(name: str, raw: str) -> frozenset[str]:
     roles = frozenset(part.strip().lower() for part in raw.split(",") if part.strip())
     unknown = roles - ROLES
     if not roles or unknown:
-        bad = ", ".join(sorted(unknown)) or "(empty)"
+        # repr: a value with a line break must still make a one-line error
+        bad = ", ".join(repr(role) for role in sorted(unknown)) or "(empty)"
         raise ConfigError(f"{name}: unknown role {bad}; choose from api, planner, executor")
     return roles
 

@@ -56,6 +56,7 @@ def test_environment_overrides() -> None:
         ("SCHEDULER_PLANNER_BATCH", "0"),
         ("SCHEDULER_EXECUTOR_WORKERS", "many"),
         ("SCHEDULER_ROLES", "api,cook"),
+        ("SCHEDULER_ROLES", "0\n0"),  # found by test_config_fuzz: a line break in the role
         ("SCHEDULER_ALLOW_PRIVATE_TARGETS", "maybe"),
         ("SCHEDULER_KAFKA_BOOTSTRAP_SERVERS", "localhost"),
         # Retention of one month drops last month, where 7-day catch-up runs are written.
