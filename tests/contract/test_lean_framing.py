@@ -4,6 +4,7 @@ suite's aiohttp sink always sends Content-Length): raw answers from a socket ser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 from collections.abc import AsyncIterator
 
@@ -72,3 +73,46 @@ async def test_each_framing_is_read(raw_port: int, path: str, outcome: Outcome,
                 outcome, status, excerpt), result
     finally:
         await deliverer.close()
+
+
+async def test_the_attempts_timeout_bounds_the_wait_for_a_connection_slot_and_frees_it() -> None:
+    """The timeout covers the whole attempt, including a wait for a pool slot held by a
+    hung request, and every slot is given back whatever ended the attempt."""
+    release = asyncio.Event()
+
+    async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            await reader.readuntil(b"\r\n\r\n")
+            await release.wait()  # never answers within the attempts' timeouts
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+    server = await asyncio.start_server(hang, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    ok_server = await asyncio.start_server(_answer, "127.0.0.1", 0)
+    ok_url = f"http://127.0.0.1:{ok_server.sockets[0].getsockname()[1]}/interim"
+    deliverer = LeanDeliverer(TargetGuard(allow_private=True), max_connections=1)
+    await deliverer.start()
+    try:
+        url = f"http://127.0.0.1:{port}/hang"
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        holder = asyncio.ensure_future(deliverer.deliver(make_request(url, timeout_seconds=1.0)))
+        await asyncio.sleep(0.05)  # the first attempt holds the only slot
+        waiting = await deliverer.deliver(make_request(url, timeout_seconds=0.3))
+        waited = loop.time() - began
+        assert waiting.outcome is Outcome.TIMEOUT and waited < 0.9, (waiting, waited)
+        first = await holder
+        assert first.outcome is Outcome.TIMEOUT and 900 <= first.duration_ms < 3000, first
+        # The slot came back from both timed-out attempts: a receiver that answers gets
+        # its request through the only slot.
+        answered = await deliverer.deliver(make_request(ok_url, timeout_seconds=0.5))
+        assert answered.outcome is Outcome.SUCCESS, answered
+    finally:
+        release.set()
+        await deliverer.close()
+        await asyncio.sleep(0.1)  # both servers' handlers see their connections end
+        for each in (server, ok_server):
+            each.close()
+            await each.wait_closed()
