@@ -68,8 +68,8 @@ class CountingMetrics:
     def claims(self, source: str, count: int) -> None:
         self.claimed += count
 
-    def run_finished(self, outcome: str) -> None:
-        self.finished[outcome] += 1
+    def run_finished(self, outcome: str, count: int = 1) -> None:
+        self.finished[outcome] += count
 
     def lease_lost(self, count: int = 1) -> None:
         self.lost += count

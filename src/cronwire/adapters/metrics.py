@@ -39,6 +39,7 @@ class PrometheusMetrics:
             "scheduler_delivery_duration_seconds", "One delivery attempt, end to end",
             buckets=DURATION_BUCKETS, registry=r,
         )
+        self._runs_by_outcome: dict[str, Counter] = {}
         self._broker_up: Gauge | None = None  # kafka mode only: created on first report
         self._tick = Histogram(
             "scheduler_planner_tick_seconds", "One planner transaction", registry=r
@@ -56,8 +57,13 @@ class PrometheusMetrics:
     def claims(self, source: str, count: int) -> None:
         self._claims.labels(source=source).inc(count)
 
-    def run_finished(self, outcome: str) -> None:
-        self._runs.labels(outcome=outcome).inc()
+    def run_finished(self, outcome: str, count: int = 1) -> None:
+        # The labelled child is looked up once per outcome: labels() validates and locks
+        # on every call (~1% of an executor's CPU when it ran once per run).
+        child = self._runs_by_outcome.get(outcome)
+        if child is None:
+            child = self._runs_by_outcome[outcome] = self._runs.labels(outcome=outcome)
+        child.inc(count)
 
     def lease_lost(self, count: int = 1) -> None:
         self._lease_lost.inc(count)

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -377,6 +378,7 @@ class Executor:
             lease.task.cancel()
 
     def _written(self, batch: Sequence[Finished], landed: dict[UUID, RunStatus]) -> None:
+        finished: Counter[RunStatus] = Counter()
         for item in batch:
             self._keeper.drop(item.lease)
             status = landed.get(item.run.id)
@@ -385,8 +387,10 @@ class Executor:
                 self._signals.lost.add([item.run.id])
                 continue
             if status.terminal:
-                self._metrics.run_finished(str(status))
+                finished[status] += 1
             self._signals.settled.add([(item.run.id, status)])
+        for status, count in finished.items():  # one counter update per outcome per batch
+            self._metrics.run_finished(str(status), count)
 
     # -- shutdown and gauges -----------------------------------------------------------
 
