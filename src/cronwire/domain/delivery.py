@@ -59,7 +59,7 @@ class Outcome(StrEnum):
     BLOCKED = "blocked"  # refused by the address policy at delivery; permanent
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # per-run value, never mutated: see ClaimedRun
 class DeliveryRequest:
     run_id: UUID
     schedule_id: UUID
@@ -81,7 +81,7 @@ class DeliveryRequest:
     send_by_monotonic: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # per-run value, never mutated: see ClaimedRun
 class DeliveryResult:
     outcome: Outcome
     status_code: int | None

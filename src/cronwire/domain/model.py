@@ -168,7 +168,13 @@ class PlanDecision:
 LeaseKey = tuple[uuid.UUID, datetime, int]
 
 
-@dataclass(frozen=True, slots=True)
+# The value objects made once or more per delivery (ClaimedRun, RunResolution,
+# AttemptRecord, DeliveryRequest, DeliveryResult) are not frozen=True: a frozen
+# dataclass's __init__ sets every field through object.__setattr__, about 5x a plain
+# slots __init__ (3.5 against 0.6 µs for 12 fields here), ~5% of an executor's CPU in the
+# 100k burst. Nothing assigns to them after construction (dataclasses.replace makes a
+# new one), and unsafe_hash keeps them hashable by value as frozen ones were.
+@dataclass(slots=True, unsafe_hash=True)
 class ClaimedRun:
     """A run whose lease this replica holds, with everything needed to deliver it."""
 
@@ -198,7 +204,7 @@ class ClaimBatch(list[ClaimedRun]):
         self.ended = ended
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # per-run value, never mutated: see ClaimedRun
 class AttemptRecord:
     """Evidence of one delivery attempt, as the tenant sees it in run detail."""
 
@@ -215,7 +221,7 @@ class AttemptRecord:
     response_excerpt: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # per-run value, never mutated: see ClaimedRun
 class RunResolution:
     """The write that ends one leased attempt: succeeded, failed, or retrying later."""
 
