@@ -117,10 +117,39 @@ def _last_line(log: Path | None) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def sink_stats(port: int) -> dict[str, float | None]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stats", timeout=5) as response:
+def sink_stats(port: int, timeout: float = 5.0) -> dict[str, float | None]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stats", timeout=timeout) as response:
         stats: dict[str, float | None] = json.load(response)
         return stats
+
+
+class SinkWatch:
+    """The sink's /_stats, read while the sink is at full load. A sink busy with hundreds
+    of connections (three replicas' burst) can leave one stats request unanswered for
+    seconds; that is no reason to abandon the run, so the last answer stands in until
+    the sink has been silent for ``patience`` seconds or its process has exited."""
+
+    def __init__(self, port: int, proc: subprocess.Popen[bytes] | None = None, *,
+                 timeout: float = 5.0, patience: float = 60.0) -> None:
+        self._port, self._proc = port, proc
+        self._timeout, self._patience = timeout, patience
+        self._last: dict[str, float | None] = {}
+        self._silent_since: float | None = None
+
+    def read(self) -> dict[str, float | None]:
+        try:
+            self._last = sink_stats(self._port, self._timeout)
+        except (OSError, ValueError) as exc:  # URLError and socket timeouts are OSErrors
+            if self._proc is not None and self._proc.poll() is not None:
+                raise LoadTestError(f"the sink exited with {self._proc.returncode}") from None
+            now = time.monotonic()
+            self._silent_since = self._silent_since or now
+            if now - self._silent_since >= self._patience:
+                raise LoadTestError(
+                    f"the sink did not answer /_stats for {self._patience:g}s: {exc}") from None
+            return self._last
+        self._silent_since = None
+        return self._last
 
 
 def _stop(proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -248,6 +277,7 @@ async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
         deadline = time.monotonic() + MAX_DRAIN_SECONDS + progress.seconds_to_horizon()
         next_check = 0.0
         last_acknowledged, last_progress = -1, time.monotonic()
+        watch = SinkWatch(sink.port, sink.proc)
         cpu_at_first: float | None = None
         while time.monotonic() < deadline:
             if cpu_at_first is None and progress.seconds_to_first() <= 0:
@@ -256,7 +286,7 @@ async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
                 # The burst's lag is the executor's only if the planner was done by now.
                 _log(f"at the first instant the planner had written {written:,} of "
                      f"{progress.planned:,} runs")
-            stats = sink_stats(sink.port)
+            stats = watch.read()
             progress.show(stats)
             past = progress.seconds_to_horizon() <= 0
             acknowledged = int(stats.get("unique") or 0)
@@ -276,7 +306,7 @@ async def _watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: _Sink,
                     break
             to_first = progress.seconds_to_first()
             await asyncio.sleep(0.25 if past else min(1.0, to_first) if to_first > 0 else 1.0)
-        final = sink_stats(sink.port)
+        final = watch.read()
         progress.done(final)
         cpu = per_run_us(cpu_at_first, cpu_seconds(replica_pids), int(final.get("unique") or 0))
         if cpu is not None:
