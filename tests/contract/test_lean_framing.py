@@ -78,11 +78,19 @@ async def test_each_framing_is_read(raw_port: int, path: str, outcome: Outcome,
 async def test_the_attempts_timeout_bounds_the_wait_for_a_connection_slot_and_frees_it() -> None:
     """The timeout covers the whole attempt, including a wait for a pool slot held by a
     hung request, and every slot is given back whatever ended the attempt."""
-    release = asyncio.Event()
+    release, asked = asyncio.Event(), asyncio.Event()
+    handlers: set[asyncio.Task[object]] = set()
+
+    def track() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.add(task)
 
     async def hang(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        track()
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             await reader.readuntil(b"\r\n\r\n")
+            asked.set()
             await release.wait()  # never answers within the attempts' timeouts
         writer.close()
         with contextlib.suppress(ConnectionError):
@@ -90,7 +98,11 @@ async def test_the_attempts_timeout_bounds_the_wait_for_a_connection_slot_and_fr
 
     server = await asyncio.start_server(hang, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    ok_server = await asyncio.start_server(_answer, "127.0.0.1", 0)
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        track()
+        await _answer(reader, writer)
+
+    ok_server = await asyncio.start_server(answer, "127.0.0.1", 0)
     ok_url = f"http://127.0.0.1:{ok_server.sockets[0].getsockname()[1]}/interim"
     deliverer = LeanDeliverer(TargetGuard(allow_private=True), max_connections=1)
     await deliverer.start()
@@ -99,7 +111,7 @@ async def test_the_attempts_timeout_bounds_the_wait_for_a_connection_slot_and_fr
         loop = asyncio.get_running_loop()
         began = loop.time()
         holder = asyncio.ensure_future(deliverer.deliver(make_request(url, timeout_seconds=1.0)))
-        await asyncio.sleep(0.05)  # the first attempt holds the only slot
+        await asyncio.wait_for(asked.wait(), 5)  # the first attempt holds the only slot
         waiting = await deliverer.deliver(make_request(url, timeout_seconds=0.3))
         waited = loop.time() - began
         assert waiting.outcome is Outcome.TIMEOUT and waited < 0.9, (waiting, waited)
@@ -112,7 +124,7 @@ async def test_the_attempts_timeout_bounds_the_wait_for_a_connection_slot_and_fr
     finally:
         release.set()
         await deliverer.close()
-        await asyncio.sleep(0.1)  # both servers' handlers see their connections end
+        await asyncio.wait(handlers, timeout=5)  # each handler saw its connection end
         for each in (server, ok_server):
             each.close()
             await each.wait_closed()
