@@ -47,20 +47,24 @@ class PostgresKeyedClaims:
     async def claim_fair(
         self, owner: str, limit: int, lease_seconds: float, grace_seconds: float
     ) -> ClaimBatch:
-        if limit <= 0:
-            return ClaimBatch([])
-        with storage_errors("claim runs fairly"):
-            rows = await self._pool.fetch(
-                self._fair, owner, limit, lease_seconds, grace_seconds)
-        return self._runs(rows)
+        return await self._claim_due(
+            self._fair, "claim runs fairly", owner, limit, lease_seconds, grace_seconds)
 
     async def sweep(
         self, owner: str, limit: int, lease_seconds: float, grace_seconds: float
     ) -> ClaimBatch:
+        return await self._claim_due(
+            self._sweep, "sweep overdue runs", owner, limit, lease_seconds, grace_seconds)
+
+    async def _claim_due(
+        self, statement: str, what: str, owner: str, limit: int, lease_seconds: float,
+        grace_seconds: float,
+    ) -> ClaimBatch:
+        """A claim of due runs (no keys): $1 owner, $2 limit, $3 lease, $4 grace."""
         if limit <= 0:
             return ClaimBatch([])
-        with storage_errors("sweep overdue runs"):
-            rows = await self._pool.fetch(self._sweep, owner, limit, lease_seconds, grace_seconds)
+        with storage_errors(what):
+            rows = await self._pool.fetch(statement, owner, limit, lease_seconds, grace_seconds)
         return self._runs(rows)
 
     @staticmethod
