@@ -181,7 +181,7 @@ class Container(containers.DeclarativeContainer):
     kafka_publisher = providers.Resource(_kafka_publisher_resource, link=kafka_link)
     outbox_relay = providers.Singleton(
         OutboxRelay, store=providers.Singleton(PostgresOutboxStore, pool=db_pool),
-        publisher=kafka_publisher,
+        publisher=kafka_publisher, hints=kafka_hints,
     )
     polling_claim_source = providers.Singleton(PostgresClaimSource, pool=db_pool)
 

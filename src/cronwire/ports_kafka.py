@@ -94,11 +94,15 @@ class OutboxStore(Protocol):
         self,
         limit: int,
         send: Callable[[Sequence[tuple[UUID, datetime, UUID]]], Awaitable[Sequence[RunKey]]],
+        *,
+        max_age_seconds: float | None = None,
     ) -> int:
-        """In ONE transaction: lock up to ``limit`` due, unpublished, runnable runs (SKIP
-        LOCKED), ``await send(runs)`` and mark published only the keys it returns. If
-        ``send`` raises, the transaction rolls back and the exception propagates.
-        Returns how many were marked."""
+        """Mark up to ``limit`` due, unpublished, runnable runs (due at most
+        ``max_age_seconds`` ago, if given) published (SKIP LOCKED, one
+        committed statement), then ``await send(runs)`` and unmark the keys it did not
+        return. If ``send`` raises, every key is unmarked and the exception propagates.
+        A crash between the mark and the send leaves the runs to the sweeper. Returns how
+        many keys were sent and stay marked."""
         ...
 
     async def seconds_until_unpublished_due(self) -> float | None:

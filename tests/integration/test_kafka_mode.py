@@ -4,6 +4,8 @@ published_at resets, a lost and returning broker."""
 from __future__ import annotations
 
 import asyncio
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
@@ -13,10 +15,12 @@ from aiokafka.partitioner import DefaultPartitioner
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import free_port
 from cronwire.adapters.kafka.codec import decode_key, encode_key
+from cronwire.adapters.memory import MemoryHints
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.sql import claim_statement, queries
+from cronwire.service.outbox_relay import OutboxRelay
 from tests.support.kafka import kafka_mode
 from tests.support.polling import wait_until
 from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
@@ -91,6 +95,60 @@ async def test_the_outbox_publishes_due_runs_only_and_marks_what_was_acknowledge
     assert await db_pool.fetchval("SELECT count(*) FROM job_run WHERE published_at IS NOT NULL") == 2
     seconds = await store.seconds_until_unpublished_due()
     assert seconds is not None and seconds < 0
+
+
+async def test_a_key_is_sent_only_once_its_run_is_committed_published_and_unlocked(
+    db_pool: asyncpg.Pool,
+) -> None:
+    # The kafka burst measured it: the publisher used to send inside its transaction, so a
+    # consumer that got a key first waited on the row's lock until the broker's ack and the
+    # mark were committed (~0.2 s per 2,000-key pass), and the claim by key stalled with it.
+    schedule = await _schedule(db_pool)
+    await seed_due_runs(db_pool, schedule, 3)  # type: ignore[arg-type]
+    store = PostgresOutboxStore(db_pool)
+    seen: list[tuple[int, int]] = []
+
+    async def look_from_elsewhere(runs):  # type: ignore[no-untyped-def]
+        async with db_pool.acquire() as conn, conn.transaction():
+            # NOWAIT: a row still locked by the publisher raises LockNotAvailableError.
+            locked = await conn.fetch(
+                "SELECT published_at FROM job_run WHERE id = ANY($1::uuid[]) FOR UPDATE NOWAIT",
+                [run_id for run_id, _, _ in runs])
+        seen.append((len(locked), sum(row["published_at"] is not None for row in locked)))
+        return [(run_id, at) for run_id, at, _ in runs]
+
+    assert await store.publish_due(10, look_from_elsewhere) == 3
+    assert seen == [(3, 3)]
+
+
+async def test_while_this_replicas_keys_are_backlogged_the_relay_publishes_only_fresh_runs(
+    db_pool: asyncpg.Pool,
+) -> None:
+    # The kafka 100k burst: every key was published and marked, and most arrived after the
+    # fair claim had taken the run (a mark, a message and a claim by key for nothing each).
+    schedule = await _schedule(db_pool)
+    await seed_due_runs(db_pool, schedule, 3, due_seconds_ago=30)  # type: ignore[arg-type]
+    await seed_due_runs(db_pool, schedule, 2, first=100, due_seconds_ago=0.2)  # type: ignore[arg-type]
+    sent: list[tuple[UUID, object, UUID]] = []
+
+    class Recording:
+        healthy = True
+
+        async def publish(self, runs):  # type: ignore[no-untyped-def]
+            sent.extend(runs)
+            return [(run_id, at) for run_id, at, _ in runs]
+
+    hints = MemoryHints(buffer_limit=1)
+    hints.deliver([(uuid.uuid4(), datetime.now(UTC))])  # a full buffer: backlogged
+    relay = OutboxRelay(PostgresOutboxStore(db_pool), Recording(), hints=hints,
+                        poll_seconds=0.2)
+    assert await relay.step() == 0.0 and len(sent) == 2  # the two fresh ones
+    assert await relay.step() == 0.2  # the older three wait: no spin on them
+    assert len(sent) == 2
+    hints.take(1)
+    hints.acknowledge()  # caught up
+    assert await relay.step() == 0.0 and len(sent) == 5
+    assert await db_pool.fetchval("SELECT count(*) FROM job_run WHERE published_at IS NULL") == 0
 
 
 async def test_the_outbox_publishes_each_due_tenants_oldest_keys_in_turn(

@@ -7,6 +7,15 @@ is published by a later pass of any replica (the republisher is this same loop).
 planned ahead and retries backing off are published when due, not before, so no key
 reaches a consumer before its run can be claimed. While the broker is down the relay
 waits; the sweeper claims in the meantime.
+
+While this replica's consumer is backlogged (``RunHints.backlogged``: a partition's key
+buffer is full and as many keys again wait in the broker), a pass publishes only runs due
+less than ``BACKLOG_GRACE_SECONDS`` ago. The older ones are what the executor's fair
+polling claim takes in that state, so their keys would only arrive after the run was
+claimed: each would cost a mark, a consumed message and a claim by key that finds nothing
+(ADR 0025). Fresh runs are still published, so a quiet tenant's run due now is claimed by
+its key, not a second later. Once the backlog clears, whatever is still unclaimed is
+published as usual.
 """
 
 from __future__ import annotations
@@ -16,7 +25,8 @@ import contextlib
 import logging
 
 from cronwire.domain.errors import BrokerError, StorageError
-from cronwire.ports import OutboxStore, RunPublisher
+from cronwire.ports import OutboxStore, RunHints, RunPublisher
+from cronwire.service.hybrid_claims import BACKLOG_GRACE_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +37,14 @@ class OutboxRelay:
         store: OutboxStore,
         publisher: RunPublisher,
         *,
+        hints: RunHints | None = None,
         batch: int = 2000,
         poll_seconds: float = 0.2,
         retry_seconds: float = 1.0,
     ) -> None:
         self._store = store
         self._publisher = publisher
+        self._hints = hints  # this replica's consumer; None where no executor runs
         self._batch = batch
         self._poll = poll_seconds
         self._retry = retry_seconds
@@ -49,8 +61,11 @@ class OutboxRelay:
         """One pass; returns how long to wait before the next."""
         if not self._publisher.healthy:
             return self._retry
+        backlogged = self._hints is not None and self._hints.healthy and self._hints.backlogged
         try:
-            published = await self._store.publish_due(self._batch, self._publisher.publish)
+            published = await self._store.publish_due(
+                self._batch, self._publisher.publish,
+                max_age_seconds=BACKLOG_GRACE_SECONDS if backlogged else None)
         except BrokerError as exc:
             log.warning("publishing run keys failed, retrying in %ss: %s", self._retry, exc)
             return self._retry
@@ -62,6 +77,8 @@ class OutboxRelay:
             # More may be due at once: a pass takes each due tenant's share (fair across
             # tenants), so a burst among several tenants fills less than a batch.
             return 0.0
+        if backlogged:
+            return self._poll  # older due runs wait for the backlog to clear, not a spin
         try:
             seconds = await self._store.seconds_until_unpublished_due()
         except StorageError:

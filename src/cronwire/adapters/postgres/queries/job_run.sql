@@ -301,9 +301,10 @@ WHERE status IN ('pending', 'retrying')
 -- (from "decided AS (" on), so the expired-lease and attempt-exhaustion rules stay in one
 -- place. $1 owner, $2 limit, $3 lease seconds, $4 run ids, $5 their scheduled_for.
 -- A key is a hint: only rows that are runnable now (or hold an expired lease) are taken.
--- FOR UPDATE waits instead of skipping: a row locked by the outbox publisher that is
--- still sending its key, or by a SKIP LOCKED claim that will not keep it, must not make
--- this claim drop the key (nothing would deliver it again until the sweeper's grace).
+-- FOR UPDATE waits instead of skipping: a row locked for a moment by the outbox publisher
+-- (marking it again after a run turned runnable again) or by a SKIP LOCKED claim that will
+-- not keep it must not make this claim drop the key (nothing would deliver it again until
+-- the sweeper's grace).
 WITH candidates AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
            r.attempt_started, r.cancel_requested,
@@ -354,13 +355,18 @@ candidates AS (
 ),
 
 -- name: job_run_outbox_take
--- $1 limit. Due, unpublished, runnable runs, locked for the publishing transaction; SKIP
--- LOCKED so the publishers of several replicas split the work. Fair across tenants like
+-- $1 limit, $2 max age: only runs due at most $2 seconds ago (while this replica's keys are
+-- backlogged, older runs are the fair polling claim's; otherwise a bound no run reaches).
+-- Due, unpublished, runnable runs, marked published in this one statement and
+-- committed before their keys are sent (PostgresOutboxStore): a consumer never receives a
+-- key whose row is still locked by the publisher, so a claim by key never waits on it.
+-- SKIP LOCKED so the publishers of several replicas split the work. Fair across tenants like
 -- job_run_claim: every due tenant's oldest keys go first, so one tenant's burst cannot
 -- hold back another tenant's key by the time it takes to publish the burst. The tenants
 -- come from a loose index scan over job_run_unpublished_tenant_idx (migration 0009): one
 -- probe per tenant with unpublished runs. Rows locked beyond the limit (at most about
--- 2 x limit in all) are unlocked when the transaction ends.
+-- 2 x limit in all) are unlocked when the statement's transaction ends. RETURNING's order
+-- is not the fair order, so each key comes back with its turn and fire_after to sort by.
 WITH RECURSIVE unpublished_tenants AS (
     (SELECT r.tenant_id, r.fire_after
        FROM job_run r
@@ -398,22 +404,32 @@ fair AS (
           FROM job_run r
          WHERE r.tenant_id = d.tenant_id
            AND r.published_at IS NULL AND r.status IN ('pending', 'retrying')
-           AND r.fire_after <= now()
+           AND r.fire_after <= now() AND r.fire_after > now() - make_interval(secs => $2)
          ORDER BY r.fire_after
          LIMIT f.per_tenant
            FOR UPDATE SKIP LOCKED) c
+),
+chosen AS (
+    SELECT id, scheduled_for, turn, fire_after
+      FROM fair
+     ORDER BY turn, fire_after
+     LIMIT $1
 )
-SELECT id, scheduled_for, tenant_id
-  FROM fair
- ORDER BY turn, fire_after
- LIMIT $1
-
--- name: job_run_outbox_mark
--- $1 run ids, $2 their scheduled_for: the keys the broker acknowledged.
 UPDATE job_run j
    SET published_at = now()
+  FROM chosen c
+ WHERE j.id = c.id AND j.scheduled_for = c.scheduled_for
+RETURNING j.id, j.scheduled_for, j.tenant_id, c.turn, c.fire_after
+
+-- name: job_run_outbox_unmark
+-- $1 run ids, $2 their scheduled_for: keys marked by job_run_outbox_take that the broker
+-- did not acknowledge, unpublished again for the next pass. Only rows still runnable and
+-- still marked: a run claimed meanwhile (by the sweeper) is left as it is.
+UPDATE job_run j
+   SET published_at = NULL
   FROM unnest($1::uuid[], $2::timestamptz[]) AS k(id, scheduled_for)
  WHERE j.id = k.id AND j.scheduled_for = k.scheduled_for
+   AND j.published_at IS NOT NULL AND j.status IN ('pending', 'retrying')
 
 -- name: job_run_outbox_next_due
 -- Seconds until the earliest unpublished runnable run is due (negative when overdue,
