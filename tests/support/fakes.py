@@ -63,10 +63,12 @@ class CountingMetrics:
         self.finished: Counter[str] = Counter()
         self.lost = 0
         self.claimed = 0
+        self.claimed_by: Counter[str] = Counter()
         self.breakers_open = -1
 
     def claims(self, source: str, count: int) -> None:
         self.claimed += count
+        self.claimed_by[source] += count
 
     def run_finished(self, outcome: str, count: int = 1) -> None:
         self.finished[outcome] += count

@@ -17,7 +17,7 @@ from cronwire.adapters.memory import (
 )
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.model import RetryPolicy
-from cronwire.ports import RunStore
+from cronwire.ports import ClaimSource, RunStore
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import running
@@ -40,7 +40,8 @@ class Rig:
         self.db.add_due_runs(schedule.id, count)
         return schedule
 
-    def executor(self, run_store: RunStore | None = None, **overrides: Any) -> Executor:
+    def executor(self, run_store: RunStore | None = None, *,
+                 claim_source: ClaimSource | None = None, **overrides: Any) -> Executor:
         options: dict[str, Any] = dict(
             owner=OWNER, workers=8, batch=8, lease_seconds=3.0, delivery_timeout=1.0,
             grace_seconds=1.0, poll_seconds=0.02, gauge_seconds=0.05,
@@ -48,7 +49,7 @@ class Rig:
         )
         options.update(overrides)
         return Executor(
-            MemoryClaimSource(self.db), run_store or MemoryRunStore(self.db),
+            claim_source or MemoryClaimSource(self.db), run_store or MemoryRunStore(self.db),
             MemoryBreakerStore(self.db),
             self.deliverer, self.metrics, self.db.clock, signals=self.signals, **options,
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from cronwire.adapters.memory import MemoryClock, MemoryDatabase
+from cronwire.adapters.memory import MemoryClaimSource, MemoryClock, MemoryDatabase
 from cronwire.domain.breaker import BreakerState, BreakerStatus, target_key
 from cronwire.domain.model import RetryPolicy, RunStatus
 from tests.support.fakes import ScriptedDeliverer, answer
@@ -121,3 +121,23 @@ async def test_a_request_the_deliverer_found_too_late_to_send_is_given_back_not_
     assert rig.statuses() == {"succeeded": 1}
     assert [a for _, a, _ in rig.db.attempts] == [1]  # the refused one used no attempt
     assert rig.signals.abandoned.items == [refused[0].run_id]
+
+
+async def test_a_claim_drawing_on_two_sources_counts_each_runs_under_its_own_label() -> None:
+    """Kafka mode's backlogged claim takes runs fairly and by key in one batch:
+    scheduler_claims_total{source} must count each run once, under the path that took it."""
+    from cronwire.adapters.memory import MemoryHints, MemoryKeyedClaims
+    from cronwire.service.hybrid_claims import HybridClaimSource
+
+    rig = Rig()
+    burst = rig.db.add_due_runs(rig.seed(0).id, 12, due_seconds_ago=10)
+    hints = MemoryHints(buffer_limit=4)
+    hints.deliver([run.key for run in burst[6:]])  # a full buffer: backlogged
+    # The first claim is the mixed one; once caught up, the sweeper takes what has no key.
+    source = HybridClaimSource(hints, MemoryKeyedClaims(rig.db), MemoryClaimSource(rig.db),
+                               rig.db.clock, grace_seconds=0, sweep_seconds=0)
+    async with rig.running(rig.executor(claim_source=source)):
+        await wait_until(lambda: rig.statuses() == {"succeeded": 12}, within=10)
+    assert len(rig.deliverer.requests) == 12
+    assert rig.metrics.claimed == 12
+    assert rig.metrics.claimed_by["sweeper"] > 0 and rig.metrics.claimed_by["kafka"] > 0

@@ -4,6 +4,8 @@ that is away hands every claim to the polling source."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cronwire.adapters.memory import (
     MemoryClaimSource,
     MemoryClock,
@@ -11,7 +13,10 @@ from cronwire.adapters.memory import (
     MemoryHints,
     MemoryKeyedClaims,
 )
-from cronwire.domain.model import RunStatus
+from cronwire.adapters.memory.database import MemoryRun
+from cronwire.domain.errors import StorageError
+from cronwire.domain.model import ClaimBatch, RunStatus
+from cronwire.ports import RunKey
 from cronwire.service.hybrid_claims import HybridClaimSource
 
 URL = "http://127.0.0.1:9/hook"
@@ -61,23 +66,50 @@ async def test_while_the_broker_is_away_the_polling_claim_does_the_work() -> Non
     assert len(runs) == 2 and source.name == "sweeper"
 
 
-async def test_a_backlogged_partition_hands_every_other_claim_to_the_fair_polling_claim() -> None:
-    # The kafka fairness fault at full size: two quiet tenants whose keys shared the
-    # burst's partition waited for the whole 50,000-run burst (65 s) behind its keys.
+def _backlog() -> tuple[MemoryDatabase, MemoryHints, list[MemoryRun], MemoryRun, MemoryRun]:
+    """A burst whose keys fill the buffer, a quiet tenant's run due 2 s ago whose key is
+    still behind them, and a run due 0.2 s ago (its key is on its way)."""
     db = MemoryDatabase(clock=MemoryClock(frozen=True))
     burst = db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 5, due_seconds_ago=10)
     [quiet] = db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 1, due_seconds_ago=2)
-    # Due 0.2 s ago: its key is on its way, so the fair claim leaves it to the key.
     [fresh] = db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 1, due_seconds_ago=0.2)
     hints = MemoryHints(buffer_limit=2)
     hints.deliver([run.key for run in burst[:2]])  # full: the quiet key is still behind
+    return db, hints, burst, quiet, fresh
+
+
+async def test_a_backlogged_partition_claims_fairly_and_by_key_in_the_same_claim() -> None:
+    # The kafka fairness fault at full size: two quiet tenants whose keys shared the
+    # burst's partition waited for the whole 50,000-run burst (65 s) behind its keys. And
+    # the kafka 100k burst: one claim of each kind in turn left the claim loop waiting for
+    # both one after the other; together, it waits for the slower one (ADR 0025).
+    db, hints, burst, quiet, fresh = _backlog()
     source = HybridClaimSource(hints, MemoryKeyedClaims(db), MemoryClaimSource(db), db.clock,
                                grace_seconds=30, sweep_seconds=3600)
-    fair = await source.claim("a", 2, 30)
-    assert quiet.id in {r.id for r in fair} and source.name == "sweeper"
-    assert fresh.id not in {r.id for r in fair}
-    hinted = await source.claim("a", 2, 30)  # then the keys' turn
-    assert source.name == "kafka" and len(hinted) == 1  # one key's run was claimed above
-    assert hints.acknowledged == [run.key for run in burst[:2]]
+    runs = await source.claim("a", 4, 30)
+    ids = [r.id for r in runs]
+    assert len(ids) == len(set(ids)) <= 4  # lease rule 1: never more than the limit
+    assert quiet.id in ids  # the fair claim reached the tenant behind the burst's keys
+    assert fresh.id not in ids  # due 0.2 s ago: left to its key
+    assert isinstance(runs, ClaimBatch)
+    by_source = dict(runs.sources)
+    assert by_source["sweeper"] == 2  # the fair half: quiet and the burst's oldest
+    assert by_source["kafka"] >= 1 and sum(by_source.values()) == len(ids)
+    assert hints.acknowledged == [run.key for run in burst[:2]]  # both keys settled
     assert not hints.backlogged
-    assert await source.claim("a", 2, 30) == []  # caught up: keys only, none waiting
+    assert {burst[0].id, burst[1].id} <= set(ids)
+
+
+async def test_a_backlogged_claim_whose_claim_by_key_fails_keeps_the_fair_half() -> None:
+    class FailingKeys(MemoryKeyedClaims):
+        async def claim_keys(self, owner: str, keys: Sequence[RunKey], lease_seconds: float,
+                             ) -> ClaimBatch:
+            raise StorageError("claim runs by key: connection lost")
+
+    db, hints, burst, quiet, _ = _backlog()
+    source = HybridClaimSource(hints, FailingKeys(db), MemoryClaimSource(db), db.clock,
+                               grace_seconds=30, sweep_seconds=3600)
+    runs = await source.claim("a", 4, 30)
+    assert quiet.id in {r.id for r in runs} and len(runs) == 2  # leased: delivered, not lost
+    assert hints.acknowledged == []  # rewound: the keys come again
+    assert hints.take(10) == [run.key for run in burst[:2]]

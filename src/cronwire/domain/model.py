@@ -197,11 +197,15 @@ class ClaimBatch(list[ClaimedRun]):
     """What one claim returns: the runs leased to the caller, plus the terminal statuses
     of runs the claim itself ended instead of leasing (an expired lease whose final
     attempt had started: failed; one whose schedule was deleted: cancelled), so the
-    caller can count them in scheduler_runs_total like any other finished run."""
+    caller can count them in scheduler_runs_total like any other finished run. A claim
+    that drew on more than one source names how many runs each gave (``sources``, as
+    ``(label, count)``); otherwise the claim source's ``name`` labels them all."""
 
-    def __init__(self, runs: list[ClaimedRun], ended: tuple[RunStatus, ...] = ()) -> None:
+    def __init__(self, runs: list[ClaimedRun], ended: tuple[RunStatus, ...] = (),
+                 sources: tuple[tuple[str, int], ...] = ()) -> None:
         super().__init__(runs)
         self.ended = ended
+        self.sources = sources
 
 
 @dataclass(slots=True, unsafe_hash=True)  # per-run value, never mutated: see ClaimedRun

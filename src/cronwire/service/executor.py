@@ -197,7 +197,9 @@ class Executor:
                 # Every lease of a claim expires at the database's now() + lease_seconds.
                 db_now = runs[0].lease_expires_at - timedelta(seconds=self._lease_seconds)
                 self._clock_offset = asked_at - db_now
-                self._metrics.claims(self._claims.name, len(runs))
+                sources = runs.sources if isinstance(runs, ClaimBatch) else ()
+                for source, count in sources or ((self._claims.name, len(runs)),):
+                    self._metrics.claims(source, count)
                 await self._admit(runs, send_by)
             if len(runs) < limit:
                 await self._wait_for_work(await self._until_next_due())  # nothing more now

@@ -8,25 +8,32 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
 * every ``sweep_seconds`` a SKIP LOCKED sweep claims runs due longer than the grace that
   no message delivered (broker restart, lost partition, crash before publish) and leases
   whose owner vanished — nothing depends on the broker being perfect;
-* while a partition this replica owns is backlogged (its key buffer full), every other
-  claim is the polling claim, fair across tenants, of runs due at least
-  ``BACKLOG_GRACE_SECONDS``: a tenant sharing the partition with another tenant's burst is
-  not held behind the burst's keys, and fresh runs are still left to their keys;
+* while a partition this replica owns is backlogged (its key buffer full), each claim
+  runs two statements at once: the polling claim, fair across tenants, of runs due at
+  least ``BACKLOG_GRACE_SECONDS`` (so a tenant sharing the partition with another tenant's
+  burst is not held behind the burst's keys), and the claim by key of up to half the
+  limit. Fresh runs are left to their keys, and in that state the outbox publishes only
+  fresh runs (OutboxRelay), so the two take different rows and neither waits on the
+  other; the claim loop's wait per batch is the slower of the two, not their sum (ADR 0025);
 * while the broker is unreachable the polling claim does all the work (labelled
   ``sweeper``), with no grace: nothing is being published, so nothing is worth waiting for.
 
 ``name`` is the label of the runs the most recent ``claim()`` returned
-(scheduler_claims_total{source="kafka"|"sweeper"}); each call claims from one source.
+(scheduler_claims_total{source="kafka"|"sweeper"}); a backlogged claim, which draws on
+both, counts each in ``ClaimBatch.sources``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
 from cronwire.domain.errors import StorageError
-from cronwire.domain.model import ClaimedRun
+from cronwire.domain.model import ClaimBatch, ClaimedRun
 from cronwire.ports import ClaimSource, Clock, KeyedClaimStore, RunHints
+
+log = logging.getLogger(__name__)
 
 KAFKA = "kafka"
 SWEEPER = "sweeper"
@@ -54,7 +61,6 @@ class HybridClaimSource:
         self._grace = grace_seconds
         self._sweep_seconds = sweep_seconds
         self._next_sweep = clock.monotonic() + sweep_seconds
-        self._hints_next = False  # after a backlogged replica's fair claim, the keys' turn
         self._label = KAFKA
 
     @property
@@ -67,19 +73,10 @@ class HybridClaimSource:
         if not self._hints.healthy:
             self._label = SWEEPER
             return await self._polling.claim(owner, limit, lease_seconds)
-        if self._hints.backlogged and not self._hints_next:
-            # A partition this replica owns is behind (one tenant's burst): the tenants
-            # whose keys queue behind it in the partition would wait for the whole burst.
-            # Every other claim is the polling one, fair across tenants, until it caught up;
-            # runs due less than BACKLOG_GRACE_SECONDS are left to their keys, which are on
-            # their way (here or to another replica).
-            self._hints_next = True
-            fair = await self._keyed.claim_fair(owner, limit, lease_seconds,
-                                                BACKLOG_GRACE_SECONDS)
-            if fair:
-                self._label = SWEEPER
-                return fair
-        self._hints_next = False
+        if self._hints.backlogged:
+            both = await self._claim_backlogged(owner, limit, lease_seconds)
+            if both or both.ended:
+                return both
         now = self._clock.monotonic()
         if now >= self._next_sweep:
             self._next_sweep = now + self._sweep_seconds
@@ -101,6 +98,39 @@ class HybridClaimSource:
         self._hints.acknowledge()
         return runs
 
+    async def _claim_backlogged(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
+        """A partition this replica owns is behind (one tenant's burst), so the tenants whose
+        keys queue behind it would wait for the whole burst: the fair polling claim (runs
+        due at least BACKLOG_GRACE_SECONDS; fresher ones are left to their keys, here or on
+        another replica) and the claim of up to half the limit by key, concurrently."""
+        keys = self._hints.take(max(1, limit // 2))
+        fair_limit = limit - len(keys)
+        fair, keyed = await asyncio.gather(
+            self._keyed.claim_fair(owner, fair_limit, lease_seconds, BACKLOG_GRACE_SECONDS)
+            if fair_limit > 0 else _nothing(),
+            self._keyed.claim_keys(owner, keys, lease_seconds) if keys else _nothing(),
+            return_exceptions=True,
+        )
+        if isinstance(keyed, BaseException):
+            self._hints.rewind()
+        else:
+            self._hints.acknowledge()
+        failed = [part for part in (fair, keyed) if isinstance(part, BaseException)]
+        for failure in failed:
+            if not isinstance(failure, StorageError):
+                raise failure
+        if len(failed) == 2:
+            raise failed[0]
+        if failed:
+            # The other statement's leases are taken: deliver them rather than let them expire.
+            log.warning("one of a backlogged claim's two statements failed; the other's runs "
+                        "go ahead", exc_info=failed[0])
+        fair_runs = fair if isinstance(fair, ClaimBatch) else ClaimBatch([])
+        keyed_runs = keyed if isinstance(keyed, ClaimBatch) else ClaimBatch([])
+        self._label = KAFKA if keyed_runs and not fair_runs else SWEEPER
+        return ClaimBatch([*fair_runs, *keyed_runs], fair_runs.ended + keyed_runs.ended,
+                          sources=((SWEEPER, len(fair_runs)), (KAFKA, len(keyed_runs))))
+
     async def seconds_until_due(self) -> float | None:
         """Degraded: the polling source's answer. Otherwise the time to the next sweep
         (hints end the executor's wait early through ``wait_for_work``)."""
@@ -116,3 +146,7 @@ class HybridClaimSource:
 
     async def close(self) -> None:
         return None  # the clients belong to the container's resources
+
+
+async def _nothing() -> ClaimBatch:
+    return ClaimBatch([])
