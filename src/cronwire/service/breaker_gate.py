@@ -4,6 +4,7 @@ The batch's breakers are read once (one round trip per claim). A closed breaker 
 runs through; an open one defers them to the end of its cool-down; once the cool-down is
 over, one replica wins the half-open probe (a conditional update decides) and delivers
 exactly one run, and every other run for that target waits for the probe's outcome.
+``report_open_breakers`` is the executor's gauge of the fleet's open breakers.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from uuid import UUID
 from cronwire.domain.breaker import Admission, BreakerPolicy, admission, target_key
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun
-from cronwire.ports import BreakerStore
+from cronwire.ports import BreakerStore, Metrics
+from cronwire.service.periodic import every
 
 log = logging.getLogger(__name__)
 BreakerKey = tuple[UUID, str]
@@ -73,3 +75,14 @@ class BreakerGate:
         except StorageError:
             log.warning("taking the breaker probe failed", exc_info=True)
             return False
+
+
+async def report_open_breakers(store: BreakerStore, metrics: Metrics, seconds: float) -> None:
+    """scheduler_breaker_open from Postgres every ``seconds``, until cancelled, so every
+    executor reports the fleet's view. (The backlog gauge is the fleet gauges' loop, on
+    every replica.)"""
+
+    async def sample() -> None:
+        metrics.set_breakers_open(await store.open_count())
+
+    await every(seconds, None, sample, "breaker gauge")

@@ -24,7 +24,6 @@ holding leases with nobody writing or renewing them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections import Counter
@@ -39,10 +38,10 @@ from cronwire.domain.errors import RequestNotSent, StorageError
 from cronwire.domain.model import ClaimBatch, ClaimedRun, RunStatus
 from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
-from cronwire.service.breaker_gate import BreakerGate
+from cronwire.service.breaker_gate import BreakerGate, report_open_breakers
+from cronwire.service.claim_wake import ClaimWake
 from cronwire.service.drain import abandon, drain
 from cronwire.service.lease_keeper import Lease, LeaseKeeper, send_deadline
-from cronwire.service.periodic import every
 from cronwire.service.resolution_writer import Finished, ResolutionWriter
 from cronwire.service.signals import ExecutorSignals, quiet_signals
 from cronwire.service.supervisor import LoopCrashed, first_failure
@@ -96,12 +95,11 @@ class Executor:
         self._claim_threshold = max(1, min(batch, workers) // 4)
         self._gather_seconds = 0.005
         self._delivering: set[Lease] = set()
-        self._wake = asyncio.Event()
+        self._wake = ClaimWake()
         # Replica clock minus the database's, measured at each claim: fire lag is a
         # database-clock figure (scheduled_for is one), so the replica's send time is
         # corrected by it. Off by at most the claim's latency.
         self._clock_offset = timedelta(0)
-        self._stopping: asyncio.Event | None = None  # the claim loop's halt, once it runs
         self._keeper = LeaseKeeper(
             run_store, owner=owner, lease_seconds=lease_seconds, on_lost=self._lease_lost,
             signals=self._signals,
@@ -126,9 +124,11 @@ class Executor:
         # (An event, not only a cancel: Python 3.11's wait_for can swallow a cancel.)
         halt = asyncio.Event()
         helpers = [
-            asyncio.create_task(self._wake_when(stopping, halt), name="executor-stopping"),
+            asyncio.create_task(self._wake.set_when(stopping, halt), name="executor-stopping"),
             keeper,
-            asyncio.create_task(self._refresh_breaker_gauge(), name="executor-gauges"),
+            asyncio.create_task(report_open_breakers(self._breakers, self._metrics,
+                                                     self._gauge_seconds),
+                                name="executor-gauges"),
         ]
         writer = asyncio.create_task(self._writer.run(), name="executor-writer")
         claims = asyncio.create_task(self._claim_until(halt), name="executor-claims")
@@ -175,7 +175,7 @@ class Executor:
     # -- claiming --------------------------------------------------------------------
 
     async def _claim_until(self, stopping: asyncio.Event) -> None:
-        self._stopping = stopping
+        self._wake.watch(stopping)
         while not stopping.is_set():
             idle = await self._idle_slots(stopping)
             if idle <= 0:
@@ -188,7 +188,7 @@ class Executor:
                 runs = await self._claims.claim(self._owner, limit, self._lease_seconds)
             except StorageError:
                 log.warning("claim failed; retrying in %.2fs", self._poll, exc_info=True)
-                await self._pause(self._poll)
+                await self._wake.pause(self._poll)
                 continue
             if isinstance(runs, ClaimBatch):
                 for status in runs.ended:  # ended by the claim itself (exhausted, cancelled)
@@ -202,7 +202,8 @@ class Executor:
                     self._metrics.claims(source, count)
                 await self._admit(runs, send_by)
             if len(runs) < limit:
-                await self._wait_for_work(await self._until_next_due())  # nothing more now
+                # Nothing more now: until the next run is due, a freed slot or a hint.
+                await self._wake.wait_for_work(await self._until_next_due(), self._claims)
 
     async def _until_next_due(self) -> float:
         """How long to wait before the next claim: until the earliest planned run is due,
@@ -233,44 +234,10 @@ class Executor:
                 deadline = deadline if deadline is not None else now + self._gather_seconds
                 if now >= deadline:
                     return idle
-                await self._pause(deadline - now)
+                await self._wake.pause(deadline - now)
             else:
-                await self._pause(self._poll)
+                await self._wake.pause(self._poll)
         return 0
-
-    async def _pause(self, seconds: float) -> None:
-        """Wait up to ``seconds``; a freed slot or ``stopping`` ends the wait early."""
-        self._wake.clear()
-        if self._stop_requested():
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
-
-    def _stop_requested(self) -> bool:
-        """Checked after clearing the wake event: a stop that was signalled while the claim
-        loop was busy elsewhere (a claim or next-due query in flight) set the event before
-        it was cleared, and would otherwise be slept through for a whole poll interval."""
-        return self._stopping is not None and self._stopping.is_set()
-
-    async def _wait_for_work(self, seconds: float) -> None:
-        """Like ``_pause``, and the claim source may end the wait early when it has work
-        (kafka mode: a hint arrived), so a batch never waits a poll interval."""
-        self._wake.clear()
-        if self._stop_requested():
-            return
-        woken = asyncio.ensure_future(self._wake.wait())
-        work = asyncio.ensure_future(self._claims.wait_for_work(seconds))
-        try:
-            await asyncio.wait({woken, work}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            woken.cancel()
-            work.cancel()
-
-    async def _wake_when(self, stopping: asyncio.Event, halt: asyncio.Event | None = None) -> None:
-        await stopping.wait()
-        if halt is not None:
-            halt.set()
-        self._wake.set()
 
     async def _admit(self, runs: Sequence[ClaimedRun], send_by: float) -> None:
         """Start every run whose target's breaker lets it through; defer the others."""
@@ -394,16 +361,8 @@ class Executor:
         for status, count in finished.items():  # one counter update per outcome per batch
             self._metrics.run_finished(str(status), count)
 
-    # -- shutdown and gauges -----------------------------------------------------------
+    # -- shutdown --------------------------------------------------------------------
 
     async def _drain(self) -> None:
         await drain(self._delivering, grace=self._grace, runs=self._runs, owner=self._owner,
                     keeper=self._keeper, signals=self._signals)
-
-    async def _refresh_breaker_gauge(self) -> None:
-        """scheduler_breaker_open from Postgres, so every replica reports the fleet's
-        view. (The backlog gauge is the fleet gauges' loop, on every replica.)"""
-        await every(self._gauge_seconds, None, self._sample_breakers, "breaker gauge")
-
-    async def _sample_breakers(self) -> None:
-        self._metrics.set_breakers_open(await self._breakers.open_count())

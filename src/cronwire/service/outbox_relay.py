@@ -1,9 +1,10 @@
 """OutboxRelay: kafka mode's publisher loop over job_run.published_at.
 
-Every replica in kafka mode runs one. A pass locks the due, unpublished, runnable runs
-(SKIP LOCKED, so relays split the work), sends their keys in one batch and marks only the
-acknowledged ones, all in one transaction; whatever a crash or an outage leaves unmarked
-is published by a later pass of any replica (the republisher is this same loop). Runs
+Every replica in kafka mode runs one. A pass marks the due, unpublished, runnable runs
+published (SKIP LOCKED, so relays split the work) and commits, then sends their keys in
+one batch; the keys the broker did not acknowledge are unmarked and published by a later
+pass of any replica (the republisher is this same loop). Keys a crash leaves marked but
+unsent are the sweeper's after its grace (PostgresOutboxStore, ADR 0025). Runs
 planned ahead and retries backing off are published when due, not before, so no key
 reaches a consumer before its run can be claimed. While the broker is down the relay
 waits; the sweeper claims in the meantime.
