@@ -32,9 +32,16 @@ from cronwire.domain.model import (
 )
 from cronwire.domain.planning import Span
 from cronwire.ports_kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
-from cronwire.ports_tenant import RunHistory, ScheduleStore, TokenVerifier
+from cronwire.ports_tenant import (
+    BackfillPlanner,
+    RunCommands,
+    RunHistory,
+    ScheduleStore,
+    TokenVerifier,
+)
 
 __all__ = [
+    "BackfillPlanner",
     "BreakerStore",
     "ClaimSource",
     "Clock",
@@ -44,6 +51,7 @@ __all__ = [
     "Metrics",
     "OutboxStore",
     "PlannerStore",
+    "RunCommands",
     "RunHints",
     "RunHistory",
     "RunKey",

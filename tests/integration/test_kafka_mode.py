@@ -54,7 +54,7 @@ async def _schedules_off_partition_of(pool: asyncpg.Pool, tenant_id: UUID, count
 
 def test_keys_claims_share_the_polling_claims_lease_taking_text() -> None:
     base = queries("job_run")["job_run_claim"]
-    tail = base[base.index("\ndecided AS (") + 1:]
+    tail = base[base.index("\npicked AS (") + 1:]
     for fragment in ("job_run_claim_keys_candidates", "job_run_sweep_candidates"):
         assert claim_statement(fragment).endswith(tail)
 

@@ -17,7 +17,7 @@ import asyncpg
 from cronwire.adapters.postgres.claim_source import claimed_runs
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import claim_statement, queries
-from cronwire.domain.model import ClaimBatch
+from cronwire.domain.model import ClaimBatch, RunStatus
 from cronwire.ports import RunKey
 
 log = logging.getLogger(__name__)
@@ -70,9 +70,10 @@ class PostgresKeyedClaims:
     @staticmethod
     def _runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
         runs = claimed_runs(rows)
-        if len(runs) != len(rows):
+        if any(status is not RunStatus.SKIPPED for status in runs.ended):
             log.warning(
-                "failed %d expired leases whose final attempt's owner vanished",
-                len(rows) - len(runs),
+                "ended %d runs instead of leasing them: expired leases whose final attempt's "
+                "owner vanished, or runs superseded under overlap_policy cancel_other",
+                len(runs.ended),
             )
         return runs

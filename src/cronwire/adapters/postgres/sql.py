@@ -56,8 +56,9 @@ def rows_affected(command_tag: str) -> int:
 
 
 # The line where job_run_claim's lease-taking tail begins (everything from there to the end:
-# the exhaustion decision and the UPDATE ... RETURNING). Kafka mode's claims reuse it.
-_LEASE_TAIL = re.compile(r"^decided AS \(", re.MULTILINE)
+# the overlap gate, the exhaustion decision and the UPDATE ... RETURNING). Kafka mode's
+# claims reuse it.
+_LEASE_TAIL = re.compile(r"^picked AS \(", re.MULTILINE)
 
 
 @functools.cache
@@ -70,5 +71,5 @@ def claim_statement(candidates: str, file_stem: str = "job_run") -> LiteralStrin
     base = named["job_run_claim"]
     tail = _LEASE_TAIL.search(base)
     if tail is None:
-        raise ValueError("job_run_claim has no line starting 'decided AS (' to share")
+        raise ValueError("job_run_claim has no line starting 'picked AS (' to share")
     return f"{named[candidates]}\n{base[tail.start():]}"

@@ -28,15 +28,22 @@
 -- Every planned run in one statement. ON CONFLICT DO NOTHING covers both the primary key
 -- (deterministic id) and UNIQUE (schedule_id, scheduled_for): re-planning an occurrence
 -- (cursor moved backwards, operator replan) is harmless. Skipped runs are terminal at once.
+-- $8 overlap policies and $9 jitter offsets (ms) are NULL when no run of the batch has
+-- one (every schedule on 'allow' without jitter): unnest pads a NULL array with NULLs.
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
-                     status, fire_after, finished_at, last_error)
+                     status, fire_after, finished_at, last_error, skip_reason, overlap_policy)
 SELECT r.id, r.tenant_id, r.schedule_id, r.scheduled_for, r.idempotency_key, r.trigger,
-       r.status, r.scheduled_for,
+       r.status,
+       CASE WHEN r.jitter_ms IS NULL THEN r.scheduled_for
+            ELSE r.scheduled_for + make_interval(secs => r.jitter_ms / 1000.0) END,
        CASE WHEN r.status = 'skipped' THEN now() END,
-       CASE WHEN r.status = 'skipped' THEN 'missed while no planner ran; dropped by the misfire policy' END
+       CASE WHEN r.status = 'skipped' THEN 'missed while no planner ran; dropped by the misfire policy' END,
+       CASE WHEN r.status = 'skipped' THEN 'misfire' END,
+       CASE WHEN r.status = 'skipped' THEN NULL ELSE r.overlap_policy END
 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::text[], $6::text[],
-            $7::text[])
-     AS r(id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger, status)
+            $7::text[], $8::text[], $9::integer[])
+     AS r(id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger, status,
+          overlap_policy, jitter_ms)
 ON CONFLICT DO NOTHING
 
 -- name: job_run_claim
@@ -81,7 +88,7 @@ fair_share AS (
 expired AS (
     -- Leases whose owner died or stalled: reclaimable by this same statement.
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           r.attempt_started, r.cancel_requested, 0::bigint AS turn
+           r.attempt_started, r.cancel_requested, r.overlap_policy, 0::bigint AS turn
       FROM job_run r
      WHERE r.status = 'running' AND r.claim_expires_at < now()
      ORDER BY r.claim_expires_at
@@ -95,13 +102,13 @@ fair AS (
     -- a row another replica claimed or finished meanwhile is not taken. Locked rows that
     -- lose the ranking below are unlocked when this statement's transaction ends.
     SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
-           c.attempt_started, c.cancel_requested,
+           c.attempt_started, c.cancel_requested, c.overlap_policy,
            row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.fire_after) AS turn
       FROM due_tenants d
      CROSS JOIN fair_share f
      CROSS JOIN LATERAL (
         SELECT r.id, r.scheduled_for, r.schedule_id, r.tenant_id, r.status, r.attempt_count,
-               r.fire_after, r.attempt_started, r.cancel_requested
+               r.fire_after, r.attempt_started, r.cancel_requested, r.overlap_policy
           FROM job_run r
          WHERE r.tenant_id = d.tenant_id
            AND r.status IN ('pending', 'retrying')
@@ -116,10 +123,120 @@ candidates AS (
     UNION ALL
     SELECT * FROM fair
 ),
+picked AS (
+    SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2
+),
+-- The overlap gate (ADR 0033; domain/overlap.py states the same rules). Only runs planned
+-- under an overlap policy pass through it; while none is among the picked runs (every
+-- schedule on 'allow') these CTEs find no row and cost nothing. The gate of a schedule is
+-- its row, locked here (SKIP LOCKED: a schedule the planner, an edit or another claim holds
+-- is left for the next claim, 'hold'); a row lock always reads the latest committed
+-- overlap_run, so two claims can never both see the gate free. The occupant has ended only
+-- if its row is seen terminal; a run ended after this statement's snapshot, or written
+-- after it, still holds the gate (the decision errs on the side of not overlapping).
+gate_lock AS MATERIALIZED (
+    SELECT s.id, s.overlap_run, s.overlap_run_at
+      FROM schedule s
+     WHERE s.id IN (SELECT p.schedule_id FROM picked p WHERE p.overlap_policy IS NOT NULL)
+       FOR NO KEY UPDATE SKIP LOCKED
+),
+gate_view AS (
+    SELECT p.id, p.scheduled_for, p.schedule_id, p.overlap_policy, p.status = 'running' AS running,
+           g.id IS NOT NULL AS locked, g.overlap_run, g.overlap_run_at,
+           (g.overlap_run IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM job_run o
+                 WHERE o.id = g.overlap_run AND o.scheduled_for = g.overlap_run_at
+                   AND o.status IN ('succeeded', 'failed', 'skipped', 'cancelled'))) AS occupied,
+           -- Buffer policies: runs of the schedule waiting ahead of this one (earlier
+           -- occurrences already arrived, not yet started), the occupant not counted.
+           CASE WHEN p.overlap_policy IN ('buffer_one', 'buffer_all') THEN (
+               SELECT count(*) FROM (
+                   SELECT 1 FROM job_run w
+                    WHERE w.schedule_id = p.schedule_id AND w.overlap_policy IS NOT NULL
+                      AND w.status IN ('pending', 'retrying')
+                      AND w.scheduled_for < p.scheduled_for AND w.scheduled_for <= now()
+                      AND w.id IS DISTINCT FROM g.overlap_run
+                    LIMIT 101) ahead)
+           ELSE 0 END AS earlier_waiting
+      FROM picked p
+      LEFT JOIN gate_lock g ON g.id = p.schedule_id
+     WHERE p.overlap_policy IS NOT NULL
+),
+gate_group AS (
+    SELECT v.*,
+           v.occupied AND v.overlap_run IS DISTINCT FROM v.id AS busy,
+           min(v.scheduled_for) FILTER (WHERE NOT v.running)
+               OVER (PARTITION BY v.schedule_id) AS first_fresh,
+           GREATEST(max(v.scheduled_for) FILTER (WHERE NOT v.running)
+                        OVER (PARTITION BY v.schedule_id),
+                    CASE WHEN v.occupied THEN v.overlap_run_at END) AS newest,
+           NOT v.occupied AND coalesce(bool_or(v.earlier_waiting = 0)
+               FILTER (WHERE NOT v.running AND v.overlap_policy IN ('buffer_one', 'buffer_all'))
+               OVER (PARTITION BY v.schedule_id), false) AS head_starts
+      FROM gate_view v
+),
+gate AS (
+    SELECT v.id, v.scheduled_for, v.schedule_id, v.overlap_policy, v.busy, v.overlap_run,
+           v.overlap_run_at, v.earlier_waiting,
+           CASE
+             WHEN NOT v.locked THEN 'hold'
+             WHEN v.overlap_policy = 'cancel_other'
+               THEN CASE WHEN v.scheduled_for >= v.newest THEN 'lease' ELSE 'cancelled' END
+             WHEN v.id = v.overlap_run OR v.running THEN 'lease'
+             WHEN v.overlap_policy = 'skip'
+               THEN CASE WHEN v.busy OR v.scheduled_for > v.first_fresh THEN 'skipped'
+                         ELSE 'lease' END
+             -- buffer_one (1 may wait) and buffer_all (100 may wait)
+             WHEN NOT v.busy AND v.earlier_waiting = 0 THEN 'lease'
+             WHEN (v.busy OR v.head_starts)
+                  AND v.earlier_waiting - CASE WHEN v.head_starts THEN 1 ELSE 0 END
+                      >= CASE v.overlap_policy WHEN 'buffer_one' THEN 1 ELSE 100 END
+               THEN 'skipped'
+             ELSE 'wait'
+           END AS verdict
+      FROM gate_group v
+),
+waiting AS (
+    -- Left runnable, looked at again later (overlap.wait_seconds: 5 s, 5 s more per run
+    -- ahead, at most 60 s); the occupant's end wakes the next one sooner (job_run_resolve).
+    -- Kafka mode: unpublished, so its key is published again when it is due.
+    UPDATE job_run w
+       SET fire_after   = now() + make_interval(secs => LEAST(60, 5 * (1 + g.earlier_waiting))),
+           published_at = NULL,
+           updated_at   = now()
+      FROM gate g
+     WHERE g.verdict = 'wait' AND w.id = g.id AND w.scheduled_for = g.scheduled_for
+),
+occupy AS (
+    -- The run that holds the gate from now on: the newest one that starts.
+    UPDATE schedule s
+       SET overlap_run = n.id, overlap_run_at = n.scheduled_for
+      FROM (SELECT DISTINCT ON (g.schedule_id) g.schedule_id, g.id, g.scheduled_for
+              FROM gate g WHERE g.verdict = 'lease'
+             ORDER BY g.schedule_id, g.scheduled_for DESC) n
+     WHERE s.id = n.schedule_id AND s.overlap_run IS DISTINCT FROM n.id
+),
+superseded AS (
+    -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
+    -- it (retrying, released); a leased one is ended by its own lease's next write, after
+    -- its request in flight finished and was recorded (job_run_resolve, job_run_give_back).
+    UPDATE job_run o
+       SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL,
+           last_error = 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)',
+           updated_at = now()
+      FROM gate g
+     WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
+       AND o.id = g.overlap_run AND o.scheduled_for = g.overlap_run_at
+       AND o.status IN ('pending', 'retrying')
+       AND (o.claim_expires_at IS NULL OR o.claim_expires_at < now())
+       AND o.id <> ALL (ARRAY(SELECT id FROM picked))
+),
 decided AS (
     -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
     -- status the run ends in here (it is returned, but not as 'running', so not delivered).
-    -- Only an expired lease ('running') can end here:
+    -- The gate's own verdicts come first: 'skipped' and 'cancelled' end the run, 'wait'
+    -- and 'hold' leave it out of the update below. Beyond those, only an expired lease
+    -- ('running') can end here:
     --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
     --   'failed'     its final attempt had started (attempt_started, set by the renewal
     --                once the request left) and may have reached the target, so another
@@ -128,7 +245,8 @@ decided AS (
     -- 3 and 8 below are RetryPolicy().max_attempts and MAX_ATTEMPTS (domain/model.py),
     -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
     SELECT p.id, p.scheduled_for,
-           CASE WHEN p.status <> 'running' THEN 'lease'
+           CASE WHEN g.verdict IS NOT NULL AND g.verdict <> 'lease' THEN g.verdict
+                WHEN p.status <> 'running' THEN 'lease'
                 WHEN p.cancel_requested THEN 'cancelled'
                 -- The policy is read only for such a run (CASE evaluates lazily): a
                 -- join here read every claimed run's schedule a second time (the UPDATE
@@ -141,8 +259,10 @@ decided AS (
                 ELSE 'lease' END AS verdict,
            -- Attempt numbers count requests that started: an expired lease whose request
            -- never left keeps its number; everything else gets the next one.
-           p.status = 'running' AND NOT p.attempt_started AS same_attempt
-      FROM (SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2) p
+           p.status = 'running' AND NOT p.attempt_started AS same_attempt,
+           g.verdict AS gate
+      FROM picked p
+      LEFT JOIN gate g ON g.id = p.id AND g.scheduled_for = p.scheduled_for
 )
 UPDATE job_run j
    SET status           = CASE WHEN d.verdict = 'lease' THEN 'running' ELSE d.verdict END,
@@ -155,22 +275,32 @@ UPDATE job_run j
                                THEN now() + make_interval(secs => $3) END,
        attempt_count    = CASE WHEN d.verdict <> 'lease' OR d.same_attempt THEN j.attempt_count
                                ELSE LEAST(j.attempt_count + 1, 8) END,
-       first_attempt_at = COALESCE(j.first_attempt_at, now()),
+       -- A run the gate ends (skipped, superseded) was never attempted.
+       first_attempt_at = CASE WHEN d.gate IN ('skipped', 'cancelled') THEN j.first_attempt_at
+                               ELSE COALESCE(j.first_attempt_at, now()) END,
        finished_at      = CASE WHEN d.verdict <> 'lease' THEN now() END,
+       skip_reason      = CASE WHEN d.verdict = 'skipped' THEN 'overlap' ELSE j.skip_reason END,
        last_error       = CASE d.verdict
                                WHEN 'failed'
                                THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
                                WHEN 'cancelled'
-                               THEN 'Cancelled: the schedule was deleted while this run was in flight'
+                               THEN CASE WHEN d.gate = 'cancelled'
+                                         THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                                         ELSE 'Cancelled: the schedule was deleted while this run was in flight' END
+                               WHEN 'skipped'
+                               THEN 'Skipped: the previous run of this schedule was still running (overlap_policy '
+                                    || j.overlap_policy || ')'
                                ELSE j.last_error END,
        updated_at       = now()
   FROM decided d, schedule s
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
- WHERE j.id = ANY (ARRAY(SELECT id FROM decided))
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict NOT IN ('wait', 'hold')))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
+   AND d.verdict NOT IN ('wait', 'hold')
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
           j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
+          j.replay_of_scheduled_for,
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
@@ -198,7 +328,14 @@ RETURNING j.id
 -- ends: a late result of an earlier lease of the same run never lands on a later claim
 -- of it, whoever made that claim. A retry of a run whose schedule was deleted while it
 -- ran (cancel_requested) ends it 'cancelled' instead: no attempt starts after a delete.
--- Returns each landed id with the status written.
+-- So does any result of a run a newer occurrence superseded while its request was in
+-- flight (overlap_policy cancel_other: the request finished and its attempt is recorded).
+-- The same statement keeps the schedule's failure count and pauses it once the count
+-- reaches pause_after_failures, and wakes the next run waiting on an overlap gate whose
+-- holder ended. Each of those reads only rows the batch makes it look at: a batch of
+-- successes under 'allow' touches no schedule unless its count was above zero.
+-- Returns each landed id with the status written, then one row per schedule this batch
+-- paused (id NULL, paused_schedule and its tenant set).
 WITH outcome AS (
     SELECT *
       FROM unnest($2::uuid[], $3::timestamptz[], $4::text[], $5::integer[], $6::float8[],
@@ -209,24 +346,41 @@ WITH outcome AS (
              generation)
 ),
 landed AS (
+    -- "superseded" below: a cancel_other run that no longer holds its schedule's gate. It
+    -- is read only for such a run (CASE evaluates lazily).
     UPDATE job_run j
-       SET status           = CASE WHEN o.status = 'retrying' AND j.cancel_requested
+       SET status           = CASE WHEN j.overlap_policy = 'cancel_other' AND EXISTS (
+                                        SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
+                                           AND s.overlap_run IS DISTINCT FROM j.id)
+                                   THEN 'cancelled'
+                                   WHEN o.status = 'retrying' AND j.cancel_requested
                                    THEN 'cancelled' ELSE o.status END,
            fire_after       = CASE WHEN o.status = 'retrying' AND NOT j.cancel_requested
                                    THEN now() + make_interval(secs => o.retry_delay)
                                    ELSE j.fire_after END,
            finished_at      = CASE WHEN o.status IN ('succeeded', 'failed') OR j.cancel_requested
+                                   THEN now()
+                                   WHEN j.overlap_policy = 'cancel_other' AND EXISTS (
+                                        SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
+                                           AND s.overlap_run IS DISTINCT FROM j.id)
                                    THEN now() END,
            claim_expires_at = NULL,
            last_status_code = o.status_code,
-           last_error       = o.error,
+           last_error       = CASE WHEN j.overlap_policy = 'cancel_other' AND EXISTS (
+                                        SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
+                                           AND s.overlap_run IS DISTINCT FROM j.id)
+                                   THEN 'Cancelled: superseded by a newer occurrence '
+                                        || '(overlap_policy cancel_other); the request in '
+                                        || 'flight finished and its attempt is recorded'
+                                   ELSE o.error END,
            published_at     = NULL,  -- kafka mode: a retry is published again when due
            updated_at       = now()
       FROM outcome o
      WHERE j.id = o.id AND j.scheduled_for = o.scheduled_for
        AND j.claimed_by = $1 AND j.status = 'running' AND j.attempt_count = o.attempt_count
        AND j.lease_generation = o.generation
-    RETURNING j.id, j.scheduled_for, j.status
+    RETURNING j.id, j.scheduled_for, j.status, j.schedule_id, j.tenant_id, j.overlap_policy,
+              j.last_error
 ),
 evidence AS (
     INSERT INTO job_run_attempt (run_id, scheduled_for, tenant_id, attempt, started_at,
@@ -238,8 +392,82 @@ evidence AS (
       JOIN landed l ON l.id = o.id AND l.scheduled_for = o.scheduled_for
      WHERE o.started_at IS NOT NULL
     ON CONFLICT DO NOTHING
+),
+woken AS (
+    -- A gated run ended: the earliest run of its schedule waiting on the gate is due now
+    -- (the claim decides whether it starts).
+    UPDATE job_run w
+       SET fire_after = now(), published_at = NULL, updated_at = now()
+      FROM (SELECT DISTINCT l.schedule_id FROM landed l
+             WHERE l.overlap_policy IS NOT NULL
+               AND l.status IN ('succeeded', 'failed', 'cancelled')) e
+     CROSS JOIN LATERAL (
+        SELECT n.id, n.scheduled_for FROM job_run n
+         WHERE n.schedule_id = e.schedule_id AND n.overlap_policy IS NOT NULL
+           AND n.status IN ('pending', 'retrying') AND n.scheduled_for <= now()
+         ORDER BY n.scheduled_for
+         LIMIT 1) nxt
+     WHERE w.id = nxt.id AND w.scheduled_for = nxt.scheduled_for AND w.fire_after > now()
+),
+failing AS (
+    -- Schedules with a failed run in this batch: the failures after the batch's last
+    -- success of that schedule (occurrence order), whether it had one, the newest error.
+    SELECT f.schedule_id,
+           count(*) FILTER (WHERE f.status = 'failed'
+                              AND (f.last_success IS NULL OR f.scheduled_for > f.last_success))
+               AS failed_after,
+           bool_or(f.last_success IS NOT NULL) AS recovered,
+           (array_agg(f.last_error ORDER BY f.scheduled_for DESC)
+               FILTER (WHERE f.status = 'failed'))[1] AS last_error
+      FROM (SELECT l.schedule_id, l.status, l.scheduled_for, l.last_error,
+                   max(l.scheduled_for) FILTER (WHERE l.status = 'succeeded')
+                       OVER (PARTITION BY l.schedule_id) AS last_success
+              FROM landed l
+             WHERE l.status IN ('succeeded', 'failed')
+               AND l.schedule_id IN (SELECT schedule_id FROM landed WHERE status = 'failed')) f
+     GROUP BY f.schedule_id
+),
+counted AS (
+    -- pause_after_failures: decided here, on the row lock this update takes, so two
+    -- replicas' batches add up and exactly one of them pauses the schedule.
+    UPDATE schedule s
+       SET consecutive_failures = CASE WHEN f.recovered THEN 0 ELSE s.consecutive_failures END
+                                  + f.failed_after,
+           status = CASE WHEN s.status = 'active' AND s.pause_after_failures IS NOT NULL
+                              AND CASE WHEN f.recovered THEN 0 ELSE s.consecutive_failures END
+                                  + f.failed_after >= s.pause_after_failures
+                         THEN 'paused' ELSE s.status END,
+           paused_at = CASE WHEN s.status = 'active' AND s.pause_after_failures IS NOT NULL
+                                 AND CASE WHEN f.recovered THEN 0 ELSE s.consecutive_failures END
+                                     + f.failed_after >= s.pause_after_failures
+                            THEN now() ELSE s.paused_at END,
+           paused_reason = CASE WHEN s.status = 'active' AND s.pause_after_failures IS NOT NULL
+                                     AND CASE WHEN f.recovered THEN 0 ELSE s.consecutive_failures END
+                                         + f.failed_after >= s.pause_after_failures
+                                THEN format('Paused automatically after %s consecutive failed '
+                                            'runs (pause_after_failures: %s). The last one '
+                                            'failed with: %s. Fix the target, then resume '
+                                            'the schedule.',
+                                            CASE WHEN f.recovered THEN 0 ELSE s.consecutive_failures END
+                                            + f.failed_after, s.pause_after_failures,
+                                            COALESCE(left(f.last_error, 300), 'no error recorded'))
+                                ELSE s.paused_reason END
+      FROM failing f
+     WHERE s.id = f.schedule_id AND s.status <> 'deleted'
+    RETURNING s.id, s.tenant_id, s.status = 'paused' AND s.paused_at = now() AS tripped
+),
+recovered AS (
+    -- A success resets the count, where it is above zero (schedule_failing_idx holds just
+    -- those, so a batch of successes probes a near-empty index).
+    UPDATE schedule s
+       SET consecutive_failures = 0
+     WHERE s.id = ANY (ARRAY(SELECT l.schedule_id FROM landed l WHERE l.status = 'succeeded'))
+       AND s.consecutive_failures > 0
+       AND s.id NOT IN (SELECT schedule_id FROM failing)
 )
-SELECT id, status FROM landed
+SELECT id, status, NULL::uuid AS paused_schedule, NULL::uuid AS paused_tenant FROM landed
+UNION ALL
+SELECT NULL, NULL, id, tenant_id FROM counted WHERE tripped
 
 -- name: job_run_ended_by_lease
 -- After a resolve whose reply was lost (the connection died around the commit): which of
@@ -269,22 +497,38 @@ UPDATE job_run
 -- claimed from. Only rows still ours: a draining replica cannot decrement the attempt
 -- count of a run another replica has re-claimed (nor one its twin under the same
 -- instance id holds: the generation). A run whose schedule was deleted meanwhile is not
--- given back but cancelled. $1 owner, $2 ids, $3 scheduled_for, $4 generations, $5 until.
+-- given back but cancelled, and so is one a newer occurrence superseded meanwhile
+-- (overlap_policy cancel_other). $1 owner, $2 ids, $3 scheduled_for, $4 generations,
+-- $5 until.
+WITH ending AS (
+    -- cancel_requested is read by the update itself (on the row as a concurrent delete
+    -- left it); whether a newer run took the gate may be read a moment early: a run given
+    -- back meanwhile is cancelled by the claim that next finds it.
+    SELECT j.id, j.scheduled_for, l.generation,
+           j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AND EXISTS (
+               SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
+                  AND s.overlap_run IS DISTINCT FROM j.id) AS superseded
+      FROM job_run j
+      JOIN unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
+        ON j.id = l.id AND j.scheduled_for = l.scheduled_for
+     WHERE j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
+)
 UPDATE job_run j
-   SET status           = CASE WHEN j.cancel_requested THEN 'cancelled'
+   SET status           = CASE WHEN j.cancel_requested OR e.superseded THEN 'cancelled'
                                WHEN j.attempt_count <= 1 THEN 'pending' ELSE 'retrying' END,
-       attempt_count    = CASE WHEN j.cancel_requested THEN j.attempt_count
+       attempt_count    = CASE WHEN j.cancel_requested OR e.superseded THEN j.attempt_count
                                ELSE GREATEST(j.attempt_count - 1, 0) END,
-       first_attempt_at = CASE WHEN j.attempt_count <= 1 AND NOT j.cancel_requested THEN NULL
+       first_attempt_at = CASE WHEN j.attempt_count <= 1
+                                    AND NOT (j.cancel_requested OR e.superseded) THEN NULL
                                ELSE j.first_attempt_at END,
        fire_after       = COALESCE($5::timestamptz, j.fire_after),
-       finished_at      = CASE WHEN j.cancel_requested THEN now() END,
+       finished_at      = CASE WHEN j.cancel_requested OR e.superseded THEN now() END,
        claim_expires_at = NULL,
        published_at     = NULL,  -- kafka mode: runnable again, so published again when due
        updated_at       = now()
-  FROM unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
- WHERE j.id = l.id AND j.scheduled_for = l.scheduled_for
-   AND j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
+  FROM ending e
+ WHERE j.id = e.id AND j.scheduled_for = e.scheduled_for
+   AND j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = e.generation
 
 -- name: job_run_next_due
 -- Seconds (database clock) until the earliest runnable run is due: negative when one is
@@ -298,8 +542,8 @@ WHERE status IN ('pending', 'retrying')
 -- name: job_run_claim_keys_candidates
 -- Kafka mode: claim the runs whose keys a broker delivered. Only the candidates differ
 -- from job_run_claim: sql.claim_statement() appends job_run_claim's own lease-taking tail
--- (from "decided AS (" on), so the expired-lease and attempt-exhaustion rules stay in one
--- place. $1 owner, $2 limit, $3 lease seconds, $4 run ids, $5 their scheduled_for.
+-- (from "picked AS (" on), so the overlap gate and the expired-lease and attempt-exhaustion
+-- rules stay in one place. $1 owner, $2 limit, $3 lease seconds, $4 run ids, $5 their scheduled_for.
 -- A key is a hint: only rows that are runnable now (or hold an expired lease) are taken.
 -- FOR UPDATE waits instead of skipping: a row locked for a moment by the outbox publisher
 -- (marking it again after a run turned runnable again) or by a SKIP LOCKED claim that will
@@ -307,7 +551,7 @@ WHERE status IN ('pending', 'retrying')
 -- the sweeper's grace).
 WITH candidates AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           r.attempt_started, r.cancel_requested,
+           r.attempt_started, r.cancel_requested, r.overlap_policy,
            CASE WHEN r.status = 'running' THEN 0 ELSE 1 END::bigint AS turn
       FROM job_run r
      WHERE r.id = ANY ($4::uuid[]) AND r.scheduled_for = ANY ($5::timestamptz[])
@@ -328,7 +572,7 @@ WITH candidates AS (
 -- SKIP LOCKED like the polling claim; the lease-taking tail is job_run_claim's.
 WITH expired AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           r.attempt_started, r.cancel_requested,
+           r.attempt_started, r.cancel_requested, r.overlap_policy,
            0::bigint AS turn
       FROM job_run r
      WHERE r.status = 'running' AND r.claim_expires_at < now()
@@ -338,7 +582,7 @@ WITH expired AS (
 ),
 overdue AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           r.attempt_started, r.cancel_requested,
+           r.attempt_started, r.cancel_requested, r.overlap_policy,
            1::bigint AS turn
       FROM job_run r
      WHERE r.status IN ('pending', 'retrying')
@@ -501,12 +745,14 @@ INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key,
 VALUES ($1, $2, $3, $4, $5, 'manual', 'pending', $4)
 ON CONFLICT DO NOTHING
 RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-          first_attempt_at, finished_at, last_status_code, last_error, trigger
+          first_attempt_at, finished_at, last_status_code, last_error, trigger,
+          skip_reason, replay_of
 
 -- name: job_run_list_for_tenant
 -- job_run_tenant_history_idx (tenant_id, scheduled_for DESC, id DESC).
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-       first_attempt_at, finished_at, last_status_code, last_error, trigger
+       first_attempt_at, finished_at, last_status_code, last_error, trigger,
+       skip_reason, replay_of
 FROM job_run
 WHERE tenant_id = $1
   AND scheduled_for >= $2 AND scheduled_for < $3
@@ -517,7 +763,8 @@ LIMIT $6
 -- name: job_run_list_for_tenant_status
 -- job_run_tenant_status_history_idx (tenant_id, status, scheduled_for DESC, id DESC).
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-       first_attempt_at, finished_at, last_status_code, last_error, trigger
+       first_attempt_at, finished_at, last_status_code, last_error, trigger,
+       skip_reason, replay_of
 FROM job_run
 WHERE tenant_id = $1 AND status = $7
   AND scheduled_for >= $2 AND scheduled_for < $3
@@ -533,7 +780,8 @@ LIMIT $6
 -- schedule's history is the bounded set it walks.
 --   $5 limit   $6 status or NULL   $7 schedule_id
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-       first_attempt_at, finished_at, last_status_code, last_error, trigger
+       first_attempt_at, finished_at, last_status_code, last_error, trigger,
+       skip_reason, replay_of
 FROM job_run
 WHERE schedule_id = $7 AND tenant_id = $1
   AND scheduled_for >= $2 AND scheduled_for < $3 AND scheduled_for < $4
@@ -544,7 +792,8 @@ LIMIT $5
 -- name: job_run_get
 -- By id alone: one primary-key probe per partition (the id does not say which month).
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-       first_attempt_at, finished_at, last_status_code, last_error, trigger
+       first_attempt_at, finished_at, last_status_code, last_error, trigger,
+       skip_reason, replay_of
 FROM job_run
 WHERE id = $2 AND tenant_id = $1
 
@@ -553,3 +802,72 @@ WHERE id = $2 AND tenant_id = $1
 SELECT (SELECT count(*) FROM job_run
          WHERE status IN ('pending', 'retrying') AND fire_after <= now())
      + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
+
+-- name: job_run_insert_backfill
+-- A backfill's runs (RunCommands.backfill, in the transaction that holds the schedule FOR
+-- SHARE): one pending run per occurrence, due now, with the planner's deterministic id for
+-- that occurrence. ON CONFLICT DO NOTHING: an occurrence that has a run (planned, manual,
+-- an earlier backfill) keeps it, so one run per occurrence still holds. $1 tenant,
+-- $2 schedule, $3 ids, $4 occurrences, $5 idempotency keys, $6 overlap policy (NULL:
+-- allow). The rows land in occurrence order, so equal fire_after claims in that order.
+INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
+                     status, fire_after, overlap_policy)
+SELECT r.id, $1, $2, r.scheduled_for, r.idempotency_key, 'backfill', 'pending', now(),
+       $6::text
+FROM unnest($3::uuid[], $4::timestamptz[], $5::text[]) AS r(id, scheduled_for, idempotency_key)
+ON CONFLICT DO NOTHING
+
+-- name: job_run_count_occurrences
+-- A dry run's "existing": how many of these occurrences ($3) of the schedule have a run.
+-- The occurrence key (schedule_id, scheduled_for) answers each.
+SELECT count(*) FROM job_run
+ WHERE schedule_id = $2 AND tenant_id = $1 AND scheduled_for = ANY ($3::timestamptz[])
+
+-- name: job_run_replay_source
+-- The run a replay would repeat, with what decides whether it may be: its status, whether
+-- it was replayed already, and whether its schedule is still live. $1 tenant, $2 run id.
+SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.replayed_by,
+       s.status AS schedule_status
+  FROM job_run r
+  JOIN schedule s ON s.id = r.schedule_id
+ WHERE r.tenant_id = $1 AND r.id = $2
+
+-- name: job_run_dead_letters
+-- The bulk replay's choice: this tenant's failed runs not yet replayed, of live schedules,
+-- oldest scheduled_for first (job_run_dead_letter_idx). $2 since (inclusive), $3 until
+-- (exclusive), $4 limit, $5 schedule or NULL.
+SELECT r.id, r.scheduled_for, r.schedule_id
+  FROM job_run r
+  JOIN schedule s ON s.id = r.schedule_id AND s.status <> 'deleted'
+ WHERE r.tenant_id = $1 AND r.status = 'failed' AND r.replayed_by IS NULL
+   AND r.scheduled_for >= $2 AND r.scheduled_for < $3
+   AND ($5::uuid IS NULL OR r.schedule_id = $5::uuid)
+ ORDER BY r.scheduled_for
+ LIMIT $4
+
+-- name: job_run_insert_replay
+-- Replays of failed runs, in one statement: each original is marked replayed_by its
+-- replay under its row lock, and only the originals so marked (still failed, not replayed
+-- meanwhile by a concurrent request) get their replay. A replay is a new run (new id, so a
+-- new webhook-id) due now at a manual run's kind of instant ($5, never a whole second);
+-- replay_of and replay_of_scheduled_for point at the original, whose occurrence is what
+-- the delivery carries. No ON CONFLICT: an instant taken meanwhile fails the statement,
+-- and the caller tries again with new instants. $1 tenant, $2 originals' ids, $3 their
+-- scheduled_for, $4 the replays' ids, $5 their instants, $6 their idempotency keys.
+WITH marked AS (
+    UPDATE job_run o
+       SET replayed_by = r.new_id, updated_at = now()
+      FROM unnest($2::uuid[], $3::timestamptz[], $4::uuid[], $5::timestamptz[], $6::text[])
+           AS r(id, scheduled_for, new_id, instant, idempotency_key)
+     WHERE o.id = r.id AND o.scheduled_for = r.scheduled_for AND o.tenant_id = $1
+       AND o.status = 'failed' AND o.replayed_by IS NULL
+    RETURNING o.id, o.scheduled_for, o.schedule_id, r.new_id, r.instant, r.idempotency_key
+)
+INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
+                     status, fire_after, replay_of, replay_of_scheduled_for)
+SELECT m.new_id, $1, m.schedule_id, m.instant, m.idempotency_key, 'replay', 'pending',
+       m.instant, m.id, m.scheduled_for
+  FROM marked m
+RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
+          first_attempt_at, finished_at, last_status_code, last_error, trigger,
+          skip_reason, replay_of
