@@ -30,6 +30,7 @@ from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStor
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
+from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
@@ -217,6 +218,7 @@ class Container(containers.DeclarativeContainer):
     # -- api providers --
     schedule_store = providers.Singleton(PostgresScheduleStore, pool=db_pool)
     run_history = providers.Singleton(PostgresRunHistory, pool=db_pool)
+    run_commands = providers.Singleton(PostgresRunCommands, pool=db_pool)
 
 
 def build_container(settings: Settings) -> Container:
@@ -275,6 +277,7 @@ async def build_runtime(container: Container) -> Runtime:
     tenants = await resolved(container.tenant_store)
     schedules = await resolved(container.schedule_store)
     runs = await resolved(container.run_history)
+    commands = await resolved(container.run_commands)
     return Runtime(
         settings=settings,
         pool=await resolved(container.db_pool),
@@ -285,6 +288,7 @@ async def build_runtime(container: Container) -> Runtime:
             tokens=tenants,
             schedules=schedules,
             runs=runs,
+            commands=commands,
             check_url=container.target_guard().check_url,
             default_limits=default_limits(settings),
             max_request_bytes=settings.api_max_request_bytes,

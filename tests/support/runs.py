@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 
 from cronwire.domain.delivery import new_signing_secret
+from cronwire.domain.model import AttemptRecord, ClaimedRun, RunResolution, RunStatus
 
 DEFAULT_RETRY = {"max_attempts": 3, "initial_backoff_seconds": 0.05, "max_backoff_seconds": 0.2}
 
@@ -97,3 +99,24 @@ async def non_terminal(conn: asyncpg.Connection) -> int:
         "SELECT count(*) FROM job_run WHERE status = ANY($1::text[])", list(NON_TERMINAL)
     )
     return int(value)
+
+
+def resolution(
+    run: ClaimedRun, status: RunStatus, *, delay: float | None = None, excerpt: str | None = "ok",
+    error: str | None = None,
+) -> RunResolution:
+    """What the executor would write for one attempt of ``run`` ending in ``status``."""
+    now = datetime.now(UTC)
+    attempt = AttemptRecord(
+        run_id=run.id, scheduled_for=run.scheduled_for, tenant_id=run.tenant_id,
+        attempt=run.attempt, started_at=now, finished_at=now + timedelta(milliseconds=5),
+        outcome="success" if status is RunStatus.SUCCEEDED else "http_error",
+        status_code=200 if status is RunStatus.SUCCEEDED else 503, error=None,
+        duration_ms=5, response_excerpt=excerpt,
+    )
+    return RunResolution(
+        run_id=run.id, scheduled_for=run.scheduled_for, status=status,
+        attempt_count=run.attempt, retry_delay_seconds=delay,
+        last_status_code=attempt.status_code, last_error=error, attempt=attempt,
+        lease_generation=run.lease_generation,
+    )

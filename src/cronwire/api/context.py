@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cronwire.domain.schedules import TenantLimits
-from cronwire.ports import RunHistory, ScheduleStore, TokenVerifier
+from cronwire.ports import RunCommands, RunHistory, ScheduleStore, TokenVerifier
 from cronwire.service.schedule_commands import UrlCheck
 
 
@@ -15,6 +15,7 @@ class ApiContext:
     tokens: TokenVerifier
     schedules: ScheduleStore
     runs: RunHistory
+    commands: RunCommands  # backfill and replay
     check_url: UrlCheck
     default_limits: TenantLimits
     max_request_bytes: int = 262_144  # SCHEDULER_API_MAX_REQUEST_BYTES

@@ -68,9 +68,24 @@ class Candidate:
     earlier_waiting: int = 0
 
 
-def wait_seconds(earlier_waiting: int) -> int:
-    """How long a waiting run rests before the claim looks at it again."""
-    return min(WAIT_MAX_SECONDS, WAIT_FIRST_SECONDS * (1 + max(0, earlier_waiting)))
+def wait_seconds(ahead: int) -> int:
+    """How long a waiting run rests before the claim looks at it again, by how many runs
+    wait ahead of it."""
+    return min(WAIT_MAX_SECONDS, WAIT_FIRST_SECONDS * (1 + max(0, ahead)))
+
+
+def head_starts(occupant: Occupant | None, candidates: Sequence[Candidate]) -> bool:
+    """Buffer policies: the gate is free and the earliest waiting run is among the
+    candidates, so it starts now (and every other candidate has one run fewer ahead)."""
+    occupied = occupant is not None and not occupant.ended
+    return not occupied and any(
+        c.earlier_waiting == 0 for c in candidates
+        if c.policy in BUFFER_LIMITS and not c.running)
+
+
+def ahead_of(c: Candidate, starts: bool) -> int:
+    """Runs waiting ahead of ``c`` once this claim's head (if it ``starts``) has started."""
+    return c.earlier_waiting - (1 if starts else 0)
 
 
 def gate(occupant: Occupant | None, candidates: Sequence[Candidate]) -> dict[uuid.UUID, Gate]:
@@ -80,9 +95,7 @@ def gate(occupant: Occupant | None, candidates: Sequence[Candidate]) -> dict[uui
     first_fresh = min(fresh, default=None)
     newest = max(fresh + ([occupant.scheduled_for] if occupant and occupied else []),
                  default=None)
-    head_starts = not occupied and any(
-        c.earlier_waiting == 0 for c in candidates
-        if c.policy in BUFFER_LIMITS and not c.running)
+    starts = head_starts(occupant, candidates)
     verdicts: dict[uuid.UUID, Gate] = {}
     for c in candidates:
         is_occupant = occupant is not None and occupant.run_id == c.run_id
@@ -96,17 +109,16 @@ def gate(occupant: Occupant | None, candidates: Sequence[Candidate]) -> dict[uui
             later = first_fresh is not None and c.scheduled_for > first_fresh
             verdicts[c.run_id] = Gate.SKIP if busy or later else Gate.LEASE
         elif c.policy in BUFFER_LIMITS:
-            verdicts[c.run_id] = _buffered(c, busy, head_starts)
+            verdicts[c.run_id] = _buffered(c, busy, starts)
         else:  # 'allow' is never gated; a stray one just starts
             verdicts[c.run_id] = Gate.LEASE
     return verdicts
 
 
-def _buffered(c: Candidate, busy: bool, head_starts: bool) -> Gate:
+def _buffered(c: Candidate, busy: bool, starts: bool) -> Gate:
     if not busy and c.earlier_waiting == 0:
         return Gate.LEASE
-    ahead = c.earlier_waiting - (1 if head_starts else 0)
-    if (busy or head_starts) and ahead >= BUFFER_LIMITS[c.policy]:
+    if (busy or starts) and ahead_of(c, starts) >= BUFFER_LIMITS[c.policy]:
         return Gate.SKIP
     return Gate.WAIT
 

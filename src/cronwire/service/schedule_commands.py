@@ -15,7 +15,8 @@ from datetime import datetime
 from typing import Generic, TypeVar
 
 from cronwire.domain.delivery import new_signing_secret
-from cronwire.domain.schedule_rules import preview, validate_spec
+from cronwire.domain.errors import RuleViolation
+from cronwire.domain.schedule_rules import PAUSE_NOTE_MAX_CHARS, preview, validate_spec
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.ports import ScheduleStore
 
@@ -84,3 +85,21 @@ async def list_schedules(
 ) -> Page[ScheduleRecord]:
     return page_of(await store.list(tenant, after=after, limit=limit + 1), limit)
 
+
+
+
+async def pause_schedule(
+    store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, note: str | None,
+) -> ScheduleRecord:
+    """Pause, keeping ``note`` (what a person wants the next reader to know) as the
+    schedule's ``paused_reason``."""
+    if note is not None and not 1 <= len(note) <= PAUSE_NOTE_MAX_CHARS:
+        raise RuleViolation("note", f"must be 1 to {PAUSE_NOTE_MAX_CHARS} characters")
+    return await store.set_paused(tenant, schedule_id, True, note)
+
+
+async def resume_schedule(
+    store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID,
+) -> ScheduleRecord:
+    """Resume: the note and the failure count that may have paused it are cleared."""
+    return await store.set_paused(tenant, schedule_id, False)

@@ -15,7 +15,9 @@ from cronwire.domain.overlap import (
     Candidate,
     Gate,
     Occupant,
+    ahead_of,
     gate,
+    head_starts,
     new_occupant,
     wait_seconds,
 )
@@ -82,10 +84,11 @@ def pass_gate(db: MemoryDatabase, candidates: Iterable[MemoryRun]) -> dict[uuid.
 def _apply(db: MemoryDatabase, schedule_id: uuid.UUID, occupant: Occupant | None,
            seen: list[Candidate], decided: dict[uuid.UUID, Gate], picked: set[uuid.UUID],
            now: datetime) -> None:
+    starts = head_starts(occupant, seen)
     for c in seen:
         if decided[c.run_id] is Gate.WAIT:
             run = db.runs[(c.run_id, c.scheduled_for)]
-            run.fire_after = now + timedelta(seconds=wait_seconds(c.earlier_waiting))
+            run.fire_after = now + timedelta(seconds=wait_seconds(ahead_of(c, starts)))
             run.published_at = None
             run.version += 1
     winner = new_occupant(seen, decided)

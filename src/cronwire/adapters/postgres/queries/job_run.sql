@@ -177,7 +177,8 @@ gate_group AS (
 ),
 gate AS (
     SELECT v.id, v.scheduled_for, v.schedule_id, v.overlap_policy, v.busy, v.overlap_run,
-           v.overlap_run_at, v.earlier_waiting,
+           v.overlap_run_at,
+           v.earlier_waiting - CASE WHEN v.head_starts THEN 1 ELSE 0 END AS ahead,
            CASE
              WHEN NOT v.locked THEN 'hold'
              WHEN v.overlap_policy = 'cancel_other'
@@ -201,7 +202,7 @@ waiting AS (
     -- ahead, at most 60 s); the occupant's end wakes the next one sooner (job_run_resolve).
     -- Kafka mode: unpublished, so its key is published again when it is due.
     UPDATE job_run w
-       SET fire_after   = now() + make_interval(secs => LEAST(60, 5 * (1 + g.earlier_waiting))),
+       SET fire_after   = now() + make_interval(secs => LEAST(60, 5 * (1 + GREATEST(g.ahead, 0)))),
            published_at = NULL,
            updated_at   = now()
       FROM gate g
