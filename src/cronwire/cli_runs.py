@@ -22,6 +22,7 @@ from cronwire.cli_output import (
     stream_row,
     wants_json,
 )
+from cronwire.cli_scheduling import add_replay_command, run_status
 from cronwire.domain.errors import ConfigError
 from cronwire.domain.history import MAX_PAGE
 
@@ -29,7 +30,7 @@ RUN_STATUSES = ("pending", "running", "retrying", "succeeded", "failed", "skippe
 RUN_COLUMNS = [
     Column("ID", field("id"), 36), Column("SCHEDULE", field("schedule_id"), 36),
     Column("SCHEDULED FOR (UTC)", field("scheduled_for"), 20),
-    Column("STATUS", field("status"), 9), Column("ATTEMPTS", field("attempt_count")),
+    Column("STATUS", run_status, 19), Column("ATTEMPTS", field("attempt_count")),
     Column("CODE", field("last_status_code"), 4), Column("TRIGGER", field("trigger"), 8),
     Column("ERROR", field("last_error")),
 ]
@@ -132,3 +133,4 @@ def add_run_commands(commands: argparse._SubParsersAction[Any], api: argparse.Ar
                                      description="One run with its delivery attempts.")
     run_get.set_defaults(handler=client_command(runs_get))
     id_argument(run_get, "run")
+    add_replay_command(run_actions, api)
