@@ -69,7 +69,7 @@ def run_out(run: RunView) -> dict[str, Any]:
         "finished_at": run.finished_at, "last_status_code": run.last_status_code,
         "last_error": run.last_error, "trigger": run.trigger.value,
         "skip_reason": run.skip_reason.value if run.skip_reason else None,
-        "replay_of": run.replay_of,
+        "replay_of": run.replay_of, "replayed_by": run.replayed_by,
     }
 
 

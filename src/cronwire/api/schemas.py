@@ -121,7 +121,7 @@ EXAMPLE_RUN: dict[str, Any] = {
     "status": "succeeded", "attempt_count": 1, "fire_after": "2027-03-28T01:00:00Z",
     "first_attempt_at": "2027-03-28T01:00:00.012Z", "finished_at": "2027-03-28T01:00:00.140Z",
     "last_status_code": 200, "last_error": None, "trigger": "schedule",
-    "skip_reason": None, "replay_of": None,
+    "skip_reason": None, "replay_of": None, "replayed_by": None,
 }
 EXAMPLE_ATTEMPT: dict[str, Any] = {
     "attempt": 1, "started_at": "2027-03-28T01:00:00.012Z",
@@ -381,6 +381,8 @@ class RunOut(BaseModel):
                                     "null.")
     replay_of: uuid.UUID | None = Field(description="On a replay: the failed run it "
                                         "repeats; else null.")
+    replayed_by: uuid.UUID | None = Field(description="On a failed run that was replayed: "
+                                          "its replay; else null.")
 
 
 class AttemptOut(BaseModel):

@@ -27,6 +27,7 @@ class RunView:
     trigger: Trigger
     skip_reason: SkipReason | None = None  # on skipped runs: why
     replay_of: uuid.UUID | None = None  # on a replay: the failed run it repeats
+    replayed_by: uuid.UUID | None = None  # on a replayed failed run: its replay
 
     @property
     def key(self) -> RunKey:

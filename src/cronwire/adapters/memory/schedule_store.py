@@ -36,7 +36,7 @@ def run_view(run: MemoryRun) -> RunView:
         status=run.status, attempt_count=run.attempt_count, fire_after=run.fire_after,
         first_attempt_at=run.first_attempt_at, finished_at=run.finished_at,
         last_status_code=run.last_status_code, last_error=run.last_error, trigger=run.trigger,
-        skip_reason=run.skip_reason, replay_of=run.replay_of,
+        skip_reason=run.skip_reason, replay_of=run.replay_of, replayed_by=run.replayed_by,
     )
 
 

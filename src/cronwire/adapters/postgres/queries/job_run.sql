@@ -747,13 +747,13 @@ VALUES ($1, $2, $3, $4, $5, 'manual', 'pending', $4)
 ON CONFLICT DO NOTHING
 RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
           first_attempt_at, finished_at, last_status_code, last_error, trigger,
-          skip_reason, replay_of
+          skip_reason, replay_of, replayed_by
 
 -- name: job_run_list_for_tenant
 -- job_run_tenant_history_idx (tenant_id, scheduled_for DESC, id DESC).
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
        first_attempt_at, finished_at, last_status_code, last_error, trigger,
-       skip_reason, replay_of
+       skip_reason, replay_of, replayed_by
 FROM job_run
 WHERE tenant_id = $1
   AND scheduled_for >= $2 AND scheduled_for < $3
@@ -765,7 +765,7 @@ LIMIT $6
 -- job_run_tenant_status_history_idx (tenant_id, status, scheduled_for DESC, id DESC).
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
        first_attempt_at, finished_at, last_status_code, last_error, trigger,
-       skip_reason, replay_of
+       skip_reason, replay_of, replayed_by
 FROM job_run
 WHERE tenant_id = $1 AND status = $7
   AND scheduled_for >= $2 AND scheduled_for < $3
@@ -782,7 +782,7 @@ LIMIT $6
 --   $5 limit   $6 status or NULL   $7 schedule_id
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
        first_attempt_at, finished_at, last_status_code, last_error, trigger,
-       skip_reason, replay_of
+       skip_reason, replay_of, replayed_by
 FROM job_run
 WHERE schedule_id = $7 AND tenant_id = $1
   AND scheduled_for >= $2 AND scheduled_for < $3 AND scheduled_for < $4
@@ -794,7 +794,7 @@ LIMIT $5
 -- By id alone: one primary-key probe per partition (the id does not say which month).
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
        first_attempt_at, finished_at, last_status_code, last_error, trigger,
-       skip_reason, replay_of
+       skip_reason, replay_of, replayed_by
 FROM job_run
 WHERE id = $2 AND tenant_id = $1
 
@@ -871,4 +871,4 @@ SELECT m.new_id, $1, m.schedule_id, m.instant, m.idempotency_key, 'replay', 'pen
   FROM marked m
 RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
           first_attempt_at, finished_at, last_status_code, last_error, trigger,
-          skip_reason, replay_of
+          skip_reason, replay_of, replayed_by
