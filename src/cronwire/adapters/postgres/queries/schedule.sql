@@ -197,3 +197,10 @@ SELECT id FROM schedule
 WHERE tenant_id = $1 AND id = ANY ($2::uuid[]) AND status <> 'deleted'
 ORDER BY id
 FOR SHARE
+
+-- name: schedule_release_gates_before
+-- After retention dropped run partitions: an overlap gate held by a run older than the
+-- oldest partition left ($1) can never see that run end (its row is gone), so the gate is
+-- released. Run once per drop (monthly), never on a hot path.
+UPDATE schedule SET overlap_run = NULL, overlap_run_at = NULL
+WHERE overlap_run_at < $1
