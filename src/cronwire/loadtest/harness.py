@@ -34,6 +34,7 @@ from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.errors import CronwireError
+from cronwire.domain.jitter import jittered
 from cronwire.domain.model import RetryPolicy, Target, idempotency_key_for, run_id_for
 from cronwire.loadtest.cpu import cpu_seconds, per_run_us
 from cronwire.loadtest.progress import Progress
@@ -65,6 +66,8 @@ class LoadTestPlan:
     sink_failure_rate: float = 0.0
     compare: bool = False
     keep_data: bool = False
+    # Every schedule's jitter_seconds; the lag is then measured from each fire_after.
+    jitter_seconds: int = 0
 
     def warmup_seconds(self) -> float:
         """From seeding to the first instant: the replicas' planner must have written
@@ -231,7 +234,7 @@ async def _seed(dsn: str, plan: LoadTestPlan, tenant_id: uuid.UUID,
         retry = retry_to_document(RetryPolicy(5, 1.0, 30.0))
         await pool.execute(
             Q["loadtest_schedules_insert"], ids, tenant_id, plan.cron, target, retry, first,
-            ends_at, new_signing_secret(),
+            ends_at, new_signing_secret(), plan.jitter_seconds,
         )
         return ids, first, ends_at
     finally:
@@ -344,10 +347,14 @@ def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | None,
         schedule_ids, first, horizon = asyncio.run(_seed(dsn, plan, tenant_id, sink))
         occurrences = occurrences_between(plan.cron, "UTC", first - timedelta(microseconds=1),
                                           horizon, 1_000_000)
-        planned = {idempotency_key_for(run_id_for(sid, at)): at
+        # Each delivery is due at its fire_after: the occurrence plus its jitter (none: the
+        # occurrence itself), which is what the lag is measured from.
+        planned = {idempotency_key_for(run_id_for(sid, at)): jittered(sid, at, plan.jitter_seconds)
                    for sid in schedule_ids for at in occurrences}
         _log(f"{plan.scenario}: {plan.schedules} schedules x {len(occurrences)} occurrences "
-             f"from {first:%H:%M:%S}Z")
+             f"from {first:%H:%M:%S}Z"
+             + (f", jitter {plan.jitter_seconds} s (lag from each fire_after)"
+                if plan.jitter_seconds else ""))
         progress = Progress([at.timestamp() for at in occurrences], plan.schedules)
         drain = asyncio.run(_watch(dsn, tenant_id, horizon, sink, progress,
                                    [proc.pid for proc in fleet.replicas], first))

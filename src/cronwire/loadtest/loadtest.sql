@@ -2,9 +2,11 @@
 
 -- name: loadtest_schedules_insert
 -- ends_at bounds the test: the planner itself stops every schedule at the horizon.
+-- $9 every schedule's jitter_seconds (--jitter-seconds).
 INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
-                      status, next_fire_at, ends_at, signing_secret)
-SELECT id, $2, 'load-' || ord, $3, 'UTC', $4::jsonb, $5::jsonb, 'fire_all', 'active', $6, $7, $8
+                      status, next_fire_at, ends_at, signing_secret, jitter_seconds)
+SELECT id, $2, 'load-' || ord, $3, 'UTC', $4::jsonb, $5::jsonb, 'fire_all', 'active', $6, $7, $8,
+       $9
 FROM unnest($1::uuid[]) WITH ORDINALITY AS s(id, ord)
 
 -- name: loadtest_unplanned
