@@ -59,7 +59,8 @@ def take_leases(
     runs: list[ClaimedRun] = []
     ended: list[RunStatus] = []
     picked = list(candidates)
-    gates = pass_gate(db, picked)
+    gates, superseded = pass_gate(db, picked)
+    ended.extend([RunStatus.CANCELLED] * superseded)
     for run in picked:
         gated = gates.get(run.id)
         if gated in (Gate.WAIT, Gate.HOLD):

@@ -57,10 +57,12 @@ def _candidate(db: MemoryDatabase, run: MemoryRun, occupant: Occupant | None,
     return Candidate(run.id, run.scheduled_for, policy, run.status is RunStatus.RUNNING, waiting)
 
 
-def pass_gate(db: MemoryDatabase, candidates: Iterable[MemoryRun]) -> dict[uuid.UUID, Gate]:
+def pass_gate(db: MemoryDatabase, candidates: Iterable[MemoryRun],
+              ) -> tuple[dict[uuid.UUID, Gate], int]:
     """Verdicts on the gated candidates (an ungated run has none), with the gate's own
     writes applied: waiting runs rest, the newest starting run takes the gate, and under
-    cancel_other the occupant it replaces ends cancelled unless a lease holds it."""
+    cancel_other the occupant it replaces ends cancelled unless a lease holds it. Also
+    returns how many such occupants it ended (the claim reports them as ended)."""
     now = db.now()
     picked = list(candidates)
     groups: dict[uuid.UUID, list[MemoryRun]] = {}
@@ -76,14 +78,15 @@ def pass_gate(db: MemoryDatabase, candidates: Iterable[MemoryRun]) -> dict[uuid.
         verdicts.update(decided)
         writes.append((schedule_id, occupant, seen, decided))
     picked_ids = {run.id for run in picked}
+    superseded = 0
     for schedule_id, occupant, seen, decided in writes:  # after every decision, as SQL
-        _apply(db, schedule_id, occupant, seen, decided, picked_ids, now)
-    return verdicts
+        superseded += _apply(db, schedule_id, occupant, seen, decided, picked_ids, now)
+    return verdicts, superseded
 
 
 def _apply(db: MemoryDatabase, schedule_id: uuid.UUID, occupant: Occupant | None,
            seen: list[Candidate], decided: dict[uuid.UUID, Gate], picked: set[uuid.UUID],
-           now: datetime) -> None:
+           now: datetime) -> int:
     starts = head_starts(occupant, seen)
     for c in seen:
         if decided[c.run_id] is Gate.WAIT:
@@ -93,7 +96,7 @@ def _apply(db: MemoryDatabase, schedule_id: uuid.UUID, occupant: Occupant | None
             run.version += 1
     winner = new_occupant(seen, decided)
     if winner is None:
-        return
+        return 0
     schedule = db.schedules[schedule_id]
     schedule.overlap_run = (winner.run_id, winner.scheduled_for)
     busy = occupant is not None and not occupant.ended and occupant.run_id != winner.run_id
@@ -106,3 +109,5 @@ def _apply(db: MemoryDatabase, schedule_id: uuid.UUID, occupant: Occupant | None
             old.claim_expires_at = None
             old.last_error = SUPERSEDED_ERROR
             old.version += 1
+            return 1
+    return 0

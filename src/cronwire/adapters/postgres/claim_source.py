@@ -46,13 +46,16 @@ def _policies(text: str, retry_text: str) -> tuple[Target, RetryPolicy]:
 def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
     """Runs of a claim; each schedule's target and retry policy are parsed once. Rows the
     claim ended instead of leasing (not 'running': an exhausted or cancelled expired lease,
-    or a run the overlap gate skipped or superseded) are reported by status only."""
+    or a run the overlap gate skipped or superseded) are reported by status only; a run the
+    gate left waiting (still pending or retrying) is neither."""
     parsed: dict[object, tuple[Target, RetryPolicy]] = {}
     runs = []
     ended: list[RunStatus] = []
     for row in rows:
         if row["status"] != RunStatus.RUNNING:
-            ended.append(RunStatus(row["status"]))
+            status = RunStatus(row["status"])
+            if status.terminal:  # not a run the overlap gate left waiting
+                ended.append(status)
             continue
         schedule_id = row["schedule_id"]
         if schedule_id not in parsed:

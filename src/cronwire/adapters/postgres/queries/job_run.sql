@@ -126,118 +126,28 @@ candidates AS (
 picked AS (
     SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2
 ),
--- The overlap gate (ADR 0033; domain/overlap.py states the same rules). Only runs planned
--- under an overlap policy pass through it; while none is among the picked runs (every
--- schedule on 'allow') these CTEs find no row and cost nothing. The gate of a schedule is
--- its row, locked here (SKIP LOCKED: a schedule the planner, an edit or another claim holds
--- is left for the next claim, 'hold'); a row lock always reads the latest committed
--- overlap_run, so two claims can never both see the gate free. The occupant has ended only
--- if its row is seen terminal; a run ended after this statement's snapshot, or written
--- after it, still holds the gate (the decision errs on the side of not overlapping).
-gate_lock AS MATERIALIZED (
-    SELECT s.id, s.overlap_run, s.overlap_run_at
-      FROM schedule s
-     WHERE s.id IN (SELECT p.schedule_id FROM picked p WHERE p.overlap_policy IS NOT NULL)
-       FOR NO KEY UPDATE SKIP LOCKED
-),
-gate_view AS (
-    SELECT p.id, p.scheduled_for, p.schedule_id, p.overlap_policy, p.status = 'running' AS running,
-           g.id IS NOT NULL AS locked, g.overlap_run, g.overlap_run_at,
-           (g.overlap_run IS NOT NULL AND NOT EXISTS (
-                SELECT 1 FROM job_run o
-                 WHERE o.id = g.overlap_run AND o.scheduled_for = g.overlap_run_at
-                   AND o.status IN ('succeeded', 'failed', 'skipped', 'cancelled'))) AS occupied,
-           -- Buffer policies: runs of the schedule waiting ahead of this one (earlier
-           -- occurrences already arrived, not yet started), the occupant not counted.
-           CASE WHEN p.overlap_policy IN ('buffer_one', 'buffer_all') THEN (
-               SELECT count(*) FROM (
-                   SELECT 1 FROM job_run w
-                    WHERE w.schedule_id = p.schedule_id AND w.overlap_policy IS NOT NULL
-                      AND w.status IN ('pending', 'retrying')
-                      AND w.scheduled_for < p.scheduled_for AND w.scheduled_for <= now()
-                      AND w.id IS DISTINCT FROM g.overlap_run
-                    LIMIT 101) ahead)
-           ELSE 0 END AS earlier_waiting
-      FROM picked p
-      LEFT JOIN gate_lock g ON g.id = p.schedule_id
-     WHERE p.overlap_policy IS NOT NULL
-),
-gate_group AS (
-    SELECT v.*,
-           v.occupied AND v.overlap_run IS DISTINCT FROM v.id AS busy,
-           min(v.scheduled_for) FILTER (WHERE NOT v.running)
-               OVER (PARTITION BY v.schedule_id) AS first_fresh,
-           GREATEST(max(v.scheduled_for) FILTER (WHERE NOT v.running)
-                        OVER (PARTITION BY v.schedule_id),
-                    CASE WHEN v.occupied THEN v.overlap_run_at END) AS newest,
-           NOT v.occupied AND coalesce(bool_or(v.earlier_waiting = 0)
-               FILTER (WHERE NOT v.running AND v.overlap_policy IN ('buffer_one', 'buffer_all'))
-               OVER (PARTITION BY v.schedule_id), false) AS head_starts
-      FROM gate_view v
-),
+-- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
+-- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
+-- same rules), which locks their schedules' rows, decides each one's verdict ('lease',
+-- 'wait', 'skipped', 'cancelled' or 'hold') and moves the gate to the run that starts. It
+-- is a function so that its plan is made and run only when gated runs are picked: with
+-- every schedule on 'allow' it is called with empty arrays and returns at once, and this
+-- statement's plan has no node of it (ADR 0033 has the measurements).
 gate AS (
-    SELECT v.id, v.scheduled_for, v.schedule_id, v.overlap_policy, v.busy, v.overlap_run,
-           v.overlap_run_at,
-           v.earlier_waiting - CASE WHEN v.head_starts THEN 1 ELSE 0 END AS ahead,
-           CASE
-             WHEN NOT v.locked THEN 'hold'
-             WHEN v.overlap_policy = 'cancel_other'
-               THEN CASE WHEN v.scheduled_for >= v.newest THEN 'lease' ELSE 'cancelled' END
-             WHEN v.id = v.overlap_run OR v.running THEN 'lease'
-             WHEN v.overlap_policy = 'skip'
-               THEN CASE WHEN v.busy OR v.scheduled_for > v.first_fresh THEN 'skipped'
-                         ELSE 'lease' END
-             -- buffer_one (1 may wait) and buffer_all (100 may wait)
-             WHEN NOT v.busy AND v.earlier_waiting = 0 THEN 'lease'
-             WHEN (v.busy OR v.head_starts)
-                  AND v.earlier_waiting - CASE WHEN v.head_starts THEN 1 ELSE 0 END
-                      >= CASE v.overlap_policy WHEN 'buffer_one' THEN 1 ELSE 100 END
-               THEN 'skipped'
-             ELSE 'wait'
-           END AS verdict
-      FROM gate_group v
-),
-waiting AS (
-    -- Left runnable, looked at again later (overlap.wait_seconds: 5 s, 5 s more per run
-    -- ahead, at most 60 s); the occupant's end wakes the next one sooner (job_run_resolve).
-    -- Kafka mode: unpublished, so its key is published again when it is due.
-    UPDATE job_run w
-       SET fire_after   = now() + make_interval(secs => LEAST(60, 5 * (1 + GREATEST(g.ahead, 0)))),
-           published_at = NULL,
-           updated_at   = now()
-      FROM gate g
-     WHERE g.verdict = 'wait' AND w.id = g.id AND w.scheduled_for = g.scheduled_for
-),
-occupy AS (
-    -- The run that holds the gate from now on: the newest one that starts.
-    UPDATE schedule s
-       SET overlap_run = n.id, overlap_run_at = n.scheduled_for
-      FROM (SELECT DISTINCT ON (g.schedule_id) g.schedule_id, g.id, g.scheduled_for
-              FROM gate g WHERE g.verdict = 'lease'
-             ORDER BY g.schedule_id, g.scheduled_for DESC) n
-     WHERE s.id = n.schedule_id AND s.overlap_run IS DISTINCT FROM n.id
-),
-superseded AS (
-    -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
-    -- it (retrying, released); a leased one is ended by its own lease's next write, after
-    -- its request in flight finished and was recorded (job_run_resolve, job_run_give_back).
-    UPDATE job_run o
-       SET status = 'cancelled', finished_at = now(), claim_expires_at = NULL,
-           last_error = 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)',
-           updated_at = now()
-      FROM gate g
-     WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
-       AND o.id = g.overlap_run AND o.scheduled_for = g.overlap_run_at
-       AND o.status IN ('pending', 'retrying')
-       AND (o.claim_expires_at IS NULL OR o.claim_expires_at < now())
-       AND o.id <> ALL (ARRAY(SELECT id FROM picked))
+    SELECT * FROM cronwire_overlap_gate(
+        ARRAY(SELECT id FROM picked WHERE overlap_policy IS NOT NULL),
+        ARRAY(SELECT scheduled_for FROM picked WHERE overlap_policy IS NOT NULL),
+        ARRAY(SELECT schedule_id FROM picked WHERE overlap_policy IS NOT NULL),
+        ARRAY(SELECT overlap_policy FROM picked WHERE overlap_policy IS NOT NULL),
+        ARRAY(SELECT status = 'running' FROM picked WHERE overlap_policy IS NOT NULL))
 ),
 decided AS (
     -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
     -- status the run ends in here (it is returned, but not as 'running', so not delivered).
-    -- The gate's own verdicts come first: 'skipped' and 'cancelled' end the run, 'wait'
-    -- and 'hold' leave it out of the update below. Beyond those, only an expired lease
-    -- ('running') can end here:
+    -- The gate's own verdicts come first (read only for a gated run: CASE evaluates
+    -- lazily): 'skipped' and 'cancelled' end the run, 'wait' leaves it runnable with a
+    -- later fire_after, and 'hold' leaves it out of the update below. Beyond those, only
+    -- an expired lease ('running') can end here:
     --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
     --   'failed'     its final attempt had started (attempt_started, set by the renewal
     --                once the request left) and may have reached the target, so another
@@ -246,7 +156,7 @@ decided AS (
     -- 3 and 8 below are RetryPolicy().max_attempts and MAX_ATTEMPTS (domain/model.py),
     -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
     SELECT p.id, p.scheduled_for,
-           CASE WHEN g.verdict IS NOT NULL AND g.verdict <> 'lease' THEN g.verdict
+           CASE WHEN p.gate IS NOT NULL AND p.gate <> 'lease' THEN p.gate
                 WHEN p.status <> 'running' THEN 'lease'
                 WHEN p.cancel_requested THEN 'cancelled'
                 -- The policy is read only for such a run (CASE evaluates lazily): a
@@ -261,25 +171,57 @@ decided AS (
            -- Attempt numbers count requests that started: an expired lease whose request
            -- never left keeps its number; everything else gets the next one.
            p.status = 'running' AND NOT p.attempt_started AS same_attempt,
-           g.verdict AS gate
-      FROM picked p
-      LEFT JOIN gate g ON g.id = p.id AND g.scheduled_for = p.scheduled_for
+           p.gate, p.ahead
+      FROM (SELECT c.*,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.verdict FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS gate,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.ahead FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS ahead
+              FROM picked c) p
+    UNION ALL
+    -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
+    -- it (retrying, released: checked by the update); a leased one is ended by its own
+    -- lease's next write, after its request in flight finished and was recorded
+    -- (job_run_resolve, job_run_give_back).
+    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL
+      FROM gate g
+     WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
+       AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
 )
 UPDATE job_run j
-   SET status           = CASE WHEN d.verdict = 'lease' THEN 'running' ELSE d.verdict END,
-       claimed_by       = $1,
+   -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
+   -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
+   -- the gate) keeps its state, rests (overlap.wait_seconds: 5 s, 5 s more per run ahead,
+   -- at most 60 s; the occupant's end wakes it sooner: job_run_resolve) and is unpublished
+   -- (kafka mode: published again when due). Only 'lease' and the claim's own endings are
+   -- claimed_by this owner under a new generation.
+   SET status           = CASE d.verdict WHEN 'lease' THEN 'running'
+                                         WHEN 'wait' THEN j.status
+                                         WHEN 'superseded' THEN 'cancelled'
+                                         ELSE d.verdict END,
+       claimed_by       = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.claimed_by
+                               ELSE $1 END,
        -- Lease identity: each claim is a new generation; every later write names it.
-       lease_generation = j.lease_generation + 1,
+       lease_generation = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.lease_generation
+                               ELSE j.lease_generation + 1 END,
        -- The new lease's request has not started yet; the renewal sets this once it has.
        attempt_started  = CASE WHEN d.verdict = 'lease' THEN false ELSE j.attempt_started END,
        claim_expires_at = CASE WHEN d.verdict = 'lease'
                                THEN now() + make_interval(secs => $3) END,
        attempt_count    = CASE WHEN d.verdict <> 'lease' OR d.same_attempt THEN j.attempt_count
                                ELSE LEAST(j.attempt_count + 1, 8) END,
-       -- A run the gate ends (skipped, superseded) was never attempted.
-       first_attempt_at = CASE WHEN d.gate IN ('skipped', 'cancelled') THEN j.first_attempt_at
+       -- A run the gate ends or rests was never attempted here.
+       first_attempt_at = CASE WHEN d.gate IN ('skipped', 'cancelled', 'wait', 'superseded')
+                               THEN j.first_attempt_at
                                ELSE COALESCE(j.first_attempt_at, now()) END,
-       finished_at      = CASE WHEN d.verdict <> 'lease' THEN now() END,
+       fire_after       = CASE WHEN d.verdict = 'wait'
+                               THEN now() + make_interval(secs => LEAST(60, 5 * (1 + GREATEST(d.ahead, 0))))
+                               ELSE j.fire_after END,
+       published_at     = CASE WHEN d.verdict = 'wait' THEN NULL ELSE j.published_at END,
+       finished_at      = CASE WHEN d.verdict = 'lease' THEN NULL
+                               WHEN d.verdict = 'wait' THEN j.finished_at ELSE now() END,
        skip_reason      = CASE WHEN d.verdict = 'skipped' THEN 'overlap' ELSE j.skip_reason END,
        last_error       = CASE d.verdict
                                WHEN 'failed'
@@ -288,6 +230,8 @@ UPDATE job_run j
                                THEN CASE WHEN d.gate = 'cancelled'
                                          THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
                                          ELSE 'Cancelled: the schedule was deleted while this run was in flight' END
+                               WHEN 'superseded'
+                               THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
                                WHEN 'skipped'
                                THEN 'Skipped: the previous run of this schedule was still running (overlap_policy '
                                     || j.overlap_policy || ')'
@@ -296,9 +240,14 @@ UPDATE job_run j
   FROM decided d, schedule s
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
- WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict NOT IN ('wait', 'hold')))
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold'))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
-   AND d.verdict NOT IN ('wait', 'hold')
+   AND d.verdict <> 'hold'
+   -- A superseded occupant is ended here only if no lease holds it (it may have been
+   -- claimed since the gate read it: then its own lease's next write ends it).
+   AND (d.verdict <> 'superseded'
+        OR (j.status IN ('pending', 'retrying')
+            AND (j.claim_expires_at IS NULL OR j.claim_expires_at < now())))
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
           j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
           j.replay_of_scheduled_for,
