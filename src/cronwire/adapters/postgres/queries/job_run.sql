@@ -131,15 +131,16 @@ picked AS (
 -- same rules), which locks their schedules' rows, decides each one's verdict ('lease',
 -- 'wait', 'skipped', 'cancelled' or 'hold') and moves the gate to the run that starts. It
 -- is a function so that its plan is made and run only when gated runs are picked: with
--- every schedule on 'allow' it is called with empty arrays and returns at once, and this
--- statement's plan has no node of it (ADR 0033 has the measurements).
+-- every schedule on 'allow' it is not called at all, and this statement's plan has no node
+-- of it (ADR 0033 has the measurements).
 gate AS (
-    SELECT * FROM cronwire_overlap_gate(
-        ARRAY(SELECT id FROM picked WHERE overlap_policy IS NOT NULL),
-        ARRAY(SELECT scheduled_for FROM picked WHERE overlap_policy IS NOT NULL),
-        ARRAY(SELECT schedule_id FROM picked WHERE overlap_policy IS NOT NULL),
-        ARRAY(SELECT overlap_policy FROM picked WHERE overlap_policy IS NOT NULL),
-        ARRAY(SELECT status = 'running' FROM picked WHERE overlap_policy IS NOT NULL))
+    SELECT g.*
+      FROM (SELECT array_agg(p.id) AS ids, array_agg(p.scheduled_for) AS ats,
+                   array_agg(p.schedule_id) AS schedules, array_agg(p.overlap_policy) AS policies,
+                   array_agg(p.status = 'running') AS running
+              FROM picked p WHERE p.overlap_policy IS NOT NULL) a
+     CROSS JOIN LATERAL cronwire_overlap_gate(a.ids, a.ats, a.schedules, a.policies, a.running) g
+     WHERE a.ids IS NOT NULL  -- nothing gated: the function is not even called
 ),
 decided AS (
     -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
