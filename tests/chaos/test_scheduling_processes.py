@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -55,19 +56,32 @@ def _report(name: str, **figures: object) -> None:
     print(f"{name}: {json.dumps(figures, sort_keys=True, default=str)}")
 
 
-async def _three(fleet: ReplicaSet, roles: str = "planner,executor") -> None:
+async def _three(fleet: ReplicaSet, roles: str = "planner,executor", **settings: Any) -> None:
     for name in ("a", "b", "c"):
-        await fleet.spawn(name, roles=roles, delivery_timeout=5.0, executor_workers=32)
+        await fleet.spawn(name, roles=roles, delivery_timeout=5.0, executor_workers=32,
+                          **settings)
 
 
+def _claim_mode(mode: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The replicas' settings for a claim mode (kafka: the session's broker, a new topic)."""
+    if mode == "postgres":
+        return {}
+    topic = f"runs-{uuid.uuid4().hex[:10]}"
+    return {"claim_source": "kafka", "kafka_topic": topic,
+            "kafka_bootstrap_servers": request.getfixturevalue("kafka_bootstrap"),
+            "kafka_consumer_group": f"group-{topic}"}
+
+
+@pytest.mark.parametrize("mode", ["postgres", "kafka"])
 async def test_overlap_policies_hold_across_three_replicas(
-    db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet,
+    db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, mode: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     """Four schedules firing every second against a receiver that takes 2.5 s, planned and
-    delivered by three replicas at once. No two runs of a gated schedule are ever in
-    flight together; buffer_one never has more than one run waiting; buffer_all skips
-    nothing and delivers in occurrence order; cancel_other ends every older run cancelled;
-    and every occurrence is one run row."""
+    delivered by three replicas at once, in either claim mode. No two runs of a gated
+    schedule are ever in flight together; buffer_one never has more than one run waiting;
+    buffer_all skips nothing and delivers in occurrence order; cancel_other ends every
+    older run cancelled; and every occurrence is one run row."""
     sink.behaviour = always(Reply(delay=RECEIVER_SECONDS))
     async with db_pool.acquire() as conn:
         tenant = await seed_tenant(conn)
@@ -78,7 +92,7 @@ async def test_overlap_policies_hold_across_three_replicas(
                                 ends_at=ends)
            for policy in (OverlapPolicy.SKIP, OverlapPolicy.BUFFER_ONE,
                           OverlapPolicy.BUFFER_ALL, OverlapPolicy.CANCEL_OTHER)}
-    await _three(fleet)
+    await _three(fleet, **_claim_mode(mode, request))
     most_waiting = 0
 
     async def sample_waiting() -> None:
@@ -135,7 +149,7 @@ async def test_overlap_policies_hold_across_three_replicas(
     cancel = statuses[OverlapPolicy.CANCEL_OTHER]
     assert cancel[-1] == ("succeeded", None)
     assert set(cancel[:-1]) <= {("cancelled", None)} and cancel[:-1]
-    _report("overlap_three_replicas", occurrences=len(expected),
+    _report(f"overlap_three_replicas_{mode}", occurrences=len(expected),
             skipped={str(p): sum(1 for s in v if s[0] == "skipped") for p, v in statuses.items()},
             cancelled=sum(1 for s in cancel if s[0] == "cancelled"), most_waiting=most_waiting)
 

@@ -22,6 +22,7 @@ from cronwire.adapters.memory import (
     MemoryKeyedClaims,
     MemoryPlannerStore,
     MemoryRun,
+    MemoryRunCommands,
     MemoryRunStore,
     MemoryScheduleStore,
 )
@@ -29,6 +30,7 @@ from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
+from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, RunStatus
@@ -37,6 +39,7 @@ from cronwire.ports import (
     ClaimSource,
     KeyedClaimStore,
     PlannerStore,
+    RunCommands,
     RunStore,
     ScheduleStore,
 )
@@ -74,6 +77,7 @@ class World(Protocol):
     breakers: BreakerStore
     keyed: KeyedClaimStore
     planner: PlannerStore
+    commands: RunCommands
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -135,6 +139,7 @@ class MemoryWorld:
         self.breakers: BreakerStore = MemoryBreakerStore(self.db)
         self.keyed: KeyedClaimStore = MemoryKeyedClaims(self.db)
         self.planner: PlannerStore = MemoryPlannerStore(self.db)
+        self.commands: RunCommands = MemoryRunCommands(self.db)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -244,6 +249,7 @@ class PostgresWorld:
         self.breakers: BreakerStore = PostgresBreakerStore(pool)
         self.keyed: KeyedClaimStore = PostgresKeyedClaims(pool)
         self.planner: PlannerStore = PostgresPlannerStore(pool)
+        self.commands: RunCommands = PostgresRunCommands(pool)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from cronwire.adapters.memory.database import MemoryDatabase, MemoryRun, MemorySchedule
-from cronwire.adapters.memory.schedule_store import run_view
+from cronwire.adapters.memory.database import MemoryDatabase, MemoryRun
+from cronwire.adapters.memory.schedule_store import live_schedule, run_view
 from cronwire.domain.backfill import FIRST_SHOWN, BackfillResult
 from cronwire.domain.errors import NotFound, StateConflict
 from cronwire.domain.history import RunView
@@ -23,17 +23,11 @@ class MemoryRunCommands:
     def __init__(self, db: MemoryDatabase) -> None:
         self._db = db
 
-    def _schedule_of(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> MemorySchedule:
-        schedule = self._db.schedules.get(schedule_id)
-        if schedule is None or schedule.tenant_id != tenant_id or not schedule.live:
-            raise NotFound(f"schedule {schedule_id} not found")
-        return schedule
-
     async def backfill(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, plan: BackfillPlanner, *,
         dry_run: bool,
     ) -> BackfillResult:
-        schedule = self._schedule_of(tenant_id, schedule_id)
+        schedule = live_schedule(self._db, tenant_id, schedule_id)
         now = self._db.now()
         decided = plan(schedule.spec, now, OLDEST)
         found = decided.occurrences

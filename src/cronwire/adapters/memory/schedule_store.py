@@ -67,15 +67,21 @@ def unplan_ahead(db: MemoryDatabase, schedule: MemorySchedule, now: datetime) ->
             schedule.next_fire_at = first
 
 
+def live_schedule(db: MemoryDatabase, tenant_id: uuid.UUID,
+                  schedule_id: uuid.UUID) -> MemorySchedule:
+    """The tenant's schedule unless deleted; NotFound otherwise (a foreign one included)."""
+    schedule = db.schedules.get(schedule_id)
+    if schedule is None or schedule.tenant_id != tenant_id or not schedule.live:
+        raise NotFound(f"schedule {schedule_id} not found")
+    return schedule
+
+
 class MemoryScheduleStore:
     def __init__(self, db: MemoryDatabase) -> None:
         self._db = db
 
     def _live(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> MemorySchedule:
-        schedule = self._db.schedules.get(schedule_id)
-        if schedule is None or schedule.tenant_id != tenant_id or not schedule.live:
-            raise NotFound(f"schedule {schedule_id} not found")
-        return schedule
+        return live_schedule(self._db, tenant_id, schedule_id)
 
     async def limits_and_now(
         self, tenant_id: uuid.UUID, defaults: TenantLimits
