@@ -15,7 +15,6 @@ import asyncpg
 from dependency_injector import containers, providers
 from fastapi import APIRouter
 
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
@@ -59,8 +58,8 @@ async def _pool_resource(dsn: str, size: int) -> AsyncIterator[asyncpg.Pool]:
 
 
 async def _deliverer_resource(
-    deliverer: AiohttpDeliverer | HttpxDeliverer | LeanDeliverer,
-) -> AsyncIterator[AiohttpDeliverer | HttpxDeliverer | LeanDeliverer]:
+    deliverer: HttpxDeliverer | LeanDeliverer,
+) -> AsyncIterator[HttpxDeliverer | LeanDeliverer]:
     await deliverer.start()
     try:
         yield deliverer
@@ -139,13 +138,10 @@ class Container(containers.DeclarativeContainer):
         _deliverer_resource,
         deliverer=providers.Selector(
             settings.provided.deliverer,
-            aiohttp=providers.Factory(
-                AiohttpDeliverer, guard=target_guard,
-                max_connections=settings.provided.executor_workers,
-            ),
             httpx=providers.Factory(
                 HttpxDeliverer, guard=target_guard,
                 max_connections=settings.provided.executor_workers,
+                monotonic=clock.provided.monotonic,
             ),
             lean=providers.Factory(
                 LeanDeliverer, guard=target_guard,

@@ -28,14 +28,13 @@ from uuid import UUID
 
 import pytest
 
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.domain.delivery import DeliveryRequest, Outcome, new_signing_secret
 
-Deliverer = AiohttpDeliverer | HttpxDeliverer | LeanDeliverer
-ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer, "lean": LeanDeliverer}
+Deliverer = HttpxDeliverer | LeanDeliverer
+ADAPTERS = {"httpx": HttpxDeliverer, "lean": LeanDeliverer}
 Behaviour = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 TIMEOUT = 0.5
 SLACK = 3.0  # a shared 2-core CI machine may be slow to schedule us
@@ -128,6 +127,7 @@ def _request(url: str) -> DeliveryRequest:
     return DeliveryRequest(
         run_id=UUID("00000000-0000-4000-8000-000000000001"),
         schedule_id=UUID("00000000-0000-4000-8000-000000000002"),
+        tenant_id=UUID("00000000-0000-4000-8000-00000000000a"),
         idempotency_key="msg_hostile", scheduled_for=datetime.now(UTC),
         attempt=1, method="POST", url=url, headers={}, body=b"{}",
         signing_secrets=(new_signing_secret(),), timeout_seconds=TIMEOUT,

@@ -13,7 +13,6 @@ from aiohttp import web
 from multidict import CIMultiDict
 from standardwebhooks.webhooks import Webhook
 
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.domain.delivery import (
@@ -21,8 +20,10 @@ from cronwire.domain.delivery import (
     new_signing_secret,
 )
 
-Deliverer = AiohttpDeliverer | HttpxDeliverer | LeanDeliverer
-ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer, "lean": LeanDeliverer}
+Deliverer = HttpxDeliverer | LeanDeliverer
+ADAPTERS = {"httpx": HttpxDeliverer, "lean": LeanDeliverer}
+TENANT_A = UUID("00000000-0000-4000-8000-00000000000a")
+TENANT_B = UUID("00000000-0000-4000-8000-00000000000b")
 SCHEDULED_FOR = datetime(2027, 3, 28, 1, 0, tzinfo=UTC)
 BIG_BODY = ("a" * 1023 + "é" * 2100).encode()  # 5 KiB; byte 1024 falls inside an "é"
 
@@ -97,6 +98,7 @@ def make_request(url: str, **changes: Any) -> DeliveryRequest:
     fields: dict[str, Any] = {
         "run_id": UUID("00000000-0000-4000-8000-000000000001"),
         "schedule_id": UUID("00000000-0000-4000-8000-000000000002"),
+        "tenant_id": TENANT_A,
         "idempotency_key": "run-00000000-0000-4000-8000-000000000001",
         "scheduled_for": SCHEDULED_FOR,
         "attempt": 1,

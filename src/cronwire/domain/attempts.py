@@ -64,6 +64,7 @@ def request_for(
     return DeliveryRequest(
         run_id=run.id,
         schedule_id=run.schedule_id,
+        tenant_id=run.tenant_id,
         idempotency_key=run.idempotency_key,
         scheduled_for=run.scheduled_for,
         attempt=run.attempt,
