@@ -47,7 +47,7 @@ class Conn:
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             return None
         lines = head.decode("latin-1").split("\r\n")
-        method, path, _ = (lines[0].split(" ", 2) + ["", ""])[:3]
+        method, path, _ = [*lines[0].split(" ", 2), "", ""][:3]
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, sep, value = line.partition(":")

@@ -18,17 +18,17 @@ from collections.abc import Callable
 import httptools
 from yarl import URL
 
+from cronwire.adapters.http.limits import (
+    MAX_BODY_BYTES,
+    MAX_HEAD_BYTES,
+    MAX_HEADERS,
+    MAX_INTERIM,
+    MAX_LINE_BYTES,
+    MAX_RESPONSE_BYTES,
+    MAX_TRAILER_BYTES,
+)
 from cronwire.domain.delivery import EXCERPT_BYTES
 from cronwire.domain.netpolicy import DEFAULT_PORTS
-
-# -- limits of one exchange (ADR 0026) -------------------------------------------------
-MAX_HEAD_BYTES = 64 * 1024  # received before the final head is complete, 1xx answers included
-MAX_LINE_BYTES = 8 * 1024  # one status reason, one header field (name + value)
-MAX_HEADERS = 100  # fields of one head
-MAX_INTERIM = 8  # 1xx answers before the final one
-MAX_BODY_BYTES = EXCERPT_BYTES + 64 * 1024  # read to keep a connection; past it, close
-MAX_TRAILER_BYTES = 8 * 1024  # trailer fields after a chunked body
-MAX_RESPONSE_BYTES = 256 * 1024  # every byte of the exchange, framing included
 
 
 class ProtocolError(ConnectionError):

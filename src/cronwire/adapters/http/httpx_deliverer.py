@@ -28,6 +28,7 @@ import httpx
 
 from cronwire.adapters.http.attempt_timer import AttemptTimer
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.limits import DRAIN_BYTES, MAX_RESPONSE_BYTES
 from cronwire.domain.delivery import (
     EXCERPT_BYTES,
     DeliveryRequest,
@@ -44,22 +45,31 @@ from cronwire.domain.delivery import (
 from cronwire.domain.errors import InvalidTarget, RequestNotSent, TargetRefused
 from cronwire.domain.netpolicy import validate_target_url
 
-DRAIN_BYTES = 64 * 1024
+_READ_BYTES = 8 * 1024
 # The current attempt's send deadline and its clock, seen by the stream it is written on
 # (httpcore runs the request in the caller's task, so a context variable reaches it).
 _SEND_WINDOW: contextvars.ContextVar[tuple[float, Callable[[], float]] | None] = (
     contextvars.ContextVar("cronwire_send_window", default=None))
 
 
-class _WindowedStream(httpcore.AsyncNetworkStream):
-    """A network stream that refuses to write a request's first byte past its window."""
+class _AttemptStream(httpcore.AsyncNetworkStream):
+    """One attempt's connection: refuses to write the request's first byte past its send
+    window, and to read more than MAX_RESPONSE_BYTES. h11 parses whatever one read gave it
+    before httpcore reads again (a stream of 100 Continue is thousands of events per
+    64 KiB), so reads are small and the loop runs between them: the deadline can fire."""
 
     def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
         self._inner = inner
         self._written = False
+        self._read = 0
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
-        return await self._inner.read(max_bytes, timeout)
+        await asyncio.sleep(0)  # a receiver with bytes always ready still lets the loop run
+        data = await self._inner.read(min(max_bytes, _READ_BYTES), timeout)
+        self._read += len(data)
+        if self._read > MAX_RESPONSE_BYTES:
+            raise httpcore.ReadError(f"answer larger than {MAX_RESPONSE_BYTES // 1024} KiB")
+        return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
         if not self._written:
@@ -102,7 +112,7 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
         last_error: Exception | None = None
         for address in addresses:
             try:
-                return _WindowedStream(await self._inner.connect_tcp(
+                return _AttemptStream(await self._inner.connect_tcp(
                     address, port, timeout, local_address, socket_options
                 ))
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
