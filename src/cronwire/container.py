@@ -87,7 +87,7 @@ async def _kafka_link_resource(
 
 
 async def _kafka_hints_resource(
-    settings: Settings, link: KafkaLink | None
+    settings: Settings, link: KafkaLink | None, metrics: PrometheusMetrics
 ) -> AsyncIterator[KafkaRunHints | None]:
     """The executors' consumer group member; only where the executor role runs."""
     if link is None or "executor" not in settings.roles:
@@ -98,6 +98,7 @@ async def _kafka_hints_resource(
         # fetch round trip after its resume), while other partitions keep their turn.
         link, settings.kafka_consumer_group, buffer_limit=4 * settings.executor_batch,
         client_id=f"cronwire-{settings.instance_id}",
+        on_skipped=metrics.kafka_message_skipped,
     )
     await hints.start()
     try:
@@ -173,7 +174,8 @@ class Container(containers.DeclarativeContainer):
 
     # -- kafka mode providers (issue 9): clients owned by Resources, None in postgres mode --
     kafka_link = providers.Resource(_kafka_link_resource, settings=settings, metrics=metrics)
-    kafka_hints = providers.Resource(_kafka_hints_resource, settings=settings, link=kafka_link)
+    kafka_hints = providers.Resource(_kafka_hints_resource, settings=settings, link=kafka_link,
+                                     metrics=metrics)
     kafka_publisher = providers.Resource(_kafka_publisher_resource, link=kafka_link)
     outbox_relay = providers.Singleton(
         OutboxRelay, store=providers.Singleton(PostgresOutboxStore, pool=db_pool),
@@ -262,6 +264,7 @@ class Runtime:
     pool: asyncpg.Pool
     metrics: PrometheusMetrics
     kafka_link: KafkaLink | None
+    kafka_hints: KafkaRunHints | None  # the executors' consumer (kafka mode, executor role)
     tenants: PostgresTenantStore
     api: ApiContext
 
@@ -276,6 +279,7 @@ async def build_runtime(container: Container) -> Runtime:
         pool=await resolved(container.db_pool),
         metrics=container.metrics(),
         kafka_link=await resolved(container.kafka_link),
+        kafka_hints=await resolved(container.kafka_hints),
         tenants=tenants,
         api=ApiContext(
             tokens=tenants,
