@@ -62,7 +62,7 @@ async def _bench(
         from benchmarks.h11_reader import H11ResponseReader
 
         http1.Connection.reader_class = H11ResponseReader  # type: ignore[assignment]
-    else:
+    elif hasattr(http1, "ResponseReader"):
         http1.Connection.reader_class = http1.ResponseReader
     deliverer = ADAPTERS[name](TargetGuard(allow_private=True), max_connections=concurrency)
     await deliverer.start()

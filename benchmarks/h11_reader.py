@@ -22,6 +22,9 @@ from cronwire.domain.delivery import EXCERPT_BYTES
 
 class H11ResponseReader:
     def __init__(self, method: str) -> None:
+        self.begin(method)
+
+    def begin(self, method: str) -> None:
         self._conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
         # h11 must see the request to know how the answer is framed (HEAD, for one).
         self._conn.send(h11.Request(method=method, target="/", headers=[("Host", "x"),
@@ -71,13 +74,13 @@ class H11ResponseReader:
             elif isinstance(event, h11.Response):
                 if event.status_code > 599 or len(event.headers) > MAX_HEADERS:
                     raise ProtocolError("status outside 100-599 or too many headers")
-                headers: dict[str, str] = {}
+                headers: dict[bytes, bytes] = {}
                 for name, value in event.headers:
-                    headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+                    headers.setdefault(name, value)
                 keep = event.http_version == b"1.1" and b"close" not in headers.get(
-                    "connection", "").encode()
+                    b"connection", b"").lower()
                 self.answer = Answer(event.status_code, event.reason.decode("latin-1"),
-                                     event.http_version.decode(), headers, keep)
+                                     headers, keep)
             elif isinstance(event, h11.Data):
                 assert self.answer is not None
                 self._body_bytes += len(event.data)

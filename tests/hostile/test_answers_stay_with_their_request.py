@@ -12,7 +12,7 @@ import pytest
 
 from cronwire.domain.delivery import Outcome
 from tests.support.deliverer_sink import TENANT_A, TENANT_B, Deliverer, make_request
-from tests.support.hostile import Conn, Receiver, answer
+from tests.support.hostile import SMUGGLED_REQUEST, Conn, Receiver, answer, ignores_get_bodies
 
 
 async def test_a_second_answer_in_the_same_write_never_reaches_another_tenant(
@@ -64,14 +64,7 @@ async def test_a_get_body_smuggled_as_a_second_request_never_answers_another_ten
     is read as a second request and answered too; tenant A's deliveries must still read
     only their own answers, and B never reads A's."""
 
-    async def ignores_get_bodies(conn: Conn) -> None:
-        while (request := await conn.request(ignore_body=True)) is not None:
-            if request.method == "POST" and request.headers.get("content-length"):
-                await conn.reader.readexactly(int(request.headers["content-length"]))
-            body = {"/a": b"private-to-A", "/b": b"b-own", "/b-chosen": b"chosen-by-B"}
-            await conn.send(answer(200, body.get(request.path, b"?")))
-
-    smuggled = b"GET /b-chosen HTTP/1.1\r\nHost: x\r\n\r\n"
+    smuggled = SMUGGLED_REQUEST.encode()
     async with Receiver(ignores_get_bodies) as receiver:
         seen: dict[str, list[str | None]] = {"A": [], "B": []}
         for _ in range(3):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import tracemalloc
 from collections.abc import AsyncIterator
 
@@ -23,7 +22,17 @@ import pytest
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.domain.delivery import Outcome
 from tests.support.deliverer_sink import ADAPTERS, TENANT_A, Deliverer, make_request
-from tests.support.hostile import Conn, LoopLag, Receiver, answer, keep_alive_ok
+from tests.support.hostile import (
+    Conn,
+    LoopLag,
+    Receiver,
+    answer,
+    endless_chunk_size_line,
+    endless_continue,
+    endless_trailers,
+    keep_alive_ok,
+    measured,
+)
 from tests.support.polling import wait_until
 
 CHUNK = b"\0" * 65536
@@ -117,26 +126,6 @@ async def test_idle_connections_per_key_are_capped(name: str) -> None:
 
 # -- item 4: a hard deadline ---------------------------------------------------------------
 
-async def endless_chunk_size_line(conn: Conn) -> None:
-    await conn.request()
-    await conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=")
-    while True:
-        await conn.send(b"x" * 65536)
-
-
-async def endless_trailers(conn: Conn) -> None:
-    await conn.request()
-    await conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n")
-    while True:
-        await conn.send(b"X-Trailer: 1\r\n" * 4096)
-
-
-async def endless_continue(conn: Conn) -> None:
-    await conn.request()
-    while True:
-        await conn.send(b"HTTP/1.1 100 Continue\r\n\r\n" * 2048)
-
-
 async def continue_drip(conn: Conn) -> None:
     """Slowly enough that no size limit is reached: only the deadline ends it."""
     await conn.request()
@@ -152,15 +141,10 @@ async def test_a_receiver_that_never_stops_sending_costs_one_bounded_attempt(
     deliverer: Deliverer, behaviour: object
 ) -> None:
     async with Receiver(behaviour) as receiver, LoopLag() as lag:  # type: ignore[arg-type]
-        tracemalloc.start()
-        began = time.monotonic()
-        try:
-            result = await deliverer.deliver(make_request(receiver.url(), timeout_seconds=TIMEOUT))
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        elapsed = time.monotonic() - began
-    assert elapsed < TIMEOUT + SLACK, (result, elapsed)
-    assert peak < MAX_HEAP_GROWTH, (result, peak)
+        attempt = await measured(deliverer,
+                                 make_request(receiver.url(), timeout_seconds=TIMEOUT))
+    result = attempt.result
+    assert attempt.seconds < TIMEOUT + SLACK, attempt
+    assert attempt.heap_peak < MAX_HEAP_GROWTH, attempt
     assert lag.worst < MAX_STALL, (result, lag.worst)
     assert result.error or result.outcome is Outcome.SUCCESS, result

@@ -26,7 +26,17 @@ import httpx
 import pytest
 
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
-from tests.support.hostile import Conn, Receiver, answer, keep_alive_ok
+from tests.support.hostile import (
+    SMUGGLED_REQUEST,
+    Conn,
+    Receiver,
+    answer,
+    endless_chunk_size_line,
+    endless_continue,
+    endless_trailers,
+    ignores_get_bodies,
+    keep_alive_ok,
+)
 from tests.support.replicas import Replica, ReplicaSet
 from tests.support.runs import SeededSchedule, non_terminal, seed_due_runs, seed_schedule
 
@@ -68,19 +78,12 @@ async def _excerpts(pool: asyncpg.Pool, tenant_id: Any) -> list[str | None]:
 async def test_tenants_sharing_a_receiver_never_read_each_others_answers(
     db_pool: asyncpg.Pool, fleet: ReplicaSet
 ) -> None:
-    async def ignores_get_bodies(conn: Conn) -> None:
-        while (request := await conn.request(ignore_body=True)) is not None:
-            if request.method == "POST" and request.headers.get("content-length"):
-                await conn.reader.readexactly(int(request.headers["content-length"]))
-            body = {"/a": b"private-to-A", "/b": b"b-own", "/b-chosen": b"chosen-by-B"}
-            await conn.send(answer(200, body.get(request.path, b"?")))
-
     async with Receiver(ignores_get_bodies) as receiver:
         tenant_a, _ = await _tenant(db_pool, "a")
         tenant_b, _ = await _tenant(db_pool, "b")
         a = await _schedule(db_pool, tenant_a, receiver.url("/a"))
         b = await _schedule(db_pool, tenant_b, receiver.url("/b"), method="GET",
-                            body="GET /b-chosen HTTP/1.1\r\nHost: x\r\n\r\n")
+                            body=SMUGGLED_REQUEST)
         for n in range(8):  # interleaved due times, one worker: one connection's worth
             await seed_due_runs(db_pool, a, 1, first=2 * n)
             await seed_due_runs(db_pool, b, 1, first=2 * n + 1)
@@ -159,26 +162,6 @@ async def test_many_origins_of_one_tenant_cannot_exhaust_another_tenants_sockets
     assert failures == [], [dict(row) for row in failures][:5]
     assert len(other.requests) == 5
     assert "Too many open files" not in replica.log()
-
-
-async def endless_continue(conn: Conn) -> None:
-    await conn.request()
-    while True:
-        await conn.send(b"HTTP/1.1 100 Continue\r\n\r\n" * 2048)
-
-
-async def endless_trailers(conn: Conn) -> None:
-    await conn.request()
-    await conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n")
-    while True:
-        await conn.send(b"X-Trailer: 1\r\n" * 4096)
-
-
-async def endless_chunk_size_line(conn: Conn) -> None:
-    await conn.request()
-    await conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=")
-    while True:
-        await conn.send(b"x" * 65536)
 
 
 async def test_receivers_that_never_stop_sending_hold_no_attempt_past_its_timeout(

@@ -69,3 +69,27 @@ def test_a_mutated_stream_never_hangs_breaks_a_limit_or_hands_out_theirs(
         # Reuse after surplus bytes only if they were all consumed as part of MINE's own
         # framing (a mutation lengthened its body over them): never as a separate answer.
         assert reader.answer is not None
+
+
+def test_the_answer_to_head_ends_at_its_head_and_is_not_reused() -> None:
+    """llhttp cannot be told (through httptools) that a HEAD answer has no body, so the
+    reader stops at the head and the connection is given up."""
+    reader, error = _read([b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"], method="HEAD")
+    assert error is None and reader.answer is not None
+    assert (reader.answer.status, bytes(reader.answer.body), reader.reusable) == (200, b"", False)
+
+
+def test_a_body_delimited_by_the_close_ends_at_eof_and_is_not_reused() -> None:
+    reader, error = _read([b"HTTP/1.0 500 Oops\r\n\r\nuntil ", b"close"])
+    assert error is None and reader.answer is not None
+    assert (reader.answer.status, bytes(reader.answer.body), reader.reusable) == (
+        500, b"until close", False)
+
+
+def test_interim_answers_are_passed_over_and_bounded() -> None:
+    reader, error = _read([b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" * 3
+                           + b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"])
+    assert error is None and reader.answer is not None and reader.reusable
+    assert (reader.answer.status, bytes(reader.answer.body)) == (201, b"ok")
+    _, flood = _read([b"HTTP/1.1 100 Continue\r\n\r\n" * 9])
+    assert flood is not None and "interim" in str(flood)

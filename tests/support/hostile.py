@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
 from tests.support.polling import wait_until
 
 
@@ -166,3 +169,61 @@ class LoopLag:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
+
+
+# -- receivers that never stop sending (issue 22, item 4) --------------------------------
+
+async def endless_chunk_size_line(conn: Conn) -> None:
+    await conn.request()
+    await conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=")
+    while True:
+        await conn.send(b"x" * 65536)
+
+
+async def endless_trailers(conn: Conn) -> None:
+    await conn.request()
+    await conn.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n")
+    while True:
+        await conn.send(b"X-Trailer: 1\r\n" * 4096)
+
+
+async def endless_continue(conn: Conn) -> None:
+    await conn.request()
+    while True:
+        await conn.send(b"HTTP/1.1 100 Continue\r\n\r\n" * 2048)
+
+
+async def ignores_get_bodies(conn: Conn) -> None:
+    """Reads no body of a GET, so a GET body is read as the next request (issue 22's
+    cross-tenant reproduction): answers ``/a``, ``/b`` and ``/b-chosen`` by name."""
+    while (request := await conn.request(ignore_body=True)) is not None:
+        if request.method == "POST" and request.headers.get("content-length"):
+            await conn.reader.readexactly(int(request.headers["content-length"]))
+        body = {"/a": b"private-to-A", "/b": b"b-own", "/b-chosen": b"chosen-by-B"}
+        await conn.send(answer(200, body.get(request.path, b"?")))
+
+
+SMUGGLED_REQUEST = "GET /b-chosen HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+class Delivers(Protocol):
+    async def deliver(self, request: DeliveryRequest) -> DeliveryResult: ...
+
+
+@dataclass
+class Measured:
+    result: DeliveryResult
+    seconds: float
+    heap_peak: int  # bytes (tracemalloc) while the attempt ran
+
+
+async def measured(deliverer: Delivers, request: DeliveryRequest) -> Measured:
+    """One attempt with its wall-clock time and its peak heap."""
+    tracemalloc.start()
+    began = time.monotonic()
+    try:
+        result = await deliverer.deliver(request)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return Measured(result, time.monotonic() - began, peak)

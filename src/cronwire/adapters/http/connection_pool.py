@@ -32,6 +32,9 @@ class IdlePool:
         self._clock = clock
         self._by_key: dict[PoolKey, dict[Connection, None]] = {}  # oldest first
         self._all: dict[Connection, PoolKey] = {}  # oldest first, across keys
+        # Parked connections found closed or expired at checkout: nothing had been written
+        # on them, so the request goes out on another (counted, never a resend).
+        self.discarded = 0
 
     def __len__(self) -> int:
         return len(self._all)
@@ -53,6 +56,7 @@ class IdlePool:
             if connection.usable and now - connection.idle_since < self.idle_seconds:
                 found = connection
             else:
+                self.discarded += 1
                 connection.abort()
         if not parked:
             del self._by_key[key]

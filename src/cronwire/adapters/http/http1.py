@@ -40,16 +40,19 @@ class _Stop(Exception):
 
 
 class Answer:
-    __slots__ = ("body", "headers", "keep_alive", "reason", "status", "version")
+    __slots__ = ("body", "headers", "keep_alive", "reason", "status")
 
-    def __init__(self, status: int, reason: str, version: str, headers: dict[str, str],
+    def __init__(self, status: int, reason: str, headers: dict[bytes, bytes],
                  keep_alive: bool) -> None:
         self.status = status
         self.reason = reason
-        self.version = version
-        self.headers = headers  # lower-case names; the first of repeated fields
+        self.headers = headers  # lower-case names, raw values; the first of repeated fields
         self.keep_alive = keep_alive
         self.body = bytearray()  # at most EXCERPT_BYTES of the body, as received
+
+    def header(self, name: bytes) -> str | None:
+        value = self.headers.get(name)
+        return None if value is None else value.decode("latin-1")
 
 
 class ResponseReader:
@@ -59,6 +62,10 @@ class ResponseReader:
     raises ConnectionError when the peer closed before the answer's head was complete.
     ``done`` once the final answer is known; ``reusable`` only if that answer was read to
     its framed end and asked to keep the connection, with no byte after it.
+
+    One reader (one llhttp parser) serves a connection's exchanges in turn: ``begin``
+    starts the next. llhttp is back at a message's start only after a reusable answer,
+    and only then is the connection (and so this reader) used again.
     """
 
     __slots__ = ("_body_bytes", "_count", "_head_only", "_headers", "_interim", "_parser",
@@ -66,14 +73,18 @@ class ResponseReader:
 
     def __init__(self, method: str) -> None:
         self._parser = httptools.HttpResponseParser(self)
+        self._headers: dict[bytes, bytes] = {}
+        self._count = 0
+        self._reason = b""
+        self.begin(method)
+
+    def begin(self, method: str) -> None:
+        """Read the answer to the next request, sent with ``method``."""
         self._head_only = method == "HEAD"  # the head is the whole answer (RFC 9110 9.3.2)
         self.answer: Answer | None = None
         self.done = False
         self.reusable = False
         self.received = 0
-        self._headers: dict[str, str] = {}
-        self._count = 0
-        self._reason = b""
         self._interim = 0
         self._body_bytes = 0
         self._trailer_bytes = 0
@@ -149,7 +160,7 @@ class ResponseReader:
             raise ProtocolError(f"more than {MAX_HEADERS} header fields")
         if size > MAX_LINE_BYTES:
             raise ProtocolError(f"header field longer than {MAX_LINE_BYTES // 1024} KiB")
-        self._headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+        self._headers.setdefault(name.lower(), value)
 
     def on_headers_complete(self) -> None:
         parser = self._parser
@@ -163,8 +174,7 @@ class ResponseReader:
             return
         if not 200 <= status <= 599:
             raise ProtocolError(f"status {status} is outside 100-599")
-        self.answer = Answer(status, self._reason.decode("latin-1", errors="replace"),
-                             parser.get_http_version(), self._headers,
+        self.answer = Answer(status, self._reason.decode("latin-1"), self._headers,
                              parser.should_keep_alive())
         if self._head_only:
             # llhttp cannot be told that this head has no body (httptools does not pass
@@ -198,6 +208,8 @@ class Connection(asyncio.Protocol):
     arrive; a byte with no exchange outstanding closes the connection."""
 
     reader_class = ResponseReader  # the benchmark of ADR 0026 swaps in an h11 reader
+    __slots__ = ("_reader", "_waiter", "closed", "idle_since", "on_idle_close", "reader",
+                 "reused", "transport")
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -205,7 +217,8 @@ class Connection(asyncio.Protocol):
         self.reused = False  # served an earlier request
         self.idle_since = 0.0
         self.on_idle_close: Callable[[Connection], None] | None = None  # set by the pool
-        self.reader: ResponseReader | None = None
+        self.reader: ResponseReader | None = None  # the current exchange's, None while idle
+        self._reader: ResponseReader | None = None  # kept between exchanges
         self._waiter: asyncio.Future[Answer] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -275,7 +288,12 @@ class Connection(asyncio.Protocol):
         (the loop's clock), ConnectionError/ProtocolError for anything else."""
         assert self.transport is not None
         loop = asyncio.get_running_loop()
-        self.reader = self.reader_class(method)
+        reader = self._reader
+        if reader is None:
+            reader = self._reader = self.reader_class(method)
+        else:
+            reader.begin(method)
+        self.reader = reader
         waiter: asyncio.Future[Answer] = loop.create_future()
         self._waiter = waiter
         timer = loop.call_at(deadline, self._deadline_passed)
@@ -320,8 +338,8 @@ def decoded(answer: Answer) -> bytes:
     """The excerpt as the receiver meant it: gzip/deflate bodies are inflated (partly,
     when only the start was read); anything undecodable is kept as it came."""
     body = bytes(answer.body)
-    encoding = answer.headers.get("content-encoding", "").lower()
-    if encoding not in ("gzip", "deflate", "x-gzip"):
+    encoding = answer.headers.get(b"content-encoding", b"").lower()
+    if encoding not in (b"gzip", b"deflate", b"x-gzip"):
         return body
     try:
         inflate = zlib.decompressobj(wbits=47)  # gzip or zlib header, detected

@@ -141,14 +141,15 @@ class LeanDeliverer:
         except Exception as exc:  # every other failure is a failed attempt
             return timer.result(Outcome.CONNECTION_ERROR, error=error_text(exc))
         status = answer.status
-        location = answer.headers.get("location") if 300 <= status <= 399 else None
+        location = answer.header(b"location") if 300 <= status <= 399 else None
+        retry_after = answer.header(b"retry-after")
         return timer.result(
             status_outcome(status),
             status=status,
             error=status_error(status, answer.reason, location),
             excerpt=response_excerpt(decoded(answer)) if answer.body else None,
-            retry_after=parse_retry_after(answer.headers.get("retry-after"), datetime.now(UTC))
-            if "retry-after" in answer.headers else None,
+            retry_after=parse_retry_after(retry_after, datetime.now(UTC))
+            if retry_after is not None else None,
         )
 
     # -- one request/response on a pooled connection ----------------------------------
