@@ -126,11 +126,11 @@ class KafkaRunHints:
         return self._consuming
 
     async def start(self) -> None:
+        self._consuming = True  # from now on, until the task fails
         self._task = asyncio.create_task(self._supervised(), name="kafka-hints")
 
     async def _supervised(self) -> None:
         while True:
-            self._consuming = True
             try:
                 await self._run()
             except asyncio.CancelledError:
@@ -143,6 +143,7 @@ class KafkaRunHints:
                 with contextlib.suppress(Exception):
                     await self._stop_consumer()
                 await asyncio.sleep(RESTART_SECONDS)
+                self._consuming = True
 
     async def close(self) -> None:
         if self._task is not None:
