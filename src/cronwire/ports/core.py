@@ -1,17 +1,5 @@
-"""Every seam the services depend on, as small ``typing.Protocol`` classes.
-
-Services import these and the domain, never an adapter. Each method says what it
-means and how it fails. Adapter errors are translated to :mod:`cronwire.domain.errors` at the
-adapter boundary; a Protocol method never leaks a driver exception type.
-
-Lease rule 3 (seed ADR): every RunStore write on a leased run takes the ``owner`` and
-applies only where ``claimed_by = owner`` still holds; the return value tells the
-caller which writes landed so it can count lost leases instead of guessing.
-
-Kafka mode's ports live in :mod:`cronwire.ports_kafka` and the tenant API's in
-:mod:`cronwire.ports_tenant`; both are re-exported here, so every port is imported from
-this module.
-"""
+"""The core ports: the clock, stage 1's planner store, stage 2's claim, run and breaker
+stores, the deliverer, metrics and maintenance. Imported through :mod:`cronwire.ports`."""
 
 from __future__ import annotations
 
@@ -31,27 +19,6 @@ from cronwire.domain.model import (
     RunStatus,
 )
 from cronwire.domain.planning import Span
-from cronwire.ports_kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
-from cronwire.ports_tenant import RunHistory, ScheduleStore, TokenVerifier
-
-__all__ = [
-    "BreakerStore",
-    "ClaimSource",
-    "Clock",
-    "Deliverer",
-    "KeyedClaimStore",
-    "MaintenanceStore",
-    "Metrics",
-    "OutboxStore",
-    "PlannerStore",
-    "RunHints",
-    "RunHistory",
-    "RunKey",
-    "RunPublisher",
-    "RunStore",
-    "ScheduleStore",
-    "TokenVerifier",
-]
 
 
 class Clock(Protocol):
