@@ -12,13 +12,13 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
-from cronwire.cli_client import add_client_commands
-from cronwire.cli_tenants import (
+from cronwire.cli.operator import (
     add_operator_commands,
     database_label,
     existing_database,
     warn_if_new_database,
 )
+from cronwire.cli.schedules import add_client_commands
 from cronwire.config import Settings, describe, load_settings
 from cronwire.domain.errors import ConfigError, CronwireError, NotFound
 from cronwire.version import version

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from cronwire.cli_http import ApiClient, client_command, id_argument, seconds_flag, uuid_flag
-from cronwire.cli_output import (
+from cronwire.cli.api_client import ApiClient, client_command, id_argument, seconds_flag, uuid_flag
+from cronwire.cli.output import (
     Column,
     field,
     print_json,

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from cronwire.cli_output import Column, field, print_json, render_table, wants_json
+from cronwire.cli.output import Column, field, print_json, render_table, wants_json
 from cronwire.config import Settings
 from cronwire.domain.errors import ConfigError, CronwireError, NotFound, StorageError
 
@@ -91,7 +91,7 @@ def warn_if_new_database(settings: Settings) -> None:
 
 def _on_tenants(settings: Settings, action: Callable[[TenantAdmin], Awaitable[T]]) -> T:
     """Run ``action(tenant_store)``; an unknown id is a usage error naming the database."""
-    from cronwire.cli import _run_async, _with_tenants
+    from cronwire.cli.main import _run_async, _with_tenants
     from cronwire.composition import DATABASE_ERRORS
 
     with existing_database(settings) as ready:
@@ -138,7 +138,7 @@ def cmd_tenant_revoke(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def add_operator_commands(tenant_commands: argparse._SubParsersAction[Any]) -> None:
-    """`tenant list|tokens|revoke`, next to `tenant create|token` in cli.py."""
+    """`tenant list|tokens|revoke`, next to `tenant create|token` in main.py."""
     listing = tenant_commands.add_parser(
         "list", help="list tenants: id, name, created, live schedules and live tokens")
     listing.add_argument("--json", action="store_true", help=_JSON_HELP)

@@ -1,4 +1,4 @@
-"""Tenant commands: `cronwire schedules ...` (and, from cli_runs, `cronwire runs ...`),
+"""Tenant commands: `cronwire schedules ...` (and, from runs.py, `cronwire runs ...`),
 an HTTP client of /v1.
 
 The API is the only authority: these commands build request bodies from flags named
@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from cronwire.cli_http import (
+from cronwire.cli.api_client import (
     DEFAULT_URL,
     ENV_TOKEN,
     ENV_URL,
@@ -24,7 +24,7 @@ from cronwire.cli_http import (
     connection_options,
     id_argument,
 )
-from cronwire.cli_output import (
+from cronwire.cli.output import (
     Column,
     field,
     render_fields,
@@ -33,7 +33,7 @@ from cronwire.cli_output import (
     show_page,
     wants_json,
 )
-from cronwire.cli_runs import add_run_commands
+from cronwire.cli.runs import add_run_commands
 from cronwire.domain.errors import ConfigError
 from cronwire.domain.schedule_rules import METHODS, MISFIRE_POLICIES
 

@@ -2,7 +2,7 @@
 (--api-url/CRONWIRE_URL, --token/CRONWIRE_TOKEN, --json, --timeout) and the error lines.
 
 An API refusal becomes :class:`ApiFailure` carrying the API's own message (it names the
-field); cli.py prints it and exits 1. Missing or malformed connection settings are a
+field); cli/main.py prints it and exits 1. Missing or malformed connection settings are a
 ConfigError: one line, exit 2, before any request.
 """
 
@@ -138,7 +138,7 @@ def client_for(args: argparse.Namespace) -> ApiClient:
 
 
 def client_command(handler: Handler) -> Callable[[object, argparse.Namespace], int]:
-    """A cli.py handler: builds the client, maps Ctrl-C to a quiet exit."""
+    """A cli/main.py handler: builds the client, maps Ctrl-C to a quiet exit."""
 
     def run(_settings: object, args: argparse.Namespace) -> int:
         # httpx logs every request at INFO; the CLI's stderr is for the user's errors.

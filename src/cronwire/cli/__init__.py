@@ -1,0 +1,3 @@
+"""The `cronwire` command: the parser and entry point (main.py), the operator commands
+on the database (operator.py), the tenant commands over the API (schedules.py, runs.py,
+api_client.py, output.py)."""
