@@ -38,7 +38,7 @@ from cronwire.adapters.postgres.claim_source import PostgresClaimSource  # noqa:
 from cronwire.adapters.postgres.migrator import migrate  # noqa: E402
 from cronwire.adapters.postgres.pool import create_pool  # noqa: E402
 from cronwire.adapters.postgres.run_store import PostgresRunStore  # noqa: E402
-from cronwire.serve import tune_gc  # noqa: E402
+from cronwire.bootstrap.replica import tune_gc  # noqa: E402
 from cronwire.service.executor import Executor  # noqa: E402
 from tests.support.runs import non_terminal, seed_due_runs, seed_schedule, seed_tenant  # noqa: E402
 

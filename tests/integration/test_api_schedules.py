@@ -16,14 +16,14 @@ import pytest
 
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.api.app import create_app
-from cronwire.config import Settings
-from cronwire.container import (
+from cronwire.bootstrap.container import (
     api_routers,
     build_container,
     build_runtime,
     init_resources,
     shutdown_resources,
 )
+from cronwire.config import Settings
 from cronwire.domain.cron import next_occurrences
 from cronwire.domain.model import PlannedRun
 from cronwire.domain.planning import decide

@@ -1,7 +1,7 @@
 """The edges keep their shape: who may import what, read from the source (no imports run).
 
-The composition root (container.py for a serving replica, composition.py for every other
-entry point) is the only code that knows adapters and dependency-injector; the API gets
+The composition root (bootstrap/: container.py for a serving replica, factories.py for
+every other entry point) is the only code that knows adapters and dependency-injector; the API gets
 plain ports; the use cases know only the ports and the domain.
 """
 
@@ -49,18 +49,18 @@ def test_only_the_container_imports_dependency_injector() -> None:
 
 
 def test_the_api_knows_ports_not_the_container_config_or_adapters() -> None:
-    forbidden = ("dependency_injector", "cronwire.container", "cronwire.composition",
-                 "cronwire.config", "cronwire.adapters", "asyncpg")
+    forbidden = ("dependency_injector", "cronwire.bootstrap", "cronwire.config",
+                 "cronwire.adapters", "asyncpg")
     assert _offending(_modules("api/*.py"), forbidden) == {}
 
 
 def test_the_services_know_only_ports_and_the_domain() -> None:
-    forbidden = ("cronwire.adapters", "cronwire.api", "cronwire.container",
-                 "cronwire.composition", "cronwire.config", "asyncpg", "fastapi")
+    forbidden = ("cronwire.adapters", "cronwire.api", "cronwire.bootstrap", "cronwire.config",
+                 "asyncpg", "fastapi")
     assert _offending(_modules("service/*.py"), forbidden) == {}
 
 
-@pytest.mark.parametrize("pattern", ["cli/*.py", "serve.py", "loadtest/harness.py",
+@pytest.mark.parametrize("pattern", ["cli/*.py", "bootstrap/replica.py", "loadtest/harness.py",
                                      "chaos/harness.py", "chaos/faults.py"])
 def test_entry_points_get_their_postgres_from_the_composition_root(pattern: str) -> None:
     # The harnesses parse their own SQL files with the shared parser; nothing else of the

@@ -27,6 +27,7 @@ import asyncpg
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
+from cronwire.bootstrap.factories import create_tenant, fresh_database, open_pool
 from cronwire.chaos.faults import FAULTS, FaultSpec
 from cronwire.chaos.fleet import ChaosError, Replica, Sink, replica_env
 from cronwire.chaos.lease_cut import CLAIM_MARKER
@@ -34,7 +35,6 @@ from cronwire.chaos.plan_checks import fault_refusal
 from cronwire.chaos.proxy import ChaosProxy
 from cronwire.chaos.queries import Q
 from cronwire.chaos.report import Deliveries, Interruption, count_deliveries, figure_table
-from cronwire.composition import create_tenant, fresh_database, open_pool
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.documents import retry_to_document, target_to_document

@@ -24,7 +24,7 @@ from cronwire.domain.errors import ConfigError, CronwireError, NotFound
 from cronwire.version import version
 
 if TYPE_CHECKING:
-    from cronwire.composition import TenantAdmin
+    from cronwire.bootstrap.factories import TenantAdmin
 
 T = TypeVar("T")
 EXIT_USAGE = 2
@@ -51,7 +51,7 @@ def _setup_logging(settings: Settings) -> None:
 @contextlib.contextmanager
 def _database(settings: Settings) -> Iterator[Settings]:
     """Settings with a reachable DSN; starts the embedded server for one command if needed."""
-    from cronwire.serve import start_embedded_postgres
+    from cronwire.bootstrap.replica import start_embedded_postgres
 
     settings, embedded = start_embedded_postgres(settings)
     try:
@@ -69,14 +69,14 @@ def _run_async(make: Callable[[], Awaitable[T]]) -> T:
 
 
 def cmd_serve(settings: Settings, _args: argparse.Namespace) -> int:
-    from cronwire.serve import serve
+    from cronwire.bootstrap.replica import serve
 
     serve(settings)
     return 0
 
 
 def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
-    from cronwire.composition import migrate
+    from cronwire.bootstrap.factories import migrate
 
     with _database(settings) as ready:
         assert ready.database_url is not None
@@ -87,7 +87,7 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 async def _with_tenants(settings: Settings, action: Callable[[TenantAdmin], Awaitable[T]]) -> T:
-    from cronwire.composition import tenant_admin
+    from cronwire.bootstrap.factories import tenant_admin
 
     async with tenant_admin(settings) as tenants:
         return await action(tenants)
@@ -121,7 +121,7 @@ def cmd_tenant_token(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_partitions_maintain(settings: Settings, _args: argparse.Namespace) -> int:
-    from cronwire.composition import partition_upkeep
+    from cronwire.bootstrap.factories import partition_upkeep
 
     with _database(settings) as ready:
         report = _run_async(lambda: partition_upkeep(ready))
@@ -133,7 +133,7 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
     import dataclasses
     import importlib.util
 
-    from cronwire.composition import check_buildable
+    from cronwire.bootstrap.factories import check_buildable
     from cronwire.domain.cron import parse_cron
     from cronwire.domain.errors import InvalidCron
     from cronwire.loadtest.harness import LoadTestError, LoadTestPlan, run_loadtest

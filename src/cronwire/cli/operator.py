@@ -24,7 +24,7 @@ from cronwire.config import Settings
 from cronwire.domain.errors import ConfigError, CronwireError, NotFound, StorageError
 
 if TYPE_CHECKING:
-    from cronwire.composition import TenantAdmin
+    from cronwire.bootstrap.factories import TenantAdmin
 
 T = TypeVar("T")
 
@@ -91,8 +91,8 @@ def warn_if_new_database(settings: Settings) -> None:
 
 def _on_tenants(settings: Settings, action: Callable[[TenantAdmin], Awaitable[T]]) -> T:
     """Run ``action(tenant_store)``; an unknown id is a usage error naming the database."""
+    from cronwire.bootstrap.factories import DATABASE_ERRORS
     from cronwire.cli.main import _run_async, _with_tenants
-    from cronwire.composition import DATABASE_ERRORS
 
     with existing_database(settings) as ready:
         try:

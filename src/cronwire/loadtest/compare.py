@@ -112,7 +112,7 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path) -> float:
 
 
 def measure_baselines(plan: LoadTestPlan, admin_dsn: str, jobs: int) -> Baselines:
-    from cronwire.composition import blank_database
+    from cronwire.bootstrap.factories import blank_database
     from cronwire.loadtest.harness import _log, _stop, database_name, start_sink
 
     log = plan.out / "baselines" / "baselines.log"

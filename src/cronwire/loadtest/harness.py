@@ -29,7 +29,7 @@ from pathlib import Path
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import EmbeddedPostgres, free_port
 from cronwire.adapters.postgres.sql import parse_queries
-from cronwire.composition import Pool, create_tenant, fresh_database, open_pool
+from cronwire.bootstrap.factories import Pool, create_tenant, fresh_database, open_pool
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.documents import retry_to_document, target_to_document

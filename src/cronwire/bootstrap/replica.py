@@ -20,9 +20,7 @@ import uvicorn
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import EmbeddedPostgres
 from cronwire.api.app import create_app
-from cronwire.composition import check_buildable, database_checks, migrate, uses_kafka
-from cronwire.config import Settings
-from cronwire.container import (
+from cronwire.bootstrap.container import (
     Runtime,
     api_routers,
     build_container,
@@ -31,6 +29,8 @@ from cronwire.container import (
     role_loops,
     shutdown_resources,
 )
+from cronwire.bootstrap.factories import check_buildable, database_checks, migrate, uses_kafka
+from cronwire.config import Settings
 from cronwire.logs import warn_about_settings
 from cronwire.service.supervisor import LoopCrashed, Supervisor
 

@@ -37,7 +37,7 @@ from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import replica_clock
 from cronwire.api.app import build_tenant_routers
 from cronwire.api.context import ApiContext
-from cronwire.composition import uses_kafka
+from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
 from cronwire.domain.schedules import TenantLimits
 from cronwire.service.executor import Executor

@@ -1,5 +1,5 @@
 """The composition root's small typed factories, for every entry point besides a serving
-replica (which builds :class:`cronwire.container.Container`): the CLI's operator commands,
+replica (which builds :class:`cronwire.bootstrap.container.Container`): the CLI's operator commands,
 the load-test and chaos harnesses' set-up, and the one home of the claim-mode checks.
 
 Like container.py, this module may import adapters; the commands and harnesses import
