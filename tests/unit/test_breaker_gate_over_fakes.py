@@ -8,7 +8,7 @@ from datetime import timedelta
 from cronwire.adapters.memory import MemoryBreakerStore, MemoryClaimSource, MemoryDatabase
 from cronwire.domain.breaker import BreakerPolicy, BreakerState, BreakerStatus, target_key
 from cronwire.domain.model import ClaimedRun
-from cronwire.service.breaker_gate import BreakerGate
+from cronwire.service.executor.breaker_gate import BreakerGate
 from tests.support.memory_executor import URL
 
 POLICY = BreakerPolicy(failure_threshold=3, cooldown_seconds=60, probe_wait_seconds=5)

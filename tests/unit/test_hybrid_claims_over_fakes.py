@@ -17,7 +17,7 @@ from cronwire.adapters.memory.database import MemoryRun
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimBatch, RunStatus
 from cronwire.ports import RunKey
-from cronwire.service.hybrid_claims import HybridClaimSource
+from cronwire.service.executor.hybrid_claims import HybridClaimSource
 
 URL = "http://127.0.0.1:9/hook"
 

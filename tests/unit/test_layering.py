@@ -57,7 +57,7 @@ def test_the_api_knows_ports_not_the_container_config_or_adapters() -> None:
 def test_the_services_know_only_ports_and_the_domain() -> None:
     forbidden = ("cronwire.adapters", "cronwire.api", "cronwire.bootstrap", "cronwire.config",
                  "asyncpg", "fastapi")
-    assert _offending(_modules("service/*.py"), forbidden) == {}
+    assert _offending(_modules("service/**/*.py"), forbidden) == {}
 
 
 @pytest.mark.parametrize("pattern", ["cli/*.py", "bootstrap/replica.py", "loadtest/harness.py",

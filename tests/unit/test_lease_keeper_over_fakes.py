@@ -10,7 +10,7 @@ from uuid import UUID
 from cronwire.adapters.memory import MemoryClaimSource, MemoryDatabase, MemoryRunStore
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import LeaseKey
-from cronwire.service.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.signals import ExecutorSignals
 from tests.support.memory_executor import URL
 

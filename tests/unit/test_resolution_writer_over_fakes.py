@@ -19,8 +19,8 @@ from cronwire.domain.delivery import DeliveryResult, Outcome
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun, LeaseKey, RunResolution, RunStatus
 from cronwire.domain.retry import resolve_attempt
-from cronwire.service.lease_keeper import Lease
-from cronwire.service.resolution_writer import Finished, ResolutionWriter
+from cronwire.service.executor.lease_keeper import Lease
+from cronwire.service.executor.resolution_writer import Finished, ResolutionWriter
 from tests.support.memory_executor import URL
 
 POLICY = BreakerPolicy(failure_threshold=2, cooldown_seconds=60)

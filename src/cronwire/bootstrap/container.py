@@ -41,7 +41,7 @@ from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
 from cronwire.domain.schedules import TenantLimits
 from cronwire.service.executor import Executor
-from cronwire.service.hybrid_claims import HybridClaimSource
+from cronwire.service.executor.hybrid_claims import HybridClaimSource
 from cronwire.service.maintenance import FleetGauges, PartitionKeeper
 from cronwire.service.outbox_relay import OutboxRelay
 from cronwire.service.planner import Planner

@@ -27,7 +27,7 @@ import logging
 
 from cronwire.domain.errors import BrokerError, StorageError
 from cronwire.ports import OutboxStore, RunHints, RunPublisher
-from cronwire.service.hybrid_claims import BACKLOG_GRACE_SECONDS
+from cronwire.service.executor.hybrid_claims import BACKLOG_GRACE_SECONDS
 
 log = logging.getLogger(__name__)
 

@@ -38,15 +38,15 @@ from cronwire.domain.errors import RequestNotSent, StorageError
 from cronwire.domain.model import ClaimBatch, ClaimedRun, RunStatus
 from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
-from cronwire.service.breaker_gate import BreakerGate, report_open_breakers
-from cronwire.service.claim_wake import ClaimWake
-from cronwire.service.drain import abandon, drain
-from cronwire.service.lease_keeper import Lease, LeaseKeeper, send_deadline
-from cronwire.service.resolution_writer import Finished, ResolutionWriter
+from cronwire.service.executor.breaker_gate import BreakerGate, report_open_breakers
+from cronwire.service.executor.claim_wake import ClaimWake
+from cronwire.service.executor.drain import abandon, drain
+from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper, send_deadline
+from cronwire.service.executor.resolution_writer import Finished, ResolutionWriter
 from cronwire.service.signals import ExecutorSignals, quiet_signals
 from cronwire.service.supervisor import LoopCrashed, first_failure
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("cronwire.service.executor")  # the package: drain.py logs as it
 
 
 class Executor:

@@ -31,7 +31,7 @@ from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun, RunResolution, RunStatus
 from cronwire.ports import BreakerStore, RunStore
-from cronwire.service.lease_keeper import Lease
+from cronwire.service.executor.lease_keeper import Lease
 
 log = logging.getLogger(__name__)
 RETRY_FIRST_SECONDS = 0.1  # backoff of a write retried through an outage, doubling...

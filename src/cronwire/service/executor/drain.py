@@ -9,7 +9,7 @@ from collections.abc import Collection
 
 from cronwire.domain.errors import StorageError
 from cronwire.ports import RunStore
-from cronwire.service.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.signals import ExecutorSignals
 
 log = logging.getLogger("cronwire.service.executor")
