@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cronwire.cli.operator import database_label
+from cronwire.cli.database import database_label
 from cronwire.cli.output import Column, cell, field, flatten, render_table
 from cronwire.config import Settings
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import gc
 import logging
 import signal
@@ -17,8 +16,6 @@ from collections.abc import Awaitable, Callable, Generator
 
 import uvicorn
 
-from cronwire.adapters.embedded.kafka import EmbeddedBroker
-from cronwire.adapters.embedded.postgres import EmbeddedPostgres
 from cronwire.api.app import create_app
 from cronwire.bootstrap.container import (
     Runtime,
@@ -28,6 +25,11 @@ from cronwire.bootstrap.container import (
     init_resources,
     role_loops,
     shutdown_resources,
+)
+from cronwire.bootstrap.embedded import (
+    EmbeddedBroker,
+    start_embedded_broker,
+    start_embedded_postgres,
 )
 from cronwire.bootstrap.factories import check_buildable, database_checks, migrate, uses_kafka
 from cronwire.config import Settings
@@ -55,17 +57,6 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
-
-
-def start_embedded_postgres(settings: Settings) -> tuple[Settings, EmbeddedPostgres | None]:
-    """With no SCHEDULER_DATABASE_URL, start (or reuse) Postgres under SCHEDULER_HOME."""
-    if not settings.embedded_database:
-        return settings, None
-    server = EmbeddedPostgres(settings.home / "postgres")
-    dsn = server.start()
-    log.info("embedded postgres (no SCHEDULER_DATABASE_URL): data in %s, dsn %s",
-             server.data_dir, dsn)
-    return dataclasses.replace(settings, database_url=dsn), server
 
 
 def _readiness(runtime: Runtime, supervisor: Supervisor) -> Callable[[], Awaitable[dict[str, bool]]]:
@@ -139,18 +130,6 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
             await asyncio.wait_for(http_task, timeout=5)
         await shutdown_resources(container)
     log.info("replica %s stopped", settings.instance_id)
-
-
-def start_embedded_broker(settings: Settings) -> tuple[Settings, EmbeddedBroker | None]:
-    """Kafka mode with no SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: start tansu on a free
-    loopback port (memory storage: a restart loses topics and offsets; the sweeper covers)."""
-    if not (settings.embedded_broker and uses_kafka(settings)):
-        return settings, None
-    broker = EmbeddedBroker(settings.home / "kafka" / "tansu.log")
-    bootstrap = broker.start()
-    log.info("embedded kafka broker (no SCHEDULER_KAFKA_BOOTSTRAP_SERVERS): tansu, memory "
-             "storage, bootstrap %s, log %s", bootstrap, broker.log_file)
-    return dataclasses.replace(settings, kafka_bootstrap_servers=bootstrap), broker
 
 
 def serve(settings: Settings) -> None:

@@ -1,32 +1,28 @@
-"""Operator commands straight on the database: `cronwire tenant list|tokens|revoke`.
+"""Operator commands, straight on the database: `cronwire serve`, `migrate`,
+`tenant create|token|list|tokens|revoke` and `partitions maintain`.
 
-Like `tenant create`, they use ``SCHEDULER_DATABASE_URL`` or, without it, the embedded
-Postgres under ``SCHEDULER_HOME``. Unlike `tenant create` they refuse to start an empty
-embedded database: run from another directory, they would otherwise show no tenants (or
-"not found") for a database the running server does not use. The embedded path is always
-said on stderr (after success), and "not found" names the database, so the mix-up is visible.
-"""
+Which database, and when an embedded one may be started, is database.py's rule. Errors a
+user can fix are a ConfigError (one line, exit 2, from main.py)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
-import logging
-import sys
+import json
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
+from cronwire.cli.database import (
+    any_database,
+    database_label,
+    existing_database,
+    on_tenants,
+    run_async,
+    warn_if_new_database,
+    with_tenants,
+)
 from cronwire.cli.output import Column, field, print_json, render_table, wants_json
 from cronwire.config import Settings
-from cronwire.domain.errors import ConfigError, CronwireError, NotFound, StorageError
-
-if TYPE_CHECKING:
-    from cronwire.bootstrap.factories import TenantAdmin
-
-T = TypeVar("T")
+from cronwire.domain.errors import ConfigError, NotFound
 
 TENANT_COLUMNS = [
     Column("ID", field("id")), Column("NAME", field("name")),
@@ -40,67 +36,55 @@ TOKEN_COLUMNS = [
 _JSON_HELP = "print a JSON list of objects (the default when stdout is not a terminal)"
 
 
-def database_label(settings: Settings) -> str:
-    """Which database a command uses, for messages; a DSN's password is never shown."""
-    if settings.embedded_database:
-        return f"the embedded database in {(settings.home / 'postgres').resolve()}"
-    parts = urlsplit(settings.database_url or "")
-    if parts.password is not None:
-        host = parts.hostname or ""
-        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        parts = parts._replace(netloc=netloc)
-    return f"database {urlunsplit(parts._replace(query=''))}"
+def cmd_serve(settings: Settings, _args: argparse.Namespace) -> int:
+    from cronwire.bootstrap.replica import serve
+
+    serve(settings)
+    return 0
 
 
-@contextlib.contextmanager
-def existing_database(settings: Settings) -> Iterator[Settings]:
-    """Settings with a reachable DSN; an embedded database must already exist."""
-    if not settings.embedded_database:
-        yield settings
-        return
-    from cronwire.adapters.embedded.postgres import EmbeddedPostgres
+def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
+    from cronwire.bootstrap.factories import migrate
 
-    data_dir = (settings.home / "postgres").resolve()
-    if not (data_dir / "PG_VERSION").exists():
-        raise ConfigError(
-            f"no embedded database in {data_dir}; run where `cronwire serve` runs, or set "
-            "SCHEDULER_HOME or SCHEDULER_DATABASE_URL"
-        )
-    # One line of ours says which database; the adapter's "already running" is noise here.
-    logging.getLogger(EmbeddedPostgres.__module__).setLevel(logging.WARNING)
-    server = EmbeddedPostgres(data_dir)
-    dsn = server.start()  # reuses a server already running on it (`cronwire serve`)
-    how = "started for this command" if server.started_here else "already running"
-    try:
-        yield dataclasses.replace(settings, database_url=dsn)
-        # Said after success only: a refusal is one line that names the database itself.
-        print(f"cronwire: using {database_label(settings)} ({how})", file=sys.stderr)
-    finally:
-        server.stop()  # only if this command started it
+    with any_database(settings) as ready:
+        assert ready.database_url is not None
+        dsn = ready.database_url
+        applied = run_async(lambda: migrate(dsn))
+    print(json.dumps({"applied": applied}))
+    return 0
 
 
-def warn_if_new_database(settings: Settings) -> None:
-    """`tenant create` may start a new embedded database (the first tenant of a fresh
-    install), but says so: from the wrong directory it is not the server's database."""
-    data_dir = (settings.home / "postgres").resolve()
-    if settings.embedded_database and not (data_dir / "PG_VERSION").exists():
-        print(f"cronwire: no embedded database in {data_dir} yet; creating a new, empty one "
-              "(a `cronwire serve` started elsewhere will not see this tenant)",
-              file=sys.stderr)
+def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
+    name = args.name.strip()
+    if not 1 <= len(name) <= 200:
+        raise ConfigError("NAME: must be 1..200 characters")
+    warn_if_new_database(settings)
+    with any_database(settings) as ready:
+        issued = run_async(lambda: with_tenants(ready, lambda s: s.create(name)))
+    print(json.dumps(issued.as_json()))
+    return 0
 
 
-def _on_tenants(settings: Settings, action: Callable[[TenantAdmin], Awaitable[T]]) -> T:
-    """Run ``action(tenant_store)``; an unknown id is a usage error naming the database."""
-    from cronwire.bootstrap.factories import DATABASE_ERRORS
-    from cronwire.cli.main import _run_async, _with_tenants
-
+def cmd_tenant_token(settings: Settings, args: argparse.Namespace) -> int:
+    tenant_id = _uuid("TENANT_ID", args.tenant_id)
     with existing_database(settings) as ready:
         try:
-            return _run_async(lambda: _with_tenants(ready, action))
+            issued = run_async(
+                lambda: with_tenants(ready, lambda s: s.issue_token(tenant_id))
+            )
         except NotFound as exc:
             raise ConfigError(f"{exc} in {database_label(settings)}") from None
-        except (*DATABASE_ERRORS, StorageError) as exc:
-            raise CronwireError(f"cannot use {database_label(settings)}: {exc}") from None
+    print(json.dumps(issued.as_json()))
+    return 0
+
+
+def cmd_partitions_maintain(settings: Settings, _args: argparse.Namespace) -> int:
+    from cronwire.bootstrap.factories import partition_upkeep
+
+    with any_database(settings) as ready:
+        report = run_async(lambda: partition_upkeep(ready))
+    print(json.dumps(report))
+    return 0
 
 
 def _uuid(label: str, text: str) -> uuid.UUID:
@@ -120,25 +104,42 @@ def _print_rows(args: argparse.Namespace, rows: list[dict[str, Any]],
 
 
 def cmd_tenant_list(settings: Settings, args: argparse.Namespace) -> int:
-    found = _on_tenants(settings, lambda store: store.list_tenants())
+    found = on_tenants(settings, lambda store: store.list_tenants())
     return _print_rows(args, [tenant.as_json() for tenant in found], TENANT_COLUMNS)
 
 
 def cmd_tenant_tokens(settings: Settings, args: argparse.Namespace) -> int:
     tenant_id = _uuid("TENANT_ID", args.tenant_id)
-    found = _on_tenants(settings, lambda store: store.list_tokens(tenant_id))
+    found = on_tenants(settings, lambda store: store.list_tokens(tenant_id))
     return _print_rows(args, [token.as_json() for token in found], TOKEN_COLUMNS)
 
 
 def cmd_tenant_revoke(settings: Settings, args: argparse.Namespace) -> int:
     token_id = _uuid("TOKEN_ID", args.token_id)
-    revoked = _on_tenants(settings, lambda store: store.revoke(token_id))
+    revoked = on_tenants(settings, lambda store: store.revoke(token_id))
     print_json(revoked.as_json())
     return 0
 
 
-def add_operator_commands(tenant_commands: argparse._SubParsersAction[Any]) -> None:
-    """`tenant list|tokens|revoke`, next to `tenant create|token` in main.py."""
+def add_operator_commands(commands: argparse._SubParsersAction[Any]) -> None:
+    """`serve`, `migrate`, `tenant ...` and `partitions maintain` as commands of `cronwire`."""
+    serve = commands.add_parser(
+        "serve", help="run one replica: API + planner + executor (SCHEDULER_ROLES selects)"
+    )
+    serve.set_defaults(handler=cmd_serve)
+
+    migrate = commands.add_parser("migrate", help="apply pending migrations (idempotent)")
+    migrate.set_defaults(handler=cmd_migrate)
+
+    tenant = commands.add_parser("tenant", help="manage tenants and API tokens")
+    tenant_commands = tenant.add_subparsers(dest="tenant_command", required=True)
+    create = tenant_commands.add_parser("create", help="create a tenant and its first token")
+    create.add_argument("name", metavar="NAME", help="display name of the tenant")
+    create.set_defaults(handler=cmd_tenant_create)
+    token = tenant_commands.add_parser("token", help="issue another token for a tenant")
+    token.add_argument("tenant_id", metavar="TENANT_ID", help="the tenant's UUID")
+    token.set_defaults(handler=cmd_tenant_token)
+
     listing = tenant_commands.add_parser(
         "list", help="list tenants: id, name, created, live schedules and live tokens")
     listing.add_argument("--json", action="store_true", help=_JSON_HELP)
@@ -156,3 +157,12 @@ def add_operator_commands(tenant_commands: argparse._SubParsersAction[Any]) -> N
         "revocation on every request, so the next request with it answers 401 on every replica.")
     revoke.add_argument("token_id", metavar="TOKEN_ID", help="the token's id (not the token)")
     revoke.set_defaults(handler=cmd_tenant_revoke)
+
+    partitions = commands.add_parser("partitions", help="run-history partition upkeep")
+    partition_commands = partitions.add_subparsers(dest="partitions_command", required=True)
+    maintain = partition_commands.add_parser(
+        "maintain",
+        help="create future job_run partitions, detach and drop those past "
+        "SCHEDULER_RETENTION_MONTHS (also runs hourly inside serve)",
+    )
+    maintain.set_defaults(handler=cmd_partitions_maintain)
