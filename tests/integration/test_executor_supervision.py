@@ -18,7 +18,6 @@ import aiohttp
 import asyncpg
 import pytest
 
-from cronwire import serve
 from cronwire.adapters.clock import SystemClock
 from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
@@ -26,6 +25,7 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.bootstrap import replica as serve
 from cronwire.config import Settings
 from cronwire.domain.model import ClaimedRun
 from cronwire.service.executor import Executor
