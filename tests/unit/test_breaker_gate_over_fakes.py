@@ -17,7 +17,7 @@ POLICY = BreakerPolicy(failure_threshold=3, cooldown_seconds=60, probe_wait_seco
 async def _claimed(db: MemoryDatabase, count: int) -> list[ClaimedRun]:
     schedule = db.add_schedule(db.add_tenant(), URL)
     db.add_due_runs(schedule.id, count)
-    return list(await MemoryClaimSource(db).claim("me", count, 30))
+    return list((await MemoryClaimSource(db).claim("me", count, 30)).runs)
 
 
 def _gate(db: MemoryDatabase) -> BreakerGate:

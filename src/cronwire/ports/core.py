@@ -11,7 +11,7 @@ from uuid import UUID
 from cronwire.domain.breaker import BreakerPolicy, BreakerState
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
 from cronwire.domain.model import (
-    ClaimedRun,
+    ClaimBatch,
     DueSchedule,
     LeaseKey,
     PlanDecision,
@@ -65,15 +65,15 @@ class PlannerStore(Protocol):
 class ClaimSource(Protocol):
     """Stage 2's claim step; the only piece that differs between postgres and kafka mode."""
 
-    name: str  # label of scheduler_claims_total{source}
+    name: str  # label of scheduler_claims_total{source} when a batch names no sources
 
-    async def claim(self, owner: str, limit: int, lease_seconds: float) -> Sequence[ClaimedRun]:
+    async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         """Take leases on at most ``limit`` due runs (``pending``/``retrying``,
-        ``fire_after <= now()``, no live lease) for ``owner``; each returned run is
-        ``running`` with ``claimed_by = owner`` and ``claim_expires_at = now() +
-        lease_seconds``. Callers pass ``limit`` <= their idle workers (lease rule 1).
-        Returns an empty sequence when nothing is due; a :class:`ClaimBatch` also says
-        which runs the claim ended instead of leasing them."""
+        ``fire_after <= now()``, no live lease) for ``owner``; each run in
+        ``ClaimBatch.runs`` is ``running`` with ``claimed_by = owner`` and
+        ``claim_expires_at = now() + lease_seconds``. Callers pass ``limit`` <= their idle
+        workers (lease rule 1). Returns an empty batch when nothing is due; the batch also
+        says which runs the claim ended instead of leasing them. Raises StorageError."""
         ...
 
     async def seconds_until_due(self) -> float | None:

@@ -26,23 +26,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from uuid import UUID
 
-from cronwire.domain.attempts import internal_failure, request_for
-from cronwire.domain.breaker import BreakerPolicy, health_signal
-from cronwire.domain.delivery import DeliveryResult
-from cronwire.domain.errors import RequestNotSent, StorageError
-from cronwire.domain.model import ClaimBatch, ClaimedRun, RunStatus
-from cronwire.domain.retry import Uniform, resolve_attempt
+from cronwire.domain.breaker import BreakerPolicy
+from cronwire.domain.errors import StorageError
+from cronwire.domain.model import ClaimedRun
+from cronwire.domain.retry import Uniform
 from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
 from cronwire.service.executor.breaker_gate import BreakerGate, report_open_breakers
 from cronwire.service.executor.claim_wake import ClaimWake
+from cronwire.service.executor.deliveries import Deliveries
 from cronwire.service.executor.drain import abandon, drain
-from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper, send_deadline
-from cronwire.service.executor.resolution_writer import Finished, ResolutionWriter
+from cronwire.service.executor.lease_keeper import LeaseKeeper, send_deadline
+from cronwire.service.executor.resolution_writer import ResolutionWriter
 from cronwire.service.signals import ExecutorSignals, quiet_signals
 from cronwire.service.supervisor import LoopCrashed, first_failure
 
@@ -75,42 +72,40 @@ class Executor:
         self._claims = claim_source
         self._runs = run_store
         self._breakers = breaker_store
-        self._deliverer = deliverer
         self._metrics = metrics
         self._clock = clock
         self._owner = owner
         self._workers = workers
         self._batch = batch
         self._lease_seconds = lease_seconds
-        self._delivery_timeout = delivery_timeout
         self._grace = grace_seconds
         self._policy = breaker_policy or BreakerPolicy()
         self._poll = poll_seconds
         self._gauge_seconds = gauge_seconds
         self._max_write_batch = max_write_batch
-        self._rng = rng or random.Random()
         self._signals = signals or quiet_signals()
         # Claim when a quarter of the slots are idle, or after a short gathering wait:
         # fewer, larger claims at full load; no starvation when most slots are busy.
         self._claim_threshold = max(1, min(batch, workers) // 4)
         self._gather_seconds = 0.005
-        self._delivering: set[Lease] = set()
         self._wake = ClaimWake()
-        # Replica clock minus the database's, measured at each claim: fire lag is a
-        # database-clock figure (scheduled_for is one), so the replica's send time is
-        # corrected by it. Off by at most the claim's latency.
-        self._clock_offset = timedelta(0)
         self._keeper = LeaseKeeper(
-            run_store, owner=owner, lease_seconds=lease_seconds, on_lost=self._lease_lost,
-            signals=self._signals,
+            run_store, metrics, owner=owner, lease_seconds=lease_seconds, signals=self._signals,
         )
         self._gate = BreakerGate(
             breaker_store, owner=owner, policy=self._policy, probe_seconds=lease_seconds
         )
         self._writer = ResolutionWriter(
-            run_store, breaker_store, owner=owner, breaker_policy=self._policy,
-            on_written=self._written, lease_seconds=lease_seconds, max_batch=max_write_batch,
+            run_store, breaker_store, self._keeper, metrics, owner=owner,
+            breaker_policy=self._policy, lease_seconds=lease_seconds, signals=self._signals,
+            max_batch=max_write_batch,
         )
+        self._deliveries = Deliveries(
+            deliverer, run_store, self._keeper, self._writer, metrics, clock, self._wake,
+            owner=owner, delivery_timeout=delivery_timeout, rng=rng or random.Random(),
+            signals=self._signals,
+        )
+        self._delivering = self._deliveries.leases
 
     @property
     def in_flight(self) -> int:
@@ -185,20 +180,19 @@ class Executor:
             # Read before the claim leaves: no stall after this line can move it later.
             send_by = send_deadline(self._clock.monotonic(), self._lease_seconds)
             try:
-                runs = await self._claims.claim(self._owner, limit, self._lease_seconds)
+                batch = await self._claims.claim(self._owner, limit, self._lease_seconds)
             except StorageError:
                 log.warning("claim failed; retrying in %.2fs", self._poll, exc_info=True)
                 await self._wake.pause(self._poll)
                 continue
-            if isinstance(runs, ClaimBatch):
-                for status in runs.ended:  # ended by the claim itself (exhausted, cancelled)
-                    self._metrics.run_finished(str(status))
+            for status in batch.ended:  # ended by the claim itself (exhausted, cancelled)
+                self._metrics.run_finished(str(status))
+            runs = batch.runs
             if runs:
                 # Every lease of a claim expires at the database's now() + lease_seconds.
                 db_now = runs[0].lease_expires_at - timedelta(seconds=self._lease_seconds)
-                self._clock_offset = asked_at - db_now
-                sources = runs.sources if isinstance(runs, ClaimBatch) else ()
-                for source, count in sources or ((self._claims.name, len(runs)),):
+                self._deliveries.clock_offset = asked_at - db_now
+                for source, count in batch.sources or ((self._claims.name, len(runs)),):
                     self._metrics.claims(source, count)
                 await self._admit(runs, send_by)
             if len(runs) < limit:
@@ -244,7 +238,7 @@ class Executor:
         self._signals.claimed.add(run.id for run in runs)
         admitted = await self._gate.sort(runs)
         for run, breaker_key in admitted.deliver:
-            self._start(run, breaker_key, send_by)
+            self._deliveries.start(run, breaker_key, send_by)
         for until, group in admitted.defer.items():
             await self._defer(group, until)
 
@@ -259,107 +253,6 @@ class Executor:
                         exc_info=True)
             return
         self._signals.deferred.add(run.id for run in runs)
-
-    # -- delivering ------------------------------------------------------------------
-
-    def _start(self, run: ClaimedRun, breaker_key: str, send_by: float) -> None:
-        stale = self._keeper.get(run.id)
-        if stale is not None and stale.in_flight and stale.task is not None:
-            # Our own earlier lease on this run expired and the claim handed it back to us:
-            # that older request is the one to abandon.
-            stale.lost = True
-            self._lease_lost(stale)
-        lease = Lease(run.id, run.scheduled_for, run.lease_generation)
-        lease.task = asyncio.create_task(self._deliver(run, lease, breaker_key, send_by))
-        self._delivering.add(lease)
-        self._keeper.hold(lease)
-
-    async def _deliver(
-        self, run: ClaimedRun, lease: Lease, breaker_key: str, send_by: float
-    ) -> None:
-        try:
-            if self._clock.monotonic() > send_by:
-                await self._give_back_unsent(lease)
-                return
-            self._signals.started.add([run.id])
-            lease.started = True  # the next renewal records it (the attempt is used)
-            try:
-                result = await self._attempt(run, send_by)
-            except RequestNotSent:
-                # The deliverer found the same window closed just before writing.
-                await self._give_back_unsent(lease)
-                return
-        except asyncio.CancelledError:
-            if not lease.lost:
-                raise
-            # Abandoned: the result is discarded, the loss was counted when it was found.
-            self._signals.abandoned.add([run.id])
-            return
-        finally:
-            self._delivering.discard(lease)
-            self._wake.set()
-        if lease.lost:
-            return
-        if run.attempt == 1:  # on the database's clock, like scheduled_for
-            started_at = result.started_at - self._clock_offset
-            self._metrics.fire_lag((started_at - run.scheduled_for).total_seconds())
-        self._metrics.delivery_duration(result.duration_ms / 1000)
-        resolution = resolve_attempt(run, result, self._rng)
-        self._writer.submit(
-            Finished(run, lease, resolution, breaker_key, health_signal(result))
-        )
-
-    async def _give_back_unsent(self, lease: Lease) -> None:
-        """Abandon a lease whose request never left: nothing was sent, so no attempt is
-        used. Released where it is still ours (due again at once); otherwise its new owner
-        has it."""
-        lease.lost = True
-        self._keeper.drop(lease)
-        self._metrics.lease_lost()
-        self._signals.abandoned.add([lease.run_id])
-        log.warning("run %s: lease too old to send (stalled?); not sent, given back",
-                    lease.run_id, extra={"run_id": str(lease.run_id)})
-        try:
-            await self._runs.release(self._owner, [lease.key])
-        except StorageError:
-            log.warning("releasing unsent run %s failed; its lease will expire", lease.run_id,
-                        exc_info=True)
-
-    async def _attempt(self, run: ClaimedRun, send_by: float | None = None) -> DeliveryResult:
-        """One request. The Deliverer enforces the per-attempt timeout (its contract
-        suite tests it) and reports failures as outcomes; should it raise anyway, the
-        attempt is recorded as a retryable failure rather than leaving a lease that is
-        renewed for ever with nothing in flight."""
-        started_at = self._clock.now()
-        try:
-            return await self._deliverer.deliver(
-                request_for(run, self._delivery_timeout, send_by))
-        except RequestNotSent:
-            raise
-        except Exception as exc:
-            log.exception("deliverer raised for run %s", run.id)
-            return internal_failure(exc, started_at, self._clock.now())
-
-    def _lease_lost(self, lease: Lease) -> None:
-        self._metrics.lease_lost()
-        self._signals.lost.add([lease.run_id])
-        if lease.task is not None:
-            lease.task.cancel()
-
-    def _written(self, batch: Sequence[Finished], landed: dict[UUID, RunStatus]) -> None:
-        finished: Counter[RunStatus] = Counter()
-        for item in batch:
-            self._keeper.drop(item.lease)
-            status = landed.get(item.run.id)
-            if status is None:
-                self._metrics.lease_lost()
-                self._signals.lost.add([item.run.id])
-                continue
-            if status.terminal:
-                finished[status] += 1
-            self._signals.settled.add([(item.run.id, status)])
-        for status, count in finished.items():  # one counter update per outcome per batch
-            self._metrics.run_finished(str(status), count)
 
     # -- shutdown --------------------------------------------------------------------
 

@@ -18,32 +18,30 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
 * while the broker is unreachable the polling claim does all the work (labelled
   ``sweeper``), with no grace: nothing is being published, so nothing is worth waiting for.
 
-``name`` is the label of the runs the most recent ``claim()`` returned
+Every batch says where its runs came from in ``ClaimBatch.sources``
 (scheduler_claims_total{source="kafka"|"sweeper"}); a backlogged claim, which draws on
-both, counts each in ``ClaimBatch.sources``.
+both, names both. ``name`` is the source's own label, "kafka", whatever a claim drew on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 
+from cronwire.domain.backlog import BACKLOG_GRACE_SECONDS
 from cronwire.domain.errors import StorageError
-from cronwire.domain.model import ClaimBatch, ClaimedRun
+from cronwire.domain.model import ClaimBatch
 from cronwire.ports import ClaimSource, Clock, KeyedClaimStore, RunHints
 
 log = logging.getLogger(__name__)
 
 KAFKA = "kafka"
 SWEEPER = "sweeper"
-# How late a run must be before a backlogged replica's fair claim takes it: a key is
-# normally consumed within ~0.1 s of its run falling due, so a run 1 s late has a key
-# stuck behind the backlog (or none).
-BACKLOG_GRACE_SECONDS = 1.0
 
 
 class HybridClaimSource:
+    name = KAFKA
+
     def __init__(
         self,
         hints: RunHints,
@@ -61,42 +59,35 @@ class HybridClaimSource:
         self._grace = grace_seconds
         self._sweep_seconds = sweep_seconds
         self._next_sweep = clock.monotonic() + sweep_seconds
-        self._label = KAFKA
 
-    @property
-    def name(self) -> str:
-        return self._label
-
-    async def claim(self, owner: str, limit: int, lease_seconds: float) -> Sequence[ClaimedRun]:
+    async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         if limit <= 0:
-            return []
+            return ClaimBatch()
         if not self._hints.healthy:
-            self._label = SWEEPER
-            return await self._polling.claim(owner, limit, lease_seconds)
+            degraded = await self._polling.claim(owner, limit, lease_seconds)
+            return degraded.labelled(SWEEPER)
         if self._hints.backlogged:
             both = await self._claim_backlogged(owner, limit, lease_seconds)
-            if both or both.ended:
+            if both.runs or both.ended:
                 return both
         now = self._clock.monotonic()
         if now >= self._next_sweep:
             self._next_sweep = now + self._sweep_seconds
             swept = await self._keyed.sweep(owner, limit, lease_seconds, self._grace)
-            if swept or swept.ended:  # a batch the claim only ended is counted too
-                self._label = SWEEPER
-                return swept
+            if swept.runs or swept.ended:  # a batch the claim only ended is counted too
+                return swept.labelled(SWEEPER)
         keys = self._hints.take(limit)
-        self._label = KAFKA
         if not keys:
-            return []
+            return ClaimBatch()
         try:
-            runs = await self._keyed.claim_keys(owner, keys, lease_seconds)
+            batch = await self._keyed.claim_keys(owner, keys, lease_seconds)
         except StorageError:
             self._hints.rewind()
             raise
         # Keys that found nothing claimable (finished, leased elsewhere, deleted) are
         # acknowledged with the rest: dropped, as a hint may be.
         self._hints.acknowledge()
-        return runs
+        return batch.labelled(KAFKA)
 
     async def _claim_backlogged(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         """A partition this replica owns is behind (one tenant's burst), so the tenants whose
@@ -125,11 +116,11 @@ class HybridClaimSource:
             # The other statement's leases are taken: deliver them rather than let them expire.
             log.warning("one of a backlogged claim's two statements failed; the other's runs "
                         "go ahead", exc_info=failed[0])
-        fair_runs = fair if isinstance(fair, ClaimBatch) else ClaimBatch([])
-        keyed_runs = keyed if isinstance(keyed, ClaimBatch) else ClaimBatch([])
-        self._label = KAFKA if keyed_runs and not fair_runs else SWEEPER
-        return ClaimBatch([*fair_runs, *keyed_runs], fair_runs.ended + keyed_runs.ended,
-                          sources=((SWEEPER, len(fair_runs)), (KAFKA, len(keyed_runs))))
+        fair_batch = ClaimBatch() if isinstance(fair, BaseException) else fair
+        keyed_batch = ClaimBatch() if isinstance(keyed, BaseException) else keyed
+        return ClaimBatch(fair_batch.runs + keyed_batch.runs,
+                          fair_batch.ended + keyed_batch.ended,
+                          ((SWEEPER, len(fair_batch.runs)), (KAFKA, len(keyed_batch.runs))))
 
     async def seconds_until_due(self) -> float | None:
         """Degraded: the polling source's answer. Otherwise the time to the next sweep
@@ -149,4 +140,4 @@ class HybridClaimSource:
 
 
 async def _nothing() -> ClaimBatch:
-    return ClaimBatch([])
+    return ClaimBatch()

@@ -4,6 +4,9 @@ All leases are renewed together in ONE statement every ``lease_seconds / 3`` sec
 one per run. A lease the renewal cannot find any more (reaped and re-claimed by another
 replica, or finished by someone else) is lost: its request is cancelled and its result
 discarded, because writing it would record a second executor's outcome for the run.
+:meth:`LeaseKeeper.lose` is the one place a lost lease is counted, whoever finds it: the
+renewal, the resolution writer (a write that no longer matched), or the claim loop (a
+request too late to send, or an older lease of a run claimed again).
 
 The same statement records which leases' requests have started (the claim's exhaustion
 rule counts only attempts that started), so that costs no round trip of its own. A
@@ -16,13 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
 from cronwire.domain.model import LeaseKey
-from cronwire.ports import RunStore
+from cronwire.ports import Metrics, RunStore
 from cronwire.service.periodic import every
 from cronwire.service.signals import ExecutorSignals, quiet_signals
 
@@ -74,16 +76,16 @@ class LeaseKeeper:
     def __init__(
         self,
         run_store: RunStore,
+        metrics: Metrics,
         *,
         owner: str,
         lease_seconds: float,
-        on_lost: Callable[[Lease], None],
         signals: ExecutorSignals | None = None,
     ) -> None:
         self._store = run_store
+        self._metrics = metrics
         self._owner = owner
         self._lease_seconds = lease_seconds
-        self._on_lost = on_lost
         self._signals = signals or quiet_signals()
         self._held: dict[UUID, Lease] = {}
 
@@ -103,6 +105,21 @@ class LeaseKeeper:
 
     def __len__(self) -> int:
         return len(self._held)
+
+    def lose(self, lease: Lease, *, unsent: bool = False) -> None:
+        """Count ``lease`` lost (scheduler_lease_lost_total) and let it go. A request still
+        in flight is cancelled and its result discarded (signalled ``lost``). A lease given
+        up before its request left (``unsent``: its send window had closed) is signalled
+        ``abandoned``; nothing is cancelled, the caller being that delivery itself."""
+        lease.lost = True
+        self.drop(lease)
+        self._metrics.lease_lost()
+        if unsent:
+            self._signals.abandoned.add([lease.run_id])
+            return
+        self._signals.lost.add([lease.run_id])
+        if lease.in_flight and lease.task is not None:
+            lease.task.cancel()
 
     async def run(self) -> None:
         """Renew until cancelled. A failed renewal does not prove a lease lost: it is
@@ -132,6 +149,4 @@ class LeaseKeeper:
             # A lease whose request already finished is left to the resolution write: its
             # predicate decides, and it may well have landed just before this renewal ran.
             if lease.in_flight:
-                lease.lost = True
-                self._held.pop(lease.run_id, None)
-                self._on_lost(lease)
+                self.lose(lease)

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun, RunResolution, RunStatus
-from cronwire.ports import BreakerStore, RunStore
-from cronwire.service.executor.lease_keeper import Lease
+from cronwire.ports import BreakerStore, Metrics, RunStore
+from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.signals import ExecutorSignals, quiet_signals
 
 log = logging.getLogger(__name__)
 RETRY_FIRST_SECONDS = 0.1  # backoff of a write retried through an outage, doubling...
@@ -50,28 +52,28 @@ class Finished:
     healthy: bool | None  # breaker signal; None: the outcome says nothing about the target
 
 
-# (batch, {run id: status written}) - a run missing from the dict did not land.
-Written = Callable[[Sequence[Finished], dict[UUID, RunStatus]], None]
-
-
 class ResolutionWriter:
     def __init__(
         self,
         run_store: RunStore,
         breaker_store: BreakerStore,
+        keeper: LeaseKeeper,
+        metrics: Metrics,
         *,
         owner: str,
         breaker_policy: BreakerPolicy,
-        on_written: Written,
         lease_seconds: float,
+        signals: ExecutorSignals | None = None,
         max_batch: int = 500,
         linger_seconds: float = 0.002,
     ) -> None:
         self._runs = run_store
         self._breakers = breaker_store
+        self._keeper = keeper
+        self._metrics = metrics
         self._owner = owner
         self._policy = breaker_policy
-        self._on_written = on_written
+        self._signals = signals or quiet_signals()
         self._lease_seconds = lease_seconds
         self._max_batch = max_batch
         self._linger = linger_seconds
@@ -108,8 +110,25 @@ class ResolutionWriter:
 
     async def _write(self, batch: list[Finished]) -> None:
         landed, resolved = await self._land(batch)
-        self._on_written(batch, landed)
+        self._settle(batch, landed)
         await self._feed_breakers([f for f in batch if f.run.id in resolved])
+
+    def _settle(self, batch: Sequence[Finished], landed: dict[UUID, RunStatus]) -> None:
+        """Let go of the batch's leases: a run whose write did not land lost its lease
+        (counted by the keeper); the others are settled, and the terminal ones counted in
+        scheduler_runs_total, one counter update per outcome per batch."""
+        finished: Counter[RunStatus] = Counter()
+        for item in batch:
+            status = landed.get(item.run.id)
+            if status is None:
+                self._keeper.lose(item.lease)
+                continue
+            self._keeper.drop(item.lease)
+            if status.terminal:
+                finished[status] += 1
+            self._signals.settled.add([(item.run.id, status)])
+        for status, count in finished.items():
+            self._metrics.run_finished(str(status), count)
 
     async def _land(self, batch: list[Finished]) -> tuple[dict[UUID, RunStatus], set[UUID]]:
         """Write ``batch`` until every run landed or its lease is known lost. Returns
