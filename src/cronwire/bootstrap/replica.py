@@ -17,21 +17,14 @@ from collections.abc import Awaitable, Callable, Generator
 import uvicorn
 
 from cronwire.api.app import create_app
-from cronwire.bootstrap.container import (
-    Runtime,
-    api_routers,
-    build_container,
-    build_runtime,
-    init_resources,
-    role_loops,
-    shutdown_resources,
-)
+from cronwire.bootstrap.container import build_container, init_resources, shutdown_resources
 from cronwire.bootstrap.embedded import (
     EmbeddedBroker,
     start_embedded_broker,
     start_embedded_postgres,
 )
 from cronwire.bootstrap.factories import check_buildable, database_checks, migrate, uses_kafka
+from cronwire.bootstrap.runtime import Runtime, api_routers, build_runtime, role_loops
 from cronwire.config import Settings
 from cronwire.logs import warn_about_settings
 from cronwire.service.supervisor import LoopCrashed, Supervisor
