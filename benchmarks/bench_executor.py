@@ -39,8 +39,8 @@ from cronwire.adapters.postgres.migrator import migrate  # noqa: E402
 from cronwire.adapters.postgres.pool import create_pool  # noqa: E402
 from cronwire.adapters.postgres.run_store import PostgresRunStore  # noqa: E402
 from cronwire.bootstrap.replica import tune_gc  # noqa: E402
+from cronwire.harness.seeding import non_terminal, seed_due_runs, seed_schedule, seed_tenant  # noqa: E402
 from cronwire.service.executor import Executor  # noqa: E402
-from tests.support.runs import non_terminal, seed_due_runs, seed_schedule, seed_tenant  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def start_sink() -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.sink", "--port", "0"], cwd=ROOT,
+        [sys.executable, "-m", "cronwire.harness.sink", "--port", "0"], cwd=ROOT,
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     assert proc.stdout is not None

@@ -27,10 +27,7 @@ from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
-from cronwire.service.executor import Executor
-from cronwire.service.signals import ExecutorSignals
-from tests.support.polling import wait_until
-from tests.support.runs import (
+from cronwire.harness.seeding import (
     SeededSchedule,
     non_terminal,
     seed_due_runs,
@@ -38,7 +35,10 @@ from tests.support.runs import (
     seed_tenant,
     status_counts,
 )
-from tests.support.sink import Reply, Sink, always
+from cronwire.harness.sink import Reply, Sink, always
+from cronwire.service.executor import Executor
+from cronwire.service.signals import ExecutorSignals
+from tests.support.polling import wait_until
 from tests.support.tcp_proxy import TcpProxy
 
 OWNER = "faulty-executor"

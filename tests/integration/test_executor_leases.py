@@ -17,10 +17,10 @@ from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.domain.model import RunStatus
+from cronwire.harness.sink import Reply, always
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import OWNER, Harness, executor_harness, running, sample
-from tests.support.sink import Reply, always
 
 
 @pytest.fixture

@@ -19,10 +19,10 @@ from cronwire.adapters.memory import MemoryHints
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 from cronwire.service.outbox_relay import OutboxRelay
 from tests.support.kafka import kafka_mode
 from tests.support.polling import wait_until
-from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
 

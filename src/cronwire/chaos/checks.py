@@ -7,8 +7,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cronwire.chaos.fleet import Replica
     from cronwire.chaos.harness import Scenario
+    from cronwire.harness.fleet import Replica
 
 
 def common_verdict(figures: dict[str, Any]) -> list[str]:

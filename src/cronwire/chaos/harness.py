@@ -29,7 +29,6 @@ from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
 from cronwire.bootstrap.factories import create_tenant, fresh_database, open_pool
 from cronwire.chaos.faults import FAULTS, FaultSpec
-from cronwire.chaos.fleet import ChaosError, Replica, Sink, replica_env
 from cronwire.chaos.lease_cut import CLAIM_MARKER
 from cronwire.chaos.plan_checks import fault_refusal
 from cronwire.chaos.proxy import ChaosProxy
@@ -39,6 +38,7 @@ from cronwire.domain.cron import occurrences_between
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.model import RetryPolicy, Target, run_id_for
+from cronwire.harness.fleet import ChaosError, Replica, Sink, replica_env
 
 CRON_EVERY_SECOND = "* * * * * *"
 LEAD_SECONDS = 3.0  # first fire this long after the schedules are written

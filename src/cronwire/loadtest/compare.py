@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import asyncpg
 
+from cronwire.harness.stats import cpu_seconds, per_run_us
 from cronwire.loadtest.baselines import combined_bound
-from cronwire.loadtest.cpu import cpu_seconds, per_run_us
 from cronwire.loadtest.report import Baselines
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.errors import CronwireError
 from cronwire.domain.model import RetryPolicy, Target, idempotency_key_for, run_id_for
-from cronwire.loadtest.cpu import cpu_seconds, per_run_us
+from cronwire.harness.stats import cpu_seconds, per_run_us
 from cronwire.loadtest.progress import Progress
 from cronwire.loadtest.report import Baselines, Report, build_report, write_chart
 

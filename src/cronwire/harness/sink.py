@@ -7,7 +7,7 @@ wait on an event before answering). ``duplicates`` counts 2xx answers for a
 ``webhook-id`` that had already been acknowledged with a 2xx, the number receivers must
 dedupe. Tests await conditions with :meth:`Sink.wait_for`; nothing sleeps.
 
-Also runnable as a process (``python -m tests.support.sink --port 0``): prints
+Also runnable as a process (``python -m cronwire.harness.sink --port 0``): prints
 ``{"port": N}`` on its first stdout line, answers 200 to every request, and serves
 ``GET /stats`` with ``{"requests", "unique", "duplicates"}``; stops on SIGTERM.
 """
@@ -93,9 +93,7 @@ class Sink:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=1024)
         await site.start()
-        server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = self._runner.addresses[0][1]
         return self
 
     async def stop(self) -> None:
