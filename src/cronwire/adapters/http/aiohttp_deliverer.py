@@ -1,4 +1,5 @@
-"""The default Deliverer: one pooled aiohttp session, connecting through the TargetGuard.
+"""A Deliverer on one pooled aiohttp session, connecting through the TargetGuard
+(``SCHEDULER_DELIVERER=aiohttp``; the default is ``lean``, ADR 0012).
 
 The guard is aiohttp's resolver, so the connector dials only addresses the
 guard resolved and checked; the URL is never rewritten, so the Host header and
@@ -14,10 +15,10 @@ from datetime import UTC, datetime
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
-from yarl import URL
 
 from cronwire.adapters.http.attempt_timer import AttemptTimer
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.target_url import parse_target
 from cronwire.domain.delivery import (
     EXCERPT_BYTES,
     DeliveryRequest,
@@ -32,7 +33,6 @@ from cronwire.domain.delivery import (
     status_outcome,
 )
 from cronwire.domain.errors import InvalidTarget, TargetRefused
-from cronwire.domain.netpolicy import DEFAULT_PORTS, parse_host_ip, validate_target_url
 
 # Read this much past the excerpt so a keep-alive connection can be reused;
 # a longer body costs a closed connection instead of unbounded reading.
@@ -107,7 +107,7 @@ class AiohttpDeliverer:
         timer = AttemptTimer()
 
         try:
-            url, literal_port = _parsed_target(req.url)
+            url, literal_port = parse_target(req.url)
             headers = delivery_headers(
                 req, int(timer.started_at.timestamp()), user_agent=self._user_agent
             )
@@ -146,15 +146,6 @@ class AiohttpDeliverer:
 # (they were ~6% of an executor's CPU); the address policy itself is still applied to every
 # request through the guard.
 @functools.lru_cache(maxsize=8192)
-def _parsed_target(raw_url: str) -> tuple[URL, int | None]:
-    """The URL as dialled (parsed once: the host checked is the host dialled) and, when its
-    host is an IP literal, the port to check it with. Raises InvalidTarget."""
-    validate_target_url(raw_url)
-    url = URL(raw_url)
-    literal = parse_host_ip(url.raw_host or "") is not None
-    return url, (url.port or DEFAULT_PORTS[url.scheme]) if literal else None
-
-
 @functools.lru_cache(maxsize=64)
 def _timeout(seconds: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=seconds)

@@ -25,7 +25,6 @@ from typing import TypeVar
 
 from yarl import URL
 
-from cronwire.adapters.http.aiohttp_deliverer import _parsed_target
 from cronwire.adapters.http.attempt_timer import AttemptTimer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.http1 import (
@@ -36,6 +35,7 @@ from cronwire.adapters.http.http1 import (
     read_answer,
     request_bytes,
 )
+from cronwire.adapters.http.target_url import parse_target
 from cronwire.domain.delivery import (
     DeliveryRequest,
     DeliveryResult,
@@ -91,7 +91,7 @@ class LeanDeliverer:
         try:
             # An IP literal needs no check of its own here (aiohttp's adapter does one):
             # every new connection, literal or name, is dialled through the guard.
-            url, _literal_port = _parsed_target(req.url)
+            url, _literal_port = parse_target(req.url)
             headers = delivery_headers(
                 req, int(timer.started_at.timestamp()), user_agent=self._user_agent
             )
