@@ -25,7 +25,6 @@ from pathlib import Path
 import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests.support: the seeding helpers and the sink
 
 from cronwire.adapters.clock import SystemClock  # noqa: E402
 from cronwire.adapters.embedded.postgres import throwaway_cluster  # noqa: E402
@@ -58,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def start_sink() -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cronwire.harness.sink", "--port", "0"], cwd=ROOT,
+        [sys.executable, "-m", "cronwire.harness.sink_process", "--port", "0"], cwd=ROOT,
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     assert proc.stdout is not None
@@ -68,7 +67,7 @@ def start_sink() -> tuple[subprocess.Popen[str], int]:
 
 async def sink_stats(port: int) -> dict[str, int]:
     async with aiohttp.ClientSession() as session, session.get(
-        f"http://127.0.0.1:{port}/stats"
+        f"http://127.0.0.1:{port}/_stats"
     ) as response:
         stats: dict[str, int] = await response.json()
         return stats

@@ -9,9 +9,9 @@ only this. Each factory opens what it needs for one job and closes it afterwards
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from pathlib import Path
+from typing import Any, LiteralString
 
 import asyncpg
 
@@ -21,8 +21,9 @@ from cronwire.adapters.postgres.driver_errors import DRIVER_ERRORS
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.migrator import is_current, migrate
 from cronwire.adapters.postgres.pool import create_pool
-from cronwire.adapters.postgres.sql import queries
+from cronwire.adapters.postgres.sql import parse_queries, queries
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.adapters.skewed_clock import SKEW_VARIABLE
 from cronwire.config import Settings
 from cronwire.domain.errors import ConfigError
 from cronwire.service.maintenance import PartitionKeeper
@@ -37,9 +38,13 @@ DATABASE_ERRORS = DRIVER_ERRORS
 COMMAND_POOL_SIZE = 2  # one command, one statement at a time
 READINESS_TIMEOUT_SECONDS = 2.0
 
+# What a chaos run sets in one replica's environment to skew its clock by that many seconds.
+CLOCK_SKEW_VARIABLE = SKEW_VARIABLE
+
 __all__ = [
-    "DATABASE_ERRORS", "Pool", "TenantAdmin", "blank_database", "check_buildable", "create_tenant", "database_checks", "fresh_database",
-    "migrate", "open_pool", "partition_upkeep", "tenant_admin", "uses_kafka",
+    "CLOCK_SKEW_VARIABLE", "DATABASE_ERRORS", "Pool", "TenantAdmin", "blank_database",
+    "check_buildable", "database_checks", "fresh_database", "harness_queries", "migrate",
+    "open_pool", "partition_upkeep", "tenant_admin", "uses_kafka",
 ]
 
 
@@ -127,5 +132,7 @@ async def fresh_database(admin_dsn: str, name: str) -> str:
     return dsn
 
 
-async def create_tenant(pool: asyncpg.Pool, name: str) -> uuid.UUID:
-    return (await PostgresTenantStore(pool).create(name)).tenant_id
+def harness_queries(path: Path) -> dict[str, LiteralString]:
+    """A harness's own SQL file (beside its code, never among the production queries),
+    split by the production parser into its ``-- name: ...`` statements."""
+    return parse_queries(path.read_text(encoding="utf-8"))

@@ -17,90 +17,29 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import asyncpg
 
-from cronwire.adapters.embedded.kafka import EmbeddedBroker
-from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
-from cronwire.bootstrap.factories import create_tenant, fresh_database, open_pool
-from cronwire.chaos.faults import FAULTS, FaultSpec
+from cronwire.bootstrap.embedded import FAST_UNSAFE_SETTINGS, EmbeddedBroker, EmbeddedPostgres
+from cronwire.bootstrap.factories import fresh_database, open_pool
+from cronwire.chaos.faults import FAULTS
 from cronwire.chaos.lease_cut import CLAIM_MARKER
+from cronwire.chaos.plan import ChaosError, ChaosPlan
 from cronwire.chaos.plan_checks import fault_refusal
 from cronwire.chaos.proxy import ChaosProxy
 from cronwire.chaos.queries import Q
-from cronwire.chaos.report import Deliveries, Interruption, count_deliveries, figure_table
-from cronwire.domain.cron import occurrences_between
-from cronwire.domain.delivery import new_signing_secret
-from cronwire.domain.documents import retry_to_document, target_to_document
-from cronwire.domain.model import RetryPolicy, Target, run_id_for
-from cronwire.harness.fleet import ChaosError, Replica, Sink, replica_env
+from cronwire.chaos.report import Deliveries, count_deliveries, figure_table
+from cronwire.chaos.scenario import Scenario
+from cronwire.chaos.seed import seed
+from cronwire.harness.fleet import Fleet, replica_env
+from cronwire.harness.seeding import seed_tenant
+from cronwire.harness.sink_process import SinkProcess
 
-CRON_EVERY_SECOND = "* * * * * *"
-LEAD_SECONDS = 3.0  # first fire this long after the schedules are written
 MAX_DRAIN_SECONDS = 180.0
-RETRY = retry_to_document(RetryPolicy(5, 1.0, 5.0))
-
-
-@dataclass(frozen=True, slots=True)
-class ChaosPlan:
-    mode: str
-    faults: tuple[str, ...]
-    schedules: int
-    replicas: int
-    duration: float
-    out: Path
-    burst: int = 50_000
-    seed: int = 0
-    dsn: str | None = None  # an admin DSN; None starts an embedded Postgres
-
-
-@dataclass
-class Scenario:
-    """What a fault driver may touch while its scenario runs."""
-
-    plan: ChaosPlan
-    spec: FaultSpec
-    pool: asyncpg.Pool
-    http: aiohttp.ClientSession
-    rng: random.Random
-    replicas: list[Replica]
-    first: datetime
-    horizon: datetime
-    postgres: EmbeddedPostgres | None
-    broker: EmbeddedBroker | None
-    proxy: ChaosProxy | None
-    interruptions: list[Interruption] = field(default_factory=list)
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    def seconds_to(self, fraction: float) -> float:
-        """Seconds from now until ``fraction`` of the firing window has passed."""
-        at = self.first + (self.horizon - self.first) * fraction
-        return max(0.0, (at - datetime.now(self.first.tzinfo)).total_seconds())
-
-    def window_left(self) -> float:
-        return (self.horizon - datetime.now(self.first.tzinfo)).total_seconds()
-
-    async def leases_of(self, owner: str) -> dict[str, tuple[int, int]]:
-        rows = await self.pool.fetch(Q["chaos_leases_of_owner"], owner)
-        return {str(r["id"]): (r["lease_generation"], r["attempt_count"]) for r in rows}
-
-    async def interrupt(self, replica: Replica, kind: str) -> Interruption:
-        """kill -9 or SIGSTOP ``replica`` and record the leases it held at that moment."""
-        at = time.time()
-        if kind == "kill":
-            replica.kill()
-        else:
-            import signal
-
-            replica.signal(signal.SIGSTOP)
-        found = Interruption(replica.name, kind, at, await self.leases_of(replica.name))
-        self.interruptions.append(found)
-        return found
+STOP_SECONDS = 15.0  # a replica's drain at SIGTERM, before SIGKILL
 
 
 def _log(message: str) -> None:
@@ -123,11 +62,10 @@ async def _postgres(plan: ChaosPlan) -> AsyncIterator[tuple[str, EmbeddedPostgre
 
 @contextlib.asynccontextmanager
 async def _broker(plan: ChaosPlan, out: Path) -> AsyncIterator[EmbeddedBroker | None]:
-    """A fresh broker per fault, as the database is fresh per fault. One broker shared by
-    every fault carried the consumer group of the faults before (members killed, stopped,
-    restarted): tansu then rebalanced the group every ~13 s for as long as it ran, each
-    time holding every consumer's fetch through a 5 s join, and the fairness fault that
-    came last measured that instead of the claim."""
+    """A fresh broker per fault, as the database is fresh per fault: a consumer group
+    carried over from the faults before (members killed, stopped, restarted) makes tansu
+    rebalance it every ~13 s, each time holding every consumer's fetch through a 5 s
+    join, and a later fault would measure that instead of the claim."""
     if plan.mode != "kafka":
         yield None
         return
@@ -139,45 +77,7 @@ async def _broker(plan: ChaosPlan, out: Path) -> AsyncIterator[EmbeddedBroker | 
         await asyncio.to_thread(broker.stop)
 
 
-async def _seed(pool: asyncpg.Pool, spec: FaultSpec, plan: ChaosPlan, sink: Sink,
-                tenants: list[uuid.UUID]) -> tuple[dict[str, float], datetime, datetime, dict[str, set[str]]]:
-    """Schedules firing every second from the first instant after the lead time for
-    ``duration`` seconds; for the fairness fault also one tenant's burst of due runs.
-    Returns (planned run id -> due epoch, first, horizon, groups of run ids)."""
-    db_now: datetime = await pool.fetchval(Q["chaos_now"])
-    first = occurrences_between(CRON_EVERY_SECOND, "UTC", db_now + timedelta(seconds=LEAD_SECONDS),
-                                db_now + timedelta(hours=1), 1)[0]
-    horizon = first + timedelta(seconds=plan.duration)
-    occurrences = occurrences_between(CRON_EVERY_SECOND, "UTC", first - timedelta(microseconds=1),
-                                      horizon, 10_000_000)
-    planned: dict[str, float] = {}
-    groups: dict[str, set[str]] = {"steady": set(), "burst": set()}
-    steady_tenants = tenants[1:] if spec.burst else tenants
-    per_tenant = 1 if spec.burst else plan.schedules
-    target = target_to_document(Target(f"{sink.base}/d/{spec.sink_delay_ms}/hook"))
-    for tenant in steady_tenants:
-        ids = [uuid.uuid4() for _ in range(per_tenant)]
-        await pool.execute(Q["chaos_schedules_insert"], ids, tenant, CRON_EVERY_SECOND, target,
-                           RETRY, first, horizon, new_signing_secret())
-        for sid in ids:
-            for at in occurrences:
-                run_id = str(run_id_for(sid, at))
-                planned[run_id] = at.timestamp()
-                groups["steady"].add(run_id)
-    if spec.burst:
-        burst_target = dict(target, url=f"{sink.base}/d/{spec.burst_delay_ms}/burst")
-        schedule_id = uuid.uuid4()
-        await pool.execute(Q["chaos_burst_schedule_insert"], schedule_id, tenants[0],
-                           burst_target, RETRY, new_signing_secret())
-        rows = await pool.fetch(Q["chaos_burst_runs_insert"], tenants[0], schedule_id,
-                                plan.burst, first)
-        for row in rows:
-            planned[str(row["id"])] = first.timestamp()
-            groups["burst"].add(str(row["id"]))
-    return planned, first, horizon, groups
-
-
-async def _drain(scenario: Scenario, sink: Sink, tenants: list[uuid.UUID], planned: int) -> float:
+async def _drain(scenario: Scenario, sink: SinkProcess, tenants: list[uuid.UUID], planned: int) -> float:
     """Until the planner has passed the horizon, every run up to it is terminal and the
     sink has seen every planned run (bounded). Returns seconds past the horizon."""
     deadline = time.monotonic() + MAX_DRAIN_SECONDS
@@ -209,9 +109,9 @@ async def _run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedd
     rng = random.Random(f"{plan.seed}/{name}")
     dsn = await fresh_database(admin, f"chaos_{name.replace('-', '_')}_{int(time.time())}")
     pool = await open_pool(dsn, 4)
-    sink = Sink(out / "deliveries.jsonl")
+    sink = SinkProcess(out / "deliveries.jsonl")
     proxy = None
-    replicas: list[Replica] = []
+    fleet = Fleet(out / "replicas")
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5))
     try:
         await sink.start()
@@ -222,23 +122,28 @@ async def _run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedd
             proxy.watch(CLAIM_MARKER)
             proxied_dsn = dsn.replace(f"{host}:{port}", f"127.0.0.1:{proxy.port}")
             replica_dsn = dsn if spec.victim_proxy else proxied_dsn
-        env = replica_env(replica_dsn, delivery_timeout=spec.delivery_timeout,
-                          workers=spec.workers, mode=plan.mode,
-                          bootstrap=broker.bootstrap if broker else None)
+        env = replica_env(
+            replica_dsn, roles="planner,executor", claim_source=plan.mode,
+            executor_workers=spec.workers,
+            # Short: leases are 2 x this, so a dead owner's runs come back within seconds.
+            delivery_timeout_seconds=spec.delivery_timeout, shutdown_grace_seconds=3,
+            db_pool_size=6, log_format="text",
+            kafka_bootstrap_servers=broker.bootstrap if broker else None)
         (out / "replicas").mkdir(exist_ok=True)
         for index in range(plan.replicas):
             extra = spec.replica_env(index)
             if spec.victim_proxy and index == 0:  # only the first replica's database path
                 extra = dict(extra, SCHEDULER_DATABASE_URL=proxied_dsn)
-            replicas.append(Replica(f"{name}-{index}", dict(env, **extra), out / "replicas"))
-        await asyncio.gather(*(replica.start() for replica in replicas))
+            fleet.add(f"{name}-{index}", dict(env, **extra))
+        await asyncio.gather(*(replica.start() for replica in fleet.replicas))
         tenant_count = 10 if spec.burst else 1
-        tenants = [await create_tenant(pool, f"chaos-{name}-{i}") for i in range(tenant_count)]
-        planned, first, horizon, groups = await _seed(pool, spec, plan, sink, tenants)
-        _log(f"{name}: {len(planned)} runs planned from {first:%H:%M:%S}Z over "
+        tenants = [await seed_tenant(pool, f"chaos-{name}-{i}") for i in range(tenant_count)]
+        seeded = await seed(pool, spec, plan, sink.base, tenants)
+        planned, groups = seeded.planned, seeded.groups
+        _log(f"{name}: {len(planned)} runs planned from {seeded.first:%H:%M:%S}Z over "
              f"{plan.duration:.0f}s, {plan.replicas} {plan.mode} replicas")
-        scenario = Scenario(plan, spec, pool, http, rng, replicas, first, horizon, postgres,
-                            broker, proxy)
+        scenario = Scenario(plan, spec, pool, http, rng, fleet.replicas, seeded.first,
+                            seeded.horizon, postgres, broker, proxy)
         scenario.figures["planned_due"] = planned
         await asyncio.sleep(scenario.seconds_to(0.0))
         await spec.drive(scenario)
@@ -246,16 +151,16 @@ async def _run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedd
         drain = await _drain(scenario, sink, tenants, len(planned))
         if spec.observe is not None:
             await spec.observe(scenario, groups)
-        exits = [r.name for r in replicas if not r.alive()]
+        exits = [r.name for r in fleet.replicas if not r.running]
     finally:
-        for replica in replicas:
-            await asyncio.to_thread(replica.stop)
+        for replica in fleet.replicas:
+            await replica.stop(STOP_SECONDS)
         await asyncio.to_thread(sink.stop)
         if proxy is not None:
             await proxy.close()
         await http.close()
     try:
-        seen = Deliveries.load(sink.out)
+        seen = Deliveries.load(out / "deliveries.jsonl")
         figures: dict[str, Any] = count_deliveries(planned, seen, scenario.interruptions)
         figures["drain_seconds"] = round(drain, 2)
         figures["replica_exits"] = len(exits)

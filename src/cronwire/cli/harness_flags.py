@@ -24,7 +24,9 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
     from cronwire.bootstrap.factories import check_buildable
     from cronwire.domain.cron import parse_cron
     from cronwire.domain.errors import InvalidCron
-    from cronwire.loadtest.harness import LoadTestError, LoadTestPlan, run_loadtest
+    from cronwire.harness.processes import HarnessError
+    from cronwire.loadtest.plan import LoadTestPlan
+    from cronwire.loadtest.run import run_loadtest
 
     try:
         parse_cron(args.cron)
@@ -47,7 +49,7 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
     )
     try:
         report = run_loadtest(plan)
-    except LoadTestError as exc:
+    except HarnessError as exc:  # LoadTestError, or a process that would not start
         print(f"cronwire: loadtest: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(report.summary))
@@ -56,8 +58,9 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_chaos(settings: Settings, args: argparse.Namespace) -> int:
     from cronwire.chaos.faults import DEFAULT_FAULTS
-    from cronwire.chaos.harness import ChaosPlan, run_chaos
+    from cronwire.chaos.plan import ChaosPlan
     from cronwire.chaos.plan_checks import fault_refusal
+    from cronwire.chaos.run import run_chaos
 
     faults = tuple(f.strip() for f in (args.faults or "").split(",") if f.strip())
     faults = faults or DEFAULT_FAULTS[args.mode]

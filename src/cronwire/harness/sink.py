@@ -1,29 +1,33 @@
-"""A webhook receiver on loopback that records what arrives, for executor tests.
+"""One webhook receiver on loopback for every harness: in a test's own event loop, and as
+a process of its own for `cronwire loadtest` and `cronwire chaos` (sink_process.py).
 
-Each request is recorded as an :class:`Arrival` (``webhook-id``, attempt header, run id,
-arrival time, the status answered). How the sink answers is a ``behaviour``: a function
-of the arrival returning a :class:`Reply` (status, delay, ``Retry-After``, or ``hold``:
-wait on an event before answering). ``duplicates`` counts 2xx answers for a
-``webhook-id`` that had already been acknowledged with a 2xx, the number receivers must
-dedupe. Tests await conditions with :meth:`Sink.wait_for`; nothing sleeps.
-
-Also runnable as a process (``python -m cronwire.harness.sink --port 0``): prints
-``{"port": N}`` on its first stdout line, answers 200 to every request, and serves
-``GET /stats`` with ``{"requests", "unique", "duplicates"}``; stops on SIGTERM.
+Each request is an :class:`Arrival`. How the sink answers is a ``Behaviour``: a function
+of the arrival returning a :class:`Reply` (status, delay, headers, ``Retry-After``, or
+``hold``: wait on an event before answering). A 2xx answer acknowledges the arrival's
+``webhook-id``; ``duplicates`` counts 2xx answers for an id already acknowledged, the
+number receivers must dedupe. Tests await conditions with :meth:`Sink.wait_for`; nothing
+sleeps. ``GET /_stats`` answers :meth:`Sink.stats`; :meth:`Sink.dump` writes one JSON
+line per acknowledgement, the records the load test and chaos reports count from.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
+import contextlib
 import json
-import signal
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from cronwire.harness.stats import percentile
+
+_NO_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +36,10 @@ class Reply:
     delay: float = 0.0
     retry_after: str | None = None
     hold: asyncio.Event | None = None
+    hold_seconds: float | None = None  # answer anyway after this long on hold
+    on_cancel: Callable[[], None] | None = None  # the client hung up before the answer
     body: bytes = b"ok"
+    headers: Mapping[str, str] | None = None
 
 
 @dataclass(slots=True)
@@ -40,11 +47,25 @@ class Arrival:
     webhook_id: str
     attempt: int
     run_id: str
-    arrived_at: float  # time.monotonic()
-    headers: Mapping[str, str]
+    scheduled_for: str
+    method: str
+    path_qs: str
+    headers: CIMultiDictProxy[str] | CIMultiDict[str]
     body: bytes
+    arrived_at: float  # time.monotonic()
+    started: float  # time.time(), for records other processes compare with their clock
     status: int | None = None  # what was answered; None while held or if never answered
-    answered_at: float | None = None
+    answered_at: float | None = None  # time.monotonic()
+    at: float | None = None  # time.time() of the answer
+
+    @property
+    def path(self) -> str:
+        return self.path_qs.partition("?")[0]
+
+    def record(self) -> dict[str, Any]:
+        return {"id": self.webhook_id, "run_id": self.run_id,
+                "scheduled_for": self.scheduled_for, "attempt": self.attempt,
+                "started": self.started, "at": self.at}
 
 
 Behaviour = Callable[[Arrival], Reply]
@@ -60,39 +81,43 @@ def by_attempt(replies: Mapping[int, Reply], default: Reply | None = None) -> Be
     return lambda arrival: replies.get(arrival.attempt, fallback)
 
 
-def unused_port() -> int:
-    """A loopback port nothing listens on (for 'connection refused' targets)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @dataclass
 class Sink:
     behaviour: Behaviour = field(default_factory=lambda: always(Reply()))
+    host: str = "127.0.0.1"
+    port: int = 0
+    # Keep each request's headers and body (tests look at them); a load test's sink keeps
+    # only what its records need.
+    keep_requests: bool = True
+    # Cancel a held answer when its client hangs up (Reply.on_cancel is then called).
+    cancel_on_disconnect: bool = False
     arrivals: list[Arrival] = field(default_factory=list)
     acknowledged: set[str] = field(default_factory=set)
+    received: int = 0  # 2xx answers
     duplicates: int = 0
-    port: int = 0
+    failed: int = 0  # other answers
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _runner: web.AppRunner | None = None
+    _reported: int = 0  # arrivals already covered by a /_stats lag figure
+    _instants: dict[str, float | None] = field(default_factory=dict)
+
+    def url_for(self, path: str = "/hook") -> str:
+        return f"http://{self.host}:{self.port}{path}"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
+        return self.url_for("/hook")
 
     async def start(self) -> Sink:
         app = web.Application()
-        app.router.add_route("*", "/hook", self._handle)
-        app.router.add_get("/stats", self._stats)
+        app.router.add_get("/_stats", self._stats)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
         # A held request must not keep a finished test waiting for the default 60 s.
-        self._runner = web.AppRunner(
-            app, access_log=None, handler_cancellation=False, shutdown_timeout=1.0
-        )
+        self._runner = web.AppRunner(app, access_log=None,
+                                     handler_cancellation=self.cancel_on_disconnect,
+                                     shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=1024)
-        await site.start()
+        await web.TCPSite(self._runner, self.host, self.port, backlog=4096).start()
         self.port = self._runner.addresses[0][1]
         return self
 
@@ -121,63 +146,88 @@ class Sink:
                 self._changed.clear()
                 await self._changed.wait()
 
+    def stats(self) -> dict[str, Any]:
+        """Counts so far, and the p99 lag of the acknowledgements since the last call."""
+        return {"requests": len(self.arrivals), "received": self.received,
+                "unique": self.unique, "duplicates": self.duplicates, "failed": self.failed,
+                "lag_p99_ms": self._recent_lag_p99_ms()}
+
+    def dump(self, path: Path) -> None:
+        """One JSON line per acknowledgement (:meth:`Arrival.record`)."""
+        with path.open("w", encoding="utf-8") as out:
+            for arrival in self.arrivals:
+                if arrival.status is not None and 200 <= arrival.status <= 299:
+                    out.write(json.dumps(arrival.record()))
+                    out.write("\n")
+
     def _notify(self) -> None:
         self._changed.set()
 
+    def _instant(self, text: str) -> float | None:
+        # Every run of one occurrence shares its instant: parse each text once.
+        if text not in self._instants:
+            try:
+                self._instants[text] = datetime.fromisoformat(text).timestamp()
+            except ValueError:
+                self._instants[text] = None
+        return self._instants[text]
+
+    def _recent_lag_p99_ms(self) -> float | None:
+        recent = self.arrivals[self._reported:]
+        self._reported = len(self.arrivals)
+        lags = [arrival.at - instant for arrival in recent
+                if arrival.at is not None and arrival.status is not None
+                and 200 <= arrival.status <= 299
+                and (instant := self._instant(arrival.scheduled_for)) is not None]
+        if not lags:
+            return None
+        return round(percentile(lags, 0.99) * 1000, 1)
+
+    async def _stats(self, _request: web.Request) -> web.Response:
+        return web.json_response(self.stats())
+
     async def _handle(self, request: web.Request) -> web.Response:
+        started = time.time()
+        body = await request.read()
+        headers = request.headers
+        attempt = headers.get("x-cronwire-attempt", "0")
         arrival = Arrival(
-            webhook_id=request.headers.get("webhook-id", ""),
-            attempt=int(request.headers.get("x-cronwire-attempt", "0") or 0),
-            run_id=request.headers.get("x-cronwire-run-id", ""),
+            webhook_id=headers.get("webhook-id", ""),
+            attempt=int(attempt) if attempt.isdigit() else 0,
+            run_id=headers.get("x-cronwire-run-id", ""),
+            scheduled_for=headers.get("x-cronwire-scheduled-for", ""),
+            method=request.method,
+            path_qs=request.path_qs,
+            headers=CIMultiDict(headers) if self.keep_requests else _NO_HEADERS,
+            body=body if self.keep_requests else b"",
             arrived_at=time.monotonic(),
-            headers=dict(request.headers),
-            body=await request.read(),
+            started=started,
         )
         self.arrivals.append(arrival)
         self._notify()
         reply = self.behaviour(arrival)
-        if reply.hold is not None:
-            await reply.hold.wait()
-        if reply.delay:
-            await asyncio.sleep(reply.delay)  # the receiver being slow is the behaviour under test
+        try:
+            if reply.hold is not None:
+                with contextlib.suppress(TimeoutError):  # held long enough: answer now
+                    async with asyncio.timeout(reply.hold_seconds):
+                        await reply.hold.wait()
+            if reply.delay:
+                await asyncio.sleep(reply.delay)  # a slow receiver is the behaviour under test
+        except asyncio.CancelledError:
+            if reply.on_cancel is not None:
+                reply.on_cancel()
+            raise
         if 200 <= reply.status <= 299:
+            self.received += 1
             if arrival.webhook_id in self.acknowledged:
                 self.duplicates += 1
             self.acknowledged.add(arrival.webhook_id)
+        else:
+            self.failed += 1
         arrival.status = reply.status
-        arrival.answered_at = time.monotonic()
+        arrival.answered_at, arrival.at = time.monotonic(), time.time()
         self._notify()
-        headers = {"retry-after": reply.retry_after} if reply.retry_after else None
-        return web.Response(status=reply.status, body=reply.body, headers=headers)
-
-    async def _stats(self, _request: web.Request) -> web.Response:
-        return web.json_response(
-            {"requests": len(self.arrivals), "unique": self.unique, "duplicates": self.duplicates}
-        )
-
-
-async def _serve(port: int) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    sink = Sink(port=port)
-    async with sink:
-        print(json.dumps({"port": sink.port}), flush=True)
-        await stop.wait()
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description="a recording webhook sink on 127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args()
-    try:
-        import uvloop
-
-        uvloop.run(_serve(args.port))
-    except ImportError:
-        asyncio.run(_serve(args.port))
-
-
-if __name__ == "__main__":
-    main()
+        answer = dict(reply.headers or {})
+        if reply.retry_after:
+            answer["retry-after"] = reply.retry_after
+        return web.Response(status=reply.status, body=reply.body, headers=answer or None)

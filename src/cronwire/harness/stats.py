@@ -1,11 +1,22 @@
-"""CPU seconds used by processes (Linux /proc): per-run CPU is a comparison that a
-shared machine disturbs far less than runs/s, which also measure everyone else's load."""
+"""The harnesses' figures: percentiles of lags, and CPU seconds used by processes (Linux
+/proc). Per-run CPU is a comparison that a shared machine disturbs far less than runs/s,
+which also measure everyone else's load."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
 from pathlib import Path
+
+
+def percentile(values: Iterable[float], fraction: float) -> float:
+    """The value at ``fraction`` (0..1) of the sorted values, by the nearest index
+    (``round(fraction * (n - 1))``); 0.0 when there are none."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
 
 
 def cpu_seconds(pids: Iterable[int]) -> float | None:
