@@ -169,7 +169,7 @@ class Container(containers.DeclarativeContainer):
         lookahead_seconds=settings.provided.planner_lookahead_seconds,
     )
 
-    # -- kafka mode providers (issue 9): clients owned by Resources, None in postgres mode --
+    # -- kafka mode providers: clients owned by Resources, None in postgres mode --
     kafka_link = providers.Resource(_kafka_link_resource, settings=settings, metrics=metrics)
     kafka_hints = providers.Resource(_kafka_hints_resource, settings=settings, link=kafka_link)
     kafka_publisher = providers.Resource(_kafka_publisher_resource, link=kafka_link)

@@ -1,4 +1,4 @@
-"""Kafka mode's ports (issue 9): run keys, never payloads; Postgres stays the source of
+"""Kafka mode's ports: run keys, never payloads; Postgres stays the source of
 truth. Re-exported by :mod:`cronwire.ports`, where services import them from."""
 
 from __future__ import annotations

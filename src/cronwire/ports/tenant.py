@@ -1,4 +1,4 @@
-"""The tenant API's ports (issue 5): tokens, schedules, run history. Re-exported by
+"""The tenant API's ports: tokens, schedules, run history. Re-exported by
 :mod:`cronwire.ports`, where services import them from.
 
 Every method takes the tenant id and confines itself to that tenant's rows: another

@@ -65,9 +65,8 @@ def send_deadline(asked_at_monotonic: float, lease_seconds: float) -> float:
     half as the margin. The deadline is fixed before the claim is sent and is an instant,
     not a duration: a stall anywhere after that reading (during the claim's round trip,
     before the delivery task ran, between the executor's check and the deliverer's) only
-    uses up the window. It was a duration measured again on the deliverer's entry, and a
-    stop between the two readings stretched it: the chaos stall fault's one late send.
-    The deadline is on the Clock's ``monotonic``: ``time.monotonic()`` for the system
+    uses up the window, never stretches it (ADR 0022). The deadline is on the Clock's
+    ``monotonic``: ``time.monotonic()`` for the system
     clock (and the chaos suite's skewed one), which is what the lean deliverer reads."""
     return asked_at_monotonic + lease_seconds / 2
 
