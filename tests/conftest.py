@@ -4,7 +4,10 @@ Fixtures for tests:
 - ``database_url``: DSN of a fresh, migrated database of its own (cloned from a template).
 - ``db_pool``: an asyncpg pool on that database (UTC, jsonb codecs).
 - ``admin_dsn``: the server's admin DSN, for tests that create databases themselves.
-- ``kafka_bootstrap``: a running Kafka-wire broker (started on first use).
+- ``kafka_bootstrap``: a running Kafka broker, once per kind in
+  ``tests.support.brokers.KAFKA_BROKERS`` (tansu and one Apache Kafka node; started on
+  first use). ``tansu_bootstrap``, ``apache_kafka`` and ``apache_kafka_cluster`` (3 nodes)
+  are the session brokers behind it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.postgres.pool import create_pool
+from tests.support.apache_kafka import KafkaCluster
+from tests.support.brokers import KAFKA_BROKERS, apache_kafka_server, bootstrap_of, broker_params
 from tests.support.servers import DatabaseFactory, kafka_server, postgres_server
 
 # platformdirs (via testcontainers/embedded packages) warns without XDG_RUNTIME_DIR.
@@ -57,6 +62,23 @@ async def db_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(servers_dir: Path) -> Iterator[str]:
+def tansu_bootstrap(servers_dir: Path) -> Iterator[str]:
     with kafka_server(servers_dir) as bootstrap:
         yield bootstrap
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(servers_dir: Path) -> Iterator[KafkaCluster | str]:
+    with apache_kafka_server(servers_dir, nodes=1) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_cluster(servers_dir: Path) -> Iterator[KafkaCluster | str]:
+    with apache_kafka_server(servers_dir, nodes=3) as server:
+        yield server
+
+
+@pytest.fixture(params=broker_params(*KAFKA_BROKERS))
+def kafka_bootstrap(request: pytest.FixtureRequest) -> str:
+    return bootstrap_of(request, request.param)
