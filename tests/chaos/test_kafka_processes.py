@@ -1,6 +1,7 @@
-"""Kafka mode with real ``cronwire serve`` processes on the real broker (tansu unless
-configured): kill -9 and a replica joining mid-run, a broker restart, a rolling flip of
-the fleet between modes, and the sweeper's share in a healthy fleet.
+"""Kafka mode with real ``cronwire serve`` processes on real brokers — tansu and a 3-node
+Apache Kafka cluster (replication factor 3, min.insync.replicas 2): kill -9 and a replica
+joining mid-run, a broker restart (tansu and one Apache Kafka node), a rolling flip of the
+fleet between modes, and the sweeper's share in a healthy fleet.
 
 Sizes are small in CI; ``CRONWIRE_FULL=1`` runs the issue's full sizes. Each test gets its
 own topic and consumer group. Figures are printed (``pytest -s``) for the closing note.
@@ -9,7 +10,6 @@ own topic and consumer group. Figures are printed (``pytest -s``) for the closin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -23,7 +23,13 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
-from cronwire.adapters.embedded.postgres import free_port
+from tests.support.brokers import (
+    APACHE_CLUSTER,
+    TANSU,
+    StandaloneKafka,
+    bootstrap_of,
+    broker_params,
+)
 from tests.support.replicas import Replica, ReplicaSet
 from tests.support.runs import (
     non_terminal,
@@ -38,6 +44,13 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 FULL = os.environ.get("CRONWIRE_FULL") == "1"
 PARTITIONS = 6
 _ASSIGNED = re.compile(r"kafka partitions assigned: ([0-9,]*|none)")
+
+
+@pytest.fixture(params=broker_params(TANSU, APACHE_CLUSTER))
+def kafka_bootstrap(request: pytest.FixtureRequest) -> str:
+    """This module's fleets run on tansu and on the 3-node cluster (a test added here that
+    takes ``kafka_bootstrap`` runs on both)."""
+    return bootstrap_of(request, request.param)
 
 
 @pytest.fixture
@@ -180,63 +193,56 @@ async def test_kill_9_and_a_replica_joining_mid_run_lose_nothing(
             duplicates=sink.duplicates, survivor_claims=claims)
 
 
-@contextlib.asynccontextmanager
-async def _own_broker(tmp_path: Path) -> AsyncIterator[EmbeddedBroker]:
-    broker = EmbeddedBroker(tmp_path / "own-tansu.log", port=free_port("127.0.0.1"))
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
 async def test_a_broker_restart_mid_run_loses_and_duplicates_nothing(
-    db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, tmp_path: Path
+    db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet,
+    own_kafka: EmbeddedBroker | StandaloneKafka,
 ) -> None:
     """tansu keeps everything in memory: the restart loses the topic, every key in it and
-    the committed offsets. The replicas degrade to the sweeper (readyz names kafka), then
-    recreate the topic and resume kafka claims without a restart."""
+    the committed offsets. Apache Kafka keeps them on disk. Either way the replicas degrade
+    to the sweeper (readyz names kafka), then (re)create the topic if it is gone and
+    resume kafka claims without a restart."""
     runs = 6_000 if FULL else 1_500
     sink.behaviour = always(Reply(delay=0.01))
-    async with _own_broker(tmp_path) as broker:
-        topic = new_topic()
-        settings = kafka_settings(broker.bootstrap, topic)
-        replicas = [await fleet.spawn(n, executor_workers=16, **settings) for n in ("a", "b")]
-        await _group_stable(replicas)
-        await _seed(db_pool, sink.url, runs // 2, tenants=6)
-        await sink.wait_for(lambda s: s.unique >= runs // 8, within=60)
-        # In a thread: the sink shares this event loop, and tansu takes seconds to stop.
-        await asyncio.to_thread(broker.stop)
+    broker = own_kafka
+    await asyncio.to_thread(broker.start)
+    topic = new_topic()
+    settings = kafka_settings(broker.bootstrap, topic)
+    replicas = [await fleet.spawn(n, executor_workers=16, **settings) for n in ("a", "b")]
+    await _group_stable(replicas)
+    await _seed(db_pool, sink.url, runs // 2, tenants=6)
+    await sink.wait_for(lambda s: s.unique >= runs // 8, within=60)
+    # In a thread: the sink shares this event loop, and tansu takes seconds to stop.
+    await asyncio.to_thread(broker.stop)
 
-        async def degraded() -> bool:
-            answers = [await _readyz(r) for r in replicas]
-            return all(s == 503 and b["checks"].get("kafka") is False for s, b in answers)
+    async def degraded() -> bool:
+        answers = [await _readyz(r) for r in replicas]
+        return all(s == 503 and b["checks"].get("kafka") is False for s, b in answers)
 
-        await _until(degraded, within=30)
-        gauges = [(await r.metrics()).get("scheduler_kafka_broker_up") for r in replicas]
-        assert gauges == [0, 0]
-        await _seed(db_pool, sink.url, runs // 2, tenants=6, first=100_000)
-        await asyncio.to_thread(broker.start)
+    await _until(degraded, within=30)
+    gauges = [(await r.metrics()).get("scheduler_kafka_broker_up") for r in replicas]
+    assert gauges == [0, 0]
+    await _seed(db_pool, sink.url, runs // 2, tenants=6, first=100_000)
+    await asyncio.to_thread(broker.start)
 
-        async def recovered() -> bool:
-            return [(await _readyz(r))[0] for r in replicas] == [200, 200]
+    async def recovered() -> bool:
+        return [(await _readyz(r))[0] for r in replicas] == [200, 200]
 
-        await _until(recovered, within=60)
-        await sink.wait_for(lambda s: s.unique == runs, within=120)
-        await _settled(db_pool, within=30)
-        assert await status_counts(db_pool) == {"succeeded": runs}
-        assert sink.duplicates == 0
-        claims = await _claims(replicas)
-        assert claims.get("sweeper", 0) > 0
-        # Kafka claims resume after the restart: new keys are consumed from the new topic.
-        before = claims.get("kafka", 0)
-        await _seed(db_pool, sink.url, 60, tenants=6, first=200_000)
-        await sink.wait_for(lambda s: s.unique == runs + 60, within=60)
-        after = await _claims(replicas)
-        assert after.get("kafka", 0) > before
-        for replica in replicas:
-            assert await replica.stop() == 0
-    _report("kafka_broker_restart", runs=runs + 60, lost=0, duplicates=sink.duplicates,
+    await _until(recovered, within=60)
+    await sink.wait_for(lambda s: s.unique == runs, within=120)
+    await _settled(db_pool, within=30)
+    assert await status_counts(db_pool) == {"succeeded": runs}
+    assert sink.duplicates == 0
+    claims = await _claims(replicas)
+    assert claims.get("sweeper", 0) > 0
+    # Kafka claims resume after the restart: new keys are consumed from the new topic.
+    before = claims.get("kafka", 0)
+    await _seed(db_pool, sink.url, 60, tenants=6, first=200_000)
+    await sink.wait_for(lambda s: s.unique == runs + 60, within=60)
+    after = await _claims(replicas)
+    assert after.get("kafka", 0) > before
+    for replica in replicas:
+        assert await replica.stop() == 0
+    _report(f"kafka_broker_restart[{type(broker).__name__}]", runs=runs + 60, lost=0, duplicates=sink.duplicates,
             claims=after)
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from cronwire.adapters.embedded.kafka import EmbeddedBroker
+from cronwire.adapters.embedded.postgres import free_port
 from tests.support.apache_kafka import (
     APACHE_KAFKA_VERSION,
     KRAFT_SETTINGS,
@@ -86,3 +88,34 @@ def _container() -> Iterator[str]:
     with container:
         wait_for_logs(container, "Kafka Server started", timeout=120)
         yield f"127.0.0.1:{port}"
+
+
+class StandaloneKafka:
+    """One Apache Kafka node a test owns and stops: ``start()`` after ``stop()`` brings
+    it back on its own data (topics and committed offsets survive, unlike tansu's)."""
+
+    def __init__(self, home: Path) -> None:
+        self._cluster = KafkaCluster(home, size=1)
+
+    @property
+    def bootstrap(self) -> str:
+        return self._cluster.bootstrap
+
+    def start(self) -> str:
+        if not self._cluster.nodes:
+            return self._cluster.start()
+        self._cluster.restart(1)
+        return self.bootstrap
+
+    def stop(self) -> None:
+        self._cluster.stop()
+
+
+OWN_BROKERS = (TANSU, APACHE)  # a broker a test stops cannot be the explicit one
+
+
+def own_broker(kind: str, workdir: Path) -> EmbeddedBroker | StandaloneKafka:
+    """A broker of ``kind`` for one test, not started yet."""
+    if kind == TANSU:
+        return EmbeddedBroker(workdir / "own-tansu.log", port=free_port("127.0.0.1"))
+    return StandaloneKafka(workdir / "own-kafka")
