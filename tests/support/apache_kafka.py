@@ -257,7 +257,7 @@ class KafkaCluster:
     home: Path
     size: int = 1
     nodes: list[KafkaNode] = field(default_factory=list)
-    _cp: str = ""
+    _cp: str = field(default="", repr=False)
 
     @property
     def bootstrap(self) -> str:
