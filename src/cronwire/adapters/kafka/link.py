@@ -179,9 +179,14 @@ class KafkaLink:
                         await bounded(listener(), 6.0)
 
     async def _join(self) -> None:
-        """A new generation: clients start afresh, idempotent if the broker allows it."""
-        self.idempotent = await grants_producer_ids(
-            self.bootstrap, request_timeout_ms=self.request_timeout_ms)
+        """A new generation: clients start afresh, idempotent if the broker allows it.
+        A broker that granted a producer id once is not asked again: a restarted Apache
+        Kafka answers COORDINATOR_NOT_AVAILABLE for seconds, and waiting for it here
+        would hold back the consumer too (the producer's own start waits for its id,
+        within the publisher's bound)."""
+        if not self.idempotent:
+            self.idempotent = await grants_producer_ids(
+                self.bootstrap, request_timeout_ms=self.request_timeout_ms)
         self._set_up(True, new_generation=True)
 
     def _set_up(self, up: bool, *, new_generation: bool = False) -> None:
