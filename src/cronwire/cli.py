@@ -129,6 +129,14 @@ def cmd_partitions_maintain(settings: Settings, _args: argparse.Namespace) -> in
     return 0
 
 
+def _host_ports(raw: str) -> str:
+    for server in raw.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise argparse.ArgumentTypeError(f"expected host:port[,host:port...], got {raw!r}")
+    return raw
+
+
 def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
     import dataclasses
     import importlib.util
@@ -142,11 +150,16 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
         parse_cron(args.cron)
     except InvalidCron as exc:
         _fail(f"--cron: {exc}")
+    if args.kafka_bootstrap is not None and args.mode != "kafka":
+        _fail("--kafka-bootstrap: only with --mode kafka")
     try:  # refuse what the replicas would refuse, before starting anything
         check_buildable(dataclasses.replace(
-            settings, claim_source=args.mode, roles=frozenset({"planner", "executor"})
+            settings, claim_source=args.mode, roles=frozenset({"planner", "executor"}),
+            kafka_bootstrap_servers=args.kafka_bootstrap,
         ))
     except ConfigError as exc:
+        if args.kafka_bootstrap:
+            _fail(f"--kafka-bootstrap: {str(exc).removeprefix('SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: ')}")
         _fail(f"--mode {args.mode}: {exc}")
     if args.compare and importlib.util.find_spec("pgqueuer") is None:
         _fail("--compare: pgqueuer is not installed; pip install 'cronwire[bench]'")
@@ -155,7 +168,7 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
         replicas=args.replicas, duration=args.duration, out=args.out, cron=args.cron,
         workers=args.workers, dsn=settings.database_url, sink_latency_ms=args.sink_latency_ms,
         sink_failure_rate=args.sink_failure_rate, compare=args.compare,
-        keep_data=args.keep_data,
+        keep_data=args.keep_data, kafka_bootstrap=args.kafka_bootstrap,
     )
     try:
         report = run_loadtest(plan)
@@ -262,6 +275,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     loadtest.add_argument("--mode", choices=["postgres", "kafka"], default="postgres",
                           help="the replicas' claim source (SCHEDULER_CLAIM_SOURCE)")
+    loadtest.add_argument("--kafka-bootstrap", type=_host_ports, default=None,
+                          metavar="HOST:PORT[,HOST:PORT...]",
+                          help="--mode kafka against a broker you run (any Kafka; a fresh "
+                          "topic and consumer group per run, left on the broker); by "
+                          "default the embedded broker")
     loadtest.add_argument("--scenario", choices=["burst", "steady"], default="steady",
                           help="burst: every schedule due once at one instant (--duration "
                           "ignored); steady: every schedule fires every second")

@@ -4,6 +4,7 @@ the broker refuses to create stops the start with one line naming why (exit 2)."
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 from cronwire.adapters.embedded.postgres import free_port
 from tests.support.apache_kafka import KafkaCluster
@@ -26,3 +27,21 @@ def test_a_topic_the_broker_will_not_create_stops_serve_with_one_line(
     assert lines[0].startswith(f"cronwire: SCHEDULER_KAFKA_TOPIC: kafka topic '{topic}' "
                                "does not exist and the broker refused to create it")
     assert "InvalidReplicationFactor" in lines[0]
+
+
+def test_loadtest_kafka_bootstrap_is_checked_before_anything_starts(tmp_path: Path) -> None:
+    silent = f"127.0.0.1:{free_port()}"
+    cases = [
+        (["--mode", "postgres", "--kafka-bootstrap", silent],
+         "cronwire: --kafka-bootstrap: only with --mode kafka"),
+        (["--mode", "kafka", "--kafka-bootstrap", silent],
+         f"cronwire: --kafka-bootstrap: no Kafka broker answers at {silent}"),
+    ]
+    for args, line in cases:
+        result = run_cli("loadtest", *args, "--out", str(tmp_path / "out"), env=clean_env())
+        assert result.returncode == 2 and result.stderr.strip().splitlines() == [line]
+    bad = run_cli("loadtest", "--mode", "kafka", "--kafka-bootstrap", "nohostport",
+                  "--out", str(tmp_path / "out"), env=clean_env())
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "--kafka-bootstrap" in bad.stderr
+    assert not (tmp_path / "out").exists()

@@ -65,6 +65,7 @@ class LoadTestPlan:
     sink_failure_rate: float = 0.0
     compare: bool = False
     keep_data: bool = False
+    kafka_bootstrap: str | None = None  # kafka mode on the user's broker, else the embedded one
 
     def warmup_seconds(self) -> float:
         """From seeding to the first instant: the replicas' planner must have written
@@ -186,10 +187,10 @@ def _servers(plan: LoadTestPlan) -> Iterator[tuple[str, str | None]]:
         if admin_dsn is None:
             pg = EmbeddedPostgres(plan.out / "postgres")
             admin_dsn = pg.start()
-        if plan.mode == "kafka":
+        if plan.mode == "kafka" and plan.kafka_bootstrap is None:
             broker = EmbeddedBroker(plan.out / "broker.log")
             broker.start()
-        yield admin_dsn, broker.bootstrap if broker else None
+        yield admin_dsn, broker.bootstrap if broker else plan.kafka_bootstrap
     finally:
         if broker is not None:
             broker.stop()
@@ -250,8 +251,10 @@ def _start_replicas(fleet: _Fleet, plan: LoadTestPlan, dsn: str, bootstrap: str 
         "SCHEDULER_EXECUTOR_WORKERS": str(plan.workers),
         "SCHEDULER_AUTO_MIGRATE": "false",
     })
-    if bootstrap:
-        env["SCHEDULER_KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
+    if bootstrap:  # a topic and group of this run's own (the broker may be the user's)
+        run = f"cronwire-loadtest-{dsn.rsplit('/', 1)[-1].split('?')[0]}"
+        env.update(SCHEDULER_KAFKA_BOOTSTRAP_SERVERS=bootstrap, SCHEDULER_KAFKA_TOPIC=run,
+                   SCHEDULER_KAFKA_CONSUMER_GROUP=run)
     logs = plan.out / "replicas"
     logs.mkdir(exist_ok=True)
     for index in range(plan.replicas):
