@@ -23,6 +23,7 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
@@ -37,6 +38,7 @@ from cronwire.adapters.kafka.topic import (
 from cronwire.domain.errors import BrokerError, ConfigError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 KAFKA_FAILURES = (KafkaError, OSError, TimeoutError, AssertionError)
 _LINGERING: set[asyncio.Future[object]] = set()
 
@@ -92,6 +94,8 @@ class KafkaLink:
         on_change: Callable[[bool], None] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self._servers = [server.strip() for server in bootstrap.split(",") if server.strip()]
+        self._answered = 0  # index of the server that answered last
         self.topic = topic
         self.partitions = partitions
         self.replication_factor = replication_factor
@@ -201,37 +205,36 @@ class KafkaLink:
         if changed and self._on_change is not None:
             self._on_change(up)
 
-    def _admin(self) -> AIOKafkaAdminClient:
-        return AIOKafkaAdminClient(
-            bootstrap_servers=self.bootstrap, client_id="cronwire-admin",
-            request_timeout_ms=self.request_timeout_ms,
-        )
+    async def _with_admin(self, call: Callable[[AIOKafkaAdminClient], Awaitable[T]]) -> T:
+        """``call`` with an admin client of one bootstrap server at a time, starting with
+        the one that answered last: on a cluster, one broker that accepts connections but
+        never answers (frozen, overloaded) must not make the whole cluster look lost — the
+        other brokers know the same metadata. BrokerError once none answered in time."""
+        failures = []
+        for server in self._servers[self._answered:] + self._servers[:self._answered]:
+            admin = AIOKafkaAdminClient(bootstrap_servers=server, client_id="cronwire-admin",
+                                        request_timeout_ms=self.request_timeout_ms)
+            try:
+                async with asyncio.timeout(self.request_timeout_ms / 1000):
+                    await admin.start()
+                    result = await call(admin)
+            except KAFKA_FAILURES as exc:
+                failures.append(f"{server}: {type(exc).__name__}: {exc}")
+                continue
+            finally:
+                await bounded(admin.close(), 3.0)
+            self._answered = self._servers.index(server)
+            return result
+        raise BrokerError(f"cannot reach a Kafka broker at {self.bootstrap}: "
+                          + "; ".join(failures))
 
     async def _describe(self) -> int | None:
         """Partitions of the topic, None if it does not exist."""
-        admin = self._admin()
-        try:
-            async with asyncio.timeout(self.request_timeout_ms / 1000):
-                await admin.start()
-                return await existing_partitions(admin, self.topic)
-        except KAFKA_FAILURES as exc:
-            raise BrokerError(f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            await bounded(admin.close(), 3.0)
+        return await self._with_admin(lambda admin: existing_partitions(admin, self.topic))
 
     async def _ensure_topic(self) -> None:
-        admin = self._admin()
-        try:
-            async with asyncio.timeout(self.request_timeout_ms / 1000):
-                await admin.start()
-                self.layout = await ensure_topic(
-                    admin, self.topic, self.partitions, self.replication_factor)
-        except KAFKA_FAILURES as exc:
-            raise BrokerError(
-                f"cannot reach a Kafka broker at {self.bootstrap}: {type(exc).__name__}: {exc}"
-            ) from exc
-        finally:
-            await bounded(admin.close(), 3.0)
+        self.layout = await self._with_admin(lambda admin: ensure_topic(
+            admin, self.topic, self.partitions, self.replication_factor))
 
 
 def unreachable_servers(bootstrap: str, within: float) -> list[str]:
