@@ -38,6 +38,9 @@ _LOGGING = (("org.slf4j", "slf4j-api", "2.0.17"),
 # Small heaps: three nodes and the suite share two cores.
 JVM_OPTIONS = ("-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
                "-XX:-UsePerfData", "-Djava.awt.headless=true")
+# Tests: the quick compiler only. It starts a node sooner and leaves the suite's two cores
+# to the suite; the brokers' load in tests is small. Load tests get the full JIT.
+QUICK_START = ("-XX:TieredStopAtLevel=1",)
 
 # What every node runs with, single node or cluster (and what the compose file sets).
 KRAFT_SETTINGS: dict[str, str] = {
@@ -168,6 +171,7 @@ class KafkaNode:
     controller_port: int
     home: Path
     process: subprocess.Popen[bytes] | None = None
+    quick: bool = True
     _starts: int = 0  # "started" lines in the log before the latest start
 
     @property
@@ -192,7 +196,8 @@ class KafkaNode:
         self._starts = self.log().count(_STARTED)
         with self.log_file.open("ab") as log:
             self.process = subprocess.Popen(
-                [java() or "java", *JVM_OPTIONS, f"-Dlog4j2.configurationFile={self.home / 'log4j2.yaml'}",
+                [java() or "java", *JVM_OPTIONS, *(QUICK_START if self.quick else ()),
+                 f"-Dlog4j2.configurationFile={self.home / 'log4j2.yaml'}",
                  "-cp", cp, "kafka.Kafka", str(self.home / "server.properties")],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
@@ -256,6 +261,7 @@ class KafkaCluster:
 
     home: Path
     size: int = 1
+    quick: bool = True  # QUICK_START (tests); False for load tests
     nodes: list[KafkaNode] = field(default_factory=list)
     _cp: str = field(default="", repr=False)
 
@@ -282,8 +288,8 @@ class KafkaCluster:
         if java() is None:
             raise RuntimeError("Apache Kafka needs a Java runtime (java not on PATH)")
         self._cp = classpath()
-        self.nodes = [KafkaNode(i, _free_port(), _free_port(), self.home / f"node-{i}")
-                      for i in range(1, self.size + 1)]
+        self.nodes = [KafkaNode(i, _free_port(), _free_port(), self.home / f"node-{i}",
+                                quick=self.quick) for i in range(1, self.size + 1)]
         cluster_id = _cluster_id()
         formats = []
         for node in self.nodes:
@@ -294,7 +300,7 @@ class KafkaCluster:
             formats.append(subprocess.Popen(
                 [java() or "java", "-Xmx128m", "-XX:+UseSerialGC",
                  f"-Dlog4j2.configurationFile={node.home / 'log4j2.yaml'}",
-                 "-cp", self._cp, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                 *QUICK_START, "-cp", self._cp, "kafka.tools.StorageTool", "format", "-t", cluster_id,
                  "-c", str(node.home / "server.properties")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
         failed = [fmt.args for fmt in formats if fmt.wait(120) != 0]
@@ -340,11 +346,25 @@ _LEADER_EPOCH = re.compile(r"Completed transition to Leader\(.*?\), epoch=(\d+),
 
 
 def main(argv: list[str]) -> int:
-    if argv[1:] != ["fetch"]:
-        print("usage: python -m tests.support.apache_kafka fetch", file=sys.stderr)
-        return 2
-    print(f"apache kafka {APACHE_KAFKA_VERSION}: jars in {fetch_jars()}")
-    return 0
+    """``fetch``: the jars into the cache (CI's step). ``run NODES DIR``: a cluster of
+    NODES in DIR until SIGTERM or Ctrl-C, its bootstrap list on stdout (for load tests
+    against Apache Kafka by hand)."""
+    if argv[1:] == ["fetch"]:
+        print(f"apache kafka {APACHE_KAFKA_VERSION}: jars in {fetch_jars()}")
+        return 0
+    if len(argv) == 4 and argv[1] == "run" and argv[2].isdigit():
+        cluster = KafkaCluster(Path(argv[3]), size=int(argv[2]), quick=False)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        try:
+            print(cluster.start(), flush=True)
+            signal.pause()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            cluster.stop()
+        return 0
+    print("usage: python -m tests.support.apache_kafka fetch | run NODES DIR", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

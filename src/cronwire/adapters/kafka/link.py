@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import KafkaError
+from aiokafka.errors import ConsumerStoppedError, KafkaError
 
 from cronwire.adapters.kafka.capabilities import grants_producer_ids
 from cronwire.adapters.kafka.topic import (
@@ -39,7 +39,9 @@ from cronwire.domain.errors import BrokerError, ConfigError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-KAFKA_FAILURES = (KafkaError, OSError, TimeoutError, AssertionError)
+# What a client call can raise. ConsumerStoppedError is not a KafkaError: getmany raises
+# it when the consumer was stopped under it (the link lost the broker meanwhile).
+KAFKA_FAILURES = (KafkaError, ConsumerStoppedError, OSError, TimeoutError, AssertionError)
 _LINGERING: set[asyncio.Future[object]] = set()
 
 
