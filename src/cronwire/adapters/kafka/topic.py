@@ -77,13 +77,13 @@ async def ensure_topic(
             found = await existing_partitions(admin, topic)
             return TopicLayout(found or partitions, None, created=False)
         if code != 0:
-            raise _refusal(name, code, message, partitions, factor)
+            raise creation_refused(name, code, message, partitions, factor)
     log.info("created kafka topic %s: %d partitions, replication factor %d",
              topic, partitions, factor)
     return TopicLayout(partitions, factor, created=True)
 
 
-def _refusal(topic: str, code: int, message: str | None, partitions: int,
+def creation_refused(topic: str, code: int, message: str | None, partitions: int,
              factor: int) -> BrokerError:
     error = for_code(code)
     reason = f"{error.__name__} (error {code}){': ' + message if message else ''}"
