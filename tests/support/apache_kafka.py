@@ -300,7 +300,8 @@ class KafkaCluster:
             formats.append(subprocess.Popen(
                 [java() or "java", "-Xmx128m", "-XX:+UseSerialGC",
                  f"-Dlog4j2.configurationFile={node.home / 'log4j2.yaml'}",
-                 *QUICK_START, "-cp", self._cp, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                 *QUICK_START, "-cp", self._cp, "kafka.tools.StorageTool", "format",
+                 f"--cluster-id={cluster_id}",  # an id may start with "-"
                  "-c", str(node.home / "server.properties")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
         failed = [fmt.args for fmt in formats if fmt.wait(120) != 0]

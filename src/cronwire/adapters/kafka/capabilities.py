@@ -11,16 +11,15 @@ broker (one per link generation: as cheap as a producer start).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from aiokafka.client import AIOKafkaClient
-from aiokafka.errors import KafkaError, for_code
+from aiokafka.errors import for_code
 from aiokafka.protocol.transaction import InitProducerIdRequest
 
+from cronwire.adapters.kafka.calls import KAFKA_FAILURES, bounded
+
 log = logging.getLogger(__name__)
-# What a client call can raise (link.KAFKA_FAILURES, which imports this module).
-_FAILURES = (KafkaError, OSError, AssertionError)
 
 
 async def grants_producer_ids(bootstrap: str, *, within: float = 5.0,
@@ -43,11 +42,10 @@ async def grants_producer_ids(bootstrap: str, *, within: float = 5.0,
                 if not getattr(error, "retriable", False):
                     break
                 await asyncio.sleep(0.2)
-    except (TimeoutError, *_FAILURES) as exc:
+    except KAFKA_FAILURES as exc:
         last = last if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
     finally:
-        with contextlib.suppress(*_FAILURES):
-            await client.close()
+        await bounded(client.close(), 3.0)  # a task of its own: see metadata.MetadataProbe
     log.info("kafka broker %s grants no producer id (%s): the publisher runs without "
              "idempotence (a duplicated key only costs a claim that finds nothing)",
              bootstrap, last)

@@ -1,6 +1,6 @@
 """KafkaLink: one replica's view of the broker — reachable or not — and the topic.
 
-It finds or creates the topic (``topic.ensure_topic``: partitions, replication factor)
+It finds or creates the topic (``topic``: partitions, replication factor)
 before any client of ours asks for its metadata: some brokers (tansu) create an unknown
 topic on a metadata request, with their own default partition count; a topic that is
 missing and that the broker refuses to create is a start-up error naming why. It asks
@@ -23,66 +23,24 @@ import logging
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import ConsumerStoppedError, KafkaError
 
+from cronwire.adapters.kafka.calls import KAFKA_FAILURES, bounded, finish_lingering
 from cronwire.adapters.kafka.capabilities import grants_producer_ids
+from cronwire.adapters.kafka.metadata import MetadataProbe
 from cronwire.adapters.kafka.topic import (
     TopicLayout,
     TopicRefused,
-    ensure_topic,
-    existing_partitions,
+    create_topic,
+    existing_layout,
+    partitions_in,
+    replication_factor_for,
 )
 from cronwire.domain.errors import BrokerError, ConfigError
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-# What a client call can raise. ConsumerStoppedError is not a KafkaError: getmany raises
-# it when the consumer was stopped under it (the link lost the broker meanwhile).
-KAFKA_FAILURES = (KafkaError, ConsumerStoppedError, OSError, TimeoutError, AssertionError)
-_LINGERING: set[asyncio.Future[object]] = set()
-
-
-def _settle_lingering(task: asyncio.Future[object]) -> None:
-    _LINGERING.discard(task)
-    if not task.cancelled():
-        task.exception()  # retrieved: a late failure of a background stop is expected
-
-
-async def finish_lingering(seconds: float) -> None:
-    """Give client calls that outlived their bound ``seconds`` more to end (so their
-    connections close), then cancel what is still running."""
-    loop = asyncio.get_running_loop()
-    mine = {task for task in _LINGERING if task.get_loop() is loop}
-    if not mine:
-        return
-    _, pending = await asyncio.wait(mine, timeout=seconds)
-    for task in pending:
-        task.cancel()
-
-
-async def bounded(awaitable: Awaitable[object], seconds: float) -> None:
-    """Await a client's start/stop/close for at most ``seconds``, swallowing its failure.
-    One that outlives the bound is left to end in the background: aiokafka's stop can wait
-    on a dead coordinator, and waiting for it (or for its cancellation, as
-    ``asyncio.wait_for`` does) would stall the caller — the link's probe loop included."""
-    task = asyncio.ensure_future(awaitable)
-    done, _ = await asyncio.wait({task}, timeout=seconds)
-    if not done:
-        # Not cancelled: a stop interrupted half-way leaves its connections open. It goes on
-        # in the background; KafkaLink.close() waits a bounded time for what is left.
-        _LINGERING.add(task)
-        task.add_done_callback(_settle_lingering)
-        log.info("a kafka client call did not finish within %ss; left to the background", seconds)
-        return
-    if not task.cancelled() and task.exception() is not None:
-        exc = task.exception()
-        if not isinstance(exc, KAFKA_FAILURES):
-            log.warning("kafka client call failed: %r", exc)
-
-
+__all__ = ["KAFKA_FAILURES", "KafkaLink", "bounded", "finish_lingering", "unreachable_servers"]
 class KafkaLink:
     def __init__(
         self,
@@ -96,8 +54,7 @@ class KafkaLink:
         on_change: Callable[[bool], None] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
-        self._servers = [server.strip() for server in bootstrap.split(",") if server.strip()]
-        self._answered = 0  # index of the server that answered last
+        self._probe = MetadataProbe(bootstrap, request_timeout_ms)
         self.topic = topic
         self.partitions = partitions
         self.replication_factor = replication_factor
@@ -207,36 +164,39 @@ class KafkaLink:
         if changed and self._on_change is not None:
             self._on_change(up)
 
-    async def _with_admin(self, call: Callable[[AIOKafkaAdminClient], Awaitable[T]]) -> T:
-        """``call`` with an admin client of one bootstrap server at a time, starting with
-        the one that answered last: on a cluster, one broker that accepts connections but
-        never answers (frozen, overloaded) must not make the whole cluster look lost — the
-        other brokers know the same metadata. BrokerError once none answered in time."""
-        failures = []
-        for server in self._servers[self._answered:] + self._servers[:self._answered]:
-            admin = AIOKafkaAdminClient(bootstrap_servers=server, client_id="cronwire-admin",
-                                        request_timeout_ms=self.request_timeout_ms)
-            try:
-                async with asyncio.timeout(self.request_timeout_ms / 1000):
-                    await admin.start()
-                    result = await call(admin)
-            except KAFKA_FAILURES as exc:
-                failures.append(f"{server}: {type(exc).__name__}: {exc}")
-                continue
-            finally:
-                await bounded(admin.close(), 3.0)
-            self._answered = self._servers.index(server)
-            return result
-        raise BrokerError(f"cannot reach a Kafka broker at {self.bootstrap}: "
-                          + "; ".join(failures))
-
     async def _describe(self) -> int | None:
         """Partitions of the topic, None if it does not exist."""
-        return await self._with_admin(lambda admin: existing_partitions(admin, self.topic))
+        return partitions_in(await self._probe.fetch(), self.topic)
 
     async def _ensure_topic(self) -> None:
-        self.layout = await self._with_admin(lambda admin: ensure_topic(
-            admin, self.topic, self.partitions, self.replication_factor))
+        """Find the topic, or create it with a replication factor the cluster can hold."""
+        for _ in range(2):  # again once if another replica created it meanwhile
+            metadata = await self._probe.fetch()
+            found = partitions_in(metadata, self.topic)
+            if found is not None:
+                self.layout = existing_layout(self.topic, found, self.partitions)
+                return
+            factor = replication_factor_for(self.replication_factor,
+                                            len(metadata.get("brokers") or []))
+            created = await self._create(factor)
+            if created is not None:
+                self.layout = created
+                return
+        raise BrokerError(f"kafka topic {self.topic} was created elsewhere but is not listed")
+
+    async def _create(self, factor: int) -> TopicLayout | None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=self._probe.servers,
+                                    client_id="cronwire-admin",
+                                    request_timeout_ms=self.request_timeout_ms)
+        try:
+            async with asyncio.timeout(2 * self.request_timeout_ms / 1000):
+                await admin.start()
+                return await create_topic(admin, self.topic, self.partitions, factor)
+        except KAFKA_FAILURES as exc:
+            raise BrokerError(f"creating kafka topic {self.topic}: {type(exc).__name__}: "
+                              f"{exc}") from exc
+        finally:
+            await bounded(admin.close(), 3.0)
 
 
 def unreachable_servers(bootstrap: str, within: float) -> list[str]:

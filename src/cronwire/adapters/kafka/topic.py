@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import for_code
@@ -48,34 +49,33 @@ def replication_factor_for(configured: int | None, brokers: int) -> int:
     return max(1, min(DEFAULT_REPLICATION_FACTOR, brokers))
 
 
-async def existing_partitions(admin: AIOKafkaAdminClient, topic: str) -> int | None:
-    """Partitions of ``topic``, None if it does not exist (asks for every topic)."""
-    for described in await admin.describe_topics():
+def partitions_in(metadata: dict[str, Any], topic: str) -> int | None:
+    """Partitions of ``topic`` in a metadata answer for every topic, None if it is missing."""
+    for described in metadata.get("topics") or []:
         if described.get("topic") == topic and described.get("error_code", 0) == 0:
             return len(described.get("partitions") or [])
     return None
 
 
-async def broker_count(admin: AIOKafkaAdminClient) -> int:
-    cluster = await admin.describe_cluster()
-    return len(cluster.get("brokers") or []) or 1
+def existing_layout(topic: str, found: int, configured: int) -> TopicLayout:
+    """An existing topic is used as it is; fewer partitions than configured is logged."""
+    if found < configured:
+        log.warning(
+            "kafka topic %s has %d partitions, fewer than SCHEDULER_KAFKA_PARTITIONS=%d: "
+            "cronwire does not add partitions to an existing topic; at most %d executors "
+            "receive keys, the rest claim only what the sweeper finds overdue",
+            topic, found, configured, found)
+    return TopicLayout(found, None, created=False)
 
 
-async def ensure_topic(
-    admin: AIOKafkaAdminClient, topic: str, partitions: int, replication_factor: int | None,
-) -> TopicLayout:
-    """The topic's layout, creating it if it is missing (``admin`` is started)."""
-    found = await existing_partitions(admin, topic)
-    if found is not None:
-        _warn_if_fewer(topic, found, partitions)
-        return TopicLayout(found, None, created=False)
-    factor = replication_factor_for(replication_factor, await broker_count(admin))
+async def create_topic(admin: AIOKafkaAdminClient, topic: str, partitions: int,
+                       factor: int) -> TopicLayout | None:
+    """Create the topic (``admin`` is started); None if another client was quicker."""
     response = await admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=factor)])
     for name, code, message in _topic_errors(response):
-        if code == TOPIC_ALREADY_EXISTS:  # another replica was quicker
-            found = await existing_partitions(admin, topic)
-            return TopicLayout(found or partitions, None, created=False)
+        if code == TOPIC_ALREADY_EXISTS:
+            return None
         if code != 0:
             raise creation_refused(name, code, message, partitions, factor)
     log.info("created kafka topic %s: %d partitions, replication factor %d",
@@ -94,15 +94,6 @@ def creation_refused(topic: str, code: int, message: str | None, partitions: int
         f"({partitions} partitions, replication factor {factor}): {reason}; create it "
         f"yourself, or grant this client CREATE, or set SCHEDULER_KAFKA_REPLICATION_FACTOR"
         f"/SCHEDULER_KAFKA_PARTITIONS to what the cluster allows")
-
-
-def _warn_if_fewer(topic: str, found: int, configured: int) -> None:
-    if found < configured:
-        log.warning(
-            "kafka topic %s has %d partitions, fewer than SCHEDULER_KAFKA_PARTITIONS=%d: "
-            "cronwire does not add partitions to an existing topic; at most %d executors "
-            "receive keys, the rest claim only what the sweeper finds overdue",
-            topic, found, configured, found)
 
 
 def _topic_errors(response: object) -> list[tuple[str, int, str | None]]:
