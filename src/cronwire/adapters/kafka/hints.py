@@ -321,7 +321,11 @@ class KafkaRunHints:
         if not offsets:
             return
         try:
-            await consumer.commit(offsets)
+            # Bounded: aiokafka's commit looks for a coordinator for as long as it takes,
+            # and with the broker gone that is for ever — this task would never reach its
+            # next consumer when the broker returns (seen on a restarted Apache Kafka).
+            async with asyncio.timeout(self._session_timeout_ms / 1000 + 5.0):
+                await consumer.commit(offsets)
         except KAFKA_FAILURES as exc:
             # A rebalance moved the partition on: its new owner re-reads those keys, and
             # the claim finds their runs leased or finished. Nothing is lost.
