@@ -8,8 +8,8 @@ backfills ``--backfill`` occurrences of its schedule (the same call the API's PO
 
 From the sink's records (webhook-id -> arrival time), the other tenants' fire lag (arrival
 minus scheduled_for) is reported for the occurrences due before the backfill, while it
-drained, and after; and the backfill's drain time and rate. Prints one JSON line and, with
---out, writes a chart of both over time.
+drained, and after; and the backfill's drain time and rate. Prints one JSON line (and writes
+it to OUT/report.json).
 
     python benchmarks/bench_backfill_fairness.py [--tenants 20] [--schedules 10]
         [--backfill 10000] [--replicas 1] [--duration 60] [--out DIR] [--dsn ...]
@@ -23,23 +23,25 @@ import argparse
 import asyncio
 import json
 import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronwire.adapters.embedded.postgres import free_port, throwaway_cluster
+import aiohttp
+
+from cronwire.adapters.embedded.postgres import throwaway_cluster
 from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
-from cronwire.composition import create_tenant, fresh_database, open_pool
+from cronwire.bootstrap.factories import fresh_database, open_pool
 from cronwire.domain.backfill import BackfillRequest, plan_backfill
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.model import RetryPolicy, Target, idempotency_key_for, run_id_for
 from cronwire.domain.schedules import ScheduleSpec
-from cronwire.loadtest.harness import SinkWatch, database_name, sink_stats
+from cronwire.harness.fleet import Fleet, replica_env
+from cronwire.harness.seeding import seed_tenant
+from cronwire.harness.sink_process import SinkProcess
+from cronwire.loadtest.setup import database_name
 
 WARMUP_SECONDS = 15.0
 CRON = "* * * * * *"
@@ -56,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=256, help="SCHEDULER_EXECUTOR_WORKERS")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of firing")
     parser.add_argument("--dsn", help="an existing server's admin DSN (default: embedded)")
-    parser.add_argument("--out", type=Path, help="write report.json and fairness.png here")
+    parser.add_argument("--out", type=Path, help="write report.json here")
     return parser.parse_args(argv)
 
 
@@ -75,37 +77,6 @@ def _figures(lags: list[float]) -> dict[str, object]:
             "p99_ms": ms(_percentile(lags, 0.99)), "max_ms": ms(max(lags, default=None))}
 
 
-def start_sink(out: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
-    port = free_port()
-    records = out / "deliveries.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "cronwire.loadtest.sink", "--port", str(port),
-                             "--out", str(records)], stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            sink_stats(port, timeout=1)
-            return proc, port, records
-        except OSError:  # not listening yet
-            time.sleep(0.1)
-    raise RuntimeError("the sink did not start")
-
-
-def start_replicas(dsn: str, count: int, workers: int, logs: Path) -> list[subprocess.Popen[bytes]]:
-    procs = []
-    for index in range(count):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
-        env.update({"SCHEDULER_DATABASE_URL": dsn, "SCHEDULER_ROLES": "planner,executor",
-                    "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true", "SCHEDULER_AUTO_MIGRATE": "false",
-                    "SCHEDULER_EXECUTOR_WORKERS": str(workers),
-                    "SCHEDULER_HTTP_PORT": str(free_port()),
-                    "SCHEDULER_INSTANCE_ID": f"fair-{index}"})
-        with (logs / f"replica-{index}.log").open("wb") as log:
-            procs.append(subprocess.Popen([sys.executable, "-m", "cronwire.cli", "serve"],
-                                          env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL))
-    return procs
-
-
 async def seed(dsn: str, args: argparse.Namespace, url: str,
                ) -> tuple[dict[str, tuple[str, datetime]], uuid.UUID, uuid.UUID, datetime]:
     """Other tenants' schedules and the backfilling tenant's (paused: only the backfill
@@ -121,7 +92,7 @@ async def seed(dsn: str, args: argparse.Namespace, url: str,
         instants = occurrences_between(CRON, "UTC", first - timedelta(microseconds=1), last,
                                        1_000_000)
         for t in range(args.tenants):
-            tenant = await create_tenant(pool, f"other-{t}")
+            tenant = await seed_tenant(pool, f"other-{t}")
             for s in range(args.schedules):
                 spec = ScheduleSpec(name=f"o{t}-{s}", cron=CRON, target=Target(url),
                                     retry=RetryPolicy(3, 1, 5), starts_at=first, ends_at=last)
@@ -130,7 +101,7 @@ async def seed(dsn: str, args: argparse.Namespace, url: str,
                                             max_schedules=10_000)
                 for at in instants:
                     planned[idempotency_key_for(run_id_for(record.id, at))] = ("other", at)
-        backfiller = await create_tenant(pool, "backfiller")
+        backfiller = await seed_tenant(pool, "backfiller")
         spec = ScheduleSpec(name="history", cron=CRON, target=Target(url),
                             retry=RetryPolicy(3, 1, 5))
         record = await store.create(backfiller, spec, paused=True,
@@ -194,30 +165,28 @@ def analyse(records: Path, planned: dict[str, tuple[str, datetime]], made_at: fl
 
 async def main_async(args: argparse.Namespace, admin_dsn: str, out: Path) -> dict[str, object]:
     dsn = await fresh_database(admin_dsn, database_name("fairness"))
-    sink, port, records = start_sink(out)
-    replicas = start_replicas(dsn, args.replicas, args.workers, out)
+    sink = await SinkProcess(out / "deliveries.jsonl").start()
     try:
-        planned, tenant, schedule_id, first = await seed(dsn, args, f"http://127.0.0.1:{port}/hook")
-        made_in = first.timestamp() + args.after - time.time()
-        await asyncio.sleep(max(0.0, made_in))
-        made_at = time.time()
-        occurrences, _, insert_seconds = await backfill(dsn, tenant, schedule_id, args.backfill)
-        for at in occurrences:
-            planned[idempotency_key_for(run_id_for(schedule_id, at))] = ("backfill", at)
-        watch = SinkWatch(port, sink)
-        deadline = time.monotonic() + args.duration + 600
-        while time.monotonic() < deadline:
-            if int(watch.read().get("unique") or 0) >= len(planned):
-                break
-            await asyncio.sleep(1.0)
+        async with Fleet(out / "replicas") as fleet, aiohttp.ClientSession() as http:
+            for index in range(args.replicas):
+                await fleet.launch(f"fair-{index}", replica_env(
+                    dsn, roles="planner,executor", executor_workers=args.workers))
+            planned, tenant, schedule_id, first = await seed(dsn, args, sink.url)
+            await asyncio.sleep(max(0.0, first.timestamp() + args.after - time.time()))
+            made_at = time.time()
+            occurrences, _, insert_seconds = await backfill(dsn, tenant, schedule_id,
+                                                            args.backfill)
+            for at in occurrences:
+                planned[idempotency_key_for(run_id_for(schedule_id, at))] = ("backfill", at)
+            deadline = time.monotonic() + args.duration + 600
+            # A sink in another process has no event to await: its count is polled.
+            while time.monotonic() < deadline and await sink.unique(http) < len(planned):  # noqa: ASYNC110
+                await asyncio.sleep(1.0)
+            await fleet.stop()
     finally:
-        for proc in replicas:
-            proc.send_signal(signal.SIGTERM)
-        for proc in replicas:
-            proc.wait(60)
-        sink.send_signal(signal.SIGTERM)
-        sink.wait(60)
-    report = analyse(records, planned, made_at)
+        await asyncio.to_thread(sink.stop)
+    assert sink.out is not None
+    report = analyse(sink.out, planned, made_at)
     report.update({"tenants": args.tenants, "schedules_per_tenant": args.schedules,
                    "replicas": args.replicas, "backfill_insert_seconds": round(insert_seconds, 3)})
     return report

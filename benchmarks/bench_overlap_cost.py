@@ -25,7 +25,6 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 import uuid
 from datetime import timedelta
@@ -33,15 +32,12 @@ from pathlib import Path
 
 import asyncpg
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests.support: the seeding helpers
-
-from cronwire.adapters.embedded.postgres import throwaway_cluster  # noqa: E402
-from cronwire.adapters.postgres.migrator import migrate  # noqa: E402
-from cronwire.adapters.postgres.pool import create_pool  # noqa: E402
-from cronwire.adapters.postgres.sql import parse_queries, queries  # noqa: E402
-from cronwire.domain.model import IDEMPOTENCY_KEY_PREFIX, run_id_hexes  # noqa: E402
-from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant  # noqa: E402
+from cronwire.adapters.embedded.postgres import throwaway_cluster
+from cronwire.adapters.postgres.migrator import migrate
+from cronwire.adapters.postgres.pool import create_pool
+from cronwire.adapters.postgres.sql import parse_queries, queries
+from cronwire.domain.model import IDEMPOTENCY_KEY_PREFIX, run_id_hexes
+from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -9,8 +9,8 @@ import re
 import pytest
 from playwright.async_api import expect
 
+from cronwire.harness.sink import Reply, by_attempt
 from tests.support.browser import Console, needs_chromium
-from tests.support.sink import Reply, by_attempt
 
 pytestmark = [needs_chromium, pytest.mark.asyncio(loop_scope="module")]
 

@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 from playwright.async_api import expect
 
+from cronwire.harness.sink import Reply, always
 from tests.support.browser import Console, needs_chromium
-from tests.support.sink import Reply, always
 
 pytestmark = [needs_chromium, pytest.mark.asyncio(loop_scope="module")]
 

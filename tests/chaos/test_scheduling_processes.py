@@ -22,10 +22,10 @@ from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
 from cronwire.domain.schedules import ScheduleSpec
+from cronwire.harness.seeding import non_terminal, seed_tenant
+from cronwire.harness.sink import Reply, Sink, always
 from tests.support.polling import wait_until
 from tests.support.replicas import ReplicaSet
-from tests.support.runs import non_terminal, seed_tenant
-from tests.support.sink import Reply, Sink, always
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 RECEIVER_SECONDS = 2.5  # each delivery takes this long: longer than the schedules' period

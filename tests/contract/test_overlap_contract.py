@@ -9,7 +9,8 @@ import uuid
 import pytest
 
 from cronwire.domain.model import ClaimBatch, RunStatus
-from tests.support.runs import SeededSchedule, resolution
+from cronwire.harness.seeding import SeededSchedule
+from tests.support.resolutions import resolution
 from tests.support.worlds import STORES, World, world_for
 
 RETRY1 = {"max_attempts": 1, "initial_backoff_seconds": 1, "max_backoff_seconds": 1}

@@ -17,8 +17,8 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.clock import SystemClock
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
@@ -27,10 +27,7 @@ from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
-from cronwire.service.executor import Executor
-from cronwire.service.signals import ExecutorSignals
-from tests.support.polling import wait_until
-from tests.support.runs import (
+from cronwire.harness.seeding import (
     SeededSchedule,
     non_terminal,
     seed_due_runs,
@@ -38,14 +35,17 @@ from tests.support.runs import (
     seed_tenant,
     status_counts,
 )
-from tests.support.sink import Reply, Sink, always
+from cronwire.harness.sink import Reply, Sink, always
+from cronwire.service.executor import Executor
+from cronwire.service.signals import ExecutorSignals
+from tests.support.polling import wait_until
 from tests.support.tcp_proxy import TcpProxy
 
 OWNER = "faulty-executor"
 
 
 def _executor(
-    pool: asyncpg.Pool, deliverer: AiohttpDeliverer, **overrides: Any
+    pool: asyncpg.Pool, deliverer: LeanDeliverer, **overrides: Any
 ) -> tuple[Executor, ExecutorSignals, PrometheusMetrics]:
     signals, metrics = ExecutorSignals(), PrometheusMetrics()
     options: dict[str, Any] = dict(
@@ -61,12 +61,12 @@ def _executor(
     return executor, signals, metrics
 
 
-def _deliverer() -> AiohttpDeliverer:
-    return AiohttpDeliverer(TargetGuard(allow_private=True))
+def _deliverer() -> LeanDeliverer:
+    return LeanDeliverer(TargetGuard(allow_private=True))
 
 
 @contextlib.asynccontextmanager
-async def running(executor: Executor, deliverer: AiohttpDeliverer) -> AsyncIterator[None]:
+async def running(executor: Executor, deliverer: LeanDeliverer) -> AsyncIterator[None]:
     await deliverer.start()
     stopping = asyncio.Event()
     task = asyncio.create_task(executor.run(stopping))
@@ -140,7 +140,7 @@ async def test_a_final_attempt_whose_request_never_left_is_still_delivered(
     deliverer = _deliverer()
     async with Sink() as sink:
         await _seed(db_pool, sink.url, 1, max_attempts=1)
-        [orphan] = await PostgresClaimSource(db_pool).claim("died-before-sending", 1, 0.2)
+        [orphan] = (await PostgresClaimSource(db_pool).claim("died-before-sending", 1, 0.2)).runs
         executor, signals, metrics = _executor(db_pool, deliverer)
         async with running(executor, deliverer):
             await signals.settled.wait_count(1, within=15)
@@ -241,7 +241,7 @@ class _SkewedClock(SystemClock):
         return super().now() + self.skew
 
 
-class _SkewedDeliverer(AiohttpDeliverer):
+class _SkewedDeliverer(LeanDeliverer):
     """Timestamps its attempts with the same skewed replica clock."""
 
     skew = timedelta(0)
@@ -332,9 +332,9 @@ class _StalledClaims(PostgresClaimSource):
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> Any:
         if self._claimed:
             await self._resume.wait()
-        runs = await super().claim(owner, limit, lease_seconds)
-        self._claimed = self._claimed or bool(runs)
-        return runs
+        batch = await super().claim(owner, limit, lease_seconds)
+        self._claimed = self._claimed or bool(batch.runs)
+        return batch
 
 
 async def test_a_stalled_twin_with_the_same_instance_id_cannot_keep_the_other_ones_lease(

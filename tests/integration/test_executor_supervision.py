@@ -18,22 +18,22 @@ import aiohttp
 import asyncpg
 import pytest
 
-from cronwire import serve
 from cronwire.adapters.clock import SystemClock
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.bootstrap import replica as serve
 from cronwire.config import Settings
 from cronwire.domain.model import ClaimedRun
+from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.sink import Reply, Sink, always
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from cronwire.service.supervisor import LoopCrashed, Supervisor
 from tests.support.replicas import free_port
-from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant
-from tests.support.sink import Reply, Sink, always
 
 
 class _Bug(RuntimeError):
@@ -77,7 +77,7 @@ async def test_a_crashed_inner_loop_is_named_in_health_and_stops_the_executor(
     db_pool: asyncpg.Pool, crash: str, loop: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     hold = asyncio.Event()
-    deliverer = AiohttpDeliverer(TargetGuard(allow_private=True))
+    deliverer = LeanDeliverer(TargetGuard(allow_private=True))
     await deliverer.start()
     signals = ExecutorSignals()
     try:

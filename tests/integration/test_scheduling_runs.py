@@ -29,9 +29,9 @@ from cronwire.domain.model import (
 )
 from cronwire.domain.planning import decide
 from cronwire.domain.schedules import ScheduleSpec
+from cronwire.harness.seeding import seed_tenant
+from cronwire.harness.sink import Reply, always
 from tests.support.executor_harness import Harness, executor_harness, running
-from tests.support.runs import seed_tenant
-from tests.support.sink import Reply, always
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from cronwire.adapters.kafka.publisher import KafkaRunPublisher
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
-from cronwire.service.hybrid_claims import HybridClaimSource
+from cronwire.service.executor.hybrid_claims import HybridClaimSource
 from cronwire.service.outbox_relay import OutboxRelay
 
 FAST_GROUP = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 300}
@@ -61,8 +61,9 @@ async def kafka_mode(
     buffer_limit: int = 500,
     partitions: int = 3,
     probe_seconds: float = 0.5,
+    topic: str | None = None,
 ) -> AsyncIterator[KafkaMode]:
-    topic = f"runs-{uuid.uuid4().hex[:10]}"
+    topic = topic or f"runs-{uuid.uuid4().hex[:10]}"
     link = KafkaLink(bootstrap, topic, partitions, probe_seconds=probe_seconds,
                      request_timeout_ms=3000)
     await link.start()

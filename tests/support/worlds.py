@@ -34,6 +34,7 @@ from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, RunStatus
+from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 from cronwire.ports import (
     BreakerStore,
     ClaimSource,
@@ -43,7 +44,6 @@ from cronwire.ports import (
     RunStore,
     ScheduleStore,
 )
-from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
 STORES = ["postgres", "memory"]

@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from cronwire.domain.keyset import RunKey
+from cronwire.domain.keyset import HistoryPosition
 from cronwire.domain.model import AttemptRecord, RunStatus, SkipReason, Trigger
 
 MAX_PAGE = 200
@@ -30,8 +30,8 @@ class RunView:
     replayed_by: uuid.UUID | None = None  # on a replayed failed run: its replay
 
     @property
-    def key(self) -> RunKey:
-        return RunKey(self.scheduled_for, self.id)
+    def position(self) -> HistoryPosition:
+        return HistoryPosition(self.scheduled_for, self.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,4 +53,4 @@ class RunQuery:
     status: RunStatus | None = None
     since: datetime | None = None
     until: datetime | None = None
-    before: RunKey | None = None
+    before: HistoryPosition | None = None

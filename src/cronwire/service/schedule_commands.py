@@ -9,34 +9,20 @@ other than FastAPI (or a test with in-memory stores) runs the same rules.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Generic, TypeVar
 
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.errors import RuleViolation
+from cronwire.domain.history import RunView
+from cronwire.domain.keyset import Page, page_of
 from cronwire.domain.schedule_rules import PAUSE_NOTE_MAX_CHARS, preview, validate_spec
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.ports import ScheduleStore
 
-T = TypeVar("T")
 # Create-time address policy (TargetGuard.check_url): raises InvalidTarget/TargetRefused.
 UrlCheck = Callable[[str], Awaitable[None]]
 SpecEdit = Callable[[ScheduleSpec], ScheduleSpec]
-
-
-@dataclass(frozen=True, slots=True)
-class Page(Generic[T]):
-    """One keyset page; ``more`` says whether another page follows."""
-
-    items: Sequence[T]
-    more: bool
-
-
-def page_of(found: Sequence[T], limit: int) -> Page[T]:
-    """The stores are asked for ``limit + 1`` rows: the extra one only says "more"."""
-    return Page(found[:limit], len(found) > limit)
 
 
 async def create_schedule(
@@ -86,20 +72,32 @@ async def list_schedules(
     return page_of(await store.list(tenant, after=after, limit=limit + 1), limit)
 
 
-
-
-async def pause_schedule(
-    store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, note: str | None,
-) -> ScheduleRecord:
-    """Pause, keeping ``note`` (what a person wants the next reader to know) as the
-    schedule's ``paused_reason``."""
-    if note is not None and not 1 <= len(note) <= PAUSE_NOTE_MAX_CHARS:
-        raise RuleViolation("note", f"must be 1 to {PAUSE_NOTE_MAX_CHARS} characters")
-    return await store.set_paused(tenant, schedule_id, True, note)
-
-
-async def resume_schedule(
+async def get_schedule(
     store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID,
 ) -> ScheduleRecord:
-    """Resume: the note and the failure count that may have paused it are cleared."""
-    return await store.set_paused(tenant, schedule_id, False)
+    """The tenant's live schedule; NotFound for a missing, deleted or foreign one."""
+    return await store.get(tenant, schedule_id)
+
+
+async def delete_schedule(store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID) -> int:
+    """Soft-delete: the schedule stops firing, its runs not yet started are cancelled and a
+    run in flight ends cancelled after its request; returns how many runs that touched."""
+    return await store.delete(tenant, schedule_id)
+
+
+async def set_paused(
+    store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, *, paused: bool,
+    note: str | None = None,
+) -> ScheduleRecord:
+    """Pause (nothing more is planned; ``note``, what a person wants the next reader to
+    know, is kept as ``paused_reason``) or resume (the note and the failure count that may
+    have paused it are cleared; ``next_fire_at`` stays where the pause left it, so the
+    misfire policy decides what the missed occurrences become)."""
+    if note is not None and not 1 <= len(note) <= PAUSE_NOTE_MAX_CHARS:
+        raise RuleViolation("note", f"must be 1 to {PAUSE_NOTE_MAX_CHARS} characters")
+    return await store.set_paused(tenant, schedule_id, paused, note)
+
+
+async def trigger_run(store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
+    """A manual run, due now, at an instant no cron occurrence can take."""
+    return await store.trigger(tenant, schedule_id)

@@ -97,7 +97,7 @@ def take_leases(
             lease_expires_at=run.claim_expires_at, lease_generation=run.lease_generation,
             occurrence=run.replay_of_scheduled_for,
         ))
-    return ClaimBatch(runs, tuple(ended))
+    return ClaimBatch(tuple(runs), tuple(ended))
 
 
 def _end_at_gate(run: MemoryRun, owner: str, status: RunStatus, now: datetime) -> None:

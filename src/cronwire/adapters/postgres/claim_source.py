@@ -49,7 +49,7 @@ def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
     or a run the overlap gate skipped or superseded) are reported by status only; a run the
     gate left waiting (still pending or retrying) is neither."""
     parsed: dict[object, tuple[Target, RetryPolicy]] = {}
-    runs = []
+    runs: list[ClaimedRun] = []
     ended: list[RunStatus] = []
     for row in rows:
         if row["status"] != RunStatus.RUNNING:
@@ -78,7 +78,7 @@ def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
             lease_generation=row["lease_generation"],
             occurrence=row["replay_of_scheduled_for"],
         ))
-    return ClaimBatch(runs, tuple(ended))
+    return ClaimBatch(tuple(runs), tuple(ended))
 
 
 class PostgresClaimSource:
@@ -87,9 +87,9 @@ class PostgresClaimSource:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def claim(self, owner: str, limit: int, lease_seconds: float) -> Sequence[ClaimedRun]:
+    async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         if limit <= 0:
-            return []
+            return ClaimBatch()
         with storage_errors("claim runs"):
             rows = await self._pool.fetch(Q["job_run_claim"], owner, limit, lease_seconds, 0.0)
         runs = claimed_runs(rows)

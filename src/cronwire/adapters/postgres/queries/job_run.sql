@@ -52,30 +52,17 @@ ON CONFLICT DO NOTHING
 -- claim while a partition is backlogged leaves runs whose key is still on its way).
 -- Fair across tenants: every tenant with due runs gets its turn 1 run before any tenant
 -- gets turn 2, so one tenant's 50,000-run backlog cannot starve another's single run.
--- runnable_tenants is a loose index scan over job_run_claim_tenant_idx: one probe per
--- tenant that has runnable rows, reading its earliest fire_after (due or not yet).
+-- job_run_runnable_tenants (a view, migration 0014) is a loose index scan over
+-- job_run_claim_tenant_idx: one probe per tenant that has runnable rows, reading its
+-- earliest fire_after (due or not yet).
 -- Expired leases of 'running' rows (their owner died or stalled) come first, turn 0.
 -- What happens to an expired lease is decided in `decided` below (the verdict), and the
--- final UPDATE applies it; a claim of given keys (kafka mode) must apply the same rules.
-WITH RECURSIVE runnable_tenants AS (
-    (SELECT r.tenant_id, r.fire_after
-       FROM job_run r
-      WHERE r.status IN ('pending', 'retrying')
-      ORDER BY r.tenant_id, r.fire_after
-      LIMIT 1)
-    UNION ALL
-    SELECT nxt.tenant_id, nxt.fire_after
-      FROM runnable_tenants t
-     CROSS JOIN LATERAL (
-        SELECT r.tenant_id, r.fire_after
-          FROM job_run r
-         WHERE r.status IN ('pending', 'retrying') AND r.tenant_id > t.tenant_id
-         ORDER BY r.tenant_id, r.fire_after
-         LIMIT 1) nxt
-),
-due_tenants AS (
+-- final UPDATE applies it. Kafka mode's claims (job_run_claim_keys, job_run_sweep) end
+-- in the same text from `picked AS (` on (the overlap gate, the verdicts, the lease), so
+-- they apply the same rules: tests/unit/test_queries.py holds the three tails equal.
+WITH due_tenants AS (
     -- Longest-waiting tenants first when more tenants are due than one claim can serve.
-    SELECT tenant_id FROM runnable_tenants
+    SELECT tenant_id FROM job_run_runnable_tenants
      WHERE fire_after <= now() - make_interval(secs => $4)
      ORDER BY fire_after
      LIMIT $2
@@ -490,11 +477,12 @@ SELECT EXTRACT(EPOCH FROM (min(fire_after) - now()))::float8
 FROM job_run
 WHERE status IN ('pending', 'retrying')
 
--- name: job_run_claim_keys_candidates
+-- name: job_run_claim_keys
 -- Kafka mode: claim the runs whose keys a broker delivered. Only the candidates differ
--- from job_run_claim: sql.claim_statement() appends job_run_claim's own lease-taking tail
--- (from "picked AS (" on), so the overlap gate and the expired-lease and attempt-exhaustion
--- rules stay in one place. $1 owner, $2 limit, $3 lease seconds, $4 run ids, $5 their scheduled_for.
+-- from job_run_claim: from `picked AS (` on this is job_run_claim's text, word for word
+-- (tests/unit/test_queries.py holds them equal), so the overlap gate and the expired-lease
+-- and attempt-exhaustion rules are the same. $1 owner, $2 limit, $3 lease seconds,
+-- $4 run ids, $5 their scheduled_for.
 -- A key is a hint: only rows that are runnable now (or hold an expired lease) are taken.
 -- FOR UPDATE waits instead of skipping: a row locked for a moment by the outbox publisher
 -- (marking it again after a run turned runnable again) or by a SKIP LOCKED claim that will
@@ -515,12 +503,145 @@ WITH candidates AS (
      ORDER BY r.id
        FOR UPDATE OF r
 ),
+picked AS (
+    SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2
+),
+-- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
+-- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
+-- same rules), which locks their schedules' rows, decides each one's verdict ('lease',
+-- 'wait', 'skipped', 'cancelled' or 'hold') and moves the gate to the run that starts. It
+-- is a function so that its plan is made and run only when gated runs are picked: with
+-- every schedule on 'allow' it is not called at all, and this statement's plan has no node
+-- of it (ADR 0033 has the measurements).
+gate AS (
+    SELECT g.*
+      FROM (SELECT array_agg(p.id) AS ids, array_agg(p.scheduled_for) AS ats,
+                   array_agg(p.schedule_id) AS schedules, array_agg(p.overlap_policy) AS policies,
+                   array_agg(p.status = 'running') AS running
+              FROM picked p WHERE p.overlap_policy IS NOT NULL) a
+     CROSS JOIN LATERAL cronwire_overlap_gate(a.ids, a.ats, a.schedules, a.policies, a.running) g
+     WHERE a.ids IS NOT NULL  -- nothing gated: the function is not even called
+),
+decided AS (
+    -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
+    -- status the run ends in here (it is returned, but not as 'running', so not delivered).
+    -- The gate's own verdicts come first (read only for a gated run: CASE evaluates
+    -- lazily): 'skipped' and 'cancelled' end the run, 'wait' leaves it runnable with a
+    -- later fire_after, and 'hold' leaves it out of the update below. Beyond those, only
+    -- an expired lease ('running') can end here:
+    --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
+    --   'failed'     its final attempt had started (attempt_started, set by the renewal
+    --                once the request left) and may have reached the target, so another
+    --                one would exceed the policy. A final attempt that never started is
+    --                not used up: it is leased again, under the same attempt number.
+    -- 3 and 8 below are RetryPolicy().max_attempts and MAX_ATTEMPTS (domain/model.py),
+    -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
+    SELECT p.id, p.scheduled_for,
+           CASE WHEN p.gate IS NOT NULL AND p.gate <> 'lease' THEN p.gate
+                WHEN p.status <> 'running' THEN 'lease'
+                WHEN p.cancel_requested THEN 'cancelled'
+                -- The policy is read only for such a run (CASE evaluates lazily): a
+                -- join here read every claimed run's schedule a second time (the UPDATE
+                -- below reads it for the delivery), ~4% of a burst's claim.
+                WHEN p.attempt_started
+                     AND p.attempt_count >= (
+                         SELECT LEAST(GREATEST(COALESCE((s.retry ->> 'max_attempts')::integer, 3), 1), 8)
+                           FROM schedule s WHERE s.id = p.schedule_id)
+                     THEN 'failed'
+                ELSE 'lease' END AS verdict,
+           -- Attempt numbers count requests that started: an expired lease whose request
+           -- never left keeps its number; everything else gets the next one.
+           p.status = 'running' AND NOT p.attempt_started AS same_attempt,
+           p.gate, p.ahead
+      FROM (SELECT c.*,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.verdict FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS gate,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.ahead FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS ahead
+              FROM picked c) p
+    UNION ALL
+    -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
+    -- it (retrying, released: checked by the update); a leased one is ended by its own
+    -- lease's next write, after its request in flight finished and was recorded
+    -- (job_run_resolve, job_run_give_back).
+    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL
+      FROM gate g
+     WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
+       AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
+)
+UPDATE job_run j
+   -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
+   -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
+   -- the gate) keeps its state, rests (overlap.wait_seconds: 5 s, 5 s more per run ahead,
+   -- at most 60 s; the occupant's end wakes it sooner: job_run_resolve) and is unpublished
+   -- (kafka mode: published again when due). Only 'lease' and the claim's own endings are
+   -- claimed_by this owner under a new generation.
+   SET status           = CASE d.verdict WHEN 'lease' THEN 'running'
+                                         WHEN 'wait' THEN j.status
+                                         WHEN 'superseded' THEN 'cancelled'
+                                         ELSE d.verdict END,
+       claimed_by       = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.claimed_by
+                               ELSE $1 END,
+       -- Lease identity: each claim is a new generation; every later write names it.
+       lease_generation = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.lease_generation
+                               ELSE j.lease_generation + 1 END,
+       -- The new lease's request has not started yet; the renewal sets this once it has.
+       attempt_started  = CASE WHEN d.verdict = 'lease' THEN false ELSE j.attempt_started END,
+       claim_expires_at = CASE WHEN d.verdict = 'lease'
+                               THEN now() + make_interval(secs => $3) END,
+       attempt_count    = CASE WHEN d.verdict <> 'lease' OR d.same_attempt THEN j.attempt_count
+                               ELSE LEAST(j.attempt_count + 1, 8) END,
+       -- A run the gate ends or rests was never attempted here.
+       first_attempt_at = CASE WHEN d.gate IN ('skipped', 'cancelled', 'wait', 'superseded')
+                               THEN j.first_attempt_at
+                               ELSE COALESCE(j.first_attempt_at, now()) END,
+       fire_after       = CASE WHEN d.verdict = 'wait'
+                               THEN now() + make_interval(secs => LEAST(60, 5 * (1 + GREATEST(d.ahead, 0))))
+                               ELSE j.fire_after END,
+       published_at     = CASE WHEN d.verdict = 'wait' THEN NULL ELSE j.published_at END,
+       finished_at      = CASE WHEN d.verdict = 'lease' THEN NULL
+                               WHEN d.verdict = 'wait' THEN j.finished_at ELSE now() END,
+       skip_reason      = CASE WHEN d.verdict = 'skipped' THEN 'overlap' ELSE j.skip_reason END,
+       last_error       = CASE d.verdict
+                               WHEN 'failed'
+                               THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
+                               WHEN 'cancelled'
+                               THEN CASE WHEN d.gate = 'cancelled'
+                                         THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                                         ELSE 'Cancelled: the schedule was deleted while this run was in flight' END
+                               WHEN 'superseded'
+                               THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                               WHEN 'skipped'
+                               THEN 'Skipped: the previous run of this schedule was still running (overlap_policy '
+                                    || j.overlap_policy || ')'
+                               ELSE j.last_error END,
+       updated_at       = now()
+  FROM decided d, schedule s
+ -- The id array steers the planner to the primary-key index of each partition; a join on
+ -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold'))
+   AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
+   AND d.verdict <> 'hold'
+   -- A superseded occupant is ended here only if no lease holds it (it may have been
+   -- claimed since the gate read it: then its own lease's next write ends it).
+   AND (d.verdict <> 'superseded'
+        OR (j.status IN ('pending', 'retrying')
+            AND (j.claim_expires_at IS NULL OR j.claim_expires_at < now())))
+RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
+          j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
+          j.replay_of_scheduled_for,
+          -- As text: parsed once per schedule in the batch, not once per run.
+          s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
+          CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
+              AS previous_signing_secret
 
--- name: job_run_sweep_candidates
+-- name: job_run_sweep
 -- Kafka mode's safety net: runs due longer than the grace ($4 seconds) that no message
 -- delivered (broker restart, lost partition, crash between commit and publish), and
 -- leases whose owner vanished (no message will ever come for those). Oldest first,
--- SKIP LOCKED like the polling claim; the lease-taking tail is job_run_claim's.
+-- SKIP LOCKED like the polling claim; from `picked AS (` on, job_run_claim's text.
 WITH expired AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
            r.attempt_started, r.cancel_requested, r.overlap_policy,
@@ -548,6 +669,139 @@ candidates AS (
     UNION ALL
     SELECT * FROM overdue
 ),
+picked AS (
+    SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2
+),
+-- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
+-- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
+-- same rules), which locks their schedules' rows, decides each one's verdict ('lease',
+-- 'wait', 'skipped', 'cancelled' or 'hold') and moves the gate to the run that starts. It
+-- is a function so that its plan is made and run only when gated runs are picked: with
+-- every schedule on 'allow' it is not called at all, and this statement's plan has no node
+-- of it (ADR 0033 has the measurements).
+gate AS (
+    SELECT g.*
+      FROM (SELECT array_agg(p.id) AS ids, array_agg(p.scheduled_for) AS ats,
+                   array_agg(p.schedule_id) AS schedules, array_agg(p.overlap_policy) AS policies,
+                   array_agg(p.status = 'running') AS running
+              FROM picked p WHERE p.overlap_policy IS NOT NULL) a
+     CROSS JOIN LATERAL cronwire_overlap_gate(a.ids, a.ats, a.schedules, a.policies, a.running) g
+     WHERE a.ids IS NOT NULL  -- nothing gated: the function is not even called
+),
+decided AS (
+    -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
+    -- status the run ends in here (it is returned, but not as 'running', so not delivered).
+    -- The gate's own verdicts come first (read only for a gated run: CASE evaluates
+    -- lazily): 'skipped' and 'cancelled' end the run, 'wait' leaves it runnable with a
+    -- later fire_after, and 'hold' leaves it out of the update below. Beyond those, only
+    -- an expired lease ('running') can end here:
+    --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
+    --   'failed'     its final attempt had started (attempt_started, set by the renewal
+    --                once the request left) and may have reached the target, so another
+    --                one would exceed the policy. A final attempt that never started is
+    --                not used up: it is leased again, under the same attempt number.
+    -- 3 and 8 below are RetryPolicy().max_attempts and MAX_ATTEMPTS (domain/model.py),
+    -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
+    SELECT p.id, p.scheduled_for,
+           CASE WHEN p.gate IS NOT NULL AND p.gate <> 'lease' THEN p.gate
+                WHEN p.status <> 'running' THEN 'lease'
+                WHEN p.cancel_requested THEN 'cancelled'
+                -- The policy is read only for such a run (CASE evaluates lazily): a
+                -- join here read every claimed run's schedule a second time (the UPDATE
+                -- below reads it for the delivery), ~4% of a burst's claim.
+                WHEN p.attempt_started
+                     AND p.attempt_count >= (
+                         SELECT LEAST(GREATEST(COALESCE((s.retry ->> 'max_attempts')::integer, 3), 1), 8)
+                           FROM schedule s WHERE s.id = p.schedule_id)
+                     THEN 'failed'
+                ELSE 'lease' END AS verdict,
+           -- Attempt numbers count requests that started: an expired lease whose request
+           -- never left keeps its number; everything else gets the next one.
+           p.status = 'running' AND NOT p.attempt_started AS same_attempt,
+           p.gate, p.ahead
+      FROM (SELECT c.*,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.verdict FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS gate,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.ahead FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS ahead
+              FROM picked c) p
+    UNION ALL
+    -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
+    -- it (retrying, released: checked by the update); a leased one is ended by its own
+    -- lease's next write, after its request in flight finished and was recorded
+    -- (job_run_resolve, job_run_give_back).
+    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL
+      FROM gate g
+     WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
+       AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
+)
+UPDATE job_run j
+   -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
+   -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
+   -- the gate) keeps its state, rests (overlap.wait_seconds: 5 s, 5 s more per run ahead,
+   -- at most 60 s; the occupant's end wakes it sooner: job_run_resolve) and is unpublished
+   -- (kafka mode: published again when due). Only 'lease' and the claim's own endings are
+   -- claimed_by this owner under a new generation.
+   SET status           = CASE d.verdict WHEN 'lease' THEN 'running'
+                                         WHEN 'wait' THEN j.status
+                                         WHEN 'superseded' THEN 'cancelled'
+                                         ELSE d.verdict END,
+       claimed_by       = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.claimed_by
+                               ELSE $1 END,
+       -- Lease identity: each claim is a new generation; every later write names it.
+       lease_generation = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.lease_generation
+                               ELSE j.lease_generation + 1 END,
+       -- The new lease's request has not started yet; the renewal sets this once it has.
+       attempt_started  = CASE WHEN d.verdict = 'lease' THEN false ELSE j.attempt_started END,
+       claim_expires_at = CASE WHEN d.verdict = 'lease'
+                               THEN now() + make_interval(secs => $3) END,
+       attempt_count    = CASE WHEN d.verdict <> 'lease' OR d.same_attempt THEN j.attempt_count
+                               ELSE LEAST(j.attempt_count + 1, 8) END,
+       -- A run the gate ends or rests was never attempted here.
+       first_attempt_at = CASE WHEN d.gate IN ('skipped', 'cancelled', 'wait', 'superseded')
+                               THEN j.first_attempt_at
+                               ELSE COALESCE(j.first_attempt_at, now()) END,
+       fire_after       = CASE WHEN d.verdict = 'wait'
+                               THEN now() + make_interval(secs => LEAST(60, 5 * (1 + GREATEST(d.ahead, 0))))
+                               ELSE j.fire_after END,
+       published_at     = CASE WHEN d.verdict = 'wait' THEN NULL ELSE j.published_at END,
+       finished_at      = CASE WHEN d.verdict = 'lease' THEN NULL
+                               WHEN d.verdict = 'wait' THEN j.finished_at ELSE now() END,
+       skip_reason      = CASE WHEN d.verdict = 'skipped' THEN 'overlap' ELSE j.skip_reason END,
+       last_error       = CASE d.verdict
+                               WHEN 'failed'
+                               THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
+                               WHEN 'cancelled'
+                               THEN CASE WHEN d.gate = 'cancelled'
+                                         THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                                         ELSE 'Cancelled: the schedule was deleted while this run was in flight' END
+                               WHEN 'superseded'
+                               THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                               WHEN 'skipped'
+                               THEN 'Skipped: the previous run of this schedule was still running (overlap_policy '
+                                    || j.overlap_policy || ')'
+                               ELSE j.last_error END,
+       updated_at       = now()
+  FROM decided d, schedule s
+ -- The id array steers the planner to the primary-key index of each partition; a join on
+ -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold'))
+   AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
+   AND d.verdict <> 'hold'
+   -- A superseded occupant is ended here only if no lease holds it (it may have been
+   -- claimed since the gate read it: then its own lease's next write ends it).
+   AND (d.verdict <> 'superseded'
+        OR (j.status IN ('pending', 'retrying')
+            AND (j.claim_expires_at IS NULL OR j.claim_expires_at < now())))
+RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
+          j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
+          j.replay_of_scheduled_for,
+          -- As text: parsed once per schedule in the batch, not once per run.
+          s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
+          CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
+              AS previous_signing_secret
 
 -- name: job_run_outbox_take
 -- $1 limit, $2 max age: only runs due at most $2 seconds ago (while this replica's keys are
@@ -558,29 +812,12 @@ candidates AS (
 -- SKIP LOCKED so the publishers of several replicas split the work. Fair across tenants like
 -- job_run_claim: every due tenant's oldest keys go first, so one tenant's burst cannot
 -- hold back another tenant's key by the time it takes to publish the burst. The tenants
--- come from a loose index scan over job_run_unpublished_tenant_idx (migration 0009): one
--- probe per tenant with unpublished runs. Rows locked beyond the limit (at most about
+-- come from job_run_unpublished_tenants (a view, migration 0014), a loose index scan over
+-- job_run_unpublished_tenant_idx: one probe per tenant with unpublished runs. Rows locked beyond the limit (at most about
 -- 2 x limit in all) are unlocked when the statement's transaction ends. RETURNING's order
 -- is not the fair order, so each key comes back with its turn and fire_after to sort by.
-WITH RECURSIVE unpublished_tenants AS (
-    (SELECT r.tenant_id, r.fire_after
-       FROM job_run r
-      WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
-      ORDER BY r.tenant_id, r.fire_after
-      LIMIT 1)
-    UNION ALL
-    SELECT nxt.tenant_id, nxt.fire_after
-      FROM unpublished_tenants t
-     CROSS JOIN LATERAL (
-        SELECT r.tenant_id, r.fire_after
-          FROM job_run r
-         WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
-           AND r.tenant_id > t.tenant_id
-         ORDER BY r.tenant_id, r.fire_after
-         LIMIT 1) nxt
-),
-due_tenants AS (
-    SELECT tenant_id FROM unpublished_tenants
+WITH due_tenants AS (
+    SELECT tenant_id FROM job_run_unpublished_tenants
      WHERE fire_after <= now()
      ORDER BY fire_after
      LIMIT $1
@@ -631,25 +868,8 @@ UPDATE job_run j
 -- NULL when there is none): the publisher sleeps exactly that long. The same loose index
 -- scan as job_run_outbox_take: each tenant's earliest, then the least of those (the index
 -- is ordered by tenant first, so a plain min() would read every unpublished run).
-WITH RECURSIVE unpublished_tenants AS (
-    (SELECT r.tenant_id, r.fire_after
-       FROM job_run r
-      WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
-      ORDER BY r.tenant_id, r.fire_after
-      LIMIT 1)
-    UNION ALL
-    SELECT nxt.tenant_id, nxt.fire_after
-      FROM unpublished_tenants t
-     CROSS JOIN LATERAL (
-        SELECT r.tenant_id, r.fire_after
-          FROM job_run r
-         WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
-           AND r.tenant_id > t.tenant_id
-         ORDER BY r.tenant_id, r.fire_after
-         LIMIT 1) nxt
-)
 SELECT EXTRACT(EPOCH FROM (min(fire_after) - now()))::float8
-  FROM unpublished_tenants
+  FROM job_run_unpublished_tenants
 
 -- name: job_run_cancel_for_schedule
 -- Runs not yet started of a deleted schedule are cancelled. A leased (running) run is

@@ -1,0 +1,128 @@
+"""The tenant API's ports: tokens, schedules, run history. Re-exported by
+:mod:`cronwire.ports`, where services import them from.
+
+Every method takes the tenant id and confines itself to that tenant's rows: another
+tenant's object is indistinguishable from a missing one (NotFound), never a 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Protocol
+from uuid import UUID
+
+from cronwire.domain.backfill import BackfillPlan, BackfillResult
+from cronwire.domain.history import RunDetail, RunQuery, RunView
+from cronwire.domain.replay import ReplayQuery
+from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+
+# (the schedule as it is, the database's now, the oldest instant a run can be written at
+# or None) -> what to backfill; pure, may raise a domain error.
+BackfillPlanner = Callable[[ScheduleSpec, datetime, datetime | None], BackfillPlan]
+
+
+class TokenVerifier(Protocol):
+    async def tenant_for_token(self, token: str) -> UUID | None:
+        """The tenant owning ``token`` (compared in constant time), or None."""
+        ...
+
+
+class ScheduleStore(Protocol):
+    """Schedules as tenants edit them. Every fire-time computation uses the database
+    clock read inside the writing transaction. Raises NotFound for a missing, deleted or
+    foreign schedule and StorageError when the database fails."""
+
+    async def limits_and_now(
+        self, tenant_id: UUID, defaults: TenantLimits
+    ) -> tuple[TenantLimits, datetime]:
+        """The tenant's effective limits (its own columns over ``defaults``) and ``now()``."""
+        ...
+
+    async def create(
+        self, tenant_id: UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
+        max_schedules: int,
+    ) -> ScheduleRecord:
+        """Insert a validated schedule with its first ``next_fire_at``; LimitExceeded
+        ("max_schedules") when the tenant already has ``max_schedules`` live ones."""
+        ...
+
+    async def db_now(self) -> datetime:
+        """Postgres ``now()`` (previews count from it)."""
+        ...
+
+    async def get(self, tenant_id: UUID, schedule_id: UUID) -> ScheduleRecord: ...
+
+    async def list(
+        self, tenant_id: UUID, *, after: UUID | None, limit: int
+    ) -> Sequence[ScheduleRecord]:
+        """Live schedules ordered by id, strictly after ``after`` (keyset)."""
+        ...
+
+    async def update(
+        self, tenant_id: UUID, schedule_id: UUID, revise: Callable[[ScheduleSpec], ScheduleSpec]
+    ) -> ScheduleRecord:
+        """Lock the row, apply ``revise`` (pure; may raise a domain error, which rolls
+        back), recompute ``next_fire_at`` if the timing changed, write."""
+        ...
+
+    async def delete(self, tenant_id: UUID, schedule_id: UUID) -> int:
+        """Soft-delete; cancels the schedule's pending/retrying runs. Running ones finish
+        the request in flight (recorded) and then end cancelled: no attempt starts after
+        the delete. Returns how many runs were cancelled or so marked. History stays
+        readable."""
+        ...
+
+    async def set_paused(
+        self, tenant_id: UUID, schedule_id: UUID, paused: bool, note: str | None = None,
+    ) -> ScheduleRecord:
+        """Pause (``note`` kept as ``paused_reason``) or resume (clears the reason and the
+        failure count). Resuming keeps ``next_fire_at`` so the planner's misfire policy
+        decides what happens to the occurrences missed while paused. StateConflict for a
+        completed schedule."""
+        ...
+
+    async def trigger(self, tenant_id: UUID, schedule_id: UUID) -> RunView:
+        """A manual run due now, at an instant no cron occurrence can take."""
+        ...
+
+    async def rotate_secret(
+        self, tenant_id: UUID, schedule_id: UUID, new_secret: str, overlap_seconds: int
+    ) -> ScheduleRecord:
+        """Install ``new_secret``; the old one keeps signing for ``overlap_seconds``."""
+        ...
+
+
+class RunCommands(Protocol):
+    """The tenant's writes that make runs outside the planner: backfill and replay. Same
+    tenant confinement and errors as :class:`ScheduleStore`."""
+
+    async def backfill(
+        self, tenant_id: UUID, schedule_id: UUID, plan: BackfillPlanner, *, dry_run: bool,
+    ) -> BackfillResult:
+        """In one transaction with the schedule locked against a delete: call ``plan``,
+        then insert one ``pending`` run (``trigger: "backfill"``, due now) per occurrence
+        that has none (``ON CONFLICT DO NOTHING``), or, for a dry run, only count the
+        occurrences that already have one. NotFound for a missing or deleted schedule."""
+        ...
+
+    async def replay(self, tenant_id: UUID, run_id: UUID) -> RunView:
+        """A new run repeating the failed run ``run_id`` (``trigger: "replay"``), due now.
+        NotFound if not this tenant's; StateConflict if it did not fail, was replayed
+        already, or its schedule is deleted."""
+        ...
+
+    async def replay_failed(self, tenant_id: UUID, query: ReplayQuery) -> list[UUID]:
+        """Replay the tenant's failed runs not yet replayed (of live schedules), oldest
+        ``scheduled_for`` first, at most ``query.limit``; returns the new runs' ids."""
+        ...
+
+
+class RunHistory(Protocol):
+    """The tenant-facing run history (reads only)."""
+
+    async def list(self, tenant_id: UUID, query: RunQuery) -> Sequence[RunView]: ...
+
+    async def get(self, tenant_id: UUID, run_id: UUID) -> RunDetail:
+        """The run and its attempts (oldest first); NotFound if not this tenant's."""
+        ...
