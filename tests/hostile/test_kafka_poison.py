@@ -20,14 +20,14 @@ from aiokafka import AIOKafkaProducer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cronwire.adapters.kafka.codec import encode_key
-from cronwire.adapters.kafka.hints import (
+from cronwire.adapters.kafka.codec import (
     MALFORMED,
     OUT_OF_RANGE,
     UNKNOWN_VERSION,
-    KafkaRunHints,
+    encode_key,
     read_run_key,
 )
+from cronwire.adapters.kafka.hints import KafkaRunHints
 from cronwire.adapters.kafka.link import KafkaLink
 from cronwire.domain.model import ClaimBatch
 from cronwire.harness.seeding import (
@@ -100,7 +100,7 @@ async def test_poison_is_skipped_counted_and_committed_and_good_keys_still_flow(
         await _publish(kafka_bootstrap, mode.link.topic, POISON[:2])  # only poison behind
         await wait_until(lambda: mode.hints.skipped == len(POISON) + 2, within=30)
         assert await mode.source.claim("a", 10, 30) == ClaimBatch()  # takes and settles the poison
-        await wait_until(lambda: not mode.hints._settled, within=10)  # committed
+        await wait_until(lambda: not mode.hints._keys.has_settled(), within=10)  # committed
         topic, group = mode.link.topic, f"group-{mode.link.topic}"
     # A new member of the group starts after the committed offsets: nothing is re-read.
     again = KafkaLink(kafka_bootstrap, topic, 1, probe_seconds=0.5, request_timeout_ms=3000)
