@@ -47,7 +47,7 @@ async def status_of(world: World, ids: list[uuid.UUID]) -> list[str]:
 
 async def test_allow_is_never_gated(world: World) -> None:
     schedule = await gated(world, None, 3)
-    runs = await world.claims.claim("a", 10, 30)
+    runs = (await world.claims.claim("a", 10, 30)).runs
     assert len(runs) == 3
     assert (await world.schedule_facts(schedule.id)).overlap_run is None
 
@@ -57,7 +57,7 @@ async def test_skip_starts_the_oldest_and_skips_the_rest_and_what_comes_while_it
 ) -> None:
     schedule = await gated(world, "skip", 3)
     ids = await ordered(world)
-    [run] = await world.claims.claim("a", 10, 30)
+    [run] = (await world.claims.claim("a", 10, 30)).runs
     assert run.id == ids[0]
     assert await status_of(world, ids) == ["running", "skipped", "skipped"]
     assert [await world.skip_reason(i) for i in ids] == [None, "overlap", "overlap"]
@@ -68,12 +68,12 @@ async def test_skip_starts_the_oldest_and_skips_the_rest_and_what_comes_while_it
     # A later occurrence while the first still runs: skipped too, and counted as ended.
     await more(world, schedule, 10, "skip")
     batch = await world.claims.claim("a", 10, 30)
-    assert list(batch) == [] and isinstance(batch, ClaimBatch)
+    assert batch.runs == () and isinstance(batch, ClaimBatch)
     assert batch.ended == (RunStatus.SKIPPED,)
     # Once the first has ended, the next occurrence starts.
     assert await world.runs.resolve("a", [resolution(run, RunStatus.SUCCEEDED)])
     await more(world, schedule, 20, "skip")
-    [started] = await world.claims.claim("a", 10, 30)
+    [started] = (await world.claims.claim("a", 10, 30)).runs
     assert (await world.schedule_facts(schedule.id)).overlap_run == started.id
 
 
@@ -82,15 +82,15 @@ async def test_buffer_one_lets_one_wait_skips_more_and_wakes_it_when_the_first_e
 ) -> None:
     await gated(world, "buffer_one", 3)
     ids = await ordered(world)
-    [first] = await world.claims.claim("a", 10, 30)
+    [first] = (await world.claims.claim("a", 10, 30)).runs
     assert first.id == ids[0]
     assert await status_of(world, ids) == ["running", "pending", "skipped"]
     waiting = await world.row(ids[1])
     assert 4 < waiting.due_in <= 5.5  # rests 5 s (one run ahead of it: the occupant)
-    assert list(await world.claims.claim("a", 10, 30)) == []  # not due yet: nothing
+    assert list((await world.claims.claim("a", 10, 30)).runs) == []  # not due yet: nothing
     await world.runs.resolve("a", [resolution(first, RunStatus.SUCCEEDED)])
     assert (await world.row(ids[1])).due_in <= 0.001  # woken by the end of the first
-    [second] = await world.claims.claim("a", 10, 30)
+    [second] = (await world.claims.claim("a", 10, 30)).runs
     assert second.id == ids[1]
 
 
@@ -99,27 +99,27 @@ async def test_buffer_all_keeps_one_hundred_waiting_in_order_and_skips_beyond(
 ) -> None:
     await gated(world, "buffer_all", 103)
     ids = await ordered(world)
-    runs = await world.claims.claim("a", 200, 30)
+    runs = (await world.claims.claim("a", 200, 30)).runs
     assert [r.id for r in runs] == [ids[0]]
     statuses = await status_of(world, ids)
     assert statuses == ["running"] + ["pending"] * 100 + ["skipped"] * 2
     # Nothing jumps the queue: after the first ends, the second (oldest) starts.
     await world.runs.resolve("a", [resolution(runs[0], RunStatus.FAILED)])
-    [second] = await world.claims.claim("a", 200, 30)
+    [second] = (await world.claims.claim("a", 200, 30)).runs
     assert second.id == ids[1]
 
 
 async def test_cancel_other_starts_the_newest_and_cancels_older_ones(world: World) -> None:
     schedule = await gated(world, "cancel_other", 3)
     ids = await ordered(world)
-    [run] = await world.claims.claim("a", 10, 30)
+    [run] = (await world.claims.claim("a", 10, 30)).runs
     assert run.id == ids[2]
     assert await status_of(world, ids) == ["cancelled", "cancelled", "running"]
     assert "superseded" in ((await world.row(ids[0])).last_error or "")
     # A newer occurrence arrives while it runs: it starts, and the running one is ended
     # cancelled by its own lease's next write; its request's outcome is recorded.
     await more(world, schedule, 10, "cancel_other")
-    [newer] = await world.claims.claim("a", 10, 30)
+    [newer] = (await world.claims.claim("a", 10, 30)).runs
     assert newer.id not in ids
     landed = await world.runs.resolve("a", [resolution(run, RunStatus.SUCCEEDED)])
     assert landed == {run.id: RunStatus.CANCELLED}
@@ -130,10 +130,10 @@ async def test_cancel_other_starts_the_newest_and_cancels_older_ones(world: Worl
 
 async def test_cancel_other_ends_a_retrying_predecessor_at_once(world: World) -> None:
     schedule = await gated(world, "cancel_other", 1)
-    [run] = await world.claims.claim("a", 10, 30)
+    [run] = (await world.claims.claim("a", 10, 30)).runs
     await world.runs.resolve("a", [resolution(run, RunStatus.RETRYING, delay=3600)])
     await more(world, schedule, 10, "cancel_other")
-    [newer] = await world.claims.claim("a", 10, 30)
+    [newer] = (await world.claims.claim("a", 10, 30)).runs
     assert newer.id != run.id
     assert (await world.row(run.id)).status == "cancelled"
 
@@ -142,13 +142,13 @@ async def test_a_run_the_gate_skips_is_skipped_by_the_claim_of_keys_too(world: W
     await gated(world, "skip", 2)
     ids = await ordered(world)
     batch = await world.keyed.claim_keys("k", await world.keys(), 30)
-    assert [r.id for r in batch] == [ids[0]]
+    assert [r.id for r in batch.runs] == [ids[0]]
     assert await status_of(world, ids) == ["running", "skipped"]
 
 
 async def test_pause_after_failures_pauses_at_the_threshold_with_a_reason(world: World) -> None:
     schedule = await gated(world, None, 3, pause_after_failures=2, retry=RETRY1)
-    runs = sorted(await world.claims.claim("a", 10, 30), key=lambda r: r.scheduled_for)
+    runs = sorted((await world.claims.claim("a", 10, 30)).runs, key=lambda r: r.scheduled_for)
     # One success then one failure: the count is 1, no pause.
     await world.runs.resolve("a", [resolution(runs[0], RunStatus.SUCCEEDED),
                                    resolution(runs[1], RunStatus.FAILED, error="HTTPStatus: 503")])
@@ -165,7 +165,7 @@ async def test_pause_after_failures_pauses_at_the_threshold_with_a_reason(world:
 
 async def test_a_success_resets_the_failure_count(world: World) -> None:
     schedule = await gated(world, None, 2, pause_after_failures=5, retry=RETRY1)
-    runs = sorted(await world.claims.claim("a", 10, 30), key=lambda r: r.scheduled_for)
+    runs = sorted((await world.claims.claim("a", 10, 30)).runs, key=lambda r: r.scheduled_for)
     await world.runs.resolve("a", [resolution(runs[0], RunStatus.FAILED)])
     assert (await world.schedule_facts(schedule.id)).consecutive_failures == 1
     await world.runs.resolve("a", [resolution(runs[1], RunStatus.SUCCEEDED)])
@@ -174,9 +174,9 @@ async def test_a_success_resets_the_failure_count(world: World) -> None:
 
 async def test_a_release_of_a_superseded_run_cancels_it(world: World) -> None:
     schedule = await gated(world, "cancel_other", 1)
-    [run] = await world.claims.claim("a", 10, 30)
+    [run] = (await world.claims.claim("a", 10, 30)).runs
     await more(world, schedule, 10, "cancel_other")
-    [newer] = await world.claims.claim("b", 10, 30)
+    [newer] = (await world.claims.claim("b", 10, 30)).runs
     assert newer.id != run.id
     assert await world.runs.release("a", [(run.id, run.scheduled_for, run.lease_generation)])
     assert (await world.row(run.id)).status == "cancelled"
@@ -185,8 +185,8 @@ async def test_a_release_of_a_superseded_run_cancels_it(world: World) -> None:
 async def test_the_gate_is_decided_by_the_claim_not_by_the_clock(world: World) -> None:
     """An expired lease of the occupant is leased again: the occupant carries on."""
     schedule = await gated(world, "skip", 1)
-    [run] = await world.claims.claim("a", 10, 30)
+    [run] = (await world.claims.claim("a", 10, 30)).runs
     await world.expire(run.id)
-    [again] = await world.claims.claim("b", 10, 30)
+    [again] = (await world.claims.claim("b", 10, 30)).runs
     assert again.id == run.id and again.attempt == 1
     assert (await world.schedule_facts(schedule.id)).overlap_run == run.id
