@@ -148,16 +148,15 @@ BEGIN
                    OVER (PARTITION BY v.schedule_id) AS first_fresh,
                GREATEST(max(v.scheduled_for) FILTER (WHERE NOT v.running)
                             OVER (PARTITION BY v.schedule_id),
-                        CASE WHEN v.occupied THEN v.overlap_run_at END) AS newest,
-               NOT v.occupied AND coalesce(bool_or(v.earlier_waiting = 0)
-                   FILTER (WHERE NOT v.running AND v.overlap_policy IN ('buffer_one', 'buffer_all'))
-                   OVER (PARTITION BY v.schedule_id), false) AS head_starts
+                        CASE WHEN v.occupied THEN v.overlap_run_at END) AS newest
           FROM gate_view v
     ),
     gate AS (
         SELECT v.id, v.scheduled_for, v.schedule_id, v.overlap_policy, v.busy, v.overlap_run,
                v.overlap_run_at,
-               v.earlier_waiting - CASE WHEN v.head_starts THEN 1 ELSE 0 END AS ahead,
+               -- waiting ahead once started: when the gate is free, the earliest earlier
+               -- run is the next to start (picked now, or woken and not claimed yet)
+               v.earlier_waiting - CASE WHEN v.busy THEN 0 ELSE 1 END AS ahead,
                CASE
                  WHEN NOT v.locked THEN 'hold'
                  WHEN v.overlap_policy = 'cancel_other'
@@ -168,8 +167,7 @@ BEGIN
                              ELSE 'lease' END
                  -- buffer_one (1 may wait) and buffer_all (100 may wait)
                  WHEN NOT v.busy AND v.earlier_waiting = 0 THEN 'lease'
-                 WHEN (v.busy OR v.head_starts)
-                      AND v.earlier_waiting - CASE WHEN v.head_starts THEN 1 ELSE 0 END
+                 WHEN v.earlier_waiting - CASE WHEN v.busy THEN 0 ELSE 1 END
                           >= CASE v.overlap_policy WHEN 'buffer_one' THEN 1 ELSE 100 END
                    THEN 'skipped'
                  ELSE 'wait'

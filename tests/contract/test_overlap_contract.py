@@ -94,6 +94,28 @@ async def test_buffer_one_lets_one_wait_skips_more_and_wakes_it_when_the_first_e
     assert second.id == ids[1]
 
 
+async def test_buffer_one_counts_a_woken_run_not_yet_started_as_the_next_to_run(
+    world: World,
+) -> None:
+    """Between the occupant's end and the claim of the run it woke (in Kafka mode: the
+    republish), later occurrences arrive on their own (claimed by key). The woken run is
+    the next to start, so one of them may wait behind it and the rest are skipped, or
+    buffer_one would hold two waiting once the woken run starts."""
+    schedule = await gated(world, "buffer_one", 2)
+    ids = await ordered(world)
+    [first] = (await world.claims.claim("a", 10, 30)).runs
+    await world.runs.resolve("a", [resolution(first, RunStatus.SUCCEEDED)])
+    assert await status_of(world, ids) == ["succeeded", "pending"]  # ids[1] woken
+    for first_ms in (10, 20):  # two later occurrences, each claimed alone by its key
+        await more(world, schedule, first_ms, "buffer_one")
+        later = (await world.keys())[-1]
+        assert (await world.keyed.claim_keys("k", [later], 30)).runs == ()
+    ids = await ordered(world)
+    assert await status_of(world, ids) == ["succeeded", "pending", "pending", "skipped"]
+    [woken] = (await world.keyed.claim_keys("k", [(ids[1], (await world.keys())[1][1])], 30)).runs
+    assert woken.id == ids[1]
+
+
 async def test_buffer_all_keeps_one_hundred_waiting_in_order_and_skips_beyond(
     world: World,
 ) -> None:

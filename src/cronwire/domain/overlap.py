@@ -19,8 +19,8 @@ Per candidate, by its policy (``busy``: the gate is held by another run):
 - ``skip``: busy, or an older candidate starts now: ``skipped`` (reason ``overlap``);
   else it starts;
 - ``buffer_one`` / ``buffer_all``: the earliest waiting occurrence starts when the gate is
-  free; the others wait in occurrence order, at most 1 / 100 of them while a run holds
-  the gate; one beyond that is ``skipped``. Waiting moves ``fire_after`` on by
+  free; the others wait in occurrence order behind it or behind the run holding the
+  gate, at most 1 / 100 of them; one beyond that is ``skipped``. Waiting moves ``fire_after`` on by
   :func:`wait_seconds`, and the end of the occupant's run wakes the next one at once.
 """
 
@@ -74,18 +74,12 @@ def wait_seconds(ahead: int) -> int:
     return min(WAIT_MAX_SECONDS, WAIT_FIRST_SECONDS * (1 + max(0, ahead)))
 
 
-def head_starts(occupant: Occupant | None, candidates: Sequence[Candidate]) -> bool:
-    """Buffer policies: the gate is free and the earliest waiting run is among the
-    candidates, so it starts now (and every other candidate has one run fewer ahead)."""
-    occupied = occupant is not None and not occupant.ended
-    return not occupied and any(
-        c.earlier_waiting == 0 for c in candidates
-        if c.policy in BUFFER_LIMITS and not c.running)
-
-
-def ahead_of(c: Candidate, starts: bool) -> int:
-    """Runs waiting ahead of ``c`` once this claim's head (if it ``starts``) has started."""
-    return c.earlier_waiting - (1 if starts else 0)
+def ahead_of(c: Candidate, busy: bool) -> int:
+    """Runs that will wait ahead of ``c``: its earlier waiting runs, less the one that
+    starts next when the gate is free (the earliest of them, whether this claim picked it
+    or it was woken and has not been claimed yet: in Kafka mode its republish may come
+    after later occurrences)."""
+    return c.earlier_waiting - (0 if busy else 1)
 
 
 def gate(occupant: Occupant | None, candidates: Sequence[Candidate]) -> dict[uuid.UUID, Gate]:
@@ -95,7 +89,6 @@ def gate(occupant: Occupant | None, candidates: Sequence[Candidate]) -> dict[uui
     first_fresh = min(fresh, default=None)
     newest = max(fresh + ([occupant.scheduled_for] if occupant and occupied else []),
                  default=None)
-    starts = head_starts(occupant, candidates)
     verdicts: dict[uuid.UUID, Gate] = {}
     for c in candidates:
         is_occupant = occupant is not None and occupant.run_id == c.run_id
@@ -109,16 +102,16 @@ def gate(occupant: Occupant | None, candidates: Sequence[Candidate]) -> dict[uui
             later = first_fresh is not None and c.scheduled_for > first_fresh
             verdicts[c.run_id] = Gate.SKIP if busy or later else Gate.LEASE
         elif c.policy in BUFFER_LIMITS:
-            verdicts[c.run_id] = _buffered(c, busy, starts)
+            verdicts[c.run_id] = _buffered(c, busy)
         else:  # 'allow' is never gated; a stray one just starts
             verdicts[c.run_id] = Gate.LEASE
     return verdicts
 
 
-def _buffered(c: Candidate, busy: bool, starts: bool) -> Gate:
+def _buffered(c: Candidate, busy: bool) -> Gate:
     if not busy and c.earlier_waiting == 0:
         return Gate.LEASE
-    if (busy or starts) and ahead_of(c, starts) >= BUFFER_LIMITS[c.policy]:
+    if ahead_of(c, busy) >= BUFFER_LIMITS[c.policy]:
         return Gate.SKIP
     return Gate.WAIT
 

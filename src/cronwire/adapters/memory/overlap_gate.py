@@ -17,7 +17,6 @@ from cronwire.domain.overlap import (
     Occupant,
     ahead_of,
     gate,
-    head_starts,
     new_occupant,
     wait_seconds,
 )
@@ -87,11 +86,12 @@ def pass_gate(db: MemoryDatabase, candidates: Iterable[MemoryRun],
 def _apply(db: MemoryDatabase, schedule_id: uuid.UUID, occupant: Occupant | None,
            seen: list[Candidate], decided: dict[uuid.UUID, Gate], picked: set[uuid.UUID],
            now: datetime) -> int:
-    starts = head_starts(occupant, seen)
+    occupied = occupant is not None and not occupant.ended
     for c in seen:
         if decided[c.run_id] is Gate.WAIT:
+            busy = occupied and occupant is not None and occupant.run_id != c.run_id
             run = db.runs[(c.run_id, c.scheduled_for)]
-            run.fire_after = now + timedelta(seconds=wait_seconds(ahead_of(c, starts)))
+            run.fire_after = now + timedelta(seconds=wait_seconds(ahead_of(c, busy)))
             run.published_at = None
             run.version += 1
     winner = new_occupant(seen, decided)
