@@ -166,6 +166,7 @@ def analyse(records: Path, planned: dict[str, tuple[str, datetime]], made_at: fl
 async def main_async(args: argparse.Namespace, admin_dsn: str, out: Path) -> dict[str, object]:
     dsn = await fresh_database(admin_dsn, database_name("fairness"))
     sink = await SinkProcess(out / "deliveries.jsonl").start()
+    (out / "replicas").mkdir(exist_ok=True)
     try:
         async with Fleet(out / "replicas") as fleet, aiohttp.ClientSession() as http:
             for index in range(args.replicas):
