@@ -9,9 +9,7 @@ import asyncio
 import itertools
 import json
 import uuid
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -30,18 +28,6 @@ from tests.support.replicas import ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 RECEIVER_SECONDS = 2.5  # each delivery takes this long: longer than the schedules' period
-
-
-@pytest.fixture
-async def sink() -> AsyncIterator[Sink]:
-    async with Sink() as running:
-        yield running
-
-
-@pytest.fixture
-async def fleet(database_url: str, tmp_path: Path) -> AsyncIterator[ReplicaSet]:
-    async with ReplicaSet(database_url, log_dir=tmp_path) as replicas:
-        yield replicas
 
 
 async def create(pool: asyncpg.Pool, tenant: uuid.UUID, url: str, **fields: object) -> uuid.UUID:
