@@ -77,7 +77,7 @@ def run_loadtest(plan: LoadTestPlan) -> Report:
     report = build_report(plan.mode, plan.scenario, plan.schedules, plan.replicas, planned,
                           records, drain, baselines)
     (plan.out / "report.json").write_text(json.dumps(report.summary, indent=2))
-    write_chart(report, plan.out / "report.png")
+    write_chart(report, plan.out / "report.png", jitter_seconds=plan.jitter_seconds)
     if not plan.keep_data:
         _keep_only_reports(plan.out)
     return report
