@@ -95,6 +95,8 @@ def planner_work(schedules: list[uuid.UUID], tenant: uuid.UUID, at: object,
     advance_args: list[object] = [schedules, [None] * len(ids), [at] * len(ids)]
     if new:  # 'allow' and no jitter: the NULL arrays; the advance counts what it planned
         insert_args += [None, None]
+        if "$10::" in insert:  # flow keys (migration 0012): none
+            insert_args.append(None)
         advance_args += [[1] * len(ids), None]
     return [(insert, insert_args), (advance, advance_args)]
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from cronwire.api.schemas import RetryIn, ScheduleCreate, TargetIn
+from cronwire.api.schemas_flow import FlowControlIn
 from cronwire.domain.documents import retry_to_document, target_to_document
+from cronwire.domain.flow_control import FlowControl, effective_key
 from cronwire.domain.history import RunDetail, RunView
 from cronwire.domain.model import RetryPolicy, ScheduleStatus, Target
 from cronwire.domain.schedule_rules import parse_misfire_policy, parse_overlap_policy
@@ -27,6 +29,23 @@ def retry_from(given: RetryIn) -> RetryPolicy:
                        given.max_backoff_seconds)
 
 
+def flow_from(given: FlowControlIn | None) -> FlowControl | None:
+    if given is None:
+        return None
+    rate = given.rate_per_second
+    return FlowControl(key=given.key, max_concurrency=given.max_concurrency,
+                       rate_per_second=None if rate is None else float(rate), burst=given.burst)
+
+
+def flow_out(spec: ScheduleSpec) -> dict[str, Any] | None:
+    """The schedule's flow_control with the key its runs count under filled in."""
+    flow = spec.flow_control
+    if flow is None:
+        return None
+    return {"key": effective_key(flow, spec.target.url), "max_concurrency": flow.max_concurrency,
+            "rate_per_second": flow.rate_per_second, "burst": flow.burst}
+
+
 def spec_from(body: ScheduleCreate) -> ScheduleSpec:
     return ScheduleSpec(
         name=body.name, cron=body.cron, timezone=body.timezone, target=target_from(body.target),
@@ -36,6 +55,7 @@ def spec_from(body: ScheduleCreate) -> ScheduleSpec:
         overlap_policy=parse_overlap_policy(body.overlap_policy),
         jitter_seconds=body.jitter_seconds, max_runs=body.max_runs,
         pause_after_failures=body.pause_after_failures,
+        flow_control=flow_from(body.flow_control),
     )
 
 
@@ -50,6 +70,7 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
         "catchup_window_seconds": spec.catchup_window_seconds,
         "overlap_policy": spec.overlap_policy.value, "jitter_seconds": spec.jitter_seconds,
         "max_runs": spec.max_runs, "pause_after_failures": spec.pause_after_failures,
+        "flow_control": flow_out(spec),
         "status": record.status.value, "paused": record.status is ScheduleStatus.PAUSED,
         "paused_reason": record.paused_reason, "paused_at": record.paused_at,
         "runs_planned": record.runs_planned,

@@ -6,7 +6,8 @@ removing means something: a header, ``target.body`` (back to the default JSON bo
 ``target.method`` and the ``retry`` numbers (back to their defaults), ``starts_at`` and
 ``ends_at`` (no bound), ``cron`` or ``at`` (when the other is given: a cron schedule
 becomes one-time or back), ``max_runs`` and ``pause_after_failures`` (no limit),
-``overlap_policy`` and ``jitter_seconds`` (back to ``allow`` and 0). A null for anything
+``overlap_policy`` and ``jitter_seconds`` (back to ``allow`` and 0), ``flow_control`` (none;
+a given object replaces the whole of it). A null for anything
 a schedule cannot lack (``name``, ``target.url``, ...) is a 422 naming it.
 """
 
@@ -15,13 +16,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from cronwire.api.mapping import flow_from
 from cronwire.api.schemas import RetryPatch, SchedulePatch, TargetPatch
+from cronwire.api.schemas_flow import FlowControlIn
 from cronwire.domain.errors import RuleViolation
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
 from cronwire.domain.schedule_rules import parse_misfire_policy, parse_overlap_policy
 from cronwire.domain.schedules import ScheduleSpec
 
-NULLABLE = frozenset({"starts_at", "ends_at", "cron", "at", "max_runs", "pause_after_failures"})
+NULLABLE = frozenset({"starts_at", "ends_at", "cron", "at", "max_runs", "pause_after_failures",
+                      "flow_control"})
 # A null puts these back to their defaults.
 DEFAULTS: dict[str, Any] = {"overlap_policy": OverlapPolicy.ALLOW, "jitter_seconds": 0}
 DEFAULT_METHOD = "POST"
@@ -40,6 +44,8 @@ def patched_spec(spec: ScheduleSpec, patch: SchedulePatch) -> ScheduleSpec:
             value = _patched_target(spec.target, value)
         elif isinstance(value, RetryPatch):
             value = _patched_retry(spec.retry, value)
+        elif isinstance(value, FlowControlIn):  # replaced whole, not merged
+            value = flow_from(value)
         elif name == "misfire_policy":
             value = parse_misfire_policy(value)
         elif name == "overlap_policy":

@@ -25,6 +25,7 @@ from pydantic import (
     StrictInt,
 )
 
+from cronwire.api.schemas_flow import FLOW_CONTROL_HELP, FlowControlIn, FlowControlOut
 from cronwire.domain.jitter import MAX_JITTER_SECONDS
 from cronwire.domain.model import MAX_ATTEMPTS
 from cronwire.domain.schedule_rules import (
@@ -209,6 +210,7 @@ class ScheduleCreate(BaseModel):
                                        json_schema_extra=_MAX_RUNS)
     pause_after_failures: StrictInt | None = Field(None, description=_PAUSE_AFTER_HELP,
                                                    json_schema_extra=_PAUSE_AFTER)
+    flow_control: FlowControlIn | None = Field(None, description=FLOW_CONTROL_HELP)
 
 
 class TargetPatch(BaseModel):
@@ -268,6 +270,8 @@ class SchedulePatch(BaseModel):
                                        json_schema_extra=_MAX_RUNS)
     pause_after_failures: StrictInt | None = Field(None, description="null: never pauses "
                                                    "itself.", json_schema_extra=_PAUSE_AFTER)
+    flow_control: FlowControlIn | None = Field(None, description="Replaces the whole object; "
+                                               "null: no flow control.")
 
 
 class TargetOut(BaseModel):
@@ -300,6 +304,7 @@ class ScheduleOut(BaseModel):
     jitter_seconds: int
     max_runs: int | None
     pause_after_failures: int | None
+    flow_control: FlowControlOut | None = Field(description=FLOW_CONTROL_HELP)
     status: Literal["active", "paused", "completed"] = Field(
         description="`completed`: a one-time schedule's occurrence, or `max_runs` "
         "occurrences, were planned; nothing fires after.")

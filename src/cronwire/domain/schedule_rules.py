@@ -23,6 +23,7 @@ from cronwire.domain.errors import (
     LimitExceeded,
     RuleViolation,
 )
+from cronwire.domain.flow_control import check_flow_control
 from cronwire.domain.jitter import MAX_JITTER_SECONDS
 from cronwire.domain.model import (
     MAX_ATTEMPTS,
@@ -125,6 +126,8 @@ def _check_semantics(spec: ScheduleSpec) -> None:
             1 <= spec.pause_after_failures <= MAX_PAUSE_AFTER_FAILURES):
         raise RuleViolation("pause_after_failures",
                             f"must be between 1 and {MAX_PAUSE_AFTER_FAILURES}")
+    if spec.flow_control is not None:
+        check_flow_control(spec.flow_control)
 
 
 def parse_overlap_policy(value: str, field: str = "overlap_policy") -> OverlapPolicy:

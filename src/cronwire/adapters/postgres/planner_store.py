@@ -101,9 +101,12 @@ class PostgresPlannerStore:
             log.error("no job_run partition holds %s: nothing can be planned until the "
                       "partition keeper creates one (cronwire partitions maintain)", db_now)
         decision = decide([_due_schedule(row) for row in rows], db_now, writable)
+        # Flow keys (ADR 0040) ride beside the decision: they do not change what is planned.
+        flow_keys = {row["id"]: row["flow_key"] for row in rows if row["flow_key"] is not None}
         inserted = 0
         if decision.runs:
-            status = await conn.execute(Q["job_run_insert_planned"], *_run_columns(decision))
+            status = await conn.execute(Q["job_run_insert_planned"],
+                                        *_run_columns(decision, flow_keys))
             inserted = rows_affected(status)
         if decision.advances:
             await conn.execute(Q["schedule_advance"], *_advance_columns(decision))
@@ -115,7 +118,9 @@ class PostgresPlannerStore:
         return now
 
 
-def _run_columns(decision: PlanDecision) -> tuple[list[Any] | None, ...]:
+def _run_columns(
+    decision: PlanDecision, flow_keys: dict[Any, str] | None = None,
+) -> tuple[list[Any] | None, ...]:
     """The runs as parallel arrays, the shape ``unnest`` takes (one array per column).
 
     Ids go to asyncpg as hex text (it parses that in C) and the idempotency key is the
@@ -138,6 +143,7 @@ def _run_columns(decision: PlanDecision) -> tuple[list[Any] | None, ...]:
         [run.overlap_policy.value if run.overlap_policy else None for run in runs]
         if shaped else None,
         [run.jitter_ms for run in runs] if shaped else None,
+        [flow_keys.get(run.schedule_id) for run in runs] if flow_keys else None,
     )
 
 

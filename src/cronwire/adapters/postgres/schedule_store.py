@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import NoReturn
 
 import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
+from cronwire.adapters.postgres.flow_store import flow_key_of, resync_deleted, save_flow_control
 from cronwire.adapters.postgres.run_history import run_view
 from cronwire.adapters.postgres.sql import queries, rows_affected
 from cronwire.domain.documents import (
@@ -23,6 +25,7 @@ from cronwire.domain.documents import (
     target_to_document,
 )
 from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
+from cronwire.domain.flow_control import flow_from_document
 from cronwire.domain.history import RunView
 from cronwire.domain.model import (
     MisfirePolicy,
@@ -97,6 +100,7 @@ def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
         jitter_seconds=row["jitter_seconds"],
         max_runs=row["max_runs"],
         pause_after_failures=row["pause_after_failures"],
+        flow_control=flow_from_document(row["flow_control"]),
     )
     return ScheduleRecord(
         id=row["id"], tenant_id=row["tenant_id"], spec=spec,
@@ -156,7 +160,10 @@ class PostgresScheduleStore:
                     status.value, first_fire(spec, tenant["db_now"]), spec.starts_at,
                     spec.ends_at, signing_secret, *_semantics_columns(spec),
                 )
-        return schedule_record(found_row(row, tenant_id, "tenant"))
+                if row is not None and spec.flow_control is not None:
+                    await save_flow_control(conn, tenant_id, row["id"], spec)
+        record = schedule_record(found_row(row, tenant_id, "tenant"))
+        return replace(record, spec=replace(record.spec, flow_control=spec.flow_control))
 
     async def db_now(self) -> datetime:
         with storage_errors("reading the database clock"):
@@ -199,7 +206,10 @@ class PostgresScheduleStore:
                     spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
                     *_semantics_columns(spec), status.value,
                 )
-        return schedule_record(found_row(updated, schedule_id))
+                await save_flow_control(conn, tenant_id, schedule_id, spec,
+                                        flow_key_of(current.spec))
+        record = schedule_record(found_row(updated, schedule_id))
+        return replace(record, spec=replace(record.spec, flow_control=spec.flow_control))
 
     async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
         with storage_errors(f"deleting schedule {schedule_id}"):
@@ -209,6 +219,7 @@ class PostgresScheduleStore:
                 status = await conn.execute(
                     Q["job_run_cancel_for_schedule"], tenant_id, schedule_id
                 )
+                await resync_deleted(conn, tenant_id, schedule_id)
         return rows_affected(status)
 
     async def set_paused(

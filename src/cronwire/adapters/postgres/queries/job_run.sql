@@ -30,8 +30,10 @@
 -- (cursor moved backwards, operator replan) is harmless. Skipped runs are terminal at once.
 -- $8 overlap policies and $9 jitter offsets (ms) are NULL when no run of the batch has
 -- one (every schedule on 'allow' without jitter): unnest pads a NULL array with NULLs.
+-- So are $10 flow keys when no schedule of the batch has flow control.
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
-                     status, fire_after, finished_at, last_error, skip_reason, overlap_policy)
+                     status, fire_after, finished_at, last_error, skip_reason, overlap_policy,
+                     flow_key)
 SELECT r.id, r.tenant_id, r.schedule_id, r.scheduled_for, r.idempotency_key, r.trigger,
        r.status,
        CASE WHEN r.jitter_ms IS NULL THEN r.scheduled_for
@@ -39,11 +41,12 @@ SELECT r.id, r.tenant_id, r.schedule_id, r.scheduled_for, r.idempotency_key, r.t
        CASE WHEN r.status = 'skipped' THEN now() END,
        CASE WHEN r.status = 'skipped' THEN 'missed while no planner ran; dropped by the misfire policy' END,
        CASE WHEN r.status = 'skipped' THEN 'misfire' END,
-       CASE WHEN r.status = 'skipped' THEN NULL ELSE r.overlap_policy END
+       CASE WHEN r.status = 'skipped' THEN NULL ELSE r.overlap_policy END,
+       r.flow_key
 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::text[], $6::text[],
-            $7::text[], $8::text[], $9::integer[])
+            $7::text[], $8::text[], $9::integer[], $10::text[])
      AS r(id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger, status,
-          overlap_policy, jitter_ms)
+          overlap_policy, jitter_ms, flow_key)
 ON CONFLICT DO NOTHING
 
 -- name: job_run_claim
@@ -912,8 +915,9 @@ FROM clock_timestamp() AS t
 
 -- name: job_run_insert_manual
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
-                     status, fire_after)
-VALUES ($1, $2, $3, $4, $5, 'manual', 'pending', $4)
+                     status, fire_after, flow_key)
+VALUES ($1, $2, $3, $4, $5, 'manual', 'pending', $4,
+        (SELECT flow_key FROM schedule WHERE id = $3))
 ON CONFLICT DO NOTHING
 RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
           first_attempt_at, finished_at, last_status_code, last_error, trigger,
@@ -982,9 +986,9 @@ SELECT (SELECT count(*) FROM job_run
 -- $2 schedule, $3 ids, $4 occurrences, $5 idempotency keys, $6 overlap policy (NULL:
 -- allow). The rows land in occurrence order, so equal fire_after claims in that order.
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
-                     status, fire_after, overlap_policy)
+                     status, fire_after, overlap_policy, flow_key)
 SELECT r.id, $1, $2, r.scheduled_for, r.idempotency_key, 'backfill', 'pending', now(),
-       $6::text
+       $6::text, (SELECT flow_key FROM schedule WHERE id = $2)
 FROM unnest($3::uuid[], $4::timestamptz[], $5::text[]) AS r(id, scheduled_for, idempotency_key)
 ON CONFLICT DO NOTHING
 
@@ -1035,10 +1039,11 @@ WITH marked AS (
     RETURNING o.id, o.scheduled_for, o.schedule_id, r.new_id, r.instant, r.idempotency_key
 )
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
-                     status, fire_after, replay_of, replay_of_scheduled_for)
+                     status, fire_after, replay_of, replay_of_scheduled_for, flow_key)
 SELECT m.new_id, $1, m.schedule_id, m.instant, m.idempotency_key, 'replay', 'pending',
-       m.instant, m.id, m.scheduled_for
+       m.instant, m.id, m.scheduled_for, s.flow_key
   FROM marked m
+  JOIN schedule s ON s.id = m.schedule_id
 RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
           first_attempt_at, finished_at, last_status_code, last_error, trigger,
           skip_reason, replay_of, replayed_by

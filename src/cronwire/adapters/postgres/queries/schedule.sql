@@ -9,7 +9,7 @@
 -- start time, returned so the pure planner decides with exactly the instant used here.
 SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
        next_fire_at, last_fire_at, starts_at, ends_at, run_at, overlap_policy,
-       jitter_seconds, max_runs, runs_planned, now() AS db_now
+       jitter_seconds, max_runs, runs_planned, flow_key, now() AS db_now
 FROM schedule
 WHERE status = 'active' AND next_fire_at <= now() + make_interval(secs => $1)
 ORDER BY next_fire_at
@@ -25,7 +25,7 @@ FOR UPDATE SKIP LOCKED
 -- more than the look-ahead's runs written ahead. $2 batch size. Same lock as the claim.
 SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
        next_fire_at, last_fire_at, starts_at, ends_at, run_at, overlap_policy,
-       jitter_seconds, max_runs, runs_planned, now() AS db_now
+       jitter_seconds, max_runs, runs_planned, flow_key, now() AS db_now
 FROM schedule
 WHERE status = 'active'
   AND next_fire_at > now() + make_interval(secs => $1)
@@ -65,14 +65,14 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-          consecutive_failures, paused_reason, paused_at
+          consecutive_failures, paused_reason, paused_at, flow_control
 
 -- name: schedule_get
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-       consecutive_failures, paused_reason, paused_at
+       consecutive_failures, paused_reason, paused_at, flow_control
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 
@@ -83,7 +83,7 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-       consecutive_failures, paused_reason, paused_at, now() AS db_now
+       consecutive_failures, paused_reason, paused_at, flow_control, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR UPDATE
@@ -94,7 +94,7 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-       consecutive_failures, paused_reason, paused_at
+       consecutive_failures, paused_reason, paused_at, flow_control
 FROM schedule
 WHERE tenant_id = $1 AND id > $2 AND status <> 'deleted'
 ORDER BY id
@@ -113,7 +113,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-          consecutive_failures, paused_reason, paused_at
+          consecutive_failures, paused_reason, paused_at, flow_control
 
 -- name: schedule_set_status
 -- Pause/resume of an active or paused schedule (a completed one is neither: the store
@@ -137,7 +137,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-          consecutive_failures, paused_reason, paused_at
+          consecutive_failures, paused_reason, paused_at, flow_control
 
 -- name: schedule_rewind
 -- After a pause took back occurrences written ahead (job_run_unplan_ahead): the cursor
@@ -150,7 +150,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-          consecutive_failures, paused_reason, paused_at
+          consecutive_failures, paused_reason, paused_at, flow_control
 
 -- name: schedule_rotate_secret
 -- Two slots only: rotating again within the overlap drops the oldest secret.
@@ -164,7 +164,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-          consecutive_failures, paused_reason, paused_at
+          consecutive_failures, paused_reason, paused_at, flow_control
 
 -- name: schedule_soft_delete
 UPDATE schedule
@@ -185,7 +185,7 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-       consecutive_failures, paused_reason, paused_at, now() AS db_now
+       consecutive_failures, paused_reason, paused_at, flow_control, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR SHARE
