@@ -62,6 +62,7 @@ class Settings:
     tenant_min_interval_seconds: int = 1
     tenant_max_body_bytes: int = 65_536
     tenant_max_headers: int = 32
+    tenant_max_concurrency: int | None = None  # None: unlimited (ADR 0040)
     api_max_request_bytes: int = 262_144
     db_pool_size: int = 10
     log_level: str = "info"
@@ -237,6 +238,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "tenant_min_interval_seconds": _positive_int,
     "tenant_max_body_bytes": _positive_int,
     "tenant_max_headers": _positive_int,
+    "tenant_max_concurrency": _positive_int,
     "api_max_request_bytes": _positive_int,
     "db_pool_size": _positive_int,
     "log_level": _choice(LOG_LEVELS),
@@ -299,6 +301,7 @@ _DEFAULT_TEXT = {
     "database_url": "unset: embedded Postgres in SCHEDULER_HOME",
     "kafka_bootstrap_servers": "unset: embedded broker (kafka mode)",
     "kafka_replication_factor": "3, or the number of brokers if fewer",
+    "tenant_max_concurrency": "unlimited",
     "home": "./.cronwire",
     "instance_id": "<hostname>-<pid>",
 }

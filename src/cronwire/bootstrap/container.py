@@ -44,8 +44,9 @@ from cronwire.service.planner import Planner
 T = TypeVar("T")
 
 
-async def _pool_resource(dsn: str, size: int) -> AsyncIterator[asyncpg.Pool]:
-    pool = await create_pool(dsn, size)
+async def _pool_resource(dsn: str, size: int,
+                         tenant_max_concurrency: int | None = None) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(dsn, size, tenant_max_concurrency=tenant_max_concurrency)
     try:
         yield pool
     finally:
@@ -124,6 +125,7 @@ class Container(containers.DeclarativeContainer):
         _pool_resource,
         dsn=settings.provided.database_url,
         size=settings.provided.db_pool_size,
+        tenant_max_concurrency=settings.provided.tenant_max_concurrency,
     )
     tenant_store = providers.Singleton(PostgresTenantStore, pool=db_pool)
 

@@ -225,6 +225,8 @@ class ClaimedRun:
     # A replay's original occurrence, delivered in x-cronwire-scheduled-for and the default
     # body in place of the replay's own scheduled_for (None: the run is its own occurrence).
     occurrence: datetime | None = None
+    # The flow-control key the run counts under (ADR 0040); None: no flow control.
+    flow_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,3 +280,6 @@ class RunResolution:
     last_error: str | None
     attempt: AttemptRecord | None
     lease_generation: int = 0  # the lease this write ends (see ClaimedRun)
+    # A 429/503's Retry-After in seconds: holds the run's flow-control key (if it has one)
+    # that long on every replica (ADR 0040). None: the receiver asked for no wait.
+    hold_seconds: float | None = None

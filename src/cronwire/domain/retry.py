@@ -96,4 +96,5 @@ def resolve_attempt(
         last_error=record.error,
         attempt=record,
         lease_generation=run.lease_generation,
+        hold_seconds=None if status is RunStatus.SUCCEEDED else honoured_retry_after(result),
     )

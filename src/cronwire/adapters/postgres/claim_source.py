@@ -77,6 +77,7 @@ def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
             lease_expires_at=row["claim_expires_at"],
             lease_generation=row["lease_generation"],
             occurrence=row["replay_of_scheduled_for"],
+            flow_key=row["flow"],
         ))
     return ClaimBatch(tuple(runs), tuple(ended))
 

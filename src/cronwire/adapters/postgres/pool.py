@@ -26,14 +26,24 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     return None
 
 
-async def create_pool(dsn: str, size: int, **kwargs: Any) -> asyncpg.Pool:
+# The claim statements read the configured per-tenant concurrency default from this
+# session setting (ADR 0040): it is the replica's configuration, fixed at connect time,
+# and a parameter would differ between the claim statements that share their text.
+TENANT_MAX_CONCURRENCY_SETTING = "cronwire.tenant_max_concurrency"
+
+
+async def create_pool(dsn: str, size: int, *, tenant_max_concurrency: int | None = None,
+                      **kwargs: Any) -> asyncpg.Pool:
     kwargs.setdefault("reset", _keep_session)
+    settings = {"timezone": "UTC", "application_name": "cronwire"}
+    if tenant_max_concurrency is not None:
+        settings[TENANT_MAX_CONCURRENCY_SETTING] = str(tenant_max_concurrency)
     pool = await asyncpg.create_pool(
         dsn,
         min_size=1,
         max_size=size,
         init=_init_connection,
-        server_settings={"timezone": "UTC", "application_name": "cronwire"},
+        server_settings=settings,
         **kwargs,
     )
     assert pool is not None

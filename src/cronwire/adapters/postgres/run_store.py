@@ -17,7 +17,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.schedule_store import unplan_ahead
-from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import LeaseKey, RunResolution, RunStatus
 
@@ -25,9 +25,10 @@ Q = queries()
 log = logging.getLogger(__name__)
 
 
-def _columns(resolutions: Sequence[RunResolution]) -> list[list[object]]:
-    """One array per ``job_run_resolve`` parameter after the owner, in order."""
-    columns: list[list[object]] = [[] for _ in range(14)]
+def _columns(resolutions: Sequence[RunResolution]) -> list[list[object] | None]:
+    """One array per ``job_run_resolve`` parameter after the owner, in order; the holds
+    (Retry-After, flow control) are NULL when no result asks for one."""
+    columns: list[list[object]] = [[] for _ in range(15)]
     for r in resolutions:
         a = r.attempt
         row = (
@@ -35,11 +36,12 @@ def _columns(resolutions: Sequence[RunResolution]) -> list[list[object]]:
             r.last_status_code, r.last_error,
             a.tenant_id if a else None, a.started_at if a else None, a.finished_at if a else None,
             a.outcome if a else None, a.duration_ms if a else None,
-            a.response_excerpt if a else None, r.lease_generation,
+            a.response_excerpt if a else None, r.lease_generation, r.hold_seconds,
         )
         for column, value in zip(columns, row, strict=True):
             column.append(value)
-    return columns
+    holds = columns[-1]
+    return [*columns[:-1], holds if any(h is not None for h in holds) else None]
 
 
 def _keys(runs: Sequence[LeaseKey]) -> tuple[list[UUID], list[datetime], list[int]]:
@@ -107,10 +109,10 @@ class PostgresRunStore:
         self, owner: str, run_id: UUID, scheduled_for: datetime, error: str, generation: int
     ) -> bool:
         with storage_errors("fail run"):
-            status = await self._pool.execute(
+            failed: int = await self._pool.fetchval(
                 Q["job_run_fail_minimal"], owner, run_id, scheduled_for, error[:500], generation
             )
-        return rows_affected(status) == 1
+        return failed == 1
 
     async def release(self, owner: str, runs: Sequence[LeaseKey]) -> int:
         return await self._give_back(owner, runs, None)
@@ -124,7 +126,7 @@ class PostgresRunStore:
         if not runs:
             return 0
         with storage_errors("release runs" if until is None else "defer runs"):
-            status = await self._pool.execute(
+            given: int = await self._pool.fetchval(
                 Q["job_run_give_back"], owner, *_keys(runs), until
             )
-        return rows_affected(status)
+        return given

@@ -104,8 +104,11 @@ class Deliveries:
             self._metrics.fire_lag((started_at - run.scheduled_for).total_seconds())
         self._metrics.delivery_duration(result.duration_ms / 1000)
         resolution = resolve_attempt(run, result, self._rng)
+        # A keyed run's 429/503 with Retry-After holds its whole key (ADR 0040): the
+        # receiver said when to come back, so the breaker does not count it as sick too.
+        held = run.flow_key is not None and resolution.hold_seconds is not None
         self._writer.submit(
-            Finished(run, lease, resolution, breaker_key, health_signal(result))
+            Finished(run, lease, resolution, breaker_key, None if held else health_signal(result))
         )
 
     async def _give_back_unsent(self, lease: Lease) -> None:

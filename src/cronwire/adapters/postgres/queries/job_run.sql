@@ -64,11 +64,20 @@ ON CONFLICT DO NOTHING
 -- in the same text from `picked AS (` on (the overlap gate, the verdicts, the lease), so
 -- they apply the same rules: tests/unit/test_queries.py holds the three tails equal.
 WITH due_tenants AS (
-    -- Longest-waiting tenants first when more tenants are due than one claim can serve.
-    SELECT tenant_id FROM job_run_runnable_tenants
-     WHERE fire_after <= now() - make_interval(secs => $4)
-     ORDER BY fire_after
-     LIMIT $2
+    -- Longest-waiting tenants first when more tenants are due than one claim can serve,
+    -- each with its flow keys that admit nothing now (read without a lock: the admission
+    -- below decides under the rows' locks; one probe of flow_control's primary key per
+    -- tenant, empty for a tenant without keys).
+    SELECT v.tenant_id,
+           ARRAY(SELECT f.key FROM flow_control f
+                  WHERE f.tenant_id = v.tenant_id AND f.key <> ''
+                    AND (f.held_until > now() OR f.in_flight >= f.max_concurrency
+                         OR LEAST(f.burst, f.tokens + f.rate_per_second
+                                  * EXTRACT(EPOCH FROM now() - f.tokens_at)) < 1)) AS blocked
+      FROM (SELECT tenant_id, fire_after FROM job_run_runnable_tenants
+             WHERE fire_after <= now() - make_interval(secs => $4)
+             ORDER BY fire_after
+             LIMIT $2) v
 ),
 fair_share AS (
     -- Lock about 2 x limit candidate rows however many tenants are due.
@@ -78,7 +87,8 @@ fair_share AS (
 expired AS (
     -- Leases whose owner died or stalled: reclaimable by this same statement.
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           r.attempt_started, r.cancel_requested, r.overlap_policy, 0::bigint AS turn
+           r.attempt_started, r.cancel_requested, r.overlap_policy, 0::bigint AS turn,
+           r.tenant_id, r.flow_key, r.flow_slots
       FROM job_run r
      WHERE r.status = 'running' AND r.claim_expires_at < now()
      ORDER BY r.claim_expires_at
@@ -93,17 +103,22 @@ fair AS (
     -- lose the ranking below are unlocked when this statement's transaction ends.
     SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
            c.attempt_started, c.cancel_requested, c.overlap_policy,
-           row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.fire_after) AS turn
+           row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.fire_after) AS turn,
+           c.tenant_id, c.flow_key, c.flow_slots
       FROM due_tenants d
      CROSS JOIN fair_share f
      CROSS JOIN LATERAL (
         SELECT r.id, r.scheduled_for, r.schedule_id, r.tenant_id, r.status, r.attempt_count,
-               r.fire_after, r.attempt_started, r.cancel_requested, r.overlap_policy
+               r.fire_after, r.attempt_started, r.cancel_requested, r.overlap_policy,
+               r.flow_key, r.flow_slots
           FROM job_run r
          WHERE r.tenant_id = d.tenant_id
            AND r.status IN ('pending', 'retrying')
            AND r.fire_after <= now() - make_interval(secs => $4)
            AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
+           -- Runs of a key that admits nothing now are passed over here, so a held
+           -- key's backlog cannot fill the tenant's share (flow control, ADR 0040).
+           AND (r.flow_key IS NULL OR r.flow_key <> ALL (d.blocked))
          ORDER BY r.fire_after
          LIMIT f.per_tenant
            FOR UPDATE SKIP LOCKED) c
@@ -113,8 +128,81 @@ candidates AS (
     UNION ALL
     SELECT * FROM fair
 ),
+-- Flow control (ADR 0040, migration 0012): a run whose key or tenant has a limit takes a
+-- slot of that flow_control row; the rows are locked here and read as the latest commit
+-- left them, so replicas claiming at once never admit more than a row allows. A run that
+-- is not admitted is not picked: it stays pending, untouched, for a later claim. Runs
+-- that take no slot (no key, a tenant without a limit, an expired lease keeping the
+-- slots it holds) pass with one cheap test each, and with none of them the rest is empty.
+flow_tenants AS (
+    -- Tenants with a concurrency limit among the candidates: their column, else the
+    -- replica's SCHEDULER_TENANT_MAX_CONCURRENCY (a session setting, pool.py).
+    SELECT t.id AS tenant_id,
+           COALESCE(t.max_concurrency,
+                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
+               AS max_concurrency
+      FROM tenant t
+     WHERE t.id = ANY (ARRAY(SELECT c.tenant_id FROM candidates c WHERE c.status <> 'running'))
+       AND COALESCE(t.max_concurrency,
+                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
+           IS NOT NULL
+),
+flow_rows AS (
+    -- The rows the candidates need, locked: each key of a run that would take a slot, and
+    -- each limited tenant's own row (key ''). A row another transaction holds is skipped:
+    -- its runs wait for the next claim. allowed: how many more runs the row admits now
+    -- (none while a Retry-After holds it; else its free slots and its bucket's whole
+    -- tokens, refilled since tokens_at).
+    SELECT f.tenant_id, f.key,
+           CASE WHEN f.held_until > now() THEN 0
+                ELSE LEAST(COALESCE(COALESCE(w.max_concurrency, f.max_concurrency) - f.in_flight,
+                                    2147483647),
+                           COALESCE(floor(LEAST(f.burst, f.tokens + f.rate_per_second
+                                                * EXTRACT(EPOCH FROM now() - f.tokens_at))),
+                                    2147483647)) END AS allowed
+      FROM (SELECT DISTINCT c.tenant_id, c.flow_key AS key, NULL::integer AS max_concurrency
+              FROM candidates c WHERE c.flow_key IS NOT NULL AND c.status <> 'running'
+            UNION ALL
+            SELECT t.tenant_id, '', t.max_concurrency FROM flow_tenants t) w
+     CROSS JOIN LATERAL (
+        SELECT * FROM flow_control f WHERE f.tenant_id = w.tenant_id AND f.key = w.key
+           FOR UPDATE SKIP LOCKED) f
+),
+admitted AS (
+    SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
+           c.attempt_started, c.cancel_requested, c.overlap_policy, c.turn, c.tenant_id,
+           c.flow_key, c.flow_slots, CASE WHEN c.status = 'running' THEN c.flow_slots
+                                          ELSE 0::smallint END AS slots
+      FROM candidates c
+     WHERE c.status = 'running'
+        OR (c.flow_key IS NULL AND c.tenant_id <> ALL (ARRAY(SELECT tenant_id FROM flow_tenants)))
+    UNION ALL
+    -- The others in claim order, while their key admits more (key_rank), then while
+    -- their tenant does (tenant_rank, counted over the runs their keys admitted). slots:
+    -- 1 the key's, 2 the tenant's.
+    SELECT a.id, a.scheduled_for, a.schedule_id, a.status, a.attempt_count, a.fire_after,
+           a.attempt_started, a.cancel_requested, a.overlap_policy, a.turn, a.tenant_id,
+           a.flow_key, a.flow_slots, a.slots
+      FROM (SELECT k.*, row_number() OVER (PARTITION BY k.tenant_id
+                                           ORDER BY k.turn, k.fire_after) AS tenant_rank
+              FROM (SELECT c.*,
+                           (CASE WHEN c.flow_key IS NOT NULL THEN 1 ELSE 0 END
+                            + CASE WHEN t.tenant_id IS NOT NULL THEN 2 ELSE 0 END)::smallint
+                               AS slots,
+                           row_number() OVER (PARTITION BY c.tenant_id, c.flow_key
+                                              ORDER BY c.turn, c.fire_after) AS key_rank,
+                           kr.allowed AS key_allowed
+                      FROM candidates c
+                      LEFT JOIN flow_tenants t ON t.tenant_id = c.tenant_id
+                      LEFT JOIN flow_rows kr ON kr.tenant_id = c.tenant_id AND kr.key = c.flow_key
+                     WHERE c.status <> 'running'
+                       AND (c.flow_key IS NOT NULL OR t.tenant_id IS NOT NULL)) k
+             WHERE k.flow_key IS NULL OR k.key_rank <= COALESCE(k.key_allowed, 0)) a
+      LEFT JOIN flow_rows tr ON tr.tenant_id = a.tenant_id AND tr.key = ''
+     WHERE a.slots & 2 = 0 OR a.tenant_rank <= COALESCE(tr.allowed, 0)
+),
 picked AS (
-    SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2
+    SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
 ),
 -- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
 -- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
@@ -162,7 +250,9 @@ decided AS (
            -- Attempt numbers count requests that started: an expired lease whose request
            -- never left keeps its number; everything else gets the next one.
            p.status = 'running' AND NOT p.attempt_started AS same_attempt,
-           p.gate, p.ahead
+           p.gate, p.ahead, p.tenant_id AS flow_tenant, p.flow_key AS flow,
+           CASE WHEN p.status = 'running' THEN p.flow_slots ELSE 0::smallint END AS held_slots,
+           p.slots
       FROM (SELECT c.*,
                    CASE WHEN c.overlap_policy IS NOT NULL THEN (
                        SELECT g.verdict FROM gate g
@@ -176,11 +266,13 @@ decided AS (
     -- it (retrying, released: checked by the update); a leased one is ended by its own
     -- lease's next write, after its request in flight finished and was recorded
     -- (job_run_resolve, job_run_give_back).
-    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL
+    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL,
+           NULL::uuid, NULL::text, 0::smallint, 0::smallint
       FROM gate g
      WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
        AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
-)
+),
+leased AS (
 UPDATE job_run j
    -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
    -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
@@ -214,6 +306,12 @@ UPDATE job_run j
        finished_at      = CASE WHEN d.verdict = 'lease' THEN NULL
                                WHEN d.verdict = 'wait' THEN j.finished_at ELSE now() END,
        skip_reason      = CASE WHEN d.verdict = 'skipped' THEN 'overlap' ELSE j.skip_reason END,
+       -- The flow slots a lease holds (an expired one re-leased keeps its own); a run
+       -- the claim ends holds none. Read only while the run is 'running': the writes that
+       -- end a lease leave the column as it was and give its slots back.
+       flow_slots       = CASE WHEN d.verdict = 'lease' THEN d.slots
+                               WHEN d.verdict IN ('wait', 'superseded') THEN j.flow_slots
+                               ELSE 0 END,
        last_error       = CASE d.verdict
                                WHEN 'failed'
                                THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
@@ -245,7 +343,36 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
-              AS previous_signing_secret
+              AS previous_signing_secret,
+          d.verdict, d.flow_tenant, d.flow, d.held_slots, d.slots
+),
+flow_counted AS (
+    -- Each flow row's slots taken by new leases and given back by expired leases this
+    -- claim ended, and the tokens the new leases spent. The rows of new leases are the
+    -- ones locked above; an ended lease's row may not be (that write waits for it).
+    UPDATE flow_control f
+       SET in_flight  = GREATEST(f.in_flight + u.delta, 0),
+           tokens     = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens
+                             ELSE LEAST(f.burst, f.tokens + f.rate_per_second
+                                        * EXTRACT(EPOCH FROM now() - f.tokens_at))
+                                  - u.started END,
+           tokens_at  = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens_at
+                             ELSE now() END,
+           updated_at = now()
+      FROM (SELECT x.tenant_id, x.key, sum(x.delta)::integer AS delta,
+                   sum(GREATEST(x.delta, 0))::integer AS started
+              FROM (SELECT l.flow_tenant AS tenant_id,
+                           CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
+                           CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
+                      FROM leased l
+                     CROSS JOIN (VALUES (1), (2)) AS b(bit)
+                     WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
+                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
+                            AND l.held_slots & b.bit <> 0)) x
+             GROUP BY x.tenant_id, x.key) u
+     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
+)
+SELECT * FROM leased
 
 -- name: job_run_renew
 -- $1 owner, $2 run ids, $3 their scheduled_for, $4 their lease generations, $5 whether
@@ -281,10 +408,10 @@ WITH outcome AS (
     SELECT *
       FROM unnest($2::uuid[], $3::timestamptz[], $4::text[], $5::integer[], $6::float8[],
                   $7::integer[], $8::text[], $9::uuid[], $10::timestamptz[], $11::timestamptz[],
-                  $12::text[], $13::integer[], $14::text[], $15::bigint[])
+                  $12::text[], $13::integer[], $14::text[], $15::bigint[], $16::float8[])
         AS o(id, scheduled_for, status, attempt_count, retry_delay, status_code, error,
              tenant_id, started_at, finished_at, outcome, duration_ms, response_excerpt,
-             generation)
+             generation, hold_seconds)
 ),
 landed AS (
     -- "superseded" below: a cancel_other run that no longer holds its schedule's gate. It
@@ -321,7 +448,29 @@ landed AS (
        AND j.claimed_by = $1 AND j.status = 'running' AND j.attempt_count = o.attempt_count
        AND j.lease_generation = o.generation
     RETURNING j.id, j.scheduled_for, j.status, j.schedule_id, j.tenant_id, j.overlap_policy,
-              j.last_error
+              j.last_error, j.flow_key, j.flow_slots, o.hold_seconds
+),
+flow_released AS (
+    -- Flow control (ADR 0040): the slots the ended leases held, given back, and a key
+    -- whose receiver answered 429/503 with Retry-After ($16, NULL when no result of the
+    -- batch carries one) held until then on every replica (the latest hold wins). A batch
+    -- without flow control reads only its own landed rows here.
+    UPDATE flow_control f
+       SET in_flight  = GREATEST(f.in_flight - u.n, 0),
+           held_until = CASE WHEN u.hold IS NULL THEN f.held_until
+                             ELSE GREATEST(COALESCE(f.held_until, now()),
+                                           now() + make_interval(secs => u.hold)) END,
+           updated_at = now()
+      FROM (SELECT x.tenant_id, x.key, sum(x.n)::integer AS n, max(x.hold) AS hold
+              FROM (SELECT l.tenant_id, CASE WHEN b.bit = 1 THEN l.flow_key ELSE '' END AS key,
+                           CASE WHEN l.flow_slots & b.bit <> 0 THEN 1 ELSE 0 END AS n,
+                           CASE WHEN b.bit = 1 THEN l.hold_seconds END AS hold
+                      FROM landed l
+                     CROSS JOIN (VALUES (1), (2)) AS b(bit)
+                     WHERE l.flow_slots & b.bit <> 0
+                        OR (b.bit = 1 AND l.flow_key IS NOT NULL AND l.hold_seconds IS NOT NULL)) x
+             GROUP BY x.tenant_id, x.key) u
+     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
 ),
 evidence AS (
     INSERT INTO job_run_attempt (run_id, scheduled_for, tenant_id, attempt, started_at,
@@ -426,11 +575,24 @@ SELECT j.id, j.status
 -- The last resort after a failed resolve: the smallest write that ends the run, so the
 -- reap -> claim -> redeliver cycle cannot go on for ever. $1 owner, $2 id, $3 scheduled_for,
 -- $4 error, $5 lease generation.
-UPDATE job_run
-   SET status = 'failed', finished_at = now(), claim_expires_at = NULL, last_error = $4,
-       updated_at = now()
- WHERE id = $2 AND scheduled_for = $3 AND claimed_by = $1 AND status = 'running'
-   AND lease_generation = $5
+WITH failed AS (
+    UPDATE job_run
+       SET status = 'failed', finished_at = now(), claim_expires_at = NULL, last_error = $4,
+           updated_at = now()
+     WHERE id = $2 AND scheduled_for = $3 AND claimed_by = $1 AND status = 'running'
+       AND lease_generation = $5
+    RETURNING tenant_id, flow_key, flow_slots
+),
+released AS (
+    -- Its flow slots back (ADR 0040).
+    UPDATE flow_control f
+       SET in_flight = GREATEST(f.in_flight - 1, 0), updated_at = now()
+      FROM failed x
+     WHERE f.tenant_id = x.tenant_id
+       AND ((f.key = x.flow_key AND x.flow_slots & 1 <> 0)
+            OR (f.key = '' AND x.flow_slots & 2 <> 0))
+)
+SELECT count(*) FROM failed
 
 -- name: job_run_give_back
 -- Release (shutdown, $4 NULL: due again at once) or defer (open breaker, $4 = when):
@@ -453,7 +615,8 @@ WITH ending AS (
       JOIN unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
         ON j.id = l.id AND j.scheduled_for = l.scheduled_for
      WHERE j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
-)
+),
+given AS (
 UPDATE job_run j
    SET status           = CASE WHEN j.cancel_requested OR e.superseded THEN 'cancelled'
                                WHEN j.attempt_count <= 1 THEN 'pending' ELSE 'retrying' END,
@@ -470,6 +633,22 @@ UPDATE job_run j
   FROM ending e
  WHERE j.id = e.id AND j.scheduled_for = e.scheduled_for
    AND j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = e.generation
+RETURNING j.tenant_id, j.flow_key, j.flow_slots
+),
+flow_released AS (
+    -- The leases' flow slots back (ADR 0040): a run given back takes a slot again only
+    -- when a claim admits it again.
+    UPDATE flow_control f
+       SET in_flight = GREATEST(f.in_flight - u.n, 0), updated_at = now()
+      FROM (SELECT g.tenant_id, CASE WHEN b.bit = 1 THEN g.flow_key ELSE '' END AS key,
+                   count(*)::integer AS n
+              FROM given g
+             CROSS JOIN (VALUES (1), (2)) AS b(bit)
+             WHERE g.flow_slots & b.bit <> 0
+             GROUP BY 1, 2) u
+     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
+)
+SELECT count(*) FROM given
 
 -- name: job_run_next_due
 -- Seconds (database clock) until the earliest runnable run is due: negative when one is
@@ -494,7 +673,8 @@ WHERE status IN ('pending', 'retrying')
 WITH candidates AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
            r.attempt_started, r.cancel_requested, r.overlap_policy,
-           CASE WHEN r.status = 'running' THEN 0 ELSE 1 END::bigint AS turn
+           CASE WHEN r.status = 'running' THEN 0 ELSE 1 END::bigint AS turn,
+           r.tenant_id, r.flow_key, r.flow_slots
       FROM job_run r
      WHERE r.id = ANY ($4::uuid[]) AND r.scheduled_for = ANY ($5::timestamptz[])
        AND (r.id, r.scheduled_for) IN (
@@ -506,8 +686,81 @@ WITH candidates AS (
      ORDER BY r.id
        FOR UPDATE OF r
 ),
+-- Flow control (ADR 0040, migration 0012): a run whose key or tenant has a limit takes a
+-- slot of that flow_control row; the rows are locked here and read as the latest commit
+-- left them, so replicas claiming at once never admit more than a row allows. A run that
+-- is not admitted is not picked: it stays pending, untouched, for a later claim. Runs
+-- that take no slot (no key, a tenant without a limit, an expired lease keeping the
+-- slots it holds) pass with one cheap test each, and with none of them the rest is empty.
+flow_tenants AS (
+    -- Tenants with a concurrency limit among the candidates: their column, else the
+    -- replica's SCHEDULER_TENANT_MAX_CONCURRENCY (a session setting, pool.py).
+    SELECT t.id AS tenant_id,
+           COALESCE(t.max_concurrency,
+                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
+               AS max_concurrency
+      FROM tenant t
+     WHERE t.id = ANY (ARRAY(SELECT c.tenant_id FROM candidates c WHERE c.status <> 'running'))
+       AND COALESCE(t.max_concurrency,
+                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
+           IS NOT NULL
+),
+flow_rows AS (
+    -- The rows the candidates need, locked: each key of a run that would take a slot, and
+    -- each limited tenant's own row (key ''). A row another transaction holds is skipped:
+    -- its runs wait for the next claim. allowed: how many more runs the row admits now
+    -- (none while a Retry-After holds it; else its free slots and its bucket's whole
+    -- tokens, refilled since tokens_at).
+    SELECT f.tenant_id, f.key,
+           CASE WHEN f.held_until > now() THEN 0
+                ELSE LEAST(COALESCE(COALESCE(w.max_concurrency, f.max_concurrency) - f.in_flight,
+                                    2147483647),
+                           COALESCE(floor(LEAST(f.burst, f.tokens + f.rate_per_second
+                                                * EXTRACT(EPOCH FROM now() - f.tokens_at))),
+                                    2147483647)) END AS allowed
+      FROM (SELECT DISTINCT c.tenant_id, c.flow_key AS key, NULL::integer AS max_concurrency
+              FROM candidates c WHERE c.flow_key IS NOT NULL AND c.status <> 'running'
+            UNION ALL
+            SELECT t.tenant_id, '', t.max_concurrency FROM flow_tenants t) w
+     CROSS JOIN LATERAL (
+        SELECT * FROM flow_control f WHERE f.tenant_id = w.tenant_id AND f.key = w.key
+           FOR UPDATE SKIP LOCKED) f
+),
+admitted AS (
+    SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
+           c.attempt_started, c.cancel_requested, c.overlap_policy, c.turn, c.tenant_id,
+           c.flow_key, c.flow_slots, CASE WHEN c.status = 'running' THEN c.flow_slots
+                                          ELSE 0::smallint END AS slots
+      FROM candidates c
+     WHERE c.status = 'running'
+        OR (c.flow_key IS NULL AND c.tenant_id <> ALL (ARRAY(SELECT tenant_id FROM flow_tenants)))
+    UNION ALL
+    -- The others in claim order, while their key admits more (key_rank), then while
+    -- their tenant does (tenant_rank, counted over the runs their keys admitted). slots:
+    -- 1 the key's, 2 the tenant's.
+    SELECT a.id, a.scheduled_for, a.schedule_id, a.status, a.attempt_count, a.fire_after,
+           a.attempt_started, a.cancel_requested, a.overlap_policy, a.turn, a.tenant_id,
+           a.flow_key, a.flow_slots, a.slots
+      FROM (SELECT k.*, row_number() OVER (PARTITION BY k.tenant_id
+                                           ORDER BY k.turn, k.fire_after) AS tenant_rank
+              FROM (SELECT c.*,
+                           (CASE WHEN c.flow_key IS NOT NULL THEN 1 ELSE 0 END
+                            + CASE WHEN t.tenant_id IS NOT NULL THEN 2 ELSE 0 END)::smallint
+                               AS slots,
+                           row_number() OVER (PARTITION BY c.tenant_id, c.flow_key
+                                              ORDER BY c.turn, c.fire_after) AS key_rank,
+                           kr.allowed AS key_allowed
+                      FROM candidates c
+                      LEFT JOIN flow_tenants t ON t.tenant_id = c.tenant_id
+                      LEFT JOIN flow_rows kr ON kr.tenant_id = c.tenant_id AND kr.key = c.flow_key
+                     WHERE c.status <> 'running'
+                       AND (c.flow_key IS NOT NULL OR t.tenant_id IS NOT NULL)) k
+             WHERE k.flow_key IS NULL OR k.key_rank <= COALESCE(k.key_allowed, 0)) a
+      LEFT JOIN flow_rows tr ON tr.tenant_id = a.tenant_id AND tr.key = ''
+     WHERE a.slots & 2 = 0 OR a.tenant_rank <= COALESCE(tr.allowed, 0)
+),
 picked AS (
-    SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2
+    SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
 ),
 -- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
 -- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
@@ -555,7 +808,9 @@ decided AS (
            -- Attempt numbers count requests that started: an expired lease whose request
            -- never left keeps its number; everything else gets the next one.
            p.status = 'running' AND NOT p.attempt_started AS same_attempt,
-           p.gate, p.ahead
+           p.gate, p.ahead, p.tenant_id AS flow_tenant, p.flow_key AS flow,
+           CASE WHEN p.status = 'running' THEN p.flow_slots ELSE 0::smallint END AS held_slots,
+           p.slots
       FROM (SELECT c.*,
                    CASE WHEN c.overlap_policy IS NOT NULL THEN (
                        SELECT g.verdict FROM gate g
@@ -569,11 +824,13 @@ decided AS (
     -- it (retrying, released: checked by the update); a leased one is ended by its own
     -- lease's next write, after its request in flight finished and was recorded
     -- (job_run_resolve, job_run_give_back).
-    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL
+    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL,
+           NULL::uuid, NULL::text, 0::smallint, 0::smallint
       FROM gate g
      WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
        AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
-)
+),
+leased AS (
 UPDATE job_run j
    -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
    -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
@@ -607,6 +864,12 @@ UPDATE job_run j
        finished_at      = CASE WHEN d.verdict = 'lease' THEN NULL
                                WHEN d.verdict = 'wait' THEN j.finished_at ELSE now() END,
        skip_reason      = CASE WHEN d.verdict = 'skipped' THEN 'overlap' ELSE j.skip_reason END,
+       -- The flow slots a lease holds (an expired one re-leased keeps its own); a run
+       -- the claim ends holds none. Read only while the run is 'running': the writes that
+       -- end a lease leave the column as it was and give its slots back.
+       flow_slots       = CASE WHEN d.verdict = 'lease' THEN d.slots
+                               WHEN d.verdict IN ('wait', 'superseded') THEN j.flow_slots
+                               ELSE 0 END,
        last_error       = CASE d.verdict
                                WHEN 'failed'
                                THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
@@ -638,7 +901,36 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
-              AS previous_signing_secret
+              AS previous_signing_secret,
+          d.verdict, d.flow_tenant, d.flow, d.held_slots, d.slots
+),
+flow_counted AS (
+    -- Each flow row's slots taken by new leases and given back by expired leases this
+    -- claim ended, and the tokens the new leases spent. The rows of new leases are the
+    -- ones locked above; an ended lease's row may not be (that write waits for it).
+    UPDATE flow_control f
+       SET in_flight  = GREATEST(f.in_flight + u.delta, 0),
+           tokens     = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens
+                             ELSE LEAST(f.burst, f.tokens + f.rate_per_second
+                                        * EXTRACT(EPOCH FROM now() - f.tokens_at))
+                                  - u.started END,
+           tokens_at  = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens_at
+                             ELSE now() END,
+           updated_at = now()
+      FROM (SELECT x.tenant_id, x.key, sum(x.delta)::integer AS delta,
+                   sum(GREATEST(x.delta, 0))::integer AS started
+              FROM (SELECT l.flow_tenant AS tenant_id,
+                           CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
+                           CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
+                      FROM leased l
+                     CROSS JOIN (VALUES (1), (2)) AS b(bit)
+                     WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
+                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
+                            AND l.held_slots & b.bit <> 0)) x
+             GROUP BY x.tenant_id, x.key) u
+     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
+)
+SELECT * FROM leased
 
 -- name: job_run_sweep
 -- Kafka mode's safety net: runs due longer than the grace ($4 seconds) that no message
@@ -648,7 +940,7 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
 WITH expired AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
            r.attempt_started, r.cancel_requested, r.overlap_policy,
-           0::bigint AS turn
+           0::bigint AS turn, r.tenant_id, r.flow_key, r.flow_slots
       FROM job_run r
      WHERE r.status = 'running' AND r.claim_expires_at < now()
      ORDER BY r.claim_expires_at
@@ -658,11 +950,18 @@ WITH expired AS (
 overdue AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
            r.attempt_started, r.cancel_requested, r.overlap_policy,
-           1::bigint AS turn
+           1::bigint AS turn, r.tenant_id, r.flow_key, r.flow_slots
       FROM job_run r
      WHERE r.status IN ('pending', 'retrying')
        AND r.fire_after <= now() - make_interval(secs => $4)
        AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
+       -- A key that admits nothing now is passed over (flow control, ADR 0040).
+       AND (r.flow_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM flow_control f
+             WHERE f.tenant_id = r.tenant_id AND f.key = r.flow_key
+               AND (f.held_until > now() OR f.in_flight >= f.max_concurrency
+                    OR LEAST(f.burst, f.tokens + f.rate_per_second
+                             * EXTRACT(EPOCH FROM now() - f.tokens_at)) < 1)))
      ORDER BY r.fire_after
      LIMIT $2
        FOR UPDATE SKIP LOCKED
@@ -672,8 +971,81 @@ candidates AS (
     UNION ALL
     SELECT * FROM overdue
 ),
+-- Flow control (ADR 0040, migration 0012): a run whose key or tenant has a limit takes a
+-- slot of that flow_control row; the rows are locked here and read as the latest commit
+-- left them, so replicas claiming at once never admit more than a row allows. A run that
+-- is not admitted is not picked: it stays pending, untouched, for a later claim. Runs
+-- that take no slot (no key, a tenant without a limit, an expired lease keeping the
+-- slots it holds) pass with one cheap test each, and with none of them the rest is empty.
+flow_tenants AS (
+    -- Tenants with a concurrency limit among the candidates: their column, else the
+    -- replica's SCHEDULER_TENANT_MAX_CONCURRENCY (a session setting, pool.py).
+    SELECT t.id AS tenant_id,
+           COALESCE(t.max_concurrency,
+                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
+               AS max_concurrency
+      FROM tenant t
+     WHERE t.id = ANY (ARRAY(SELECT c.tenant_id FROM candidates c WHERE c.status <> 'running'))
+       AND COALESCE(t.max_concurrency,
+                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
+           IS NOT NULL
+),
+flow_rows AS (
+    -- The rows the candidates need, locked: each key of a run that would take a slot, and
+    -- each limited tenant's own row (key ''). A row another transaction holds is skipped:
+    -- its runs wait for the next claim. allowed: how many more runs the row admits now
+    -- (none while a Retry-After holds it; else its free slots and its bucket's whole
+    -- tokens, refilled since tokens_at).
+    SELECT f.tenant_id, f.key,
+           CASE WHEN f.held_until > now() THEN 0
+                ELSE LEAST(COALESCE(COALESCE(w.max_concurrency, f.max_concurrency) - f.in_flight,
+                                    2147483647),
+                           COALESCE(floor(LEAST(f.burst, f.tokens + f.rate_per_second
+                                                * EXTRACT(EPOCH FROM now() - f.tokens_at))),
+                                    2147483647)) END AS allowed
+      FROM (SELECT DISTINCT c.tenant_id, c.flow_key AS key, NULL::integer AS max_concurrency
+              FROM candidates c WHERE c.flow_key IS NOT NULL AND c.status <> 'running'
+            UNION ALL
+            SELECT t.tenant_id, '', t.max_concurrency FROM flow_tenants t) w
+     CROSS JOIN LATERAL (
+        SELECT * FROM flow_control f WHERE f.tenant_id = w.tenant_id AND f.key = w.key
+           FOR UPDATE SKIP LOCKED) f
+),
+admitted AS (
+    SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
+           c.attempt_started, c.cancel_requested, c.overlap_policy, c.turn, c.tenant_id,
+           c.flow_key, c.flow_slots, CASE WHEN c.status = 'running' THEN c.flow_slots
+                                          ELSE 0::smallint END AS slots
+      FROM candidates c
+     WHERE c.status = 'running'
+        OR (c.flow_key IS NULL AND c.tenant_id <> ALL (ARRAY(SELECT tenant_id FROM flow_tenants)))
+    UNION ALL
+    -- The others in claim order, while their key admits more (key_rank), then while
+    -- their tenant does (tenant_rank, counted over the runs their keys admitted). slots:
+    -- 1 the key's, 2 the tenant's.
+    SELECT a.id, a.scheduled_for, a.schedule_id, a.status, a.attempt_count, a.fire_after,
+           a.attempt_started, a.cancel_requested, a.overlap_policy, a.turn, a.tenant_id,
+           a.flow_key, a.flow_slots, a.slots
+      FROM (SELECT k.*, row_number() OVER (PARTITION BY k.tenant_id
+                                           ORDER BY k.turn, k.fire_after) AS tenant_rank
+              FROM (SELECT c.*,
+                           (CASE WHEN c.flow_key IS NOT NULL THEN 1 ELSE 0 END
+                            + CASE WHEN t.tenant_id IS NOT NULL THEN 2 ELSE 0 END)::smallint
+                               AS slots,
+                           row_number() OVER (PARTITION BY c.tenant_id, c.flow_key
+                                              ORDER BY c.turn, c.fire_after) AS key_rank,
+                           kr.allowed AS key_allowed
+                      FROM candidates c
+                      LEFT JOIN flow_tenants t ON t.tenant_id = c.tenant_id
+                      LEFT JOIN flow_rows kr ON kr.tenant_id = c.tenant_id AND kr.key = c.flow_key
+                     WHERE c.status <> 'running'
+                       AND (c.flow_key IS NOT NULL OR t.tenant_id IS NOT NULL)) k
+             WHERE k.flow_key IS NULL OR k.key_rank <= COALESCE(k.key_allowed, 0)) a
+      LEFT JOIN flow_rows tr ON tr.tenant_id = a.tenant_id AND tr.key = ''
+     WHERE a.slots & 2 = 0 OR a.tenant_rank <= COALESCE(tr.allowed, 0)
+),
 picked AS (
-    SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2
+    SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
 ),
 -- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
 -- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
@@ -721,7 +1093,9 @@ decided AS (
            -- Attempt numbers count requests that started: an expired lease whose request
            -- never left keeps its number; everything else gets the next one.
            p.status = 'running' AND NOT p.attempt_started AS same_attempt,
-           p.gate, p.ahead
+           p.gate, p.ahead, p.tenant_id AS flow_tenant, p.flow_key AS flow,
+           CASE WHEN p.status = 'running' THEN p.flow_slots ELSE 0::smallint END AS held_slots,
+           p.slots
       FROM (SELECT c.*,
                    CASE WHEN c.overlap_policy IS NOT NULL THEN (
                        SELECT g.verdict FROM gate g
@@ -735,11 +1109,13 @@ decided AS (
     -- it (retrying, released: checked by the update); a leased one is ended by its own
     -- lease's next write, after its request in flight finished and was recorded
     -- (job_run_resolve, job_run_give_back).
-    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL
+    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL,
+           NULL::uuid, NULL::text, 0::smallint, 0::smallint
       FROM gate g
      WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
        AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
-)
+),
+leased AS (
 UPDATE job_run j
    -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
    -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
@@ -773,6 +1149,12 @@ UPDATE job_run j
        finished_at      = CASE WHEN d.verdict = 'lease' THEN NULL
                                WHEN d.verdict = 'wait' THEN j.finished_at ELSE now() END,
        skip_reason      = CASE WHEN d.verdict = 'skipped' THEN 'overlap' ELSE j.skip_reason END,
+       -- The flow slots a lease holds (an expired one re-leased keeps its own); a run
+       -- the claim ends holds none. Read only while the run is 'running': the writes that
+       -- end a lease leave the column as it was and give its slots back.
+       flow_slots       = CASE WHEN d.verdict = 'lease' THEN d.slots
+                               WHEN d.verdict IN ('wait', 'superseded') THEN j.flow_slots
+                               ELSE 0 END,
        last_error       = CASE d.verdict
                                WHEN 'failed'
                                THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
@@ -804,7 +1186,36 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
-              AS previous_signing_secret
+              AS previous_signing_secret,
+          d.verdict, d.flow_tenant, d.flow, d.held_slots, d.slots
+),
+flow_counted AS (
+    -- Each flow row's slots taken by new leases and given back by expired leases this
+    -- claim ended, and the tokens the new leases spent. The rows of new leases are the
+    -- ones locked above; an ended lease's row may not be (that write waits for it).
+    UPDATE flow_control f
+       SET in_flight  = GREATEST(f.in_flight + u.delta, 0),
+           tokens     = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens
+                             ELSE LEAST(f.burst, f.tokens + f.rate_per_second
+                                        * EXTRACT(EPOCH FROM now() - f.tokens_at))
+                                  - u.started END,
+           tokens_at  = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens_at
+                             ELSE now() END,
+           updated_at = now()
+      FROM (SELECT x.tenant_id, x.key, sum(x.delta)::integer AS delta,
+                   sum(GREATEST(x.delta, 0))::integer AS started
+              FROM (SELECT l.flow_tenant AS tenant_id,
+                           CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
+                           CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
+                      FROM leased l
+                     CROSS JOIN (VALUES (1), (2)) AS b(bit)
+                     WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
+                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
+                            AND l.held_slots & b.bit <> 0)) x
+             GROUP BY x.tenant_id, x.key) u
+     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
+)
+SELECT * FROM leased
 
 -- name: job_run_outbox_take
 -- $1 limit, $2 max age: only runs due at most $2 seconds ago (while this replica's keys are
