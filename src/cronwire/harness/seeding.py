@@ -11,6 +11,7 @@ harnesses' firing schedules are the planner's to fire, from their first instant 
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -67,6 +68,20 @@ async def seed_schedule(
     await db.execute(Q["seeding_schedule_insert"], schedule_id, tenant_id, target,
                      retry or DEFAULT_RETRY, secret, previous_secret)
     return SeededSchedule(schedule_id, tenant_id, url, secret)
+
+
+async def seed_flow_control(
+    db: Database, schedule: SeededSchedule, key: str, *, max_concurrency: int | None = None,
+    rate_per_second: float | None = None, burst: int | None = None,
+) -> None:
+    """Give ``schedule`` (and its runnable runs) the flow-control ``key`` with these limits;
+    runs seeded afterwards count under it too."""
+    if rate_per_second is not None and burst is None:
+        burst = max(1, math.ceil(rate_per_second))
+    flow = {"key": key, "max_concurrency": max_concurrency,
+            "rate_per_second": rate_per_second, "burst": burst}
+    await db.execute(Q["seeding_flow_control"], schedule.tenant_id, schedule.id, flow, key,
+                     max_concurrency, rate_per_second, burst)
 
 
 async def seed_firing_schedules(

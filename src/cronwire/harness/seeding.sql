@@ -31,13 +31,30 @@ FROM unnest($1::uuid[]) WITH ORDINALITY AS s(id, ord)
 -- scheduled_for). Due at $5, or (NULL) $6 seconds before now(); the ids are derived from
 -- (schedule, number), so they can be known before the insert. Returns the run ids.
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, status,
-                     fire_after)
+                     fire_after, flow_key)
 SELECT md5($2::uuid::text || '/' || g::text)::uuid, $1, $2::uuid,
        date_trunc('second', now()) - interval '1 hour' + g * interval '1 millisecond',
        'msg_' || md5($2::uuid::text || '/' || g::text), 'pending',
-       COALESCE($5::timestamptz, now() - make_interval(secs => $6))
+       COALESCE($5::timestamptz, now() - make_interval(secs => $6)),
+       (SELECT flow_key FROM schedule WHERE id = $2::uuid)
   FROM generate_series($3::integer, $3::integer + $4::integer - 1) AS g
 RETURNING id
+
+-- name: seeding_flow_control
+-- Flow control on schedule $2 (tenant $1): its object $3 and key $4, set on its runnable
+-- runs too, and the key's limits $5 max_concurrency, $6 rate_per_second, $7 burst (a
+-- full bucket), as the API's create would leave them (flow_control_sync).
+WITH marked AS (
+    UPDATE schedule SET flow_control = $3::jsonb, flow_key = $4 WHERE id = $2
+), runs AS (
+    UPDATE job_run SET flow_key = $4
+     WHERE schedule_id = $2 AND status IN ('pending', 'retrying')
+)
+INSERT INTO flow_control (tenant_id, key, max_concurrency, rate_per_second, burst, tokens)
+VALUES ($1, $4, $5, $6, $7, COALESCE($7, 0))
+ON CONFLICT (tenant_id, key) DO UPDATE
+   SET max_concurrency = EXCLUDED.max_concurrency, rate_per_second = EXCLUDED.rate_per_second,
+       burst = EXCLUDED.burst, tokens = EXCLUDED.tokens, tokens_at = now()
 
 -- name: seeding_status_counts
 SELECT status, count(*) AS n FROM job_run GROUP BY status
