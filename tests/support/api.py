@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.postgres.flow_store import PostgresFlowControl
 from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
@@ -89,6 +90,7 @@ def api_context(pool: asyncpg.Pool, *, allow_private: bool = True,
         commands=PostgresRunCommands(pool),
         check_url=TargetGuard(allow_private=allow_private).check_url,
         default_limits=limits,
+        flows=PostgresFlowControl(pool),
         max_request_bytes=max_request_bytes,
     )
 

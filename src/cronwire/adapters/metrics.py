@@ -35,6 +35,12 @@ class PrometheusMetrics:
         self._breakers = Gauge(
             "scheduler_breaker_open", "Targets whose circuit breaker is open", registry=r
         )
+        # No tenant label (ADR 0040): one series however many tenants and keys there are.
+        self._flow_waiting = Gauge(
+            "scheduler_flow_control_waiting",
+            "Runs due that a flow-control limit holds back (concurrency, rate, Retry-After)",
+            registry=r,
+        )
         self._duration = Histogram(
             "scheduler_delivery_duration_seconds", "One delivery attempt, end to end",
             buckets=DURATION_BUCKETS, registry=r,
@@ -91,6 +97,9 @@ class PrometheusMetrics:
         """The outcome of the last /readyz, one series per check (alertable readiness)."""
         for check, ok in checks.items():
             self._readiness.labels(check=check).set(1 if ok else 0)
+
+    def set_flow_waiting(self, runs: int) -> None:
+        self._flow_waiting.set(runs)
 
     def set_partitions_ahead(self, months: int) -> None:
         self._partitions_ahead.set(months)

@@ -11,6 +11,7 @@ from cronwire.api.context import ApiContext
 from cronwire.api.docs import docs_router
 from cronwire.api.errors import install_error_handlers
 from cronwire.api.ops import ReadinessCheck, ops_router
+from cronwire.api.routes_flow import flow_router
 from cronwire.api.routes_runs import runs_router
 from cronwire.api.routes_schedules import schedules_router
 
@@ -26,13 +27,15 @@ field or limit at fault. Times are RFC 3339 in UTC (`...Z`).
 OPENAPI_TAGS = [
     {"name": "schedules", "description": "Cron schedules and their HTTP targets."},
     {"name": "runs", "description": "Run history (newest first) with attempt evidence."},
+    {"name": "flow control", "description": "Per-key concurrency, rate and Retry-After "
+                                            "holds, shared by every replica."},
     {"name": "operations", "description": "Health, readiness and metrics (no auth)."},
 ]
 
 
 def build_tenant_routers(ctx: ApiContext) -> list[APIRouter]:
     """The `/v1` routers, wired to the stores in ``ctx``, and the console over them."""
-    return [schedules_router(ctx), runs_router(ctx), console_router()]
+    return [schedules_router(ctx), runs_router(ctx), flow_router(ctx), console_router()]
 
 
 def create_app(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cronwire.domain.schedules import TenantLimits
-from cronwire.ports import RunCommands, RunHistory, ScheduleStore, TokenVerifier
+from cronwire.ports import FlowControlView, RunCommands, RunHistory, ScheduleStore, TokenVerifier
 from cronwire.service.schedule_commands import UrlCheck
 
 
@@ -18,5 +18,6 @@ class ApiContext:
     commands: RunCommands  # backfill and replay
     check_url: UrlCheck
     default_limits: TenantLimits
+    flows: FlowControlView  # GET /v1/flow-control
     max_request_bytes: int = 262_144  # SCHEDULER_API_MAX_REQUEST_BYTES
     secret_overlap_seconds: int = 24 * 3600

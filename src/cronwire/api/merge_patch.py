@@ -7,7 +7,7 @@ removing means something: a header, ``target.body`` (back to the default JSON bo
 ``ends_at`` (no bound), ``cron`` or ``at`` (when the other is given: a cron schedule
 becomes one-time or back), ``max_runs`` and ``pause_after_failures`` (no limit),
 ``overlap_policy`` and ``jitter_seconds`` (back to ``allow`` and 0), ``flow_control`` (none;
-a given object replaces the whole of it). A null for anything
+an object is merged member by member like ``retry``, a null member removing that limit). A null for anything
 a schedule cannot lack (``name``, ``target.url``, ...) is a 422 naming it.
 """
 
@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cronwire.api.mapping import flow_from
 from cronwire.api.schemas import RetryPatch, SchedulePatch, TargetPatch
 from cronwire.api.schemas_flow import FlowControlIn
 from cronwire.domain.errors import RuleViolation
+from cronwire.domain.flow_control import FlowControl
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
 from cronwire.domain.schedule_rules import parse_misfire_policy, parse_overlap_policy
 from cronwire.domain.schedules import ScheduleSpec
@@ -44,8 +44,8 @@ def patched_spec(spec: ScheduleSpec, patch: SchedulePatch) -> ScheduleSpec:
             value = _patched_target(spec.target, value)
         elif isinstance(value, RetryPatch):
             value = _patched_retry(spec.retry, value)
-        elif isinstance(value, FlowControlIn):  # replaced whole, not merged
-            value = flow_from(value)
+        elif isinstance(value, FlowControlIn):
+            value = _patched_flow(spec.flow_control, value)
         elif name == "misfire_policy":
             value = parse_misfire_policy(value)
         elif name == "overlap_policy":
@@ -97,3 +97,12 @@ def _patched_retry(retry: RetryPolicy, patch: RetryPatch) -> RetryPolicy:
         value = getattr(patch, name)
         values[name] = getattr(defaults, name) if value is None else value
     return replace(retry, **values)
+
+
+def _patched_flow(flow: FlowControl | None, patch: FlowControlIn) -> FlowControl:
+    """The current flow control (none: no limits yet) with the members sent replaced."""
+    values: dict[str, Any] = {}
+    for name in patch.model_fields_set:
+        value = getattr(patch, name)
+        values[name] = float(value) if name == "rate_per_second" and value is not None else value
+    return replace(flow or FlowControl(), **values)

@@ -270,8 +270,9 @@ class SchedulePatch(BaseModel):
                                        json_schema_extra=_MAX_RUNS)
     pause_after_failures: StrictInt | None = Field(None, description="null: never pauses "
                                                    "itself.", json_schema_extra=_PAUSE_AFTER)
-    flow_control: FlowControlIn | None = Field(None, description="Replaces the whole object; "
-                                               "null: no flow control.")
+    flow_control: FlowControlIn | None = Field(None, description="Merged member by member "
+                                               "(a null member removes that limit); null: no "
+                                               "flow control.")
 
 
 class TargetOut(BaseModel):

@@ -22,6 +22,7 @@ from cronwire.adapters.kafka.publisher import KafkaRunPublisher
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.flow_store import PostgresFlowControl
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
@@ -212,6 +213,7 @@ class Container(containers.DeclarativeContainer):
     # -- api providers --
     schedule_store = providers.Singleton(PostgresScheduleStore, pool=db_pool)
     run_history = providers.Singleton(PostgresRunHistory, pool=db_pool)
+    flow_control = providers.Singleton(PostgresFlowControl, pool=db_pool)
     run_commands = providers.Singleton(PostgresRunCommands, pool=db_pool)
 
 

@@ -52,6 +52,7 @@ async def build_runtime(container: Container) -> Runtime:
     schedules = await resolved(container.schedule_store)
     runs = await resolved(container.run_history)
     commands = await resolved(container.run_commands)
+    flows = await resolved(container.flow_control)
     return Runtime(
         settings=settings,
         pool=await resolved(container.db_pool),
@@ -66,6 +67,7 @@ async def build_runtime(container: Container) -> Runtime:
             commands=commands,
             check_url=container.target_guard().check_url,
             default_limits=default_limits(settings),
+            flows=flows,
             max_request_bytes=settings.api_max_request_bytes,
         ),
     )

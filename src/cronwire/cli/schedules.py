@@ -24,6 +24,7 @@ from cronwire.cli.api_client import (
     connection_options,
     id_argument,
 )
+from cronwire.cli.flow_control import add_flow_flags, flow_fields
 from cronwire.cli.output import (
     Column,
     field,
@@ -107,7 +108,8 @@ def _timing(args: argparse.Namespace) -> dict[str, Any]:
 
 def schedules_create(client: ApiClient, args: argparse.Namespace) -> None:
     body = {**_timing(args), **semantics_fields(args, creating=True),
-            **_target_and_retry(args, None), "paused": args.paused}
+            **flow_fields(args, creating=True), **_target_and_retry(args, None),
+            "paused": args.paused}
     created = client.call("POST", "/v1/schedules", body=body)
     show(args, created, render_fields)
     if not wants_json(args.json):
@@ -123,7 +125,8 @@ TARGET_AND_RETRY_FLAGS = frozenset({
 
 
 def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
-    changes = {**_timing(args), **semantics_fields(args, creating=False)}
+    changes = {**_timing(args), **semantics_fields(args, creating=False),
+               **flow_fields(args, creating=False)}
     given = {name for name, value in vars(args).items() if value not in (None, False)}
     if given & TARGET_AND_RETRY_FLAGS:
         current = client.call("GET", f"/v1/schedules/{args.id}")
@@ -225,6 +228,7 @@ def _schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     parser.add_argument("--ends-at", metavar="TIME",
                         help="RFC 3339, no fires after it" + default("none"))
     add_semantics_flags(parser, creating=creating)
+    add_flow_flags(parser, creating=creating)
     if creating:
         parser.add_argument("--paused", action="store_true",
                             help="create it paused (default: active)")

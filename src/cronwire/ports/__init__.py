@@ -26,6 +26,7 @@ from cronwire.ports.core import (
 from cronwire.ports.kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
 from cronwire.ports.tenant import (
     BackfillPlanner,
+    FlowControlView,
     RunCommands,
     RunHistory,
     ScheduleStore,
@@ -38,6 +39,7 @@ __all__ = [
     "ClaimSource",
     "Clock",
     "Deliverer",
+    "FlowControlView",
     "KeyedClaimStore",
     "MaintenanceStore",
     "Metrics",

@@ -180,6 +180,10 @@ class Metrics(Protocol):
     def set_breakers_open(self, targets: int) -> None: ...
 
     def set_partitions_ahead(self, months: int) -> None: ...
+
+    def set_flow_waiting(self, runs: int) -> None:
+        """scheduler_flow_control_waiting: runs due that a flow-control limit holds back."""
+        ...
     def set_broker_up(self, up: bool) -> None:
         """Kafka mode: whether this replica reaches the broker (scheduler_kafka_broker_up)."""
         ...
@@ -238,6 +242,11 @@ class MaintenanceStore(Protocol):
 
     async def db_now(self) -> datetime:
         """Postgres ``now()``, for the clock-skew gauge."""
+        ...
+
+    async def flow_waiting(self) -> int:
+        """Runs due whose flow-control key admits nothing now (at its concurrency, out of
+        tokens, or held by a Retry-After), across every tenant. Raises StorageError."""
         ...
 
     async def partition_months_ahead(self) -> int:

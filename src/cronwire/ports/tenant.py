@@ -13,6 +13,7 @@ from typing import Protocol
 from uuid import UUID
 
 from cronwire.domain.backfill import BackfillPlan, BackfillResult
+from cronwire.domain.flow_control import FlowKeyState
 from cronwire.domain.history import RunDetail, RunQuery, RunView
 from cronwire.domain.replay import ReplayQuery
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
@@ -115,6 +116,15 @@ class RunCommands(Protocol):
     async def replay_failed(self, tenant_id: UUID, query: ReplayQuery) -> list[UUID]:
         """Replay the tenant's failed runs not yet replayed (of live schedules), oldest
         ``scheduled_for`` first, at most ``query.limit``; returns the new runs' ids."""
+        ...
+
+
+class FlowControlView(Protocol):
+    """Flow control as it stands (ADR 0040), read only."""
+
+    async def keys(self, tenant_id: UUID, limit: int) -> Sequence[FlowKeyState]:
+        """The tenant's keys in key order, at most ``limit``: limits, runs in flight,
+        runs due and waiting, a Retry-After hold. Raises StorageError."""
         ...
 
 

@@ -54,6 +54,7 @@ class FleetGauges:
         self._metrics.set_backlog(backlog)
         self._metrics.set_clock_skew(skew)
         self._metrics.set_partitions_ahead(await self._store.partition_months_ahead())
+        self._metrics.set_flow_waiting(await self._store.flow_waiting())
         return backlog, skew
 
     async def run(self, stopping: asyncio.Event) -> None:

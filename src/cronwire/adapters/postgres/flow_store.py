@@ -52,7 +52,7 @@ async def resync_deleted(conn: asyncpg.Connection, tenant_id: uuid.UUID,
 
 
 class PostgresFlowControl:
-    """What ``GET /v1/flow-control`` and the waiting gauge read."""
+    """What ``GET /v1/flow-control`` reads (the FlowControlView port)."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -64,8 +64,3 @@ class PostgresFlowControl:
                              rate_per_second=r["rate_per_second"], in_flight=r["in_flight"],
                              waiting=r["waiting"], held_until=r["held_until"])
                 for r in rows]
-
-    async def waiting(self) -> int:
-        with storage_errors("counting runs held back by flow control"):
-            count: int = await self._pool.fetchval(Q["flow_control_waiting"])
-        return count

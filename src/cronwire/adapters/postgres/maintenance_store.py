@@ -64,6 +64,10 @@ class PostgresMaintenanceStore:
         with storage_errors("count the due backlog"):
             return int(await self._pool.fetchval(Q["job_run_due_backlog"]))
 
+    async def flow_waiting(self) -> int:
+        with storage_errors("count runs held back by flow control"):
+            return int(await self._pool.fetchval(Q["flow_control_waiting"]))
+
     async def partition_months_ahead(self) -> int:
         with storage_errors("count the partitions ahead"):
             return int(await self._pool.fetchval(Q["job_run_partition_months_ahead"]))

@@ -1,0 +1,37 @@
+"""`/v1/flow-control`: the tenant's flow-control keys as they stand (ADR 0040)."""
+
+# No "from __future__ import annotations": FastAPI must see the real types of the
+# handlers' parameters, and the Tenant dependency alias is local to the factory.
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+
+from cronwire.api.auth import request_authenticator, tenant_dependency
+from cronwire.api.context import ApiContext
+from cronwire.api.errors import responses
+from cronwire.api.limits import capped_route
+from cronwire.api.schemas_flow import FlowControlPage
+
+MAX_KEYS = 1000
+
+
+def flow_router(ctx: ApiContext) -> APIRouter:
+    router = APIRouter(prefix="/v1/flow-control", tags=["flow control"],
+                       route_class=capped_route(ctx.max_request_bytes,
+                                               request_authenticator(ctx.tokens)))
+    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
+
+    @router.get("", response_model=FlowControlPage, responses=responses(422),
+                summary="The tenant's flow-control keys: limits, in flight, waiting, held")
+    async def list_keys(
+        tenant: Tenant, limit: Annotated[int, Query(ge=1, le=MAX_KEYS)] = MAX_KEYS,
+    ) -> dict[str, Any]:
+        keys = await ctx.flows.keys(tenant, limit)
+        return {"items": [
+            {"key": k.key, "max_concurrency": k.max_concurrency,
+             "rate_per_second": k.rate_per_second, "in_flight": k.in_flight,
+             "waiting": k.waiting, "held_until": k.held_until}
+            for k in keys]}
+
+    return router
