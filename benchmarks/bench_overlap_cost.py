@@ -93,10 +93,14 @@ def planner_work(schedules: list[uuid.UUID], tenant: uuid.UUID, at: object,
                                  [IDEMPOTENCY_KEY_PREFIX + i for i in ids],
                                  ["schedule"] * len(ids), ["pending"] * len(ids)]
     advance_args: list[object] = [schedules, [None] * len(ids), [at] * len(ids)]
-    if new:  # 'allow' and no jitter: the NULL arrays; the advance counts what it planned
+    # The statements' own parameters decide (an "old" ref may be issue 25's or later):
+    # 'allow' and no jitter are NULL arrays, as are flow keys (migration 0012); the advance
+    # counts what it planned.
+    if new or "$9::" in insert:
         insert_args += [None, None]
-        if "$10::" in insert:  # flow keys (migration 0012): none
-            insert_args.append(None)
+    if "$10::" in insert:
+        insert_args.append(None)
+    if new or "$5::" in advance:
         advance_args += [[1] * len(ids), None]
     return [(insert, insert_args), (advance, advance_args)]
 
