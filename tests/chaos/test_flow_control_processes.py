@@ -1,0 +1,132 @@
+"""Flow control across real ``cronwire serve`` replicas (issue 27): a key's concurrency
+limit holds fleet-wide, a receiver's 429 Retry-After holds the key on every replica, and a
+replica killed with slots in hand gives them back through its leases' expiry.
+
+The sink in the test process records each request's arrival and answer, so the number of
+requests in flight at the receiver is read from its own clock, after the fact."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+import pytest
+
+from cronwire.harness.seeding import (
+    SeededSchedule,
+    non_terminal,
+    seed_due_runs,
+    seed_flow_control,
+    seed_schedule,
+    seed_tenant,
+    status_counts,
+)
+from cronwire.harness.sink import Arrival, Reply, Sink, always
+from tests.support.replicas import ReplicaSet
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+KEY = "receiver"
+
+
+async def _keyed(pool: asyncpg.Pool, url: str, runs: int, **limits: float) -> SeededSchedule:
+    schedule = await seed_schedule(pool, await seed_tenant(pool), url)
+    await seed_flow_control(pool, schedule, KEY, **limits)  # type: ignore[arg-type]
+    await seed_due_runs(pool, schedule, runs, due_seconds_ago=0.0)
+    return schedule
+
+
+def _peak_in_flight(arrivals: list[Arrival]) -> int:
+    """The most requests the receiver held at once (arrival to answer)."""
+    edges = sorted([(a.arrived_at, 1) for a in arrivals]
+                   + [(a.answered_at, -1) for a in arrivals if a.answered_at is not None],
+                   key=lambda edge: (edge[0], edge[1]))  # an answer before a same-instant arrival
+    peak = current = 0
+    for _, step in edges:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+async def _until(check: Callable[[], Awaitable[bool]], within: float) -> None:
+    async with asyncio.timeout(within):
+        while not await check():  # noqa: ASYNC110 - a database condition has no event
+            await asyncio.sleep(0.05)
+
+
+async def _in_flight(pool: asyncpg.Pool, schedule: SeededSchedule) -> int:
+    return int(await pool.fetchval("SELECT in_flight FROM flow_control WHERE tenant_id = $1 "
+                                   "AND key = $2", schedule.tenant_id, KEY))
+
+
+async def test_three_replicas_never_send_a_key_more_than_its_max_concurrency(
+        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet) -> None:
+    sink.behaviour = always(Reply(delay=0.05))
+    replicas = [await fleet.spawn(name, executor_workers=64) for name in ("a", "b", "c")]
+    schedule = await _keyed(db_pool, sink.url, 300, max_concurrency=5)
+    await sink.wait_for(lambda s: s.unique == 300, within=300)
+    await _until(lambda: _settled(db_pool), within=60)
+    assert await status_counts(db_pool) == {"succeeded": 300}
+    peak = _peak_in_flight(sink.arrivals)
+    assert peak <= 5
+    assert sink.duplicates == 0
+    # None deferred through the breaker path: each run took one attempt, the first.
+    assert await db_pool.fetchval("SELECT count(*) FROM job_run_attempt") == 300
+    assert await _in_flight(db_pool, schedule) == 0
+    owners = await db_pool.fetchval("SELECT count(DISTINCT claimed_by) FROM job_run_attempt")
+    for replica in replicas:
+        assert await replica.stop() == 0
+    print("flow_control_fleet: " + json.dumps({"runs": 300, "peak_in_flight": peak,
+                                                "replicas_that_delivered": owners}))
+
+
+async def test_a_429_retry_after_holds_the_key_on_every_replica(
+        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet) -> None:
+    answered_429: list[float] = []
+
+    def behaviour(arrival: Arrival) -> Reply:
+        if not answered_429:
+            answered_429.append(arrival.arrived_at)
+            return Reply(status=429, retry_after="3")
+        return Reply()
+
+    sink.behaviour = behaviour
+    replicas = [await fleet.spawn(name, executor_workers=16) for name in ("a", "b", "c")]
+    # One slot: the 429's run holds it until its result lands, and that same write sets
+    # the hold, so no other run of the key can slip in between.
+    schedule = await _keyed(db_pool, sink.url, 1, max_concurrency=1)
+    await sink.wait_for(lambda s: len(s.arrivals) >= 1, within=60)
+    # More runs of the key fall due while it is held: none may reach the receiver before
+    # the three seconds are up, from any replica.
+    await seed_due_runs(db_pool, schedule, 20, first=10, due_seconds_ago=0.0)
+    await sink.wait_for(lambda s: s.unique == 21, within=120)
+    first_answer = sink.arrivals[0].answered_at
+    assert first_answer is not None
+    later = sorted(a.arrived_at for a in sink.arrivals[1:])
+    assert later[0] - first_answer >= 3.0 - 0.05  # the hold, on the receiver's own clock
+    for replica in replicas:
+        assert await replica.stop() == 0
+
+
+async def test_a_killed_replicas_slots_come_back_when_its_leases_expire(
+        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet) -> None:
+    sink.behaviour = always(Reply(delay=0.5))
+    victim = await fleet.spawn("victim", delivery_timeout=1.0, executor_workers=16)
+    schedule = await _keyed(db_pool, sink.url, 40, max_concurrency=4)
+    await sink.wait_for(lambda s: len(s.arrivals) >= 4, within=60)
+    victim.kill()
+    assert await victim.wait() == -9
+    held = await db_pool.fetchval("SELECT count(*) FROM job_run WHERE status = 'running' "
+                                  "AND claimed_by = 'victim'")
+    assert held > 0 and await _in_flight(db_pool, schedule) == held  # the dead one's slots
+    survivor = await fleet.spawn("survivor", delivery_timeout=1.0, executor_workers=16)
+    await sink.wait_for(lambda s: s.unique == 40, within=120)
+    await _until(lambda: _settled(db_pool), within=60)
+    assert await status_counts(db_pool) == {"succeeded": 40}
+    assert await _in_flight(db_pool, schedule) == 0
+    assert await survivor.stop() == 0
+
+
+async def _settled(pool: asyncpg.Pool) -> bool:
+    return await non_terminal(pool) == 0
