@@ -142,7 +142,8 @@ flow_tenants AS (
                     NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
                AS max_concurrency
       FROM tenant t
-     WHERE t.id = ANY (ARRAY(SELECT c.tenant_id FROM candidates c WHERE c.status <> 'running'))
+     WHERE t.id = ANY (ARRAY(SELECT DISTINCT c.tenant_id FROM candidates c
+                              WHERE c.status <> 'running'))
        AND COALESCE(t.max_concurrency,
                     NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
            IS NOT NULL
@@ -272,7 +273,33 @@ decided AS (
      WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
        AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
 ),
-leased AS (
+flow_counted AS (
+    -- Each flow row's slots taken by new leases and given back by expired leases this
+    -- claim ends, and the tokens the new leases spend, read from the verdicts (every
+    -- verdict but 'hold' lands below: its rows are locked). The rows of new leases are the
+    -- ones locked above; an ended lease's row may not be (that write waits for it).
+    UPDATE flow_control f
+       SET in_flight  = GREATEST(f.in_flight + u.delta, 0),
+           tokens     = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens
+                             ELSE LEAST(f.burst, f.tokens + f.rate_per_second
+                                        * EXTRACT(EPOCH FROM now() - f.tokens_at))
+                                  - u.started END,
+           tokens_at  = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens_at
+                             ELSE now() END,
+           updated_at = now()
+      FROM (SELECT x.tenant_id, x.key, sum(x.delta)::integer AS delta,
+                   sum(GREATEST(x.delta, 0))::integer AS started
+              FROM (SELECT l.flow_tenant AS tenant_id,
+                           CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
+                           CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
+                      FROM decided l
+                     CROSS JOIN (VALUES (1), (2)) AS b(bit)
+                     WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
+                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
+                            AND l.held_slots & b.bit <> 0)) x
+             GROUP BY x.tenant_id, x.key) u
+     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
+)
 UPDATE job_run j
    -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
    -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
@@ -344,35 +371,7 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
               AS previous_signing_secret,
-          d.verdict, d.flow_tenant, d.flow, d.held_slots, d.slots
-),
-flow_counted AS (
-    -- Each flow row's slots taken by new leases and given back by expired leases this
-    -- claim ended, and the tokens the new leases spent. The rows of new leases are the
-    -- ones locked above; an ended lease's row may not be (that write waits for it).
-    UPDATE flow_control f
-       SET in_flight  = GREATEST(f.in_flight + u.delta, 0),
-           tokens     = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens
-                             ELSE LEAST(f.burst, f.tokens + f.rate_per_second
-                                        * EXTRACT(EPOCH FROM now() - f.tokens_at))
-                                  - u.started END,
-           tokens_at  = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens_at
-                             ELSE now() END,
-           updated_at = now()
-      FROM (SELECT x.tenant_id, x.key, sum(x.delta)::integer AS delta,
-                   sum(GREATEST(x.delta, 0))::integer AS started
-              FROM (SELECT l.flow_tenant AS tenant_id,
-                           CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
-                           CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
-                      FROM leased l
-                     CROSS JOIN (VALUES (1), (2)) AS b(bit)
-                     WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
-                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
-                            AND l.held_slots & b.bit <> 0)) x
-             GROUP BY x.tenant_id, x.key) u
-     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
-)
-SELECT * FROM leased
+          j.flow_key AS flow
 
 -- name: job_run_renew
 -- $1 owner, $2 run ids, $3 their scheduled_for, $4 their lease generations, $5 whether
@@ -700,7 +699,8 @@ flow_tenants AS (
                     NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
                AS max_concurrency
       FROM tenant t
-     WHERE t.id = ANY (ARRAY(SELECT c.tenant_id FROM candidates c WHERE c.status <> 'running'))
+     WHERE t.id = ANY (ARRAY(SELECT DISTINCT c.tenant_id FROM candidates c
+                              WHERE c.status <> 'running'))
        AND COALESCE(t.max_concurrency,
                     NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
            IS NOT NULL
@@ -830,7 +830,33 @@ decided AS (
      WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
        AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
 ),
-leased AS (
+flow_counted AS (
+    -- Each flow row's slots taken by new leases and given back by expired leases this
+    -- claim ends, and the tokens the new leases spend, read from the verdicts (every
+    -- verdict but 'hold' lands below: its rows are locked). The rows of new leases are the
+    -- ones locked above; an ended lease's row may not be (that write waits for it).
+    UPDATE flow_control f
+       SET in_flight  = GREATEST(f.in_flight + u.delta, 0),
+           tokens     = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens
+                             ELSE LEAST(f.burst, f.tokens + f.rate_per_second
+                                        * EXTRACT(EPOCH FROM now() - f.tokens_at))
+                                  - u.started END,
+           tokens_at  = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens_at
+                             ELSE now() END,
+           updated_at = now()
+      FROM (SELECT x.tenant_id, x.key, sum(x.delta)::integer AS delta,
+                   sum(GREATEST(x.delta, 0))::integer AS started
+              FROM (SELECT l.flow_tenant AS tenant_id,
+                           CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
+                           CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
+                      FROM decided l
+                     CROSS JOIN (VALUES (1), (2)) AS b(bit)
+                     WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
+                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
+                            AND l.held_slots & b.bit <> 0)) x
+             GROUP BY x.tenant_id, x.key) u
+     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
+)
 UPDATE job_run j
    -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
    -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
@@ -902,35 +928,7 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
               AS previous_signing_secret,
-          d.verdict, d.flow_tenant, d.flow, d.held_slots, d.slots
-),
-flow_counted AS (
-    -- Each flow row's slots taken by new leases and given back by expired leases this
-    -- claim ended, and the tokens the new leases spent. The rows of new leases are the
-    -- ones locked above; an ended lease's row may not be (that write waits for it).
-    UPDATE flow_control f
-       SET in_flight  = GREATEST(f.in_flight + u.delta, 0),
-           tokens     = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens
-                             ELSE LEAST(f.burst, f.tokens + f.rate_per_second
-                                        * EXTRACT(EPOCH FROM now() - f.tokens_at))
-                                  - u.started END,
-           tokens_at  = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens_at
-                             ELSE now() END,
-           updated_at = now()
-      FROM (SELECT x.tenant_id, x.key, sum(x.delta)::integer AS delta,
-                   sum(GREATEST(x.delta, 0))::integer AS started
-              FROM (SELECT l.flow_tenant AS tenant_id,
-                           CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
-                           CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
-                      FROM leased l
-                     CROSS JOIN (VALUES (1), (2)) AS b(bit)
-                     WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
-                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
-                            AND l.held_slots & b.bit <> 0)) x
-             GROUP BY x.tenant_id, x.key) u
-     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
-)
-SELECT * FROM leased
+          j.flow_key AS flow
 
 -- name: job_run_sweep
 -- Kafka mode's safety net: runs due longer than the grace ($4 seconds) that no message
@@ -985,7 +983,8 @@ flow_tenants AS (
                     NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
                AS max_concurrency
       FROM tenant t
-     WHERE t.id = ANY (ARRAY(SELECT c.tenant_id FROM candidates c WHERE c.status <> 'running'))
+     WHERE t.id = ANY (ARRAY(SELECT DISTINCT c.tenant_id FROM candidates c
+                              WHERE c.status <> 'running'))
        AND COALESCE(t.max_concurrency,
                     NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
            IS NOT NULL
@@ -1115,7 +1114,33 @@ decided AS (
      WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
        AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
 ),
-leased AS (
+flow_counted AS (
+    -- Each flow row's slots taken by new leases and given back by expired leases this
+    -- claim ends, and the tokens the new leases spend, read from the verdicts (every
+    -- verdict but 'hold' lands below: its rows are locked). The rows of new leases are the
+    -- ones locked above; an ended lease's row may not be (that write waits for it).
+    UPDATE flow_control f
+       SET in_flight  = GREATEST(f.in_flight + u.delta, 0),
+           tokens     = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens
+                             ELSE LEAST(f.burst, f.tokens + f.rate_per_second
+                                        * EXTRACT(EPOCH FROM now() - f.tokens_at))
+                                  - u.started END,
+           tokens_at  = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens_at
+                             ELSE now() END,
+           updated_at = now()
+      FROM (SELECT x.tenant_id, x.key, sum(x.delta)::integer AS delta,
+                   sum(GREATEST(x.delta, 0))::integer AS started
+              FROM (SELECT l.flow_tenant AS tenant_id,
+                           CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
+                           CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
+                      FROM decided l
+                     CROSS JOIN (VALUES (1), (2)) AS b(bit)
+                     WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
+                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
+                            AND l.held_slots & b.bit <> 0)) x
+             GROUP BY x.tenant_id, x.key) u
+     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
+)
 UPDATE job_run j
    -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
    -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
@@ -1187,35 +1212,7 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
               AS previous_signing_secret,
-          d.verdict, d.flow_tenant, d.flow, d.held_slots, d.slots
-),
-flow_counted AS (
-    -- Each flow row's slots taken by new leases and given back by expired leases this
-    -- claim ended, and the tokens the new leases spent. The rows of new leases are the
-    -- ones locked above; an ended lease's row may not be (that write waits for it).
-    UPDATE flow_control f
-       SET in_flight  = GREATEST(f.in_flight + u.delta, 0),
-           tokens     = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens
-                             ELSE LEAST(f.burst, f.tokens + f.rate_per_second
-                                        * EXTRACT(EPOCH FROM now() - f.tokens_at))
-                                  - u.started END,
-           tokens_at  = CASE WHEN f.rate_per_second IS NULL OR u.started = 0 THEN f.tokens_at
-                             ELSE now() END,
-           updated_at = now()
-      FROM (SELECT x.tenant_id, x.key, sum(x.delta)::integer AS delta,
-                   sum(GREATEST(x.delta, 0))::integer AS started
-              FROM (SELECT l.flow_tenant AS tenant_id,
-                           CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
-                           CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
-                      FROM leased l
-                     CROSS JOIN (VALUES (1), (2)) AS b(bit)
-                     WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
-                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
-                            AND l.held_slots & b.bit <> 0)) x
-             GROUP BY x.tenant_id, x.key) u
-     WHERE f.tenant_id = u.tenant_id AND f.key = u.key
-)
-SELECT * FROM leased
+          j.flow_key AS flow
 
 -- name: job_run_outbox_take
 -- $1 limit, $2 max age: only runs due at most $2 seconds ago (while this replica's keys are
