@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
 import pytest
@@ -24,6 +26,7 @@ from cronwire.harness.seeding import (
     status_counts,
 )
 from cronwire.harness.sink import Arrival, Reply, Sink, always
+from tests.support.brokers import TANSU, bootstrap_of, broker_params
 from tests.support.replicas import ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -60,10 +63,25 @@ async def _in_flight(pool: asyncpg.Pool, schedule: SeededSchedule) -> int:
                                    "AND key = $2", schedule.tenant_id, KEY))
 
 
+def _claim_mode(mode: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The replicas' settings for a claim mode: postgres, or Kafka on a broker of that kind
+    (a new topic)."""
+    if mode == "postgres":
+        return {}
+    topic = f"runs-{uuid.uuid4().hex[:10]}"
+    return {"claim_source": "kafka", "kafka_topic": topic,
+            "kafka_bootstrap_servers": bootstrap_of(request, mode),
+            "kafka_consumer_group": f"group-{topic}"}
+
+
+@pytest.mark.parametrize("mode", ["postgres", *broker_params(TANSU)])
 async def test_three_replicas_never_send_a_key_more_than_its_max_concurrency(
-        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet) -> None:
+        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, mode: str,
+        request: pytest.FixtureRequest) -> None:
     sink.behaviour = always(Reply(delay=0.05))
-    replicas = [await fleet.spawn(name, executor_workers=64) for name in ("a", "b", "c")]
+    settings = _claim_mode(mode, request)
+    replicas = [await fleet.spawn(name, executor_workers=64, **settings)
+                for name in ("a", "b", "c")]
     schedule = await _keyed(db_pool, sink.url, 300, max_concurrency=5)
     await sink.wait_for(lambda s: s.unique == 300, within=300)
     await _until(lambda: _settled(db_pool), within=60)
@@ -77,7 +95,7 @@ async def test_three_replicas_never_send_a_key_more_than_its_max_concurrency(
     owners = await db_pool.fetchval("SELECT count(DISTINCT claimed_by) FROM job_run_attempt")
     for replica in replicas:
         assert await replica.stop() == 0
-    print("flow_control_fleet: " + json.dumps({"runs": 300, "peak_in_flight": peak,
+    print("flow_control_fleet: " + json.dumps({"mode": mode, "runs": 300, "peak_in_flight": peak,
                                                 "replicas_that_delivered": owners}))
 
 

@@ -295,7 +295,7 @@ flow_counted AS (
                       FROM decided l
                      CROSS JOIN (VALUES (1), (2)) AS b(bit)
                      WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
-                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
+                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded', 'hold')
                             AND l.held_slots & b.bit <> 0)) x
              GROUP BY x.tenant_id, x.key) u
      WHERE f.tenant_id = u.tenant_id AND f.key = u.key
@@ -852,7 +852,7 @@ flow_counted AS (
                       FROM decided l
                      CROSS JOIN (VALUES (1), (2)) AS b(bit)
                      WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
-                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
+                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded', 'hold')
                             AND l.held_slots & b.bit <> 0)) x
              GROUP BY x.tenant_id, x.key) u
      WHERE f.tenant_id = u.tenant_id AND f.key = u.key
@@ -1136,7 +1136,7 @@ flow_counted AS (
                       FROM decided l
                      CROSS JOIN (VALUES (1), (2)) AS b(bit)
                      WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
-                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded')
+                        OR (l.verdict NOT IN ('lease', 'wait', 'superseded', 'hold')
                             AND l.held_slots & b.bit <> 0)) x
              GROUP BY x.tenant_id, x.key) u
      WHERE f.tenant_id = u.tenant_id AND f.key = u.key
