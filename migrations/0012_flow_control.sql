@@ -67,3 +67,85 @@ ALTER TABLE job_run ADD COLUMN flow_slots smallint NOT NULL DEFAULT 0;
 -- GET /v1/flow-control and the waiting gauge count runnable keyed runs per key.
 CREATE INDEX job_run_flow_waiting_idx ON job_run (tenant_id, flow_key)
     WHERE flow_key IS NOT NULL AND status IN ('pending', 'retrying');
+
+-- tenant limits ---------------------------------------------------------------------
+
+-- Whether any tenant has a limit of its own: the claim asks before admitting anything.
+CREATE INDEX tenant_limited_idx ON tenant (id) WHERE max_concurrency IS NOT NULL;
+
+-- The claim's admission (ADR 0040), a function for the reason the overlap gate is one (ADR
+-- 0033): as CTEs of the claim its subplans cost every claim several milliseconds of
+-- backend CPU per 500 runs with no flow control anywhere; as a function it is planned and
+-- run only when some candidate may need a slot. Input: the claim's candidates that are not
+-- expired leases (p_ids .. p_keys), with their claim order (p_turns, p_fire_afters).
+-- Locks the flow_control rows they need (SKIP LOCKED: a row another transaction holds
+-- admits nothing this time) and returns each candidate that needs a slot with the slots it
+-- takes (1 its key's, 2 its tenant's) and whether it is admitted: in claim order, while its
+-- key admits more (free slots, whole tokens after refilling, not held), then while its
+-- tenant does. A candidate that needs no slot is not returned (it is admitted as it is).
+CREATE FUNCTION cronwire_flow_admit(
+    p_ids uuid[], p_ats timestamptz[], p_tenants uuid[], p_keys text[], p_turns bigint[],
+    p_fire_afters timestamptz[])
+RETURNS TABLE (id uuid, scheduled_for timestamptz, slots smallint, admitted boolean)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+BEGIN
+    IF cardinality(p_ids) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH candidate AS (
+        SELECT * FROM unnest(p_ids, p_ats, p_tenants, p_keys, p_turns, p_fire_afters)
+            AS c(id, scheduled_for, tenant_id, flow_key, turn, fire_after)
+    ),
+    limited AS (
+        -- The candidates' tenants with a limit: their column, else the replica's
+        -- SCHEDULER_TENANT_MAX_CONCURRENCY (a session setting, pool.py).
+        SELECT t.id AS tenant_id,
+               COALESCE(t.max_concurrency,
+                        NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
+                   AS max_concurrency
+          FROM tenant t
+         WHERE t.id = ANY (p_tenants)
+           AND COALESCE(t.max_concurrency,
+                        NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
+               IS NOT NULL
+    ),
+    rows_locked AS MATERIALIZED (
+        SELECT f.tenant_id, f.key,
+               CASE WHEN f.held_until > now() THEN 0
+                    ELSE LEAST(COALESCE(COALESCE(w.max_concurrency, f.max_concurrency) - f.in_flight,
+                                        2147483647),
+                               COALESCE(floor(LEAST(f.burst, f.tokens + f.rate_per_second
+                                                    * EXTRACT(EPOCH FROM now() - f.tokens_at))),
+                                        2147483647)) END AS allowed
+          FROM (SELECT DISTINCT c.tenant_id, c.flow_key AS key, NULL::integer AS max_concurrency
+                  FROM candidate c WHERE c.flow_key IS NOT NULL
+                UNION ALL
+                SELECT l.tenant_id, '', l.max_concurrency FROM limited l) w
+         CROSS JOIN LATERAL (
+            SELECT * FROM flow_control f WHERE f.tenant_id = w.tenant_id AND f.key = w.key
+               FOR UPDATE SKIP LOCKED) f
+    ),
+    by_key AS (
+        SELECT c.id, c.scheduled_for, c.tenant_id, c.flow_key, c.turn, c.fire_after,
+               (CASE WHEN c.flow_key IS NOT NULL THEN 1 ELSE 0 END
+                + CASE WHEN l.tenant_id IS NOT NULL THEN 2 ELSE 0 END)::smallint AS slots,
+               c.flow_key IS NULL
+                   OR row_number() OVER (PARTITION BY c.tenant_id, c.flow_key
+                                         ORDER BY c.turn, c.fire_after)
+                      <= COALESCE(k.allowed, 0) AS key_ok
+          FROM candidate c
+          LEFT JOIN limited l ON l.tenant_id = c.tenant_id
+          LEFT JOIN rows_locked k ON k.tenant_id = c.tenant_id AND k.key = c.flow_key
+         WHERE c.flow_key IS NOT NULL OR l.tenant_id IS NOT NULL
+    )
+    SELECT b.id, b.scheduled_for, b.slots,
+           b.key_ok AND (b.slots & 2 = 0 OR b.tenant_rank <= COALESCE(t.allowed, 0))
+      FROM (SELECT b.*, CASE WHEN b.key_ok THEN row_number() OVER (
+                                PARTITION BY b.tenant_id, b.key_ok ORDER BY b.turn, b.fire_after)
+                        END AS tenant_rank
+              FROM by_key b) b
+      LEFT JOIN rows_locked t ON t.tenant_id = b.tenant_id AND t.key = '';
+END
+$fn$;

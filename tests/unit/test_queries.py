@@ -29,9 +29,9 @@ def test_the_claims_retry_defaults_are_the_domains() -> None:
 
 
 def _lease_taking(statement: str) -> str:
-    """A claim's text from its candidates' flow control on (``flow_tenants AS (``: the
+    """A claim's text from its candidates' flow control on (``flow_admission AS (``: the
     admission, the overlap gate, the verdict, the lease, the flow slots) to the end."""
-    return statement[statement.index("\nflow_tenants AS (") + 1:]
+    return statement[statement.index("\nflow_admission AS (") + 1:]
 
 
 def test_every_claim_takes_its_leases_with_the_polling_claims_text() -> None:
@@ -42,7 +42,7 @@ def test_every_claim_takes_its_leases_with_the_polling_claims_text() -> None:
     tail = _lease_taking(named["job_run_claim"])
     assert "UPDATE job_run j" in tail and "RETURNING" in tail
     assert "cronwire_overlap_gate(" in tail and "decided AS (" in tail
-    assert "FOR UPDATE SKIP LOCKED" in tail and "flow_counted AS (" in tail
+    assert "cronwire_flow_admit(" in tail and "flow_counted AS (" in tail
     for kafka_claim in ("job_run_claim_keys", "job_run_sweep"):
         assert _lease_taking(named[kafka_claim]) == tail, kafka_claim
 

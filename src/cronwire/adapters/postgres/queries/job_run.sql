@@ -129,78 +129,42 @@ candidates AS (
     SELECT * FROM fair
 ),
 -- Flow control (ADR 0040, migration 0012): a run whose key or tenant has a limit takes a
--- slot of that flow_control row; the rows are locked here and read as the latest commit
--- left them, so replicas claiming at once never admit more than a row allows. A run that
--- is not admitted is not picked: it stays pending, untouched, for a later claim. Runs
--- that take no slot (no key, a tenant without a limit, an expired lease keeping the
--- slots it holds) pass with one cheap test each, and with none of them the rest is empty.
-flow_tenants AS (
-    -- Tenants with a concurrency limit among the candidates: their column, else the
-    -- replica's SCHEDULER_TENANT_MAX_CONCURRENCY (a session setting, pool.py).
-    SELECT t.id AS tenant_id,
-           COALESCE(t.max_concurrency,
-                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
-               AS max_concurrency
-      FROM tenant t
-     WHERE t.id = ANY (ARRAY(SELECT DISTINCT c.tenant_id FROM candidates c
-                              WHERE c.status <> 'running'))
-       AND COALESCE(t.max_concurrency,
-                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
-           IS NOT NULL
-),
-flow_rows AS (
-    -- The rows the candidates need, locked: each key of a run that would take a slot, and
-    -- each limited tenant's own row (key ''). A row another transaction holds is skipped:
-    -- its runs wait for the next claim. allowed: how many more runs the row admits now
-    -- (none while a Retry-After holds it; else its free slots and its bucket's whole
-    -- tokens, refilled since tokens_at).
-    SELECT f.tenant_id, f.key,
-           CASE WHEN f.held_until > now() THEN 0
-                ELSE LEAST(COALESCE(COALESCE(w.max_concurrency, f.max_concurrency) - f.in_flight,
-                                    2147483647),
-                           COALESCE(floor(LEAST(f.burst, f.tokens + f.rate_per_second
-                                                * EXTRACT(EPOCH FROM now() - f.tokens_at))),
-                                    2147483647)) END AS allowed
-      FROM (SELECT DISTINCT c.tenant_id, c.flow_key AS key, NULL::integer AS max_concurrency
-              FROM candidates c WHERE c.flow_key IS NOT NULL AND c.status <> 'running'
-            UNION ALL
-            SELECT t.tenant_id, '', t.max_concurrency FROM flow_tenants t) w
-     CROSS JOIN LATERAL (
-        SELECT * FROM flow_control f WHERE f.tenant_id = w.tenant_id AND f.key = w.key
-           FOR UPDATE SKIP LOCKED) f
+-- slot of that flow_control row. cronwire_flow_admit locks the rows (a row lock reads the
+-- latest commit, so replicas claiming at once never admit more than a row allows) and says
+-- which candidates are admitted; one not admitted is not picked: it stays pending,
+-- untouched, for a later claim. The function is called only when some candidate may need
+-- a slot (it has a key, or some tenant has a limit): otherwise this costs the claim one
+-- pass over its candidates and one probe of tenant_limited_idx.
+flow_admission AS (
+    SELECT a.*
+      FROM (SELECT array_agg(c.id) AS ids, array_agg(c.scheduled_for) AS ats,
+                   array_agg(c.tenant_id) AS tenants, array_agg(c.flow_key) AS keys,
+                   array_agg(c.turn) AS turns, array_agg(c.fire_after) AS fire_afters
+              FROM candidates c
+             WHERE c.status <> 'running'
+               AND (EXISTS (SELECT 1 FROM candidates k WHERE k.flow_key IS NOT NULL)
+                    OR COALESCE(current_setting('cronwire.tenant_max_concurrency', true), '') <> ''
+                    OR EXISTS (SELECT 1 FROM tenant t WHERE t.max_concurrency IS NOT NULL))) x
+     CROSS JOIN LATERAL cronwire_flow_admit(x.ids, x.ats, x.tenants, x.keys, x.turns,
+                                            x.fire_afters) a
+     WHERE x.ids IS NOT NULL  -- no candidate may need a slot: the function is not called
 ),
 admitted AS (
-    SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
-           c.attempt_started, c.cancel_requested, c.overlap_policy, c.turn, c.tenant_id,
-           c.flow_key, c.flow_slots, CASE WHEN c.status = 'running' THEN c.flow_slots
-                                          ELSE 0::smallint END AS slots
+    -- slots: what the lease will hold. An expired lease keeps the slots it holds; a run
+    -- the function returned takes the slots it says (read only when it may have: CASE
+    -- evaluates lazily).
+    SELECT c.*,
+           CASE WHEN c.status = 'running' THEN c.flow_slots
+                WHEN c.flow_key IS NULL AND NOT (SELECT EXISTS (SELECT 1 FROM flow_admission))
+                     THEN 0::smallint
+                ELSE COALESCE((SELECT f.slots FROM flow_admission f
+                                WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for),
+                              0::smallint) END AS slots
       FROM candidates c
      WHERE c.status = 'running'
-        OR (c.flow_key IS NULL AND c.tenant_id <> ALL (ARRAY(SELECT tenant_id FROM flow_tenants)))
-    UNION ALL
-    -- The others in claim order, while their key admits more (key_rank), then while
-    -- their tenant does (tenant_rank, counted over the runs their keys admitted). slots:
-    -- 1 the key's, 2 the tenant's.
-    SELECT a.id, a.scheduled_for, a.schedule_id, a.status, a.attempt_count, a.fire_after,
-           a.attempt_started, a.cancel_requested, a.overlap_policy, a.turn, a.tenant_id,
-           a.flow_key, a.flow_slots, a.slots
-      FROM (SELECT k.*, row_number() OVER (PARTITION BY k.tenant_id
-                                           ORDER BY k.turn, k.fire_after) AS tenant_rank
-              FROM (SELECT c.*,
-                           (CASE WHEN c.flow_key IS NOT NULL THEN 1 ELSE 0 END
-                            + CASE WHEN t.tenant_id IS NOT NULL THEN 2 ELSE 0 END)::smallint
-                               AS slots,
-                           row_number() OVER (PARTITION BY c.tenant_id, c.flow_key
-                                              ORDER BY c.turn, c.fire_after) AS key_rank,
-                           kr.allowed AS key_allowed
-                      FROM candidates c
-                      LEFT JOIN flow_tenants t ON t.tenant_id = c.tenant_id
-                      LEFT JOIN flow_rows kr ON kr.tenant_id = c.tenant_id AND kr.key = c.flow_key
-                     WHERE c.status <> 'running'
-                       AND (c.flow_key IS NOT NULL OR t.tenant_id IS NOT NULL)) k
-             WHERE k.flow_key IS NULL OR k.key_rank <= COALESCE(k.key_allowed, 0)) a
-      LEFT JOIN flow_rows tr ON tr.tenant_id = a.tenant_id AND tr.key = ''
-     WHERE a.slots & 2 = 0 OR a.tenant_rank <= COALESCE(tr.allowed, 0)
+        OR NOT EXISTS (SELECT 1 FROM flow_admission f
+                        WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for
+                          AND NOT f.admitted)
 ),
 picked AS (
     SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
@@ -686,78 +650,42 @@ WITH candidates AS (
        FOR UPDATE OF r
 ),
 -- Flow control (ADR 0040, migration 0012): a run whose key or tenant has a limit takes a
--- slot of that flow_control row; the rows are locked here and read as the latest commit
--- left them, so replicas claiming at once never admit more than a row allows. A run that
--- is not admitted is not picked: it stays pending, untouched, for a later claim. Runs
--- that take no slot (no key, a tenant without a limit, an expired lease keeping the
--- slots it holds) pass with one cheap test each, and with none of them the rest is empty.
-flow_tenants AS (
-    -- Tenants with a concurrency limit among the candidates: their column, else the
-    -- replica's SCHEDULER_TENANT_MAX_CONCURRENCY (a session setting, pool.py).
-    SELECT t.id AS tenant_id,
-           COALESCE(t.max_concurrency,
-                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
-               AS max_concurrency
-      FROM tenant t
-     WHERE t.id = ANY (ARRAY(SELECT DISTINCT c.tenant_id FROM candidates c
-                              WHERE c.status <> 'running'))
-       AND COALESCE(t.max_concurrency,
-                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
-           IS NOT NULL
-),
-flow_rows AS (
-    -- The rows the candidates need, locked: each key of a run that would take a slot, and
-    -- each limited tenant's own row (key ''). A row another transaction holds is skipped:
-    -- its runs wait for the next claim. allowed: how many more runs the row admits now
-    -- (none while a Retry-After holds it; else its free slots and its bucket's whole
-    -- tokens, refilled since tokens_at).
-    SELECT f.tenant_id, f.key,
-           CASE WHEN f.held_until > now() THEN 0
-                ELSE LEAST(COALESCE(COALESCE(w.max_concurrency, f.max_concurrency) - f.in_flight,
-                                    2147483647),
-                           COALESCE(floor(LEAST(f.burst, f.tokens + f.rate_per_second
-                                                * EXTRACT(EPOCH FROM now() - f.tokens_at))),
-                                    2147483647)) END AS allowed
-      FROM (SELECT DISTINCT c.tenant_id, c.flow_key AS key, NULL::integer AS max_concurrency
-              FROM candidates c WHERE c.flow_key IS NOT NULL AND c.status <> 'running'
-            UNION ALL
-            SELECT t.tenant_id, '', t.max_concurrency FROM flow_tenants t) w
-     CROSS JOIN LATERAL (
-        SELECT * FROM flow_control f WHERE f.tenant_id = w.tenant_id AND f.key = w.key
-           FOR UPDATE SKIP LOCKED) f
+-- slot of that flow_control row. cronwire_flow_admit locks the rows (a row lock reads the
+-- latest commit, so replicas claiming at once never admit more than a row allows) and says
+-- which candidates are admitted; one not admitted is not picked: it stays pending,
+-- untouched, for a later claim. The function is called only when some candidate may need
+-- a slot (it has a key, or some tenant has a limit): otherwise this costs the claim one
+-- pass over its candidates and one probe of tenant_limited_idx.
+flow_admission AS (
+    SELECT a.*
+      FROM (SELECT array_agg(c.id) AS ids, array_agg(c.scheduled_for) AS ats,
+                   array_agg(c.tenant_id) AS tenants, array_agg(c.flow_key) AS keys,
+                   array_agg(c.turn) AS turns, array_agg(c.fire_after) AS fire_afters
+              FROM candidates c
+             WHERE c.status <> 'running'
+               AND (EXISTS (SELECT 1 FROM candidates k WHERE k.flow_key IS NOT NULL)
+                    OR COALESCE(current_setting('cronwire.tenant_max_concurrency', true), '') <> ''
+                    OR EXISTS (SELECT 1 FROM tenant t WHERE t.max_concurrency IS NOT NULL))) x
+     CROSS JOIN LATERAL cronwire_flow_admit(x.ids, x.ats, x.tenants, x.keys, x.turns,
+                                            x.fire_afters) a
+     WHERE x.ids IS NOT NULL  -- no candidate may need a slot: the function is not called
 ),
 admitted AS (
-    SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
-           c.attempt_started, c.cancel_requested, c.overlap_policy, c.turn, c.tenant_id,
-           c.flow_key, c.flow_slots, CASE WHEN c.status = 'running' THEN c.flow_slots
-                                          ELSE 0::smallint END AS slots
+    -- slots: what the lease will hold. An expired lease keeps the slots it holds; a run
+    -- the function returned takes the slots it says (read only when it may have: CASE
+    -- evaluates lazily).
+    SELECT c.*,
+           CASE WHEN c.status = 'running' THEN c.flow_slots
+                WHEN c.flow_key IS NULL AND NOT (SELECT EXISTS (SELECT 1 FROM flow_admission))
+                     THEN 0::smallint
+                ELSE COALESCE((SELECT f.slots FROM flow_admission f
+                                WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for),
+                              0::smallint) END AS slots
       FROM candidates c
      WHERE c.status = 'running'
-        OR (c.flow_key IS NULL AND c.tenant_id <> ALL (ARRAY(SELECT tenant_id FROM flow_tenants)))
-    UNION ALL
-    -- The others in claim order, while their key admits more (key_rank), then while
-    -- their tenant does (tenant_rank, counted over the runs their keys admitted). slots:
-    -- 1 the key's, 2 the tenant's.
-    SELECT a.id, a.scheduled_for, a.schedule_id, a.status, a.attempt_count, a.fire_after,
-           a.attempt_started, a.cancel_requested, a.overlap_policy, a.turn, a.tenant_id,
-           a.flow_key, a.flow_slots, a.slots
-      FROM (SELECT k.*, row_number() OVER (PARTITION BY k.tenant_id
-                                           ORDER BY k.turn, k.fire_after) AS tenant_rank
-              FROM (SELECT c.*,
-                           (CASE WHEN c.flow_key IS NOT NULL THEN 1 ELSE 0 END
-                            + CASE WHEN t.tenant_id IS NOT NULL THEN 2 ELSE 0 END)::smallint
-                               AS slots,
-                           row_number() OVER (PARTITION BY c.tenant_id, c.flow_key
-                                              ORDER BY c.turn, c.fire_after) AS key_rank,
-                           kr.allowed AS key_allowed
-                      FROM candidates c
-                      LEFT JOIN flow_tenants t ON t.tenant_id = c.tenant_id
-                      LEFT JOIN flow_rows kr ON kr.tenant_id = c.tenant_id AND kr.key = c.flow_key
-                     WHERE c.status <> 'running'
-                       AND (c.flow_key IS NOT NULL OR t.tenant_id IS NOT NULL)) k
-             WHERE k.flow_key IS NULL OR k.key_rank <= COALESCE(k.key_allowed, 0)) a
-      LEFT JOIN flow_rows tr ON tr.tenant_id = a.tenant_id AND tr.key = ''
-     WHERE a.slots & 2 = 0 OR a.tenant_rank <= COALESCE(tr.allowed, 0)
+        OR NOT EXISTS (SELECT 1 FROM flow_admission f
+                        WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for
+                          AND NOT f.admitted)
 ),
 picked AS (
     SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
@@ -970,78 +898,42 @@ candidates AS (
     SELECT * FROM overdue
 ),
 -- Flow control (ADR 0040, migration 0012): a run whose key or tenant has a limit takes a
--- slot of that flow_control row; the rows are locked here and read as the latest commit
--- left them, so replicas claiming at once never admit more than a row allows. A run that
--- is not admitted is not picked: it stays pending, untouched, for a later claim. Runs
--- that take no slot (no key, a tenant without a limit, an expired lease keeping the
--- slots it holds) pass with one cheap test each, and with none of them the rest is empty.
-flow_tenants AS (
-    -- Tenants with a concurrency limit among the candidates: their column, else the
-    -- replica's SCHEDULER_TENANT_MAX_CONCURRENCY (a session setting, pool.py).
-    SELECT t.id AS tenant_id,
-           COALESCE(t.max_concurrency,
-                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
-               AS max_concurrency
-      FROM tenant t
-     WHERE t.id = ANY (ARRAY(SELECT DISTINCT c.tenant_id FROM candidates c
-                              WHERE c.status <> 'running'))
-       AND COALESCE(t.max_concurrency,
-                    NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
-           IS NOT NULL
-),
-flow_rows AS (
-    -- The rows the candidates need, locked: each key of a run that would take a slot, and
-    -- each limited tenant's own row (key ''). A row another transaction holds is skipped:
-    -- its runs wait for the next claim. allowed: how many more runs the row admits now
-    -- (none while a Retry-After holds it; else its free slots and its bucket's whole
-    -- tokens, refilled since tokens_at).
-    SELECT f.tenant_id, f.key,
-           CASE WHEN f.held_until > now() THEN 0
-                ELSE LEAST(COALESCE(COALESCE(w.max_concurrency, f.max_concurrency) - f.in_flight,
-                                    2147483647),
-                           COALESCE(floor(LEAST(f.burst, f.tokens + f.rate_per_second
-                                                * EXTRACT(EPOCH FROM now() - f.tokens_at))),
-                                    2147483647)) END AS allowed
-      FROM (SELECT DISTINCT c.tenant_id, c.flow_key AS key, NULL::integer AS max_concurrency
-              FROM candidates c WHERE c.flow_key IS NOT NULL AND c.status <> 'running'
-            UNION ALL
-            SELECT t.tenant_id, '', t.max_concurrency FROM flow_tenants t) w
-     CROSS JOIN LATERAL (
-        SELECT * FROM flow_control f WHERE f.tenant_id = w.tenant_id AND f.key = w.key
-           FOR UPDATE SKIP LOCKED) f
+-- slot of that flow_control row. cronwire_flow_admit locks the rows (a row lock reads the
+-- latest commit, so replicas claiming at once never admit more than a row allows) and says
+-- which candidates are admitted; one not admitted is not picked: it stays pending,
+-- untouched, for a later claim. The function is called only when some candidate may need
+-- a slot (it has a key, or some tenant has a limit): otherwise this costs the claim one
+-- pass over its candidates and one probe of tenant_limited_idx.
+flow_admission AS (
+    SELECT a.*
+      FROM (SELECT array_agg(c.id) AS ids, array_agg(c.scheduled_for) AS ats,
+                   array_agg(c.tenant_id) AS tenants, array_agg(c.flow_key) AS keys,
+                   array_agg(c.turn) AS turns, array_agg(c.fire_after) AS fire_afters
+              FROM candidates c
+             WHERE c.status <> 'running'
+               AND (EXISTS (SELECT 1 FROM candidates k WHERE k.flow_key IS NOT NULL)
+                    OR COALESCE(current_setting('cronwire.tenant_max_concurrency', true), '') <> ''
+                    OR EXISTS (SELECT 1 FROM tenant t WHERE t.max_concurrency IS NOT NULL))) x
+     CROSS JOIN LATERAL cronwire_flow_admit(x.ids, x.ats, x.tenants, x.keys, x.turns,
+                                            x.fire_afters) a
+     WHERE x.ids IS NOT NULL  -- no candidate may need a slot: the function is not called
 ),
 admitted AS (
-    SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
-           c.attempt_started, c.cancel_requested, c.overlap_policy, c.turn, c.tenant_id,
-           c.flow_key, c.flow_slots, CASE WHEN c.status = 'running' THEN c.flow_slots
-                                          ELSE 0::smallint END AS slots
+    -- slots: what the lease will hold. An expired lease keeps the slots it holds; a run
+    -- the function returned takes the slots it says (read only when it may have: CASE
+    -- evaluates lazily).
+    SELECT c.*,
+           CASE WHEN c.status = 'running' THEN c.flow_slots
+                WHEN c.flow_key IS NULL AND NOT (SELECT EXISTS (SELECT 1 FROM flow_admission))
+                     THEN 0::smallint
+                ELSE COALESCE((SELECT f.slots FROM flow_admission f
+                                WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for),
+                              0::smallint) END AS slots
       FROM candidates c
      WHERE c.status = 'running'
-        OR (c.flow_key IS NULL AND c.tenant_id <> ALL (ARRAY(SELECT tenant_id FROM flow_tenants)))
-    UNION ALL
-    -- The others in claim order, while their key admits more (key_rank), then while
-    -- their tenant does (tenant_rank, counted over the runs their keys admitted). slots:
-    -- 1 the key's, 2 the tenant's.
-    SELECT a.id, a.scheduled_for, a.schedule_id, a.status, a.attempt_count, a.fire_after,
-           a.attempt_started, a.cancel_requested, a.overlap_policy, a.turn, a.tenant_id,
-           a.flow_key, a.flow_slots, a.slots
-      FROM (SELECT k.*, row_number() OVER (PARTITION BY k.tenant_id
-                                           ORDER BY k.turn, k.fire_after) AS tenant_rank
-              FROM (SELECT c.*,
-                           (CASE WHEN c.flow_key IS NOT NULL THEN 1 ELSE 0 END
-                            + CASE WHEN t.tenant_id IS NOT NULL THEN 2 ELSE 0 END)::smallint
-                               AS slots,
-                           row_number() OVER (PARTITION BY c.tenant_id, c.flow_key
-                                              ORDER BY c.turn, c.fire_after) AS key_rank,
-                           kr.allowed AS key_allowed
-                      FROM candidates c
-                      LEFT JOIN flow_tenants t ON t.tenant_id = c.tenant_id
-                      LEFT JOIN flow_rows kr ON kr.tenant_id = c.tenant_id AND kr.key = c.flow_key
-                     WHERE c.status <> 'running'
-                       AND (c.flow_key IS NOT NULL OR t.tenant_id IS NOT NULL)) k
-             WHERE k.flow_key IS NULL OR k.key_rank <= COALESCE(k.key_allowed, 0)) a
-      LEFT JOIN flow_rows tr ON tr.tenant_id = a.tenant_id AND tr.key = ''
-     WHERE a.slots & 2 = 0 OR a.tenant_rank <= COALESCE(tr.allowed, 0)
+        OR NOT EXISTS (SELECT 1 FROM flow_admission f
+                        WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for
+                          AND NOT f.admitted)
 ),
 picked AS (
     SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
