@@ -155,16 +155,15 @@ admitted AS (
     -- evaluates lazily).
     SELECT c.*,
            CASE WHEN c.status = 'running' THEN c.flow_slots
-                WHEN c.flow_key IS NULL AND NOT (SELECT EXISTS (SELECT 1 FROM flow_admission))
-                     THEN 0::smallint
+                WHEN (SELECT NOT EXISTS (SELECT 1 FROM flow_admission)) THEN 0::smallint
                 ELSE COALESCE((SELECT f.slots FROM flow_admission f
                                 WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for),
                               0::smallint) END AS slots
       FROM candidates c
+     -- NOT IN over the refused: one hashed set, not a lookup per candidate.
      WHERE c.status = 'running'
-        OR NOT EXISTS (SELECT 1 FROM flow_admission f
-                        WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for
-                          AND NOT f.admitted)
+        OR (c.id, c.scheduled_for) NOT IN (SELECT f.id, f.scheduled_for FROM flow_admission f
+                                            WHERE NOT f.admitted)
 ),
 picked AS (
     SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
@@ -256,7 +255,8 @@ flow_counted AS (
               FROM (SELECT l.flow_tenant AS tenant_id,
                            CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
                            CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
-                      FROM decided l
+                      FROM (SELECT * FROM decided d
+                             WHERE d.slots <> 0 OR d.held_slots <> 0) l
                      CROSS JOIN (VALUES (1), (2)) AS b(bit)
                      WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
                         OR (l.verdict NOT IN ('lease', 'wait', 'superseded', 'hold')
@@ -676,16 +676,15 @@ admitted AS (
     -- evaluates lazily).
     SELECT c.*,
            CASE WHEN c.status = 'running' THEN c.flow_slots
-                WHEN c.flow_key IS NULL AND NOT (SELECT EXISTS (SELECT 1 FROM flow_admission))
-                     THEN 0::smallint
+                WHEN (SELECT NOT EXISTS (SELECT 1 FROM flow_admission)) THEN 0::smallint
                 ELSE COALESCE((SELECT f.slots FROM flow_admission f
                                 WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for),
                               0::smallint) END AS slots
       FROM candidates c
+     -- NOT IN over the refused: one hashed set, not a lookup per candidate.
      WHERE c.status = 'running'
-        OR NOT EXISTS (SELECT 1 FROM flow_admission f
-                        WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for
-                          AND NOT f.admitted)
+        OR (c.id, c.scheduled_for) NOT IN (SELECT f.id, f.scheduled_for FROM flow_admission f
+                                            WHERE NOT f.admitted)
 ),
 picked AS (
     SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
@@ -777,7 +776,8 @@ flow_counted AS (
               FROM (SELECT l.flow_tenant AS tenant_id,
                            CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
                            CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
-                      FROM decided l
+                      FROM (SELECT * FROM decided d
+                             WHERE d.slots <> 0 OR d.held_slots <> 0) l
                      CROSS JOIN (VALUES (1), (2)) AS b(bit)
                      WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
                         OR (l.verdict NOT IN ('lease', 'wait', 'superseded', 'hold')
@@ -924,16 +924,15 @@ admitted AS (
     -- evaluates lazily).
     SELECT c.*,
            CASE WHEN c.status = 'running' THEN c.flow_slots
-                WHEN c.flow_key IS NULL AND NOT (SELECT EXISTS (SELECT 1 FROM flow_admission))
-                     THEN 0::smallint
+                WHEN (SELECT NOT EXISTS (SELECT 1 FROM flow_admission)) THEN 0::smallint
                 ELSE COALESCE((SELECT f.slots FROM flow_admission f
                                 WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for),
                               0::smallint) END AS slots
       FROM candidates c
+     -- NOT IN over the refused: one hashed set, not a lookup per candidate.
      WHERE c.status = 'running'
-        OR NOT EXISTS (SELECT 1 FROM flow_admission f
-                        WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for
-                          AND NOT f.admitted)
+        OR (c.id, c.scheduled_for) NOT IN (SELECT f.id, f.scheduled_for FROM flow_admission f
+                                            WHERE NOT f.admitted)
 ),
 picked AS (
     SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
@@ -1025,7 +1024,8 @@ flow_counted AS (
               FROM (SELECT l.flow_tenant AS tenant_id,
                            CASE WHEN b.bit = 1 THEN l.flow ELSE '' END AS key,
                            CASE WHEN l.verdict = 'lease' THEN 1 ELSE -1 END AS delta
-                      FROM decided l
+                      FROM (SELECT * FROM decided d
+                             WHERE d.slots <> 0 OR d.held_slots <> 0) l
                      CROSS JOIN (VALUES (1), (2)) AS b(bit)
                      WHERE (l.verdict = 'lease' AND l.held_slots = 0 AND l.slots & b.bit <> 0)
                         OR (l.verdict NOT IN ('lease', 'wait', 'superseded', 'hold')
