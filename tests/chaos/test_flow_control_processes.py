@@ -99,6 +99,31 @@ async def test_three_replicas_never_send_a_key_more_than_its_max_concurrency(
                                                 "replicas_that_delivered": owners}))
 
 
+def _busiest_second(arrivals: list[Arrival]) -> int:
+    """The most requests that arrived within any one second (a sliding window)."""
+    times = sorted(a.arrived_at for a in arrivals)
+    busiest = start = 0
+    for end, at in enumerate(times):
+        while at - times[start] >= 1.0:
+            start += 1
+        busiest = max(busiest, end - start + 1)
+    return busiest
+
+
+async def test_three_replicas_start_no_more_than_the_keys_rate(
+        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet) -> None:
+    replicas = [await fleet.spawn(name, executor_workers=64) for name in ("a", "b", "c")]
+    await _keyed(db_pool, sink.url, 120, rate_per_second=20, burst=5)
+    await sink.wait_for(lambda s: s.unique == 120, within=300)
+    busiest = _busiest_second(sink.arrivals)
+    assert busiest <= 20 + 5
+    assert sink.duplicates == 0
+    for replica in replicas:
+        assert await replica.stop() == 0
+    print("flow_control_rate: " + json.dumps({"runs": 120, "rate_per_second": 20, "burst": 5,
+                                               "busiest_second": busiest}))
+
+
 async def test_a_429_retry_after_holds_the_key_on_every_replica(
         db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet) -> None:
     answered_429: list[float] = []
