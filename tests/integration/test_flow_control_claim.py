@@ -13,6 +13,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
+from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.sql import queries
@@ -200,3 +201,15 @@ async def test_kafka_modes_claims_admit_by_the_same_rules(db_pool: asyncpg.Pool)
     swept = await claims.sweep("k", 10, 30, 0)
     assert swept.runs == ()  # the key is full: the sweeper passes its runs over
     assert (await _flow_row(db_pool, schedule.tenant_id))["in_flight"] == 4
+
+
+async def test_the_waiting_gauge_counts_due_runs_of_keys_that_admit_nothing(
+        db_pool: asyncpg.Pool) -> None:
+    store = PostgresMaintenanceStore(db_pool)
+    full = await _keyed(db_pool, 7, max_concurrency=2)
+    assert await store.flow_waiting() == 0  # nothing in flight yet: the key admits
+    assert len((await PostgresClaimSource(db_pool).claim("a", 20, 30)).runs) == 2
+    assert await store.flow_waiting() == 5
+    other = await seed_schedule(db_pool, full.tenant_id, URL)  # no key: never counted
+    await seed_due_runs(db_pool, other, 3)
+    assert await store.flow_waiting() == 5
