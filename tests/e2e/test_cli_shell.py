@@ -382,6 +382,27 @@ def test_the_scheduling_flags_and_commands_round_trip_through_the_api(
     assert again_once["cron"] is None
 
 
+def test_the_flow_control_flags_round_trip_through_the_api(live: Live, cli: InProcess) -> None:
+    """`schedules create|update --flow-key --max-concurrency --rate-per-second`, and
+    `--no-flow-control`; an update changes only the members it names."""
+    token = cli.ok("tenant", "create", "flows")["token"]
+    created = cli.ok("schedules", "create", "--name", "paced", "--cron", "0 * * * *",
+                     *_hook(live), "--flow-key", "billing", "--max-concurrency", "5",
+                     "--rate-per-second", "2.5", token=token)
+    assert created["flow_control"] == {"key": "billing", "max_concurrency": 5,
+                                       "rate_per_second": 2.5, "burst": None}
+    sid = created["id"]
+    updated = cli.ok("schedules", "update", sid, "--max-concurrency", "2", token=token)
+    assert updated["flow_control"] == {"key": "billing", "max_concurrency": 2,
+                                       "rate_per_second": 2.5, "burst": None}
+    assert "flow_control.max_concurrency" in cli.refused(
+        "schedules", "update", sid, "--max-concurrency", "0", token=token, code=1)
+    cli.refused("schedules", "update", sid, "--no-flow-control", "--flow-key", "x",
+                token=token, code=2)
+    cleared = cli.ok("schedules", "update", sid, "--no-flow-control", token=token)
+    assert cleared["flow_control"] is None
+
+
 def test_runs_replay_repeats_a_failed_run_and_the_dead_letters(live: Live, cli: InProcess) -> None:
     token = cli.ok("tenant", "create", "replayer")["token"]
     closed = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens: every attempt fails
