@@ -104,9 +104,9 @@ async def test_three_replicas_never_send_a_key_more_than_its_max_concurrency(
                                                 "replicas_that_delivered": owners}))
 
 
-def _busiest_second(arrivals: list[Arrival]) -> int:
-    """The most requests that arrived within any one second (a sliding window)."""
-    times = sorted(a.arrived_at for a in arrivals)
+def _busiest_second(instants: list[float]) -> int:
+    """The most instants within any one second (a sliding window)."""
+    times = sorted(instants)
     busiest = start = 0
     for end, at in enumerate(times):
         while at - times[start] >= 1.0:
@@ -120,13 +120,21 @@ async def test_three_replicas_start_no_more_than_the_keys_rate(
     replicas = [await fleet.spawn(name, executor_workers=64) for name in ("a", "b", "c")]
     await _keyed(db_pool, sink.url, 120, rate_per_second=20, burst=5)
     await sink.wait_for(lambda s: s.unique == 120, within=300)
-    busiest = _busiest_second(sink.arrivals)
-    assert busiest <= 20 + 5
+    # On the clock the bucket runs on (the claims' now(), first_attempt_at), the bound is
+    # exact. At the receiver, requests of one second of claims can arrive closer together
+    # by however much their delivery times differ: a quarter of a second of that is
+    # allowed (at 20/s, five requests) on this shared machine.
+    started = [row[0] for row in await db_pool.fetch(
+        "SELECT EXTRACT(EPOCH FROM first_attempt_at)::float8 FROM job_run")]
+    assert _busiest_second(started) <= 20 + 5
+    busiest = _busiest_second([a.arrived_at for a in sink.arrivals])
+    assert busiest <= 20 + 5 + 5
     assert sink.duplicates == 0
     for replica in replicas:
         assert await replica.stop() == 0
     print("flow_control_rate: " + json.dumps({"runs": 120, "rate_per_second": 20, "burst": 5,
-                                               "busiest_second": busiest}))
+                                               "busiest_second_started": _busiest_second(started),
+                                               "busiest_second_at_receiver": busiest}))
 
 
 async def test_a_429_retry_after_holds_the_key_on_every_replica(
