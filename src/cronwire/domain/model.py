@@ -162,6 +162,9 @@ class ScheduleAdvance:
 class PlanDecision:
     runs: list[PlannedRun]
     advances: list[ScheduleAdvance]
+    # Claimed schedules the decision left alone on purpose (the early pass's frequent
+    # ones): not work still due, so they do not make a batch count as full.
+    passed_over: int = 0
 
 
 # (run id, scheduled_for, lease generation): one held lease, as every lease write names it.

@@ -53,8 +53,9 @@ class PlannerStore(Protocol):
         ``decide(schedules, db_now, writable)`` (pure, no I/O; ``writable`` is the span of
         existing job_run partitions around ``db_now``, None if none holds it), insert every planned run with
         ``ON CONFLICT DO NOTHING`` in one multi-row statement and apply every advance.
-        Returns (schedules claimed, runs inserted). Raises StorageError on failure, in
-        which case nothing was written."""
+        Returns (schedules claimed, runs inserted), not counting the claimed schedules the
+        decision passed over (``PlanDecision.passed_over``). Raises StorageError on
+        failure, in which case nothing was written."""
         ...
 
     async def db_now(self) -> datetime:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cronwire.domain.errors import StorageError
-from cronwire.domain.planning import decide
+from cronwire.domain.planning import decide, decide_ahead
 from cronwire.ports import Metrics, PlannerStore
 from cronwire.service.supervisor import LoopCrashed
 
@@ -65,7 +65,7 @@ class Planner:
         self._decide = functools.partial(decide, lookahead_seconds=lookahead_seconds)
         # The early pass only reaches past the look-ahead; no further than it: no early pass.
         self._ahead_seconds = ahead_seconds if ahead_seconds > lookahead_seconds else None
-        self._decide_ahead = functools.partial(decide, lookahead_seconds=ahead_seconds)
+        self._decide_ahead = functools.partial(decide_ahead, ahead_seconds=ahead_seconds)
         self._monotonic = monotonic
         self._concurrency = max(1, concurrency)
         # Set while the last tick came back full: more is due, so helpers tick too (early

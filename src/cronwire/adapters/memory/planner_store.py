@@ -60,7 +60,7 @@ class MemoryPlannerStore:
             schedule.next_fire_at = advance.next_fire_at
             schedule.last_fire_at = advance.last_fire_at
             schedule.updated_at = now
-        return len(due), inserted
+        return len(due) - decision.passed_over, inserted
 
     async def db_now(self) -> datetime:
         return self._db.now()

@@ -21,7 +21,10 @@ FOR UPDATE SKIP LOCKED
 -- one, or they never fired). Their next occurrence is written now, while nothing is due,
 -- instead of all at once when the look-ahead reaches a shared instant (100,000 schedules
 -- on "0 * * * *"). Frequent schedules are left to the look-ahead, so they never have
--- more than the look-ahead's runs written ahead. $2 batch size. Same lock as the claim.
+-- more than the look-ahead's runs written ahead: this filter keeps out those whose last
+-- fire shows it, and the pure decide_ahead passes over the rest (a schedule that never
+-- fired, or a pair of fires close together) by its cron. $2 batch size. Same lock as the
+-- claim.
 SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
        next_fire_at, last_fire_at, starts_at, ends_at, now() AS db_now
 FROM schedule
