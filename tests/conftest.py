@@ -32,15 +32,26 @@ from tests.support.brokers import (
     broker_params,
     own_broker,
 )
-from tests.support.servers import DatabaseFactory, kafka_server, postgres_server
+from tests.support.servers import DatabaseFactory, kafka_server, own_directory, postgres_server
 
 # platformdirs (via testcontainers/embedded packages) warns without XDG_RUNTIME_DIR.
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
 
 @pytest.fixture(scope="session")
-def servers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("servers")
+def servers_dir() -> Iterator[Path]:
+    """Where the session's servers keep their data (see ``own_directory`` for why not
+    under ``tmp_path``)."""
+    with own_directory("cronwire-servers-") as path:
+        yield path
+
+
+@pytest.fixture
+def server_dir() -> Iterator[Path]:
+    """A directory of this test's own for a server's data (an embedded Postgres, a
+    `cronwire serve` home, a load test's --out): see ``own_directory``."""
+    with own_directory() as path:
+        yield path
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ that one line and exits 2. Nothing here performs I/O at import time.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import tomllib
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from cronwire.domain.errors import ConfigError
 
@@ -28,6 +29,7 @@ DELIVERERS = frozenset({"httpx", "lean"})  # ADR 0026: the default and one mains
 LOG_LEVELS = frozenset({"debug", "info", "warning", "error"})
 LOG_FORMATS = frozenset({"auto", "json", "text"})
 DEFAULT_CONFIG_FILE = Path("config/cronwire.toml")
+DEFAULT_HTTP_HOST = "127.0.0.1"
 
 T = TypeVar("T")
 
@@ -36,7 +38,7 @@ T = TypeVar("T")
 class Settings:
     database_url: str | None = None
     home: Path = Path("./.cronwire")
-    http_host: str = "127.0.0.1"
+    http_host: str = DEFAULT_HTTP_HOST
     http_port: int = 8080
     roles: frozenset[str] = frozenset({"api", "planner", "executor"})
     instance_id: str = ""
@@ -66,6 +68,10 @@ class Settings:
     db_pool_size: int = 10
     log_level: str = "info"
     log_format: str = "auto"
+    # Not a variable: set by load_settings when the embedded database serves an API on
+    # loopback only and SCHEDULER_ALLOW_PRIVATE_TARGETS is unset; private targets are then
+    # allowed (ADR 0037). A Settings built by hand is never in dev mode.
+    dev_mode: bool = False
 
     @property
     def lease_seconds(self) -> float:
@@ -284,9 +290,31 @@ def load_settings(
     for field, text in raw.items():
         values[field] = _PARSERS[field](PREFIX + field.upper(), text)
     values.setdefault("instance_id", default_instance_id())
+    if "allow_private_targets" not in values and _dev_mode(values):
+        values.update(allow_private_targets=True, dev_mode=True)
     settings = Settings(**values)
     _check_consistency(settings)
     return settings
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for a listen address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _dev_mode(values: Mapping[str, Any]) -> bool:
+    """Dev mode (ADR 0037): the embedded database (no SCHEDULER_DATABASE_URL) and an API
+    that only this machine can reach. Whoever can call that API can already reach every
+    address this machine can, so allowing private targets gives a tenant nothing new; a
+    database of its own or a non-loopback listen address is a deployment, where they stay
+    refused unless SCHEDULER_ALLOW_PRIVATE_TARGETS=true."""
+    host = values.get("http_host", DEFAULT_HTTP_HOST)
+    return values.get("database_url") is None and is_loopback_host(str(host))
 
 
 def _check_consistency(settings: Settings) -> None:
@@ -301,6 +329,8 @@ _DEFAULT_TEXT = {
     "kafka_replication_factor": "3, or the number of brokers if fewer",
     "home": "./.cronwire",
     "instance_id": "<hostname>-<pid>",
+    "allow_private_targets": "unset: true in dev mode (embedded database, API on loopback), "
+                             "else false",
 }
 
 
@@ -325,3 +355,14 @@ def describe() -> list[tuple[str, str]]:
         for f in fields(Settings)
         if f.name in _PARSERS
     ]
+
+
+def shown_dsn(dsn: str) -> str:
+    """A DSN fit for a message or a log line: the password masked, the query (which may
+    name key files or hold a password too) dropped."""
+    parts = urlsplit(dsn)
+    if parts.password is not None:
+        host = parts.hostname or ""
+        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        parts = parts._replace(netloc=netloc)
+    return urlunsplit(parts._replace(query=""))

@@ -133,7 +133,14 @@ def configure_logging(settings: Settings, stream: IO[str] | None = None) -> None
 
 def warn_about_settings(settings: Settings) -> None:
     """Start-up warnings for settings that weaken a safeguard."""
-    if settings.allow_private_targets:
+    if settings.dev_mode:
+        logging.getLogger("cronwire").warning(
+            "dev mode (embedded database, API on loopback only): loopback and private "
+            "targets are allowed; with SCHEDULER_DATABASE_URL set or SCHEDULER_HTTP_HOST off "
+            "loopback they are refused unless SCHEDULER_ALLOW_PRIVATE_TARGETS=true",
+            extra={"action": "startup.dev_mode"},
+        )
+    elif settings.allow_private_targets:
         logging.getLogger("cronwire").warning(
             "SCHEDULER_ALLOW_PRIVATE_TARGETS=true: the SSRF guard is off; targets on "
             "loopback, private and link-local addresses (cloud metadata included) are allowed",

@@ -12,10 +12,13 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.servers import own_directory
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -52,9 +55,9 @@ def run_chaos(out: Path, mode: str, faults: str) -> tuple[subprocess.CompletedPr
 
 
 @pytest.fixture(scope="module")
-def postgres_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    return run_chaos(tmp_path_factory.mktemp("chaos"), "postgres",
-                     POSTGRES_FAULTS if FULL else POSTGRES_FAULTS_REDUCED)
+def postgres_run() -> Iterator[tuple[subprocess.CompletedProcess[str], dict[str, Any]]]:
+    with own_directory("cronwire-chaos-") as out:  # its Postgres lives there: not tmp_path
+        yield run_chaos(out, "postgres", POSTGRES_FAULTS if FULL else POSTGRES_FAULTS_REDUCED)
 
 
 @pytest.fixture(scope="module")
@@ -173,9 +176,10 @@ def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str) ->
 
 
 @pytest.fixture(scope="module")
-def kafka_scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def kafka_scenarios() -> dict[str, Any]:
     faults = KAFKA_FAULTS if FULL else KAFKA_FAULTS_REDUCED
-    _done, report = run_chaos(tmp_path_factory.mktemp("chaos-kafka"), "kafka", faults)
+    with own_directory("cronwire-chaos-kafka-") as out:
+        _done, report = run_chaos(out, "kafka", faults)
     return dict(report["scenarios"])
 
 

@@ -21,7 +21,8 @@ def test_defaults_match_the_contract() -> None:
     assert (s.planner_tick_seconds, s.planner_lookahead_seconds, s.planner_batch) == (1, 5, 500)
     assert s.executor_batch == 500 and s.delivery_timeout_seconds == 10
     assert s.lease_seconds == 20
-    assert s.allow_private_targets is False and s.auto_migrate is True
+    assert s.dev_mode and s.allow_private_targets  # embedded database, loopback API: ADR 0037
+    assert s.auto_migrate is True
     assert (s.shutdown_grace_seconds, s.retention_months) == (20, 3)
     assert (s.tenant_max_schedules, s.tenant_min_interval_seconds,
             s.tenant_max_body_bytes) == (100_000, 1, 65_536)
@@ -106,3 +107,26 @@ def test_a_malformed_host_in_the_database_url_is_a_config_error(dsn: str) -> Non
     # Found by the config fuzz: urlsplit raised "Invalid IPv6 URL" past the loader.
     with pytest.raises(ConfigError, match="SCHEDULER_DATABASE_URL"):
         load_settings({"SCHEDULER_DATABASE_URL": dsn})
+
+
+@pytest.mark.parametrize(
+    ("environ", "allowed"),
+    [
+        ({}, True),  # dev mode: embedded database, API on loopback
+        ({"SCHEDULER_HTTP_HOST": "localhost"}, True),
+        ({"SCHEDULER_HTTP_HOST": "::1"}, True),
+        ({"SCHEDULER_HTTP_HOST": "0.0.0.0"}, False),  # reachable from elsewhere: a deployment
+        ({"SCHEDULER_HTTP_HOST": "10.1.2.3"}, False),
+        ({"SCHEDULER_DATABASE_URL": "postgresql://db.example/cronwire"}, False),
+        ({"SCHEDULER_ALLOW_PRIVATE_TARGETS": "false"}, False),  # said explicitly: it wins
+        ({"SCHEDULER_DATABASE_URL": "postgresql://db.example/cronwire",
+          "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true"}, True),
+    ],
+)
+def test_private_targets_are_allowed_only_in_dev_mode_unless_said(
+    environ: dict[str, str], allowed: bool,
+) -> None:
+    settings = load_settings(environ)
+    assert settings.allow_private_targets is allowed
+    assert settings.dev_mode is (allowed and "SCHEDULER_ALLOW_PRIVATE_TARGETS" not in environ)
+    assert Settings().allow_private_targets is False and not Settings().dev_mode  # by hand

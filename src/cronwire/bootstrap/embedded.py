@@ -11,10 +11,11 @@ import logging
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
+from cronwire.adapters.embedded.service_user import LINKED_BINARIES
 from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
 
-__all__ = ["FAST_UNSAFE_SETTINGS", "EmbeddedBroker", "EmbeddedPostgres",
+__all__ = ["FAST_UNSAFE_SETTINGS", "LINKED_BINARIES", "EmbeddedBroker", "EmbeddedPostgres",
            "start_embedded_broker", "start_embedded_postgres"]
 
 log = logging.getLogger("cronwire")
@@ -26,8 +27,9 @@ def start_embedded_postgres(settings: Settings) -> tuple[Settings, EmbeddedPostg
         return settings, None
     server = EmbeddedPostgres(settings.home / "postgres")
     dsn = server.start()
-    log.info("embedded postgres (no SCHEDULER_DATABASE_URL): data in %s, dsn %s",
-             server.data_dir, dsn)
+    # Where, never the DSN: log lines end up in places a DSN should not (ADR 0037).
+    log.info("embedded postgres (no SCHEDULER_DATABASE_URL): data in %s, listening on %s:%s",
+             server.data_dir, server.host, server.port)
     return dataclasses.replace(settings, database_url=dsn), server
 
 

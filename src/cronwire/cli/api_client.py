@@ -13,12 +13,17 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from cronwire.domain.errors import ConfigError, CronwireError
 from cronwire.version import version
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx is imported where a request is made, not at module level: it costs more than the
+# rest of the CLI's start-up together, and `--help` or `--version` never sends anything
+# (benchmarks/bench_cli_startup.py).
 
 ENV_URL = "CRONWIRE_URL"
 ENV_TOKEN = "CRONWIRE_TOKEN"
@@ -34,6 +39,8 @@ class ApiFailure(CronwireError):
 
 class ApiClient:
     def __init__(self, base_url: str, token: str, timeout: float) -> None:
+        import httpx
+
         self.base_url = base_url
         self._http = httpx.Client(
             base_url=base_url, timeout=timeout,
@@ -46,6 +53,8 @@ class ApiClient:
 
     def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
              body: Mapping[str, Any] | None = None) -> Any:
+        import httpx
+
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             response = self._http.request(method, path, params=query, json=body)
@@ -123,6 +132,8 @@ def connection_options(url_is_api: bool) -> argparse.ArgumentParser:
 
 
 def client_for(args: argparse.Namespace) -> ApiClient:
+    import httpx
+
     url = (args.api_url or os.environ.get(ENV_URL) or DEFAULT_URL).rstrip("/")
     try:
         parts = httpx.URL(url) if "://" in url else None

@@ -35,7 +35,9 @@ from cronwire.cli.output import (
 )
 from cronwire.cli.runs import add_run_commands
 from cronwire.domain.errors import ConfigError
-from cronwire.domain.schedule_rules import METHODS, MISFIRE_POLICIES
+from cronwire.domain.model import METHODS, MisfirePolicy
+
+MISFIRE_POLICIES = tuple(policy.value for policy in MisfirePolicy)
 
 # ---- flags ---------------------------------------------------------------------------
 

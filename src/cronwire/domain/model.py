@@ -64,6 +64,11 @@ class RetryPolicy:
     max_backoff_seconds: float = 3600.0
 
 
+# The HTTP methods a target may use (here, not in schedule_rules, so the CLI's flags can
+# list them without importing the cron maths).
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     url: str

@@ -24,10 +24,10 @@ from cronwire.domain.errors import (
     RuleViolation,
 )
 from cronwire.domain.model import MAX_ATTEMPTS, MisfirePolicy, RetryPolicy, Target
+from cronwire.domain.model import METHODS as METHODS  # re-exported: api/schemas.py names it here
 from cronwire.domain.netpolicy import validate_target_url
 from cronwire.domain.schedules import ScheduleSpec, TenantLimits
 
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 MISFIRE_POLICIES = tuple(policy.value for policy in MisfirePolicy)
 NAME_MAX_CHARS = 200
 MAX_BACKOFF_SECONDS = 86_400.0

