@@ -50,6 +50,7 @@ def own_directory(prefix: str = "cronwire-test-") -> Iterator[Path]:
     0700, and as root the embedded Postgres runs as ``cronwire-pg``, which would then lose
     its way to the data of a server still running (another run's, or an xdist worker's)."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o711)  # as a project directory is: others may pass through, not list it
     try:
         yield path
     finally:

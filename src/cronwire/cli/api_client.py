@@ -79,6 +79,18 @@ class ApiClient:
                              ) from None
 
 
+def pages(client: ApiClient, path: str, params: Mapping[str, Any],
+          every: bool) -> dict[str, Any]:
+    """One page of a list route, or with ``every`` (``--all``) the items of that page and
+    of every page after it, in order; ``next_cursor`` is the last page's (None at the end)."""
+    page = client.call("GET", path, params=params)
+    items = list(page["items"])
+    while every and page.get("next_cursor"):
+        page = client.call("GET", path, params={**params, "cursor": page["next_cursor"]})
+        items += page["items"]
+    return {"items": items, "next_cursor": page.get("next_cursor")}
+
+
 def _reason(exc: Exception) -> str:
     text = str(exc).strip()
     if "refused" in text.lower():

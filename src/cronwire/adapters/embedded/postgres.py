@@ -19,6 +19,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,11 +95,13 @@ class EmbeddedPostgres:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         user = service_user()
         if user is not None:  # root: the server runs as the service user (service_user.py)
-            for opened in open_parents(user, self.data_dir.parent):
-                log.warning("embedded postgres: gave others search permission (o+x) on %s, "
-                            "so the service user %s reaches %s (Postgres refuses to run as "
-                            "root)", opened, user.pw_name, self.data_dir,
-                            extra={"action": "embedded.opened_directory"})
+            home = self.data_dir.parent  # SCHEDULER_HOME for serve: ours to open quietly
+            for opened in open_parents(user, home):
+                if opened != home:
+                    log.warning("embedded postgres: gave others search permission (o+x) on "
+                                "%s, so the service user %s reaches %s (Postgres refuses to "
+                                "run as root)", opened, user.pw_name, self.data_dir,
+                                extra={"action": "embedded.opened_directory"})
             self._bin = binaries_for(user, _install_dir(), self.data_dir.parent) / "bin"
         if not (self.data_dir / "PG_VERSION").exists():
             self._initdb(user)
@@ -155,16 +158,24 @@ class EmbeddedPostgres:
                  str(self.data_dir / "server.log"), "-o", " ".join(options), "start"],
                 timeout=90,
             )
-        except BaseException:
-            # Interrupted (Ctrl-C) or failed while starting: a server that came up anyway
-            # runs in a session of its own (pg_ctl detaches it) and would outlive us.
-            if self.running_port() is not None:
-                with contextlib.suppress(EmbeddedServerError):
-                    self._run(["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m",
-                               "fast", "stop"], timeout=90)
+        except BaseException as exc:
+            self._stop_half_started(within=2.0 if isinstance(exc, KeyboardInterrupt) else 0)
             raise
         self.started_here = True
         return self.dsn
+
+    def _stop_half_started(self, within: float) -> None:
+        """After a start that was interrupted (Ctrl-C) or failed: a server that came up
+        anyway runs in a session of its own (pg_ctl detaches it) and would outlive us.
+        Interrupted, it may not have written its pid file yet: look for ``within`` s."""
+        deadline = time.monotonic() + within
+        while self.running_port() is None:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
+        with contextlib.suppress(EmbeddedServerError):
+            self._run(["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast",
+                       "stop"], timeout=90)
 
     def stop(self) -> None:
         if not self.started_here:
