@@ -113,3 +113,65 @@ def own_kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Embedd
         yield broker
     finally:
         broker.stop()
+
+
+# -- running in parallel (pytest-xdist, `-n` in pyproject's addopts; ADR 0041) --------
+
+APACHE_FIXTURES = frozenset({"apache_kafka", "apache_kafka_cluster"})
+
+
+def _uses_apache_kafka(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on an Apache Kafka JVM: it asks for one of its session
+    fixtures, or one of its parameters names it (the brokers a test chooses by name)."""
+    if APACHE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return any(isinstance(value, str) and "apache" in value for value in params)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups of tests that `--dist loadgroup` keeps on one worker each:
+    - ``apache-kafka``: every test on an Apache Kafka JVM, so the 1-node and 3-node
+      brokers (session fixtures, a JVM each node) start once, on one worker, not on all;
+    - ``processes``: the chaos and load tests, which run fleets of replica processes
+      against each other's faults and time them; two at once on a 2-core machine starve
+      each other. The rest spreads over the other workers."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        if _uses_apache_kafka(item):
+            item.add_marker(pytest.mark.xdist_group("apache-kafka"))
+        elif item.get_closest_marker("chaos") is not None or "tests/chaos/" in item.nodeid \
+                or "test_loadtest.py" in item.nodeid:
+            item.add_marker(pytest.mark.xdist_group("processes"))
+
+
+# -- what did not run --------------------------------------------------------------
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """After the run: which tests were skipped, grouped by why, so a passing run still
+    says what it did not check (a missing browser, promtool, helm, the `nobody` user's
+    reach, the full-size chaos runs)."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if isinstance(r, pytest.TestReport)]
+    if not skipped:
+        return
+    by_reason: dict[str, list[str]] = {}
+    for report in skipped:
+        by_reason.setdefault(_skip_reason(report), []).append(report.nodeid)
+    terminalreporter.section(f"not run: {len(skipped)} skipped tests, by reason", sep="=",
+                             yellow=True, bold=True)
+    for reason, nodeids in sorted(by_reason.items(), key=lambda entry: -len(entry[1])):
+        terminalreporter.line(f"{len(nodeids):4d} x {reason}", yellow=True)
+        for nodeid in nodeids[:3]:
+            terminalreporter.line(f"         {nodeid}")
+        if len(nodeids) > 3:
+            terminalreporter.line(f"         ... and {len(nodeids) - 3} more")
