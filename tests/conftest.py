@@ -24,6 +24,8 @@ from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.postgres.pool import create_pool
 from tests.support.apache_kafka import KafkaCluster
 from tests.support.brokers import (
+    APACHE,
+    APACHE_CLUSTER,
     KAFKA_BROKERS,
     OWN_BROKERS,
     StandaloneKafka,
@@ -117,34 +119,50 @@ def own_kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Embedd
 
 # -- running in parallel (pytest-xdist, `-n` in pyproject's addopts; ADR 0041) --------
 
-APACHE_FIXTURES = frozenset({"apache_kafka", "apache_kafka_cluster"})
 
-
-def _uses_apache_kafka(item: pytest.Item) -> bool:
-    """Whether ``item`` runs on an Apache Kafka JVM: it asks for one of its session
-    fixtures, or one of its parameters names it (the brokers a test chooses by name)."""
-    if APACHE_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return True
+def _apache_group(item: pytest.Item) -> str | None:
+    """The group of a test on Apache Kafka JVMs, by the brokers it uses: its session
+    fixtures, or a parameter naming them (the brokers a test chooses by name). The 3-node
+    cluster and the single node get a worker each, so each starts once in the run."""
+    names = set(getattr(item, "fixturenames", ()))
     callspec = getattr(item, "callspec", None)
-    params = callspec.params.values() if callspec is not None else ()
-    return any(isinstance(value, str) and "apache" in value for value in params)
+    params = [v for v in (callspec.params.values() if callspec else ()) if isinstance(v, str)]
+    if "apache_kafka_cluster" in names or any(APACHE_CLUSTER in value for value in params):
+        return "apache-kafka-3"
+    if "apache_kafka" in names or any(APACHE in value for value in params):
+        return "apache-kafka-1"
+    return None
 
 
+def _has_module_fixture(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a module-scoped fixture (a server per module, a module's event
+    loop): spread over workers, each worker would set it up again."""
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    return any(defs and defs[-1].scope == "module" for defs in definitions)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups of tests that `--dist loadgroup` keeps on one worker each:
-    - ``apache-kafka``: every test on an Apache Kafka JVM, so the 1-node and 3-node
-      brokers (session fixtures, a JVM each node) start once, on one worker, not on all;
-    - ``processes``: the chaos and load tests, which run fleets of replica processes
-      against each other's faults and time them; two at once on a 2-core machine starve
-      each other. The rest spreads over the other workers."""
+    """Groups that `--dist loadgroup` keeps on one worker each:
+    - ``apache-kafka-3`` / ``apache-kafka-1``: the tests on Apache Kafka's JVMs, so those
+      brokers (session fixtures, a JVM per node) start once in the run, not once a worker;
+    - ``processes``: the chaos and load tests, which time fleets of replica processes under
+      faults; two at once on a 2-core machine starve each other;
+    - one group per module with a module-scoped fixture, which then runs once.
+    The rest spreads over the workers test by test."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
-        if _uses_apache_kafka(item):
-            item.add_marker(pytest.mark.xdist_group("apache-kafka"))
-        elif item.get_closest_marker("chaos") is not None or "tests/chaos/" in item.nodeid \
-                or "test_loadtest.py" in item.nodeid:
-            item.add_marker(pytest.mark.xdist_group("processes"))
+        group = _apache_group(item)
+        if group is None and (item.get_closest_marker("chaos") is not None
+                              or item.nodeid.startswith("tests/chaos/")
+                              or item.nodeid.startswith("tests/e2e/test_loadtest.py")):
+            group = "processes"
+        if group is None and _has_module_fixture(item):
+            group = f"module:{item.nodeid.split('::')[0]}"
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 # -- what did not run --------------------------------------------------------------

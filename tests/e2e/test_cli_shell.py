@@ -10,11 +10,7 @@ import asyncio
 import json
 import os
 import pty
-import queue
-import signal
 import subprocess
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +21,7 @@ import pytest
 from cronwire.adapters.embedded.postgres import EmbeddedPostgres, free_port
 from cronwire.cli.main import main
 from cronwire.version import version
-from tests.support.cli_shell import InProcess, Live
+from tests.support.cli_shell import InProcess, Live, follow_runs
 from tests.support.cli_shell import hook as _hook
 from tests.support.cli_shell import new_tenant as _tenant
 from tests.support.cli_shell import ok as _ok
@@ -221,39 +217,15 @@ def _in_terminal(args: list[str], env: dict[str, str]) -> str:
 
 def test_follow_prints_a_new_run_when_it_arrives(live: Live, cli: InProcess) -> None:
     token = cli.ok("tenant", "create", "follower")["token"]
-    env = live.env(token)
     paused = cli.ok("schedules", "create", "--name", "followed", "--cron", "0 3 * * *",
                     *_hook(live), "--paused", token=token)  # no cron runs: only triggered
-    proc = subprocess.Popen(
-        [cronwire_executable(), "runs", "list", "--follow", "--schedule-id", paused["id"],
-         "--interval", "0.2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []],
-                              daemon=True)
-    reader.start()
-    seen: list[dict[str, Any]] = []
-    try:
+    with follow_runs(["--schedule-id", paused["id"], "--interval", "0.2"],
+                     live.env(token)) as followed:
         run = cli.ok("schedules", "trigger", paused["id"], token=token)
-        # Generous: a loaded 2-core machine delivers late; the loop ends as soon as it shows.
-        deadline = time.monotonic() + 120
-        while not any(r["id"] == run["id"] and r["status"] == "succeeded" for r in seen):
-            assert proc.poll() is None, "--follow exited early"
-            try:
-                seen.append(json.loads(lines.get(timeout=max(0.1, deadline - time.monotonic()))))
-            except queue.Empty:
-                raise AssertionError(f"--follow did not show the run succeed: {seen}") from None
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            _, err = proc.communicate(timeout=120)  # generous: an exit, not a timing
-        finally:  # whatever happened above: no process and no pipe outlives the test
-            if proc.poll() is None:
-                proc.kill()
-                _, err = proc.communicate()
-            reader.join(timeout=30)
+        seen = followed.wait_for(lambda runs: any(
+            r["id"] == run["id"] and r["status"] == "succeeded" for r in runs))
     assert {r["id"] for r in seen} == {run["id"]}  # one run, shown as it changed
-    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert followed.returncode == 130 and "Traceback" not in followed.stderr, followed.stderr
 
 
 def test_operators_list_tenants_and_tokens_and_revoke_on_every_replica(

@@ -8,7 +8,6 @@ imported, while the rest still are, not after a guessed delay."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -20,7 +19,13 @@ import pytest
 
 from cronwire.adapters.embedded.postgres import free_port
 from tests.support.polling import wait_until_sync
-from tests.support.processes import clean_env, cronwire_executable, run_cli, wait_http_ok
+from tests.support.processes import (
+    clean_env,
+    cronwire_executable,
+    run_cli,
+    signal_and_wait,
+    wait_http_ok,
+)
 
 
 class SilentApi:
@@ -46,6 +51,7 @@ class SilentApi:
             self.accepted.set()
 
     def close(self) -> None:
+        self._sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() (close alone does not)
         self._sock.close()
         self._thread.join(timeout=10)
         for conn in self._held:
@@ -66,22 +72,6 @@ def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
 
 
-def _interrupt(proc: subprocess.Popen[str], *, group: bool = False) -> tuple[int, str]:
-    """SIGINT (to the process group, as a terminal's Ctrl-C, when ``group``); the exit
-    status and stderr. Pipes are always closed."""
-    try:
-        if group:
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return proc.returncode, err
-
-
 @pytest.mark.parametrize("args", [["runs", "list", "--follow"], ["tenant", "list"],
                                   ["schedules", "list"]])
 def test_ctrl_c_while_the_cli_imports_is_a_quiet_exit_130(
@@ -96,7 +86,7 @@ def test_ctrl_c_while_the_cli_imports_is_a_quiet_exit_130(
         seen.append(line)
         if "cronwire.config" in line:  # imported by the CLI, more modules still to come
             break
-    code, err = _interrupt(proc)
+    code, err = signal_and_wait(proc)
     trace = "".join(seen) + err
     assert code == 130, trace[-3000:]
     assert "Traceback" not in trace and "KeyboardInterrupt" not in trace
@@ -110,7 +100,7 @@ def test_ctrl_c_while_a_command_waits_on_the_api_is_a_quiet_exit_130(
     try:
         assert silent_api.accepted.wait(timeout=60), "the command never asked the API"
     finally:
-        code, err = _interrupt(proc)
+        code, err = signal_and_wait(proc)
     assert code == 130 and "Traceback" not in err, err
 
 
@@ -149,7 +139,7 @@ def test_ctrl_c_while_serve_starts_leaves_nothing_running(moment: str, server_di
                 if "embedded postgres (no SCHEDULER_DATABASE_URL)" in line:
                     break
     finally:
-        code, err = _interrupt(proc, group=True)
+        code, err = signal_and_wait(proc, group=True)
     output = "".join(seen) + err
     assert code in (130, 0), output[-3000:]  # 0: it got as far as a graceful stop
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output[-3000:]
@@ -165,11 +155,5 @@ def test_ctrl_c_while_serve_starts_leaves_nothing_running(moment: str, server_di
                           env=clean_env(SCHEDULER_HOME=str(home)))
         assert created.returncode == 0, created.stderr
     finally:
-        again.send_signal(signal.SIGTERM)
-        try:
-            _, err = again.communicate(timeout=60)
-        finally:
-            if again.poll() is None:
-                again.kill()
-                again.communicate()
-    assert again.returncode == 0, err[-3000:]
+        code, err = signal_and_wait(again, signal.SIGTERM)
+    assert code == 0, err[-3000:]

@@ -9,13 +9,10 @@ README's port 8080 becomes the test's port, in the commands and as CRONWIRE_URL.
 from __future__ import annotations
 
 import json
-import queue
 import re
 import shlex
 import signal
 import subprocess
-import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +21,7 @@ from typing import Any
 import pytest
 
 from cronwire.adapters.embedded.postgres import free_port
+from tests.support.cli_shell import follow_runs
 from tests.support.processes import clean_env, cronwire_executable, run_cli, wait_http_ok
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -86,37 +84,6 @@ def server(server_dir: Path) -> Iterator[Server]:
     assert proc.returncode == 0, started.log.read_text()[-3000:]
 
 
-def _follow_until_a_run_succeeds(argv: list[str], env: dict[str, str], cwd: Path) -> None:
-    """`runs list --follow` until it shows a succeeded run, then Ctrl-C, as the README
-    says ("Ctrl-C stops")."""
-    proc = subprocess.Popen([cronwire_executable(), *argv[1:]], env=env, cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []],
-                              daemon=True)
-    reader.start()
-    seen: list[dict[str, Any]] = []
-    try:
-        deadline = time.monotonic() + 120  # */10 s: the first fire within 10 s, on a busy box later
-        while not any(run["status"] == "succeeded" for run in seen):
-            assert proc.poll() is None, "--follow exited early"
-            try:
-                seen.append(json.loads(lines.get(timeout=max(0.1, deadline - time.monotonic()))))
-            except queue.Empty:
-                raise AssertionError(f"no run succeeded: {seen}") from None
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            _, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                _, err = proc.communicate()
-            reader.join(timeout=30)
-    assert proc.returncode == 130 and "Traceback" not in err, err
-
-
 def test_the_readme_walkthrough_works_as_written(server: Server) -> None:
     commands, section = walkthrough()
     env = {**server.env, "CRONWIRE_URL": server.url}
@@ -130,8 +97,13 @@ def test_the_readme_walkthrough_works_as_written(server: Server) -> None:
                 value = next(v for v in said.values()
                              if isinstance(v, str) and v.startswith(value.removesuffix("...")))
             env[name] = value
-        elif argv[0] == "cronwire" and "--follow" in argv:
-            _follow_until_a_run_succeeds(argv, env, server.cwd)
+        elif argv[:4] == ["cronwire", "runs", "list", "--follow"]:
+            # Until a run succeeds (*/10 s: within 10 s, later on a busy machine), then
+            # Ctrl-C, as the README says ("Ctrl-C stops").
+            with follow_runs(argv[4:], env, server.cwd) as followed:
+                followed.wait_for(lambda runs: any(r["status"] == "succeeded" for r in runs))
+            assert followed.returncode == 130, followed.stderr
+            assert "Traceback" not in followed.stderr
         elif argv[0] == "cronwire":
             done = run_cli(*argv[1:], env=env, timeout=120)
             assert done.returncode == 0, (argv, done.stderr)

@@ -19,10 +19,7 @@ import uvicorn
 
 from cronwire.api.app import create_app
 from cronwire.bootstrap.container import build_container, init_resources, shutdown_resources
-from cronwire.bootstrap.embedded import (
-    start_embedded_broker,
-    start_embedded_postgres,
-)
+from cronwire.bootstrap.embedded import embedded_broker, embedded_postgres
 from cronwire.bootstrap.factories import check_buildable, database_checks, migrate, uses_kafka
 from cronwire.bootstrap.runtime import Runtime, api_routers, build_runtime, role_loops
 from cronwire.bootstrap.startup import bind_listener, wait_for_database
@@ -146,25 +143,18 @@ def _where(settings: Settings) -> str:
 
 def serve(settings: Settings) -> None:
     """Check what can be checked first (the broker in kafka mode, the listen address), then
-    start the embedded servers, wait for the database, and run the replica."""
+    start the embedded servers, wait for the database, and run the replica. Whatever was
+    started is stopped on the way out, a Ctrl-C during start-up included."""
     check_buildable(settings)
     listener = bind_listener(settings)  # a taken port: one line, exit 2, nothing started
-    embedded = broker = None
+    embedded = settings.embedded_database
     try:
-        settings, embedded = start_embedded_postgres(settings)
-        settings, broker = start_embedded_broker(settings)
-        _run(_start(settings, listener, waits_for_database=embedded is None))
+        with listener, embedded_postgres(settings) as settings, \
+                embedded_broker(settings) as settings:
+            _run(_start(settings, listener, waits_for_database=not embedded))
     except LoopCrashed as crash:
         log.error("replica %s stopped: %s", settings.instance_id, crash)
         raise SystemExit(1) from crash
-    finally:
-        listener.close()
-        if broker is not None:
-            broker.stop()
-            log.info("embedded kafka broker stopped")
-        if embedded is not None:
-            embedded.stop()
-            log.info("embedded postgres stopped")
 
 
 async def _start(settings: Settings, listener: socket.socket, *, waits_for_database: bool) -> None:

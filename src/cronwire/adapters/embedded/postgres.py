@@ -158,10 +158,10 @@ class EmbeddedPostgres:
                  str(self.data_dir / "server.log"), "-o", " ".join(options), "start"],
                 timeout=90,
             )
+            self.started_here = True
         except BaseException as exc:
             self._stop_half_started(within=2.0 if isinstance(exc, KeyboardInterrupt) else 0)
             raise
-        self.started_here = True
         return self.dsn
 
     def _stop_half_started(self, within: float) -> None:
