@@ -165,6 +165,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+class _GroupInNodeId:
+    """pytest-xdist 3.8 tells its controller a test's group by appending ``@group`` to the
+    node id on the worker, through ``item._nodeid``; pytest 9.2 keeps the id in
+    ``item._id`` instead, so the suffix is silently lost and every group is spread like
+    any test (pytest-dev/pytest-xdist#1386, fix pending in #1388). Until then: the suffix
+    is added here, after xdist's own hook, the way #1388 does it."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        from _pytest.nodeid import NodeId
+
+        for item in items:
+            mark = item.get_closest_marker("xdist_group")
+            if mark is None or "@" in item.nodeid or not hasattr(item, "_id"):
+                continue
+            group = mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+            # The suffix in the last name, after any [params], so the id renders the same
+            # however pytest builds it (str, or from its parts).
+            known = item._id
+            last = known.names[-1] + ("" if known.params is None else f"[{known.params}]")
+            item._id = NodeId(path=known.path, names=(*known.names[:-1], f"{last}@{group}"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "loadgroup", False):  # set by xdist, on its workers only
+        config.pluginmanager.register(_GroupInNodeId(), "cronwire-xdist-group-in-node-id")
+
+
 # -- what did not run --------------------------------------------------------------
 
 
@@ -184,7 +212,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     by_reason: dict[str, list[str]] = {}
     for report in skipped:
-        by_reason.setdefault(_skip_reason(report), []).append(report.nodeid)
+        path, _line, name = report.location  # not the node id: it carries an xdist group
+        by_reason.setdefault(_skip_reason(report), []).append(f"{path}::{name}")
     terminalreporter.section(f"not run: {len(skipped)} skipped tests, by reason", sep="=",
                              yellow=True, bold=True)
     for reason, nodeids in sorted(by_reason.items(), key=lambda entry: -len(entry[1])):
