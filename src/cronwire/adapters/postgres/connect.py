@@ -43,7 +43,7 @@ class ServerFinder:
         if writable:
             self.attrs = asked if asked in WRITABLE_ATTRS else "read-write"
         else:
-            self.attrs = asked if asked in WRITABLE_ATTRS else "read-write"
+            self.attrs = asked or "any"
         self._timeout = self._dsn.connect_timeout or timeout
         self._preferred = 0  # the host that suited last time
 
