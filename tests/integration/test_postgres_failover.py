@@ -33,6 +33,7 @@ from cronwire.harness.sink import Reply, Sink, always
 from tests.support.executor_harness import Harness, running
 from tests.support.pg_ha import ha_database, single_host
 from tests.support.polling import wait_until
+from tests.support.processes import clean_env, run_cli
 
 pytestmark = pytest.mark.slow
 # What the harness's own pool raises while there is no primary.
@@ -206,4 +207,23 @@ async def test_the_executor_carries_its_results_through_a_failover(
             assert await _server_port(harness_pool) == pg_pair.standby.port
     finally:
         await harness_pool.close()
+        await pool.close()
+
+
+async def test_the_operator_commands_find_the_primary_of_a_multi_host_url(
+    pg_pair: EmbeddedPostgresPair,
+) -> None:
+    """`cronwire migrate` and `tenant create|list` on a URL that lists the standby first."""
+    dsn = await ha_database(pg_pair)
+    primary, standby = (f"{s.host}:{s.port}" for s in (pg_pair.primary, pg_pair.standby))
+    env = clean_env(SCHEDULER_DATABASE_URL=dsn.replace(f"{primary},{standby}",
+                                                       f"{standby},{primary}"))
+    for command in (["migrate"], ["tenant", "create", "acme"], ["tenant", "list", "--json"]):
+        done = await asyncio.to_thread(run_cli, *command, env=env)
+        assert done.returncode == 0, done.stderr
+    assert "acme" in done.stdout
+    pool = await create_pool(single_host(pg_pair, dsn, standby=False), 1)
+    try:
+        assert await pool.fetchval("SELECT count(*) FROM tenant WHERE name = 'acme'") == 1
+    finally:
         await pool.close()
