@@ -23,9 +23,9 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
+from cronwire.adapters.embedded.postgres_pair import EmbeddedPostgresPair
 from cronwire.adapters.postgres.pool import create_pool
 from tests.support.apache_kafka import KafkaCluster
-from cronwire.adapters.embedded.postgres_pair import EmbeddedPostgresPair
 from tests.support.brokers import (
     KAFKA_BROKERS,
     OWN_BROKERS,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
+
 from cronwire.adapters.postgres.dsn import WRITABLE_ATTRS, DsnError, parse_dsn
 from cronwire.domain.errors import ConfigError
 

@@ -123,7 +123,7 @@ async def test_a_connection_whose_server_turned_read_only_is_dropped_not_written
         await admin.execute("SELECT pg_reload_conf()")
         with pytest.raises(StorageError, match="ReadOnlySQLTransactionError"):
             await store.create("through the fenced connection")
-        with pytest.raises(StorageError, match="turned read-only|no server fits"):
+        with pytest.raises(StorageError, match=r"turned read-only|no server fits"):
             await store.create("on a new connection to the fenced server")
         await asyncio.to_thread(pg_pair.promote)
         await _write_until_it_lands(store, "after the promotion")

@@ -63,7 +63,7 @@ class PostgresDsn:
 
     @property
     def password(self) -> str | None:
-        user, colon, password = self.userinfo.partition(":")
+        _user, colon, password = self.userinfo.partition(":")
         return unquote(password) if colon and password else None
 
     def _url(self, hosts: tuple[Host, ...], userinfo: str, path: str,
