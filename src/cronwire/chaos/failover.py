@@ -23,20 +23,55 @@ from typing import Any
 import asyncpg
 
 from cronwire.chaos.checks import replica_holding_leases
+from cronwire.chaos.proxy import ChaosProxy
 from cronwire.chaos.queries import Q
-from cronwire.chaos.report import Deliveries, Interruption, common_verdict
+from cronwire.chaos.report import (
+    IN_FLIGHT_SLACK_SECONDS,
+    Deliveries,
+    Interruption,
+    common_verdict,
+)
 from cronwire.chaos.scenario import Groups, Scenario
 
 # What a failover manager takes to decide the primary is gone (Patroni's loop_wait is
 # 10 s, a cloud's Multi-AZ a minute or two); well inside the scenario's lease of 10 s.
 DETECTION_SECONDS = 2.0
 PROMOTION_SECONDS = 60.0
+LAG_SECONDS = 1.5  # the asynchronous standby's delay at the kill: what it will lose
 
 
 async def fail_over(s: Scenario) -> None:
+    """A synchronous pair: every acknowledged commit is on the standby at the kill."""
+    await _fail_over(s, None)
+
+
+async def fail_over_lagging(s: Scenario) -> None:
+    """An asynchronous pair whose standby is behind at the kill: its WAL stream goes
+    through a proxy that holds it for LAG_SECONDS before the kill, as a congested link
+    or a busy standby would (an idle async standby is often caught up, and a failover
+    then loses nothing: that proves little)."""
+    assert s.pair is not None
+    primary = s.pair.primary
+    link = await ChaosProxy(primary.host, primary.port, s.rng).start()
+    try:
+        await asyncio.to_thread(s.pair.replicate_through, "127.0.0.1", link.port)
+        await _fail_over(s, link)
+    finally:
+        await link.close()
+
+
+async def _fail_over(s: Scenario, replication: ChaosProxy | None) -> None:
     assert s.pair is not None
     await asyncio.sleep(s.seconds_to(0.35))
-    await replica_holding_leases(s, within=3.0)  # so that requests are in flight
+    held_at = None
+    if replication is not None:
+        held_at = time.time()
+        replication.blackhole()
+        await asyncio.sleep(LAG_SECONDS)
+    # Runs fire on the whole second and the receiver answers 300 ms later: just after a
+    # whole second the claims are in and the requests out, waiting for their answers.
+    await asyncio.sleep(1 - time.time() % 1 + 0.1)
+    await replica_holding_leases(s, within=3.0)
     behind = int(await s.pool.fetchval(Q["chaos_standby_behind_bytes"]))
     leases = {str(r["id"]): (r["lease_generation"], r["attempt_count"])
               for r in await s.pool.fetch(Q["chaos_leases_held"])}
@@ -49,12 +84,14 @@ async def fail_over(s: Scenario) -> None:
     await promoting
     s.figures["fault"] = {
         "synchronous": s.pair.synchronous,
+        "standby_held_back_seconds": LAG_SECONDS if replication is not None else 0,
         "standby_behind_bytes_at_kill": behind,
         "leases_held_at_kill": len(leases),
         "outage_seconds": round(promoted_at - killed_at, 2),
         "lease_seconds": 2 * s.spec.delivery_timeout,
         "killed_at": killed_at,
         "promoted_at": promoted_at,
+        "held_at": held_at,
     }
 
 
@@ -81,6 +118,7 @@ def summarize_failover(s: Scenario, _groups: Groups, seen: Deliveries,
     if "promoted_at" not in own:
         return
     killed_at, promoted_at = own.pop("killed_at"), own.pop("promoted_at")
+    held_at = own.pop("held_at")
     arrivals = sorted(at for times in seen.arrivals.values() for at in times)
     after = [at for at in arrivals if at >= promoted_at]
     own["deliveries_while_away"] = sum(1 for at in arrivals if killed_at <= at < promoted_at)
@@ -90,6 +128,28 @@ def summarize_failover(s: Scenario, _groups: Groups, seen: Deliveries,
     own["runs_due_while_away"] = len(due_meanwhile)
     own["caught_up_seconds_after_promotion"] = round(
         max(seen.first_seen[r] for r in due_meanwhile) - promoted_at, 2) if due_meanwhile else None
+    own.update(_duplicates_by_cause(s, seen, held_at, killed_at))
+
+
+def _duplicates_by_cause(s: Scenario, seen: Deliveries, held_at: float | None,
+                         killed_at: float) -> dict[str, int]:
+    """Each second delivery, by why it happened: its request was in flight at the kill
+    (the lease was held), or the run was first delivered while the standby was held back
+    (its claim or result never reached the standby, so the new primary had it due
+    again), or neither: a broken guarantee."""
+    in_flight = s.interruptions[0].leases if s.interruptions else {}
+    causes = {"in_flight": 0, "unreplicated_commits": 0, "unexplained": 0}
+    for run_id, count in seen.counts.items():
+        if count < 2:
+            continue
+        first = seen.first_seen[run_id]
+        if run_id in in_flight and first <= killed_at + IN_FLIGHT_SLACK_SECONDS:
+            causes["in_flight"] += count - 1
+        elif held_at is not None and held_at <= first <= killed_at + IN_FLIGHT_SLACK_SECONDS:
+            causes["unreplicated_commits"] += count - 1
+        else:
+            causes["unexplained"] += count - 1
+    return {f"duplicates_{cause}": n for cause, n in causes.items()}
 
 
 def failover_verdict(figures: dict[str, Any]) -> list[str]:
@@ -100,10 +160,14 @@ def failover_verdict(figures: dict[str, Any]) -> list[str]:
 
 def async_failover_verdict(figures: dict[str, Any]) -> list[str]:
     """Asynchronous standby: nothing lost, no second run of one occurrence, every replica
-    alive; duplicates (lost results delivered again) are reported, not refused."""
+    alive; a duplicate is allowed only for a request in flight at the kill or a run first
+    delivered while the standby was held back (its commits never reached it)."""
     broken = [f"lost={figures['lost']}"] if figures["lost"] else []
     if figures["unplanned_deliveries"]:
         broken.append(f"unplanned_deliveries={figures['unplanned_deliveries']}")
+    unexplained = figures["fault_figures"].get("duplicates_unexplained", 0)
+    if unexplained:
+        broken.append(f"duplicates_unexplained={unexplained}")
     return broken + _alive_and_resumed(figures)
 
 

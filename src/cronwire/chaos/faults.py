@@ -7,6 +7,7 @@ from __future__ import annotations
 from cronwire.chaos.failover import (
     async_failover_verdict,
     fail_over,
+    fail_over_lagging,
     failover_verdict,
     summarize_failover,
 )
@@ -80,11 +81,11 @@ FAULTS: dict[str, FaultSpec] = {
                           needs_own_postgres=True,
                           about="kill -9 the primary's postmaster, promote its synchronous "
                                 "standby"),
-    "failover-async": FaultSpec(fail_over, verdict=async_failover_verdict,
+    "failover-async": FaultSpec(fail_over_lagging, verdict=async_failover_verdict,
                                 summarize=summarize_failover, delivery_timeout=5.0,
                                 sink_delay_ms=300, pair="async", needs_own_postgres=True,
-                                about="the same with an asynchronous standby (what it had "
-                                      "not received is lost)"),
+                                about="the same with an asynchronous standby held 1.5 s "
+                                      "behind (what it had not received is lost)"),
     "broker-kill": FaultSpec(restart_broker, sink_delay_ms=50, modes=("kafka",),
                              about="kill and restart the broker (its memory is lost), twice"),
     "broker-stall": FaultSpec(stall_broker, sink_delay_ms=50, modes=("kafka",),

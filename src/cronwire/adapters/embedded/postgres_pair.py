@@ -87,6 +87,19 @@ class EmbeddedPostgresPair:
             time.sleep(0.1)
         raise EmbeddedServerError(f"the standby did not stream ({wanted}) within {WAIT_SECONDS}s")
 
+    def replicate_through(self, host: str, port: int) -> None:
+        """Point the standby's WAL stream at ``host:port`` (a proxy in front of the primary,
+        to make the standby fall behind on purpose) and wait until it streams again."""
+        conninfo = f"host={host} port={port} user=postgres application_name=standby"
+        self.sql(self.standby, f"ALTER SYSTEM SET primary_conninfo = '{conninfo}'")
+        self.sql(self.standby, "SELECT pg_reload_conf()")
+        deadline = time.monotonic() + WAIT_SECONDS
+        while self.sql(self.primary, "SELECT count(*) FROM pg_stat_replication WHERE "
+                                     "state = 'streaming' AND application_name = 'standby'") != "1":
+            if time.monotonic() > deadline:
+                raise EmbeddedServerError(f"the standby did not stream through {host}:{port}")
+            time.sleep(0.1)
+
     def kill_primary(self) -> int:
         """SIGKILL the primary's postmaster (its backends notice and exit); returns its pid."""
         running = self.primary.postmaster()
