@@ -61,3 +61,10 @@ FROM pg_stat_replication
 -- name: chaos_in_recovery
 -- A standby until its promotion completes; then the new primary.
 SELECT pg_is_in_recovery()
+
+-- name: chaos_attempts_recorded
+-- How many delivery attempts the database holds for each run of these tenants: after a
+-- failover, a delivery the receiver saw but the new primary has no attempt for is one
+-- whose outcome was lost with the old primary (or never written).
+SELECT run_id, count(*) AS n FROM job_run_attempt WHERE tenant_id = ANY($1::uuid[])
+GROUP BY run_id

@@ -25,12 +25,7 @@ import asyncpg
 from cronwire.chaos.checks import replica_holding_leases
 from cronwire.chaos.proxy import ChaosProxy
 from cronwire.chaos.queries import Q
-from cronwire.chaos.report import (
-    IN_FLIGHT_SLACK_SECONDS,
-    Deliveries,
-    Interruption,
-    common_verdict,
-)
+from cronwire.chaos.report import Deliveries, Interruption, common_verdict
 from cronwire.chaos.scenario import Groups, Scenario
 
 # What a failover manager takes to decide the primary is gone (Patroni's loop_wait is
@@ -63,9 +58,7 @@ async def fail_over_lagging(s: Scenario) -> None:
 async def _fail_over(s: Scenario, replication: ChaosProxy | None) -> None:
     assert s.pair is not None
     await asyncio.sleep(s.seconds_to(0.35))
-    held_at = None
     if replication is not None:
-        held_at = time.time()
         replication.blackhole()
         await asyncio.sleep(LAG_SECONDS)
     # Runs fire on the whole second and the receiver answers 300 ms later: just after a
@@ -91,7 +84,6 @@ async def _fail_over(s: Scenario, replication: ChaosProxy | None) -> None:
         "lease_seconds": 2 * s.spec.delivery_timeout,
         "killed_at": killed_at,
         "promoted_at": promoted_at,
-        "held_at": held_at,
     }
 
 
@@ -118,7 +110,6 @@ def summarize_failover(s: Scenario, _groups: Groups, seen: Deliveries,
     if "promoted_at" not in own:
         return
     killed_at, promoted_at = own.pop("killed_at"), own.pop("promoted_at")
-    held_at = own.pop("held_at")
     arrivals = sorted(at for times in seen.arrivals.values() for at in times)
     after = [at for at in arrivals if at >= promoted_at]
     own["deliveries_while_away"] = sum(1 for at in arrivals if killed_at <= at < promoted_at)
@@ -128,40 +119,47 @@ def summarize_failover(s: Scenario, _groups: Groups, seen: Deliveries,
     own["runs_due_while_away"] = len(due_meanwhile)
     own["caught_up_seconds_after_promotion"] = round(
         max(seen.first_seen[r] for r in due_meanwhile) - promoted_at, 2) if due_meanwhile else None
-    own.update(_duplicates_by_cause(s, seen, held_at, killed_at))
+    own.update(_duplicates_by_cause(s, seen))
 
 
-def _duplicates_by_cause(s: Scenario, seen: Deliveries, held_at: float | None,
-                         killed_at: float) -> dict[str, int]:
-    """Each second delivery, by why it happened: its request was in flight at the kill
-    (the lease was held), or the run was first delivered while the standby was held back
-    (its claim or result never reached the standby, so the new primary had it due
-    again), or neither: a broken guarantee."""
-    in_flight = s.interruptions[0].leases if s.interruptions else {}
-    causes = {"in_flight": 0, "unreplicated_commits": 0, "unexplained": 0}
+def _duplicates_by_cause(s: Scenario, seen: Deliveries) -> dict[str, int]:
+    """Each second delivery of a run, by why it happened. The database after the failover
+    says it: a delivery the receiver saw but the new primary holds no attempt for had its
+    outcome lost (its claim or result was among the commits the standby never received,
+    or it was in flight at the kill and its result could not be written under a lease
+    the new primary did not know). A run delivered again although every delivery of it is
+    recorded was sent a second time after its outcome was safe: a broken guarantee."""
+    recorded: dict[str, int] = s.figures.get("attempts_recorded", {})
+    causes = {"outcome_lost": 0, "unexplained": 0}
     for run_id, count in seen.counts.items():
         if count < 2:
             continue
-        first = seen.first_seen[run_id]
-        if run_id in in_flight and first <= killed_at + IN_FLIGHT_SLACK_SECONDS:
-            causes["in_flight"] += count - 1
-        elif held_at is not None and held_at <= first <= killed_at + IN_FLIGHT_SLACK_SECONDS:
-            causes["unreplicated_commits"] += count - 1
-        else:
-            causes["unexplained"] += count - 1
+        lost_outcomes = max(0, count - recorded.get(run_id, 0))
+        explained = min(count - 1, lost_outcomes)
+        causes["outcome_lost"] += explained
+        causes["unexplained"] += count - 1 - explained
     return {f"duplicates_{cause}": n for cause, n in causes.items()}
+
+
+async def observe_failover(s: Scenario, _groups: Groups) -> None:
+    """The attempts the new primary holds, per run (after the drain, replicas still up)."""
+    tenants = [r["id"] for r in await s.pool.fetch(Q["chaos_tenants"])]
+    rows = await s.pool.fetch(Q["chaos_attempts_recorded"], tenants)
+    s.figures["attempts_recorded"] = {str(r["run_id"]): r["n"] for r in rows}
 
 
 def failover_verdict(figures: dict[str, Any]) -> list[str]:
     """Synchronous standby: the outage's guarantees, and deliveries resumed."""
     broken = common_verdict(figures) + _alive_and_resumed(figures)
+    unexplained = figures["fault_figures"].get("duplicates_unexplained", 0)
+    if unexplained:
+        broken.append(f"duplicates_unexplained={unexplained}")
     return broken
 
 
 def async_failover_verdict(figures: dict[str, Any]) -> list[str]:
     """Asynchronous standby: nothing lost, no second run of one occurrence, every replica
-    alive; a duplicate is allowed only for a request in flight at the kill or a run first
-    delivered while the standby was held back (its commits never reached it)."""
+    alive; a duplicate is allowed only where the new primary lost the earlier outcome."""
     broken = [f"lost={figures['lost']}"] if figures["lost"] else []
     if figures["unplanned_deliveries"]:
         broken.append(f"unplanned_deliveries={figures['unplanned_deliveries']}")

@@ -9,6 +9,7 @@ from cronwire.chaos.failover import (
     fail_over,
     fail_over_lagging,
     failover_verdict,
+    observe_failover,
     summarize_failover,
 )
 from cronwire.chaos.lease_cut import (
@@ -77,12 +78,13 @@ FAULTS: dict[str, FaultSpec] = {
                                  about="SIGTERM and restart one replica after another"),
     # A lease of 10 s: the failover (kill, 2 s to decide, promotion) fits inside it.
     "failover": FaultSpec(fail_over, verdict=failover_verdict, summarize=summarize_failover,
-                          delivery_timeout=5.0, sink_delay_ms=300, pair="sync",
+                          observe=observe_failover, delivery_timeout=5.0, sink_delay_ms=300, pair="sync",
                           needs_own_postgres=True,
                           about="kill -9 the primary's postmaster, promote its synchronous "
                                 "standby"),
     "failover-async": FaultSpec(fail_over_lagging, verdict=async_failover_verdict,
-                                summarize=summarize_failover, delivery_timeout=5.0,
+                                summarize=summarize_failover, observe=observe_failover,
+                                delivery_timeout=5.0,
                                 sink_delay_ms=300, pair="async", needs_own_postgres=True,
                                 about="the same with an asynchronous standby held 1.5 s "
                                       "behind (what it had not received is lost)"),
