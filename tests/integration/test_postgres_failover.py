@@ -95,6 +95,23 @@ async def test_a_standby_listed_first_is_skipped_whatever_the_url_asks(
         await pool.close()
 
 
+async def test_a_standby_that_lacks_the_database_yet_is_passed_over(
+    pg_pair: EmbeddedPostgresPair,
+) -> None:
+    """A database created on the primary that the standby, listed first, has not replayed
+    yet: its "database does not exist" means try the next host, not give up. (It gave up:
+    `cronwire loadtest` on such a URL failed in the replicas' first migration.)"""
+    standby_admin = await asyncpg.connect(pg_pair.standby.dsn)
+    try:
+        await standby_admin.execute("SELECT pg_wal_replay_pause()")
+        dsn = await ha_database(pg_pair)
+        primary, standby = (f"{s.host}:{s.port}" for s in (pg_pair.primary, pg_pair.standby))
+        assert await migrate(dsn.replace(f"{primary},{standby}", f"{standby},{primary}")) == []
+    finally:
+        await standby_admin.execute("SELECT pg_wal_replay_resume()")
+        await standby_admin.close()
+
+
 async def test_a_url_naming_only_the_standby_is_never_written_to(
     pg_pair: EmbeddedPostgresPair,
 ) -> None:

@@ -22,11 +22,13 @@ from cronwire.adapters.postgres.dsn import WRITABLE_ATTRS, parse_dsn
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_SECONDS = 5.0  # per host, unless the URL sets connect_timeout
-# Failures after which the next host is tried. Any other (a wrong password, a database
-# that does not exist) is the same on every host of a pair: raised at once, as libpq does.
-NEXT_HOST_ERRORS = (OSError, TimeoutError, asyncpg.exceptions.TargetServerAttributeNotMatched,
-                    asyncpg.exceptions.CannotConnectNowError,
-                    asyncpg.exceptions.ConnectionDoesNotExistError)
+# Failures after which the next host is tried: every one but a refused login, which is
+# the same on every host of a pair and is raised at once, as libpq does. A server error is
+# a reason to move on: a standby still starting up, or one that has not replayed a CREATE
+# DATABASE yet ("database does not exist"), is no use, and the primary may be next.
+NEXT_HOST_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                    asyncpg.exceptions.TargetServerAttributeNotMatched)
+LOGIN_REFUSED = asyncpg.exceptions.InvalidAuthorizationSpecificationError
 
 
 class NoUsableServer(ConnectionError):
@@ -62,6 +64,8 @@ class ServerFinder:
                 conn = await asyncpg.connect(
                     self._dsn.for_host(index), timeout=timeout,
                     target_session_attrs=self.attrs, **kwargs)
+            except LOGIN_REFUSED:
+                raise
             except NEXT_HOST_ERRORS as exc:
                 failures.append(f"{self._dsn.host_label(index)}: {_reason(exc)}")
                 continue
