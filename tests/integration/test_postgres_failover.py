@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -244,3 +246,20 @@ async def test_the_operator_commands_find_the_primary_of_a_multi_host_url(
         assert await pool.fetchval("SELECT count(*) FROM tenant WHERE name = 'acme'") == 1
     finally:
         await pool.close()
+
+
+async def test_the_load_test_runs_on_a_multi_host_url(
+    pg_pair: EmbeddedPostgresPair, tmp_path: Path
+) -> None:
+    """`cronwire loadtest` against a pair the user runs (the URL lists the standby first):
+    its database, its replicas and its counts all on the primary."""
+    primary, standby = (f"{s.host}:{s.port}" for s in (pg_pair.primary, pg_pair.standby))
+    env = clean_env(SCHEDULER_DATABASE_URL=pg_pair.dsn().replace(f"{primary},{standby}",
+                                                                 f"{standby},{primary}"))
+    done = await asyncio.to_thread(
+        run_cli, "loadtest", "--schedules", "20", "--duration", "3", "--replicas", "2",
+        "--out", str(tmp_path / "loadtest"), env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["planned"] > 0 and summary["lost"] == 0
+    assert summary["delivered"] == summary["planned"]
