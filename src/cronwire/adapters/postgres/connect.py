@@ -59,6 +59,7 @@ class ServerFinder:
         kwargs.pop("dsn", None)
         timeout = kwargs.pop("timeout", None) or self._timeout  # a caller's: per host too
         failures: list[str] = []
+        single = self._dsn.host_count == 1
         for index in self._order():
             try:
                 conn = await asyncpg.connect(
@@ -66,7 +67,12 @@ class ServerFinder:
                     target_session_attrs=self.attrs, **kwargs)
             except LOGIN_REFUSED:
                 raise
+            except asyncpg.exceptions.TargetServerAttributeNotMatched as exc:
+                failures.append(f"{self._dsn.host_label(index)}: {_reason(exc)}")
+                continue
             except NEXT_HOST_ERRORS as exc:
+                if single:
+                    raise  # one server: its own error, as before there were several
                 failures.append(f"{self._dsn.host_label(index)}: {_reason(exc)}")
                 continue
             if index != self._preferred:
