@@ -120,17 +120,17 @@ def summarize_failover(s: Scenario, _groups: Groups, seen: Deliveries,
     own["runs_due_while_away"] = len(due_meanwhile)
     own["caught_up_seconds_after_promotion"] = round(
         max(seen.first_seen[r] for r in due_meanwhile) - promoted_at, 2) if due_meanwhile else None
-    own.update(_duplicates_by_cause(s, seen))
+    own.update(duplicates_by_cause(s.figures.get("attempts_recorded", {}), seen))
 
 
-def _duplicates_by_cause(s: Scenario, seen: Deliveries) -> dict[str, int]:
+def duplicates_by_cause(recorded: dict[str, int], seen: Deliveries) -> dict[str, int]:
     """Each second delivery of a run, by why it happened. The database after the failover
     says it: a delivery the receiver saw but the new primary holds no attempt for had its
     outcome lost (its claim or result was among the commits the standby never received,
     or it was in flight at the kill and its result could not be written under a lease
     the new primary did not know). A run delivered again although every delivery of it is
-    recorded was sent a second time after its outcome was safe: a broken guarantee."""
-    recorded: dict[str, int] = s.figures.get("attempts_recorded", {})
+    recorded was sent a second time after its outcome was safe: a broken guarantee.
+    ``recorded`` maps run id -> attempts the database holds."""
     causes = {"outcome_lost": 0, "unexplained": 0}
     for run_id, count in seen.counts.items():
         if count < 2:
