@@ -106,7 +106,7 @@ async def test_a_standby_that_lacks_the_database_yet_is_passed_over(
     standby_admin = await asyncpg.connect(pg_pair.standby.dsn)
     try:
         await standby_admin.execute("SELECT pg_wal_replay_pause()")
-        dsn = await ha_database(pg_pair)
+        dsn = await ha_database(pg_pair, replayed=False)
         primary, standby = (f"{s.host}:{s.port}" for s in (pg_pair.primary, pg_pair.standby))
         assert await migrate(dsn.replace(f"{primary},{standby}", f"{standby},{primary}")) == []
     finally:

@@ -17,6 +17,7 @@ Typical use (``pg_pair`` and ``async_pg_pair`` are fixtures in tests/conftest.py
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import tempfile
@@ -40,9 +41,14 @@ def postgres_pair(*, synchronous: bool = True) -> Iterator[EmbeddedPostgresPair]
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def ha_database(pair: EmbeddedPostgresPair) -> str:
-    """A fresh migrated database on the pair; its URL names both hosts, primary first."""
-    return await fresh_database(pair.dsn(), f"cw_ha_{uuid.uuid4().hex[:10]}")
+async def ha_database(pair: EmbeddedPostgresPair, *, replayed: bool = True) -> str:
+    """A fresh migrated database on the pair; its URL names both hosts, primary first.
+    With ``replayed`` it returns once the standby shows it, so a test may read there."""
+    name = f"cw_ha_{uuid.uuid4().hex[:10]}"
+    dsn = await fresh_database(pair.dsn(), name)
+    if replayed:
+        await asyncio.to_thread(pair.wait_replayed, name)
+    return dsn
 
 
 def single_host(pair: EmbeddedPostgresPair, dsn: str, *, standby: bool) -> str:

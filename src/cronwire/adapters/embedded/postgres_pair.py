@@ -70,10 +70,10 @@ class EmbeddedPostgresPair:
         self.wait_streaming()
         return self.dsn()
 
-    def sql(self, server: EmbeddedPostgres, statement: str) -> str:
+    def sql(self, server: EmbeddedPostgres, statement: str, database: str = "postgres") -> str:
         """One statement through ``psql`` on ``server``; its output, unaligned."""
         done = server.run_tool(["psql", "-h", server.host, "-p", str(server.port), "-U",
-                                "postgres", "-d", "postgres", "-XAtc", statement])
+                                "postgres", "-d", database, "-XAtc", statement])
         return done.stdout.strip()
 
     def wait_streaming(self) -> None:
@@ -86,6 +86,22 @@ class EmbeddedPostgresPair:
                 return
             time.sleep(0.1)
         raise EmbeddedServerError(f"the standby did not stream ({wanted}) within {WAIT_SECONDS}s")
+
+    def wait_replayed(self, database: str) -> None:
+        """Wait until the standby shows ``database`` with every migration the primary has.
+        A synchronous commit waits for the standby's flush, not its replay: a database
+        just created on the primary may not exist on the standby yet."""
+        count = "SELECT count(*) FROM schema_migration"
+        wanted = self.sql(self.primary, count, database)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            with contextlib.suppress(EmbeddedServerError):
+                if self.sql(self.standby, count, database) == wanted:
+                    return
+            if time.monotonic() > deadline:
+                raise EmbeddedServerError(
+                    f"the standby did not replay database {database} within {WAIT_SECONDS}s")
+            time.sleep(0.05)
 
     def replicate_through(self, host: str, port: int) -> None:
         """Point the standby's WAL stream at ``host:port`` (a proxy in front of the primary,
