@@ -13,12 +13,13 @@ from collections.abc import Iterator
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
+from cronwire.adapters.embedded.postgres_pair import EmbeddedPostgresPair
 from cronwire.adapters.embedded.service_user import LINKED_BINARIES
 from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
 
 __all__ = ["FAST_UNSAFE_SETTINGS", "LINKED_BINARIES", "EmbeddedBroker", "EmbeddedPostgres",
-           "embedded_broker", "embedded_postgres"]
+           "EmbeddedPostgresPair", "embedded_broker", "embedded_postgres"]
 
 log = logging.getLogger("cronwire")
 

