@@ -41,8 +41,10 @@ from tests.support.brokers import (
 from tests.support.pg_ha import postgres_pair
 from tests.support.servers import DatabaseFactory, kafka_server, own_directory, postgres_server
 from tests.support.suite_plugin import (  # noqa: F401  (hooks: pytest finds them by name)
+    pytest_collection_finish,
     pytest_collection_modifyitems,
     pytest_configure,
+    pytest_runtest_teardown,
     pytest_terminal_summary,
 )
 

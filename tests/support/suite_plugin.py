@@ -4,6 +4,8 @@ On its own so that tests/unit/test_suite_plugin.py can run it against a small su
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from tests.support.brokers import APACHE, APACHE_CLUSTER
@@ -114,3 +116,25 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         if len(nodeids) > 3:
             terminalreporter.line(f"         ... and {len(nodeids) - 3} more")
 
+
+# -- leaks attributed to their module -------------------------------------------------
+
+
+@pytest.hookimpl(trylast=True)  # after the fixtures' teardown, before pytest's own
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After a module's last test, collect the garbage: a socket or a file a test left
+    unclosed in a reference cycle then warns (an error under ``filterwarnings = error``)
+    in that module's teardown, not in whichever test the collector happens to run in
+    later (CI saw a socket from an earlier module fail a cron property test). Once per
+    module, and cheap: only what the tests made since the collection is looked at."""
+    if nextitem is None or nextitem.path != item.path:
+        gc.collect()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything alive once the tests are collected (the modules, their classes and
+    functions, pytest's own: ~200,000 objects) lives until the end: frozen, the collector
+    never scans it again. A full collection then costs ~1 ms instead of ~0.5 s, for the
+    per-module collection above and for every one Python runs by itself."""
+    gc.collect()
+    gc.freeze()
