@@ -95,6 +95,19 @@ async def test_waiting_for_a_database_says_what_it_tries_then_names_the_variable
     assert "hunter2" not in message + "".join(said)
 
 
+async def test_waiting_for_a_database_reads_a_failover_pairs_url_as_the_pools_do(
+    admin_dsn: str,
+) -> None:
+    """Several hosts (the first one gone), a connect_timeout and target_session_attrs: the
+    URL `serve` then uses (issue 30). The wait used asyncpg alone, which sends a parameter
+    it does not know (connect_timeout) to the server as a setting: refused for 15 s, then
+    "no database answers"."""
+    real = admin_dsn.split("@", 1)[1].split("/", 1)[0]
+    pair = admin_dsn.replace(real, f"127.0.0.1:{free_port()},{real}")
+    await wait_for_database(f"{pair}?connect_timeout=5&target_session_attrs=read-write",
+                            within=60)
+
+
 @pytest.mark.parametrize(
     "args",
     [["--help"], ["serve", "--help"], ["migrate", "--help"], ["tenant", "--help"],

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from cronwire.adapters.postgres.connect import connect_primary
 from cronwire.adapters.postgres.sql import queries
 
 # Refusals that waiting does not cure: the server answered and said no.
@@ -22,10 +23,12 @@ class Unreachable:
 
 
 async def probe(dsn: str, seconds: float) -> Unreachable | None:
-    """None when a session opens and answers a query within ``seconds``; else why
-    not. Never raises for a connection problem: every one becomes an :class:`Unreachable`."""
+    """None when a session on a writable server opens and answers a query within
+    ``seconds`` (per host: the connector the pools use, so a failover pair's URL and its
+    parameters mean what they mean to them); else why not. Never raises for a connection
+    problem: every one becomes an :class:`Unreachable`."""
     try:
-        conn = await asyncpg.connect(dsn, timeout=seconds)
+        conn = await connect_primary(dsn, timeout=seconds)
     except _LASTING as exc:
         return Unreachable(str(exc), lasting=True)
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
@@ -35,7 +38,10 @@ async def probe(dsn: str, seconds: float) -> Unreachable | None:
     except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError) as exc:
         return Unreachable(_reason(exc, seconds), lasting=False)
     finally:
-        await conn.close(timeout=seconds)
+        try:
+            await conn.close(timeout=seconds)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+            conn.terminate()  # a close that does not finish still frees the socket
     return None
 
 
