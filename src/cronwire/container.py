@@ -7,6 +7,7 @@ swap adapters with ``container.<provider>.override(...)``.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
 from typing import TypeVar, cast
@@ -23,6 +24,7 @@ from cronwire.adapters.kafka.hints import KafkaRunHints
 from cronwire.adapters.kafka.link import KafkaLink
 from cronwire.adapters.kafka.publisher import KafkaRunPublisher
 from cronwire.adapters.metrics import PrometheusMetrics
+from cronwire.adapters.otel.setup import build_tracer
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
@@ -40,12 +42,14 @@ from cronwire.api.context import ApiContext
 from cronwire.composition import uses_kafka
 from cronwire.config import Settings
 from cronwire.domain.schedules import TenantLimits
+from cronwire.ports import Tracer
 from cronwire.service.executor import Executor
 from cronwire.service.hybrid_claims import HybridClaimSource
 from cronwire.service.maintenance import FleetGauges, PartitionKeeper
 from cronwire.service.outbox_relay import OutboxRelay
 from cronwire.service.planner import Planner
 from cronwire.service.supervisor import LoopBody
+from cronwire.version import version
 
 T = TypeVar("T")
 
@@ -66,6 +70,16 @@ async def _deliverer_resource(
         yield deliverer
     finally:
         await deliverer.close()
+
+
+async def _tracer_resource(settings: Settings) -> AsyncIterator[Tracer]:
+    """OpenTelemetry when the standard OTEL_* variables ask for it (ADR 0035), else the
+    port's NoTracer; buffered spans are exported at shutdown."""
+    tracer = build_tracer(os.environ, settings.instance_id, version())
+    try:
+        yield tracer
+    finally:
+        tracer.shutdown()
 
 
 async def _kafka_link_resource(
@@ -124,6 +138,7 @@ class Container(containers.DeclarativeContainer):
     # The system clock unless a chaos run skews it (CRONWIRE_CHAOS_CLOCK_SKEW_SECONDS).
     clock = providers.Singleton(replica_clock)
     metrics = providers.Singleton(PrometheusMetrics)
+    tracer = providers.Resource(_tracer_resource, settings=settings)
 
     db_pool = providers.Resource(
         _pool_resource,
@@ -173,6 +188,7 @@ class Container(containers.DeclarativeContainer):
         batch=settings.provided.planner_batch,
         tick_seconds=settings.provided.planner_tick_seconds,
         lookahead_seconds=settings.provided.planner_lookahead_seconds,
+        tracer=tracer,
     )
 
     # -- kafka mode providers (issue 9): clients owned by Resources, None in postgres mode --
@@ -212,6 +228,7 @@ class Container(containers.DeclarativeContainer):
         lease_seconds=settings.provided.lease_seconds,
         delivery_timeout=settings.provided.delivery_timeout_seconds,
         grace_seconds=settings.provided.shutdown_grace_seconds,
+        tracer=tracer,
     )
 
     # -- api providers --

@@ -8,8 +8,9 @@ Lease rule 3 (seed ADR): every RunStore write on a leased run takes the ``owner`
 applies only where ``claimed_by = owner`` still holds; the return value tells the
 caller which writes landed so it can count lost leases instead of guessing.
 
-Kafka mode's ports live in :mod:`cronwire.ports_kafka` and the tenant API's in
-:mod:`cronwire.ports_tenant`; both are re-exported here, so every port is imported from
+Kafka mode's ports live in :mod:`cronwire.ports_kafka`, the tenant API's in
+:mod:`cronwire.ports_tenant` and observability's (tracing, stats, alerts) in
+:mod:`cronwire.ports_observability`; all are re-exported here, so every port is imported from
 this module.
 """
 
@@ -32,6 +33,7 @@ from cronwire.domain.model import (
 )
 from cronwire.domain.planning import Span
 from cronwire.ports_kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
+from cronwire.ports_observability import Tracer
 from cronwire.ports_tenant import RunHistory, ScheduleStore, TokenVerifier
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "RunStore",
     "ScheduleStore",
     "TokenVerifier",
+    "Tracer",
 ]
 
 

@@ -126,10 +126,12 @@ class ReplicaSet:
         delivery_timeout: float = 2.0,
         grace_seconds: float = 10.0,
         wait_healthy: bool = True,
+        extra_env: dict[str, str] | None = None,
         **settings: Any,
     ) -> Replica:
         """Start ``cronwire serve``; ``settings`` are more SCHEDULER_* values by field name
-        (``executor_workers=64`` sets SCHEDULER_EXECUTOR_WORKERS)."""
+        (``executor_workers=64`` sets SCHEDULER_EXECUTOR_WORKERS); ``extra_env`` other
+        variables verbatim (``OTEL_*``)."""
         port = free_port()
         env = clean_env(
             SCHEDULER_DATABASE_URL=self.database_url,
@@ -141,6 +143,7 @@ class ReplicaSet:
             SCHEDULER_SHUTDOWN_GRACE_SECONDS=str(grace_seconds),
             SCHEDULER_AUTO_MIGRATE="false",
             **{f"SCHEDULER_{name.upper()}": str(value) for name, value in settings.items()},
+            **(extra_env or {}),
         )
         log_path = self.log_dir / f"replica-{instance_id}.log"
         log = log_path.open("wb")

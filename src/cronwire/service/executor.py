@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -37,7 +38,8 @@ from cronwire.domain.delivery import DeliveryResult
 from cronwire.domain.errors import RequestNotSent, StorageError
 from cronwire.domain.model import ClaimBatch, ClaimedRun, RunStatus
 from cronwire.domain.retry import Uniform, resolve_attempt
-from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
+from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore, Tracer
+from cronwire.ports_observability import TRACING_OFF
 from cronwire.service.breaker_gate import BreakerGate, report_open_breakers
 from cronwire.service.claim_wake import ClaimWake
 from cronwire.service.drain import abandon, drain
@@ -71,6 +73,7 @@ class Executor:
         max_write_batch: int = 500,
         rng: Uniform | None = None,
         signals: ExecutorSignals | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self._claims = claim_source
         self._runs = run_store
@@ -90,6 +93,8 @@ class Executor:
         self._max_write_batch = max_write_batch
         self._rng = rng or random.Random()
         self._signals = signals or quiet_signals()
+        # Off: the hot path reads this one attribute and calls nothing else (ADR 0035).
+        self._tracer: Tracer = tracer or TRACING_OFF
         # Claim when a quarter of the slots are idle, or after a short gathering wait:
         # fewer, larger claims at full load; no starvation when most slots are busy.
         self._claim_threshold = max(1, min(batch, workers) // 4)
@@ -110,6 +115,7 @@ class Executor:
         self._writer = ResolutionWriter(
             run_store, breaker_store, owner=owner, breaker_policy=self._policy,
             on_written=self._written, lease_seconds=lease_seconds, max_batch=max_write_batch,
+            tracer=self._tracer,
         )
 
     @property
@@ -184,6 +190,7 @@ class Executor:
             asked_at = self._clock.now()
             # Read before the claim leaves: no stall after this line can move it later.
             send_by = send_deadline(self._clock.monotonic(), self._lease_seconds)
+            claim_started = time.time_ns() if self._tracer.enabled else 0
             try:
                 runs = await self._claims.claim(self._owner, limit, self._lease_seconds)
             except StorageError:
@@ -200,6 +207,9 @@ class Executor:
                 sources = runs.sources if isinstance(runs, ClaimBatch) else ()
                 for source, count in sources or ((self._claims.name, len(runs)),):
                     self._metrics.claims(source, count)
+                if self._tracer.enabled:
+                    self._tracer.claim(claim_started, time.time_ns(), source=self._claims.name,
+                                       runs=runs)
                 await self._admit(runs, send_by)
             if len(runs) < limit:
                 # Nothing more now: until the next run is due, a freed slot or a hint.
@@ -331,14 +341,19 @@ class Executor:
         attempt is recorded as a retryable failure rather than leaving a lease that is
         renewed for ever with nothing in flight."""
         started_at = self._clock.now()
+        tracing = self._tracer.enabled
+        request = request_for(run, self._delivery_timeout, send_by,
+                              self._tracer.traceparent(run) if tracing else None)
         try:
-            return await self._deliverer.deliver(
-                request_for(run, self._delivery_timeout, send_by))
+            result = await self._deliverer.deliver(request)
         except RequestNotSent:
             raise
         except Exception as exc:
             log.exception("deliverer raised for run %s", run.id)
-            return internal_failure(exc, started_at, self._clock.now())
+            result = internal_failure(exc, started_at, self._clock.now())
+        if tracing:
+            self._tracer.attempt(run, request, result)
+        return result
 
     def _lease_lost(self, lease: Lease) -> None:
         self._metrics.lease_lost()
