@@ -34,6 +34,7 @@ from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import replica_clock
@@ -234,6 +235,7 @@ class Container(containers.DeclarativeContainer):
     # -- api providers --
     schedule_store = providers.Singleton(PostgresScheduleStore, pool=db_pool)
     run_history = providers.Singleton(PostgresRunHistory, pool=db_pool)
+    stats_reader = providers.Singleton(PostgresStatsReader, pool=db_pool)
 
 
 def build_container(settings: Settings) -> Container:
@@ -291,6 +293,7 @@ async def build_runtime(container: Container) -> Runtime:
     settings: Settings = container.settings()
     tenants = await resolved(container.tenant_store)
     schedules = await resolved(container.schedule_store)
+    stats: PostgresStatsReader = await resolved(container.stats_reader)
     runs = await resolved(container.run_history)
     return Runtime(
         settings=settings,
@@ -305,6 +308,7 @@ async def build_runtime(container: Container) -> Runtime:
             check_url=container.target_guard().check_url,
             default_limits=default_limits(settings),
             max_request_bytes=settings.api_max_request_bytes,
+            stats=stats,
         ),
     )
 

@@ -33,7 +33,7 @@ from cronwire.domain.model import (
 )
 from cronwire.domain.planning import Span
 from cronwire.ports_kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
-from cronwire.ports_observability import Tracer
+from cronwire.ports_observability import StatsReader, Tracer
 from cronwire.ports_tenant import RunHistory, ScheduleStore, TokenVerifier
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "RunPublisher",
     "RunStore",
     "ScheduleStore",
+    "StatsReader",
     "TokenVerifier",
     "Tracer",
 ]

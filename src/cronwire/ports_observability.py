@@ -15,6 +15,7 @@ from uuid import UUID
 
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
 from cronwire.domain.model import ClaimedRun, RunStatus
+from cronwire.domain.stats import ScheduleStats
 
 
 class Tracer(Protocol):
@@ -86,4 +87,14 @@ class NoTracer:
 
 TRACING_OFF: Tracer = NoTracer()
 
-__all__ = ["TRACING_OFF", "NoTracer", "Tracer"]
+__all__ = ["TRACING_OFF", "NoTracer", "StatsReader", "Tracer"]
+
+
+class StatsReader(Protocol):
+    """Per-schedule figures over the run history (reads only)."""
+
+    async def schedule_stats(self, schedule_id: UUID, window: str,
+                             window_seconds: int) -> ScheduleStats:
+        """Stats of one schedule's runs in the last ``window_seconds`` (database clock).
+        The caller has checked that the schedule is the tenant's. Raises StorageError."""
+        ...

@@ -11,6 +11,7 @@ from cronwire.api.context import ApiContext
 from cronwire.api.docs import docs_router
 from cronwire.api.errors import install_error_handlers
 from cronwire.api.ops import ReadinessCheck, ops_router
+from cronwire.api.routes_insight import insight_router
 from cronwire.api.routes_runs import runs_router
 from cronwire.api.routes_schedules import schedules_router
 
@@ -32,7 +33,10 @@ OPENAPI_TAGS = [
 
 def build_tenant_routers(ctx: ApiContext) -> list[APIRouter]:
     """The `/v1` routers, wired to the stores in ``ctx``, and the console over them."""
-    return [schedules_router(ctx), runs_router(ctx), console_router()]
+    routers = [schedules_router(ctx), runs_router(ctx)]
+    if ctx.stats is not None:
+        routers.append(insight_router(ctx))
+    return [*routers, console_router()]
 
 
 def create_app(

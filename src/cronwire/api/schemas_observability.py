@@ -1,0 +1,45 @@
+"""Bodies of the observability routes (issue 26): stats, explain, alerts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EXAMPLE_STATS: dict[str, Any] = {
+    "window": "24h", "occurrences": 1440, "succeeded": 1420, "failed": 12,
+    "skipped": {"overlap": 0, "misfire": 8}, "cancelled": 0, "success_rate": 0.9916,
+    "fire_lag_ms": {"p50": 18.0, "p95": 41.0, "p99": 90.0},
+    "duration_ms": {"p50": 120, "p95": 480, "p99": 1300},
+    "consecutive_failures": 0, "last_success_at": "2027-03-28T01:00:00.140Z",
+    "last_failure_at": "2027-03-27T17:00:02.310Z",
+}
+
+
+class PercentilesOut(BaseModel):
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+class ScheduleStatsOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [EXAMPLE_STATS]})
+
+    window: str = Field(description="1h, 24h, 7d or 30d: runs whose scheduled_for lies in "
+                        "the last window (database clock), every trigger counted.")
+    occurrences: int = Field(description="Runs in the window.")
+    succeeded: int
+    failed: int
+    skipped: dict[str, int] = Field(description="Skipped runs by skip reason.")
+    cancelled: int
+    success_rate: float | None = Field(description="succeeded / (succeeded + failed); "
+                                       "null when no run finished.")
+    fire_lag_ms: PercentilesOut = Field(description="First attempt start minus "
+                                        "scheduled_for, of the runs that started.")
+    duration_ms: PercentilesOut = Field(description="Duration of the attempt that ended "
+                                        "each finished run.")
+    consecutive_failures: int = Field(description="Failed runs since the latest success "
+                                      "(not limited to the window).")
+    last_success_at: datetime | None
+    last_failure_at: datetime | None
