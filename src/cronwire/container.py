@@ -25,6 +25,8 @@ from cronwire.adapters.kafka.link import KafkaLink
 from cronwire.adapters.kafka.publisher import KafkaRunPublisher
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.otel.setup import build_tracer
+from cronwire.adapters.postgres.alert_outbox import PostgresAlertOutbox
+from cronwire.adapters.postgres.alert_store import PostgresAlertStore
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
@@ -44,6 +46,7 @@ from cronwire.composition import uses_kafka
 from cronwire.config import Settings
 from cronwire.domain.schedules import TenantLimits
 from cronwire.ports import Tracer
+from cronwire.service.alert_dispatcher import AlertDispatcher
 from cronwire.service.executor import Executor
 from cronwire.service.hybrid_claims import HybridClaimSource
 from cronwire.service.maintenance import FleetGauges, PartitionKeeper
@@ -237,6 +240,17 @@ class Container(containers.DeclarativeContainer):
     run_history = providers.Singleton(PostgresRunHistory, pool=db_pool)
     stats_reader = providers.Singleton(PostgresStatsReader, pool=db_pool)
 
+    # -- alerts (every replica: late is noticed even when no executor is healthy) --
+    alert_store = providers.Singleton(PostgresAlertStore, pool=db_pool)
+    alert_dispatcher = providers.Singleton(
+        AlertDispatcher, outbox=providers.Singleton(PostgresAlertOutbox, pool=db_pool),
+        deliverer=deliverer,
+        owner=settings.provided.instance_id,
+        interval_seconds=settings.provided.alert_check_seconds,
+        delivery_timeout=settings.provided.delivery_timeout_seconds,
+        retry_initial_seconds=settings.provided.alert_retry_initial_seconds,
+    )
+
 
 def build_container(settings: Settings) -> Container:
     return Container(settings=settings)
@@ -294,6 +308,7 @@ async def build_runtime(container: Container) -> Runtime:
     tenants = await resolved(container.tenant_store)
     schedules = await resolved(container.schedule_store)
     stats: PostgresStatsReader = await resolved(container.stats_reader)
+    alerts: PostgresAlertStore = await resolved(container.alert_store)
     runs = await resolved(container.run_history)
     return Runtime(
         settings=settings,
@@ -309,6 +324,7 @@ async def build_runtime(container: Container) -> Runtime:
             default_limits=default_limits(settings),
             max_request_bytes=settings.api_max_request_bytes,
             stats=stats,
+            alerts=alerts,
         ),
     )
 
@@ -333,4 +349,5 @@ async def role_loops(container: Container, settings: Settings) -> dict[str, Loop
     # -- maintenance (every replica) --
     loops["partitions"] = (await resolved(container.partition_keeper)).run
     loops["gauges"] = (await resolved(container.fleet_gauges)).run
+    loops["alerts"] = (await resolved(container.alert_dispatcher)).run
     return loops

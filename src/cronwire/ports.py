@@ -33,10 +33,12 @@ from cronwire.domain.model import (
 )
 from cronwire.domain.planning import Span
 from cronwire.ports_kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
-from cronwire.ports_observability import StatsReader, Tracer
+from cronwire.ports_observability import AlertOutbox, AlertStore, StatsReader, Tracer
 from cronwire.ports_tenant import RunHistory, ScheduleStore, TokenVerifier
 
 __all__ = [
+    "AlertOutbox",
+    "AlertStore",
     "BreakerStore",
     "ClaimSource",
     "Clock",

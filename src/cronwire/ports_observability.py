@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from typing import Protocol
 from uuid import UUID
 
+from cronwire.domain.alerts import (
+    AlertDestination,
+    AlertEvent,
+    AlertResolution,
+    ClaimedAlert,
+    EventAttempt,
+)
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
+from cronwire.domain.keyset import RunKey
 from cronwire.domain.model import ClaimedRun, RunStatus
 from cronwire.domain.stats import ScheduleStats
 
@@ -87,7 +95,7 @@ class NoTracer:
 
 TRACING_OFF: Tracer = NoTracer()
 
-__all__ = ["TRACING_OFF", "NoTracer", "StatsReader", "Tracer"]
+__all__ = ["TRACING_OFF", "AlertOutbox", "AlertStore", "NoTracer", "StatsReader", "Tracer"]
 
 
 class StatsReader(Protocol):
@@ -97,4 +105,43 @@ class StatsReader(Protocol):
                              window_seconds: int) -> ScheduleStats:
         """Stats of one schedule's runs in the last ``window_seconds`` (database clock).
         The caller has checked that the schedule is the tenant's. Raises StorageError."""
+        ...
+
+
+class AlertStore(Protocol):
+    """A tenant's alert destination and its event history (the API's side). Every method
+    is confined to ``tenant_id``. Raises StorageError."""
+
+    async def set_destination(self, tenant_id: UUID, url: str, events: Sequence[str],
+                              signing_secret: str) -> AlertDestination:
+        """Create or replace the destination (a new secret each time)."""
+        ...
+
+    async def destination(self, tenant_id: UUID) -> AlertDestination | None: ...
+
+    async def list_events(
+        self, tenant_id: UUID, *, before: RunKey | None, limit: int
+    ) -> Sequence[tuple[AlertEvent, tuple[EventAttempt, ...]]]:
+        """Events newest first, keyset on (created_at, id), each with its attempts."""
+        ...
+
+
+class AlertOutbox(Protocol):
+    """The dispatcher's side: detect late schedules, claim events, record attempts.
+    Raises StorageError."""
+
+    async def check_late(self, horizon_seconds: float) -> int:
+        """Flip the late state of every schedule whose lateness changed and insert one
+        ``schedule.late`` event per schedule that became late (exactly one across
+        replicas checking at once). Returns the events inserted."""
+        ...
+
+    async def claim(self, owner: str, limit: int, lease_seconds: float) -> Sequence[ClaimedAlert]:
+        """Lease up to ``limit`` due events (SKIP LOCKED), each as its next attempt; ends
+        abandoned final attempts as failed first."""
+        ...
+
+    async def resolve(self, owner: str, resolution: AlertResolution) -> bool:
+        """Write one attempt's end and evidence where the lease is still ours; True if it
+        landed."""
         ...

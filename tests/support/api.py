@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.postgres.alert_store import PostgresAlertStore
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
@@ -90,6 +91,7 @@ def api_context(pool: asyncpg.Pool, *, allow_private: bool = True,
         default_limits=limits,
         max_request_bytes=max_request_bytes,
         stats=PostgresStatsReader(pool),
+        alerts=PostgresAlertStore(pool),
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cronwire.domain.schedules import TenantLimits
-from cronwire.ports import RunHistory, ScheduleStore, StatsReader, TokenVerifier
+from cronwire.ports import AlertStore, RunHistory, ScheduleStore, StatsReader, TokenVerifier
 from cronwire.service.schedule_commands import UrlCheck
 
 
@@ -21,3 +21,4 @@ class ApiContext:
     secret_overlap_seconds: int = 24 * 3600
     # Issue 26's readers and stores; their routes are served only when given.
     stats: StatsReader | None = None
+    alerts: AlertStore | None = None

@@ -43,3 +43,61 @@ class ScheduleStatsOut(BaseModel):
                                       "(not limited to the window).")
     last_success_at: datetime | None
     last_failure_at: datetime | None
+
+
+class AlertsPut(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"url": "https://example.com/cronwire-alerts",
+         "events": ["schedule.failing", "schedule.recovered", "schedule.late"]}]})
+
+    url: str = Field(description="Absolute http(s) URL; the same address policy as "
+                     "schedule targets.", json_schema_extra={"format": "uri", "maxLength": 2048})
+    events: list[str] | None = Field(None, description="Event types to deliver; null or "
+                                     "empty: all of them.")
+
+
+class AlertsOut(BaseModel):
+    url: str
+    events: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+
+class AlertsSet(AlertsOut):
+    signing_secret: str = Field(description="Shown once: verify alert deliveries with it "
+                                "(Standard Webhooks). Every PUT issues a new one.")
+
+
+class EventAttemptOut(BaseModel):
+    attempt: int
+    started_at: datetime
+    finished_at: datetime
+    outcome: str
+    status_code: int | None
+    error: str | None
+    duration_ms: int
+    response_excerpt: str | None
+
+
+class AlertEventOut(BaseModel):
+    id: str
+    type: str
+    tenant_id: str
+    schedule_id: str
+    schedule_name: str
+    run_id: str | None
+    at: datetime
+    detail: dict[str, Any]
+    status: str = Field(description="pending, delivering, retrying, delivered, failed, or "
+                        "undelivered (no destination for this type when it happened).")
+    attempt_count: int
+    last_status_code: int | None
+    last_error: str | None
+    delivered_at: datetime | None
+    created_at: datetime
+    attempts: list[EventAttemptOut]
+
+
+class AlertEventPage(BaseModel):
+    items: list[AlertEventOut]
+    next_cursor: str | None
