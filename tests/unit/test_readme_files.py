@@ -1,5 +1,6 @@
-"""Every file or directory the README names exists in the repository (a new user follows
-those names: a missing one is a broken promise, like the ARCHITECTURE.md it once named)."""
+"""Every file or directory the README and the docs/ pages name exists in the repository (a
+reader follows those names: a missing one is a broken promise, like the ARCHITECTURE.md the
+README once named)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ BASES = [ROOT, ROOT / "src" / "cronwire", ROOT / "src"]
 # Named as a place for the user's own file, or a file a command writes when it runs (the
 # load test's report, the browser tests' screenshots), not as a file the repository ships.
 USER_FILES = {"config/cronwire.toml", "report.png", "report.json", "test-artifacts/browser/"}
+DOCS = sorted((ROOT / "docs").glob("*.md"))
 
 
 def named_paths(text: str) -> set[str]:
@@ -45,3 +47,14 @@ def test_every_file_the_readme_names_exists() -> None:
     assert "ADRs/" in names and "config/cronwire.example.toml" in names  # the scan works
     missing = sorted(name for name in names - USER_FILES if not exists(name))
     assert not missing, f"README.md names files that do not exist: {missing}"
+
+
+def test_every_file_the_docs_pages_name_exists() -> None:
+    assert DOCS, "no docs/*.md found"
+    missing: list[str] = []
+    for page in DOCS:
+        names = named_paths(page.read_text(encoding="utf-8"))
+        # A name beside the page (console-schedules.png) is read from docs/ itself.
+        missing += [f"{page.name}: {name}" for name in sorted(names - USER_FILES)
+                    if not exists(name) and not (page.parent / name).exists()]
+    assert not missing, f"docs pages name files that do not exist: {missing}"

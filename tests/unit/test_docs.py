@@ -1,0 +1,130 @@
+"""The documentation stays navigable and true to the code: the README's configuration table
+lists exactly the settings config.py reads, with their defaults; every relative link and
+anchor in the README, docs/ and the ADR index lands somewhere; every docs page is on the
+README's map; every ADR is in the index with the status its file states."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cronwire.config import PREFIX, describe
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+ADRS = ROOT / "ADRs"
+# Read by load_settings itself (it names the file the other settings come from), so it is
+# not one of the Settings fields that describe() lists.
+CONFIG_FILE_VARIABLE = f"{PREFIX}CONFIG_FILE"
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.M)
+VARIABLE = re.compile(rf"`({PREFIX}[A-Z_]+)`")
+
+
+# CONTRACT.md: the README starts with exactly these two set-up commands, in this order.
+SET_UP_COMMANDS = [
+    "python -m pip install -e '.[dev]' && cronwire serve",
+    "python -m pip install -e '.[dev]' && python -m pytest",
+]
+
+
+def test_the_readme_starts_with_the_two_set_up_commands() -> None:
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"^```\w*\n(.*?)\n```", text, re.M | re.S)
+    assert blocks[:2] == SET_UP_COMMANDS
+    assert text.index("```") < text.index("\n## "), "the commands come before any section"
+
+
+def _section(text: str, title: str) -> str:
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:] if end == -1 else text[start:end]
+
+
+def _configuration_rows() -> dict[str, str]:
+    """variable -> its row's default cell, from the README's Configuration table."""
+    rows: dict[str, str] = {}
+    for line in _section(README.read_text(encoding="utf-8"), "Configuration").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) < 3:
+            continue
+        for name in VARIABLE.findall(cells[0]):
+            rows[name] = cells[1]
+    return rows
+
+
+def test_the_readme_table_lists_exactly_the_settings_config_reads() -> None:
+    documented = set(_configuration_rows())
+    read = {name for name, _default in describe()} | {CONFIG_FILE_VARIABLE}
+    assert len(read) > 20  # describe() found the settings
+    assert not read - documented, f"settings missing from the README table: {sorted(read - documented)}"
+    assert not documented - read, f"README table names unknown settings: {sorted(documented - read)}"
+
+
+def test_the_readme_table_gives_each_settings_default() -> None:
+    rows = _configuration_rows()
+    for name, default in describe():
+        if " " in default or ":" in default:  # worded defaults ("unset: embedded ...")
+            continue
+        assert f"`{default}`" in rows[name], f"{name}: README default {rows[name]!r}, code {default!r}"
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"[`*]", "", heading).strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    return {slug(heading) for heading in HEADING.findall(text)}
+
+
+def _pages() -> list[Path]:
+    return [README, ADRS / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def test_every_relative_link_and_anchor_resolves() -> None:
+    broken: list[str] = []
+    for page in _pages():
+        for target in LINK.findall(FENCE.sub("", page.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z]+:", target):  # http:, https:, mailto: are not ours to check
+                continue
+            path, _, anchor = target.partition("#")
+            landing = (page.parent / path).resolve() if path else page
+            if not landing.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and landing.suffix == ".md" and anchor not in _anchors(landing):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_readme_maps_every_docs_page() -> None:
+    linked = set(LINK.findall(README.read_text(encoding="utf-8")))
+    assert DOCS.joinpath("operating.md").exists()  # the glob below sees the pages
+    missing = [p.name for p in DOCS.glob("*.md") if f"docs/{p.name}" not in linked]
+    assert not missing, f"docs pages the README's map does not link: {missing}"
+
+
+def _status(adr: Path) -> str:
+    match = re.search(r"^Status:\s*(\w+)", adr.read_text(encoding="utf-8"), re.M)
+    assert match, f"{adr.name} has no Status: line"
+    return match.group(1).lower()
+
+
+def test_every_adr_is_indexed_with_the_status_its_file_states() -> None:
+    index = (ADRS / "README.md").read_text(encoding="utf-8")
+    rows = {m.group(1): m.group(2).lower() for m in
+            re.finditer(r"^\|\s*\[\d{4}\]\(([^)]+)\)\s*\|[^|]*\|\s*(\w+)", index, re.M)}
+    records = sorted(p for p in ADRS.glob("[0-9][0-9][0-9][0-9]-*.md"))
+    assert len(records) > 20
+    for adr in records:
+        assert adr.name in rows, f"ADRs/README.md does not list {adr.name}"
+        assert rows[adr.name] == _status(adr), (
+            f"{adr.name}: the index says {rows[adr.name]!r}, the file says {_status(adr)!r}")
+    numbers = [adr.name[:4] for adr in records]
+    assert len(numbers) == len(set(numbers)), f"two ADRs share a number: {numbers}"
