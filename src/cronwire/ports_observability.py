@@ -10,6 +10,7 @@ fact, with the instants the caller measured, so no span object lives across an `
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
@@ -105,6 +106,11 @@ class StatsReader(Protocol):
                              window_seconds: int) -> ScheduleStats:
         """Stats of one schedule's runs in the last ``window_seconds`` (database clock).
         The caller has checked that the schedule is the tenant's. Raises StorageError."""
+        ...
+
+    async def retained_since(self) -> datetime | None:
+        """The oldest instant whose run history is still kept (the oldest partition's
+        lower bound); None when there is no history table at all. Raises StorageError."""
         ...
 
 

@@ -46,6 +46,7 @@ CALLS = [
     Call("GET", "/v1/schedules", params={"cursor": "{schedule_cursor}"}, expect="empty"),
     Call("GET", "/v1/runs/{run}"),
     Call("GET", "/v1/schedules/{schedule}/stats", params={"window": "30d"}),
+    Call("GET", "/v1/schedules/{schedule}/explain", params={"at": "2027-01-01T00:00:00Z"}),
     Call("GET", "/v1/alerts"),  # B has set no destination; A's is not B's
     Call("GET", "/v1/alerts/events", expect="empty"),
     Call("PUT", "/v1/alerts", json={"url": "http://127.0.0.1:9/b-alerts"}, expect="own"),
@@ -117,7 +118,7 @@ async def test_the_walk_covers_every_tenant_route(api: Api) -> None:
     spec = (await api.client.get("/openapi.json")).json()
     routes = {(method.upper(), path) for path, operations in spec["paths"].items()
               if path.startswith("/v1") for method in operations}
-    assert len(routes) == 16
+    assert len(routes) == 17
     walked = {(c.method, c.path.replace("{schedule}", "{id}").replace("{run}", "{id}"))
               for c in CALLS}
     assert walked == routes
@@ -214,6 +215,7 @@ NOT_TENANT_SCOPED = {
     "tenant_alert_destination_upsert": "writes the authenticated tenant id ($1)",
     "job_run_stats_window": "one schedule ($1), read after schedule_get found it the tenant's",
     "job_run_outcome_streak": "one schedule ($1), read after schedule_get found it the tenant's",
+    "job_run_partition_oldest": "reads the partition catalog only",
 }
 
 

@@ -12,7 +12,9 @@ from cronwire.api.auth import request_authenticator, tenant_dependency
 from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
-from cronwire.api.schemas_observability import ScheduleStatsOut
+from cronwire.api.mapping import run_out
+from cronwire.api.schemas import Instant
+from cronwire.api.schemas_observability import ExplanationOut, ScheduleStatsOut
 from cronwire.service import insight
 
 ScheduleId = Annotated[uuid.UUID, Path(alias="id", description="The schedule's id.")]
@@ -33,5 +35,22 @@ def insight_router(ctx: ApiContext) -> APIRouter:
         found = await insight.schedule_stats(ctx.schedules, ctx.stats, tenant, schedule_id,
                                              window)
         return {**dataclasses.asdict(found), "success_rate": found.success_rate}
+
+    @router.get("/{id}/explain", response_model=ExplanationOut, responses=responses(404, 422),
+                summary="What happened (or will happen) to the occurrence at or after an "
+                "instant, and why")
+    async def explain(
+        schedule_id: ScheduleId, tenant: Tenant,
+        at: Annotated[Instant, Query(description="RFC 3339 instant; the first occurrence "
+                                     "at or after it is explained.")],
+    ) -> dict[str, Any]:
+        assert ctx.stats is not None
+        found = await insight.explain_instant(ctx.schedules, ctx.runs, ctx.stats, tenant,
+                                              schedule_id, at)
+        return {"occurrence": found.occurrence, "verdict": found.verdict,
+                "reason": found.reason,
+                "run": run_out(found.run) if found.run is not None else None,
+                "previous_occurrence": found.previous_occurrence,
+                "next_occurrence": found.next_occurrence}
 
     return router

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cronwire.api.schemas import RunOut
+
 EXAMPLE_STATS: dict[str, Any] = {
     "window": "24h", "occurrences": 1440, "succeeded": 1420, "failed": 12,
     "skipped": {"overlap": 0, "misfire": 8}, "cancelled": 0, "success_rate": 0.9916,
@@ -101,3 +103,25 @@ class AlertEventOut(BaseModel):
 class AlertEventPage(BaseModel):
     items: list[AlertEventOut]
     next_cursor: str | None
+
+
+class ExplanationOut(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "occurrence": "2027-03-28T01:00:00Z", "verdict": "succeeded",
+        "reason": "DST moved it: 02:30 did not exist on 2027-03-28 in Europe/Berlin (the "
+                  "clocks jumped forward at 2027-03-28 03:00:00 CEST), and a wall-clock "
+                  "schedule fires once at the end of the gap instead; run ... succeeded "
+                  "with HTTP 200 after 1 attempt.",
+        "run": None, "previous_occurrence": "2027-03-27T01:30:00Z",
+        "next_occurrence": "2027-03-29T00:30:00Z"}]})
+
+    occurrence: datetime | None = Field(description="The first occurrence at or after `at` "
+                                        "(the cron and time zone, DST rules applied).")
+    verdict: str = Field(description="succeeded, failed, pending, running, retrying, skipped, "
+                         "cancelled, not_planned_yet, before_starts_at, after_ends_at, "
+                         "paused, completed or no_run_recorded.")
+    reason: str = Field(description="One sentence a tenant can act on.")
+    run: RunOut | None = Field(description="The occurrence's run, as GET /v1/runs shows "
+                               "it; null when none was recorded.")
+    previous_occurrence: datetime | None
+    next_occurrence: datetime | None

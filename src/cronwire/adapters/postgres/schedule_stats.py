@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from uuid import UUID
 
 import asyncpg
@@ -44,3 +45,8 @@ class PostgresStatsReader:
             last_success_at=streak["last_success_at"],
             last_failure_at=streak["last_failure_at"],
         )
+
+    async def retained_since(self) -> datetime | None:
+        with storage_errors("reading the oldest run partition"):
+            oldest: datetime | None = await self._pool.fetchval(Q["job_run_partition_oldest"])
+        return oldest
