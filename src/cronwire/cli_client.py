@@ -24,6 +24,7 @@ from cronwire.cli_http import (
     connection_options,
     id_argument,
 )
+from cronwire.cli_observability import add_alert_commands, add_schedule_insight
 from cronwire.cli_output import (
     Column,
     field,
@@ -280,4 +281,6 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     id_argument(preview, "schedule")
     preview.add_argument("--count", type=int, default=10, metavar="N",
                          help="how many fire times, 1..1000 (default: 10)")
+    add_schedule_insight(action)
     add_run_commands(commands, api, group_help)
+    add_alert_commands(commands, group_help)

@@ -4,7 +4,7 @@ fold (overlap) included, each with a sentence that names its cause."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
