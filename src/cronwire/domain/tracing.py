@@ -17,31 +17,28 @@ from uuid import UUID
 REDACTED = "REDACTED"
 
 
-def _hashed(size: int, *parts: object) -> int:
-    digest = hashlib.blake2b("/".join(str(p) for p in parts).encode(), digest_size=size)
-    return int.from_bytes(digest.digest()) or 1  # zero is the invalid id
+def _hashed(size: int, tag: bytes, run_id: UUID, *numbers: int) -> int:
+    # From bytes, not text: str(uuid) alone cost more than the hash (~1 µs a call).
+    data = tag + run_id.bytes + b"".join(n.to_bytes(8, "big", signed=True) for n in numbers)
+    return int.from_bytes(hashlib.blake2b(data, digest_size=size).digest()) or 1  # 0 is invalid
 
 
 def run_trace_id(run_id: UUID) -> int:
     """The 128-bit trace id of the run's trace, uniformly random-looking in every bit."""
-    return _hashed(16, "trace", run_id)
-
-
-def _span_id(*parts: object) -> int:
-    return _hashed(8, *parts)
+    return _hashed(16, b"trace", run_id)
 
 
 def run_root_span_id(run_id: UUID) -> int:
     """The span id of the run's root span (``cronwire.run``), which every attempt span of
     the run names as its parent before the root itself is exported (at the terminal write)."""
-    return _span_id("run", run_id)
+    return _hashed(8, b"run", run_id)
 
 
 def attempt_span_id(run_id: UUID, attempt: int, lease_generation: int) -> int:
     """The span id of one attempt's HTTP client span, known before the request leaves (it
     goes into ``traceparent``). The lease generation tells apart two sends of one attempt
     number (an expired lease whose request never started is leased again, same number)."""
-    return _span_id("attempt", run_id, attempt, lease_generation)
+    return _hashed(8, b"attempt", run_id, attempt, lease_generation)
 
 
 def traceparent(trace_id: int, span_id: int, sampled: bool) -> str:

@@ -39,6 +39,9 @@ from cronwire.domain.tracing import (
 )
 
 MAX_LINKS = 128  # the SDK's default OTEL_SPAN_LINK_COUNT_LIMIT: more would be dropped anyway
+# A run's trace context is asked for at its claim, send, attempt span and write: computed
+# once and kept for the runs in flight (cleared whole when full; recomputing is only slower).
+MEMO_RUNS = 65_536
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
 _EMPTY = Context()
@@ -98,6 +101,7 @@ class OtelTracer:
         self._provider.add_span_processor(BatchSpanProcessor(exporter))
         self._tracer = self._provider.get_tracer("cronwire", version)
         self._sampler = self._provider.sampler
+        self._contexts: dict[UUID, tuple[SpanContext, bool]] = {}
         self._closed = False
 
     # -- the run's trace --------------------------------------------------------------
@@ -107,15 +111,22 @@ class OtelTracer:
         return result.decision in _RECORDED
 
     def _root_context(self, run_id: UUID) -> tuple[SpanContext, bool]:
-        trace_id = run_trace_id(run_id)
-        sampled = self._sampled(trace_id)
-        return SpanContext(trace_id, run_root_span_id(run_id), is_remote=False,
-                           trace_flags=_SAMPLED if sampled else _NOT_SAMPLED), sampled
+        """The run's root span context and whether its trace is sampled (memoised)."""
+        found = self._contexts.get(run_id)
+        if found is None:
+            if len(self._contexts) >= MEMO_RUNS:
+                self._contexts.clear()
+            trace_id = run_trace_id(run_id)
+            sampled = self._sampled(trace_id)
+            found = self._contexts[run_id] = (
+                SpanContext(trace_id, run_root_span_id(run_id), is_remote=False,
+                            trace_flags=_SAMPLED if sampled else _NOT_SAMPLED), sampled)
+        return found
 
     def traceparent(self, run: ClaimedRun) -> str:
-        trace_id = run_trace_id(run.id)
-        return traceparent(trace_id, attempt_span_id(run.id, run.attempt, run.lease_generation),
-                           self._sampled(trace_id))
+        root, sampled = self._root_context(run.id)
+        return traceparent(root.trace_id,
+                           attempt_span_id(run.id, run.attempt, run.lease_generation), sampled)
 
     def _links(self, run_ids: Sequence[UUID]) -> list[Link]:
         links: list[Link] = []
@@ -198,10 +209,10 @@ class OtelTracer:
 
     def _run_root(self, run: ClaimedRun, status: RunStatus, end_ns: int) -> None:
         """The run's root span, from its occurrence to the write that ended it."""
-        trace_id = run_trace_id(run.id)
-        if not self._sampled(trace_id):
+        root, sampled = self._contexts.pop(run.id, None) or self._root_context(run.id)
+        if not sampled:
             return
-        self._ids.trace_id, self._ids.span_id = trace_id, run_root_span_id(run.id)
+        self._ids.trace_id, self._ids.span_id = root.trace_id, root.span_id
         span = self._tracer.start_span(
             "cronwire.run", context=_EMPTY, kind=SpanKind.INTERNAL,
             start_time=min(_ns(run.scheduled_for), end_ns),
