@@ -209,7 +209,8 @@ class OtelTracer:
 
     def _run_root(self, run: ClaimedRun, status: RunStatus, end_ns: int) -> None:
         """The run's root span, from its occurrence to the write that ended it."""
-        root, sampled = self._contexts.pop(run.id, None) or self._root_context(run.id)
+        root, sampled = self._root_context(run.id)
+        del self._contexts[run.id]  # the run ended: its context is not asked for again
         if not sampled:
             return
         self._ids.trace_id, self._ids.span_id = root.trace_id, root.span_id
