@@ -244,7 +244,7 @@ class Container(containers.DeclarativeContainer):
     alert_store = providers.Singleton(PostgresAlertStore, pool=db_pool)
     alert_dispatcher = providers.Singleton(
         AlertDispatcher, outbox=providers.Singleton(PostgresAlertOutbox, pool=db_pool),
-        deliverer=deliverer,
+        deliverer=deliverer, metrics=metrics,
         owner=settings.provided.instance_id,
         interval_seconds=settings.provided.alert_check_seconds,
         delivery_timeout=settings.provided.delivery_timeout_seconds,
@@ -325,6 +325,7 @@ async def build_runtime(container: Container) -> Runtime:
             max_request_bytes=settings.api_max_request_bytes,
             stats=stats,
             alerts=alerts,
+            metrics=container.metrics(),
         ),
     )
 

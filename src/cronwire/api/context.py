@@ -6,7 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cronwire.domain.schedules import TenantLimits
-from cronwire.ports import AlertStore, RunHistory, ScheduleStore, StatsReader, TokenVerifier
+from cronwire.ports import (
+    AlertStore,
+    Metrics,
+    RunHistory,
+    ScheduleStore,
+    StatsReader,
+    TokenVerifier,
+)
 from cronwire.service.schedule_commands import UrlCheck
 
 
@@ -22,3 +29,4 @@ class ApiContext:
     # Issue 26's readers and stores; their routes are served only when given.
     stats: StatsReader | None = None
     alerts: AlertStore | None = None
+    metrics: Metrics | None = None  # the stats queries' latency (scheduler_stats_query_seconds)

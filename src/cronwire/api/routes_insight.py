@@ -33,7 +33,7 @@ def insight_router(ctx: ApiContext) -> APIRouter:
                     window: Annotated[Window, Query()] = "24h") -> dict[str, Any]:
         assert ctx.stats is not None
         found = await insight.schedule_stats(ctx.schedules, ctx.stats, tenant, schedule_id,
-                                             window)
+                                             window, ctx.metrics)
         return {**dataclasses.asdict(found), "success_rate": found.success_rate}
 
     @router.get("/{id}/explain", response_model=ExplanationOut, responses=responses(404, 422),

@@ -27,7 +27,7 @@ from cronwire.domain.attempts import ERROR_BYTES, storable_text
 from cronwire.domain.delivery import EXCERPT_BYTES, DeliveryRequest, DeliveryResult, Outcome
 from cronwire.domain.model import IDEMPOTENCY_KEY_PREFIX
 from cronwire.domain.retry import clamp_attempts, honoured_retry_after, next_delay
-from cronwire.ports import AlertOutbox, Deliverer
+from cronwire.ports import AlertOutbox, Deliverer, Metrics
 from cronwire.service.periodic import every
 
 log = logging.getLogger(__name__)
@@ -38,12 +38,14 @@ LATE_HORIZON_SECONDS = 3600.0
 
 
 class AlertDispatcher:
-    def __init__(self, outbox: AlertOutbox, deliverer: Deliverer, *, owner: str,
+    def __init__(self, outbox: AlertOutbox, deliverer: Deliverer, metrics: Metrics, *,
+                 owner: str,
                  interval_seconds: float, delivery_timeout: float,
                  retry_initial_seconds: float,
                  rng: Callable[[], random.Random] = random.Random) -> None:
         self._outbox = outbox
         self._deliverer = deliverer
+        self._metrics = metrics
         self._owner = owner
         self._interval = interval_seconds
         self._timeout = delivery_timeout
@@ -100,3 +102,9 @@ class AlertDispatcher:
         if not await self._outbox.resolve(self._owner, resolution):
             log.warning("alert event %s: lease lost before its result was written",
                         resolution.event_id)
+            return
+        self._metrics.alert_delivered(resolution.status)
+        if resolution.status in ("failed", "retrying"):
+            log.warning("alert event %s: delivery %s (%s)", resolution.event_id,
+                        resolution.status, resolution.attempt.error if resolution.attempt
+                        else "no destination")
