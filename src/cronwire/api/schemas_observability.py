@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cronwire.api.schemas import RunOut
+from cronwire.api.schemas import AttemptOut, RunOut
 
 EXAMPLE_STATS: dict[str, Any] = {
     "window": "24h", "occurrences": 1440, "succeeded": 1420, "failed": 12,
@@ -70,17 +70,6 @@ class AlertsSet(AlertsOut):
                                 "(Standard Webhooks). Every PUT issues a new one.")
 
 
-class EventAttemptOut(BaseModel):
-    attempt: int
-    started_at: datetime
-    finished_at: datetime
-    outcome: str
-    status_code: int | None
-    error: str | None
-    duration_ms: int
-    response_excerpt: str | None
-
-
 class AlertEventOut(BaseModel):
     id: str
     type: str
@@ -97,7 +86,7 @@ class AlertEventOut(BaseModel):
     last_error: str | None
     delivered_at: datetime | None
     created_at: datetime
-    attempts: list[EventAttemptOut]
+    attempts: list[AttemptOut]
 
 
 class AlertEventPage(BaseModel):

@@ -48,5 +48,5 @@ class PostgresStatsReader:
 
     async def retained_since(self) -> datetime | None:
         with storage_errors("reading the oldest run partition"):
-            oldest: datetime | None = await self._pool.fetchval(Q["job_run_partition_oldest"])
-        return oldest
+            bounds = await self._pool.fetch(Q["job_run_partition_bounds"])
+        return min((row["lower_bound"] for row in bounds), default=None)

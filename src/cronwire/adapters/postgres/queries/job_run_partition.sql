@@ -89,15 +89,3 @@ SELECT coalesce(min(k), 13) - 1 AS months_ahead
 FROM generate_series(0, 12) AS k
 WHERE to_regclass(format('job_run_p%s', to_char(date_trunc('month', now() AT TIME ZONE 'UTC') + make_interval(months => k), 'YYYY_MM'))) IS NULL
    OR to_regclass(format('job_run_attempt_p%s', to_char(date_trunc('month', now() AT TIME ZONE 'UTC') + make_interval(months => k), 'YYYY_MM'))) IS NULL
-
--- name: job_run_partition_oldest
--- The lower bound of the oldest attached job_run partition: run history before it was
--- dropped by retention (explain says so). NULL when there is none.
-SELECT min(split_part(e, '''', 2)::timestamptz)
-FROM (
-    SELECT pg_get_expr(c.relpartbound, c.oid) AS e
-    FROM pg_inherits i
-    JOIN pg_class c ON c.oid = i.inhrelid
-    WHERE i.inhparent = 'job_run'::regclass AND NOT i.inhdetachpending
-) AS bounds
-WHERE e LIKE 'FOR VALUES FROM (''%'') TO (''%'')'
