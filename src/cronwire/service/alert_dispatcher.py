@@ -15,6 +15,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from cronwire.domain.alerts import (
     AlertResolution,
@@ -23,7 +24,7 @@ from cronwire.domain.alerts import (
     alert_retry_policy,
     event_body,
 )
-from cronwire.domain.attempts import ERROR_BYTES, storable_text
+from cronwire.domain.attempts import ERROR_BYTES, internal_failure, storable_text
 from cronwire.domain.delivery import EXCERPT_BYTES, DeliveryRequest, DeliveryResult, Outcome
 from cronwire.domain.model import IDEMPOTENCY_KEY_PREFIX
 from cronwire.domain.retry import clamp_attempts, honoured_retry_after, next_delay
@@ -78,7 +79,12 @@ class AlertDispatcher:
             attempt=clamp_attempts(event.attempt_count), method="POST", url=item.url,
             headers={}, body=event_body(event), signing_secrets=(item.signing_secret,),
             timeout_seconds=self._timeout)
-        result = await self._deliverer.deliver(request)
+        started_at = datetime.now(UTC)
+        try:
+            result = await self._deliverer.deliver(request)
+        except Exception as exc:  # the Deliverer must not raise; if it does, retry later
+            log.exception("deliverer raised for alert event %s", event.id)
+            result = internal_failure(exc, started_at, datetime.now(UTC))
         await self._resolve(self._resolution(item, result))
 
     def _resolution(self, item: ClaimedAlert, result: DeliveryResult) -> AlertResolution:
