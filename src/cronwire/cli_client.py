@@ -24,7 +24,12 @@ from cronwire.cli_http import (
     connection_options,
     id_argument,
 )
-from cronwire.cli_observability import add_alert_commands, add_schedule_insight
+from cronwire.cli_observability import (
+    add_alert_commands,
+    add_alert_rule_flags,
+    add_schedule_insight,
+    alert_rules_body,
+)
 from cronwire.cli_output import (
     Column,
     field,
@@ -97,7 +102,7 @@ def _timing(args: argparse.Namespace) -> dict[str, Any]:
              "misfire_policy": args.misfire_policy,
              "catchup_window_seconds": args.catchup_window_seconds,
              "starts_at": args.starts_at, "ends_at": args.ends_at}
-    return {k: v for k, v in given.items() if v is not None}
+    return {**{k: v for k, v in given.items() if v is not None}, **alert_rules_body(args)}
 
 
 def schedules_create(client: ApiClient, args: argparse.Namespace) -> None:
@@ -217,6 +222,7 @@ def _schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
                         help="RFC 3339, no fires before it" + default("none"))
     parser.add_argument("--ends-at", metavar="TIME",
                         help="RFC 3339, no fires after it" + default("none"))
+    add_alert_rule_flags(parser)
     if creating:
         parser.add_argument("--paused", action="store_true",
                             help="create it paused (default: active)")

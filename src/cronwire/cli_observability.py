@@ -22,6 +22,39 @@ EVENT_COLUMNS = [
 ]
 
 
+ALERT_RULE_FLAGS = (("alert_after_failures", "after_failures", "N",
+                     "schedule.failing after N failed runs in a row"),
+                    ("alert_late_after_seconds", "late_after_seconds", "SECONDS",
+                     "schedule.late when an occurrence has not started this long after due"),
+                    ("alert_max_duration_ms", "max_duration_ms", "MS",
+                     "schedule.slow when a success took longer than this"))
+REMOVE = "none"
+
+
+def _rule(text: str) -> int | str:
+    if text.strip().lower() == REMOVE:
+        return REMOVE
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'none', got {text!r}") \
+            from None
+
+
+def add_alert_rule_flags(parser: argparse.ArgumentParser) -> None:
+    """`schedules create|update --alert-...`: the schedule's `alerts` rules."""
+    for dest, _field, metavar, text in ALERT_RULE_FLAGS:
+        parser.add_argument("--" + dest.replace("_", "-"), dest=dest, type=_rule,
+                            metavar=metavar, help=f"alerts: {text} ('none' removes it)")
+
+
+def alert_rules_body(args: argparse.Namespace) -> dict[str, Any]:
+    """``{"alerts": {...}}`` with the rules the flags name (PATCH merges rule by rule)."""
+    rules = {name: (None if getattr(args, dest) == REMOVE else getattr(args, dest))
+             for dest, name, _m, _t in ALERT_RULE_FLAGS if getattr(args, dest, None) is not None}
+    return {"alerts": rules} if rules else {}
+
+
 def schedules_explain(client: ApiClient, args: argparse.Namespace) -> None:
     body = client.call("GET", f"/v1/schedules/{args.id}/explain", params={"at": args.at})
 

@@ -363,4 +363,10 @@ def test_explain_stats_and_alerts_commands_round_trip_through_the_api(
     shown = cli.ok("alerts", "get", token=token)
     assert shown["url"] == f"{live.url}/healthz" and "signing_secret" not in shown
     assert cli.ok("alerts", "events", token=token) == {"items": [], "next_cursor": None}
+    ruled = cli.ok("schedules", "update", sid, "--alert-after-failures", "3",
+                   "--alert-max-duration-ms", "900", token=token)
+    assert ruled["alerts"] == {"after_failures": 3, "late_after_seconds": None,
+                               "max_duration_ms": 900}
+    ruled = cli.ok("schedules", "update", sid, "--alert-after-failures", "none", token=token)
+    assert ruled["alerts"]["after_failures"] is None and ruled["alerts"]["max_duration_ms"] == 900
     assert "url" in cli.refused("alerts", "set", "--url", "ftp://x", token=token, code=1)
