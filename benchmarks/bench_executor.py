@@ -1,6 +1,6 @@
 """Executor throughput: N due runs -> signed POSTs to a local sink -> terminal rows written.
 
-One replica's production Executor (aiohttp deliverer, Postgres claim source, run store and
+One replica's production Executor (lean deliverer by default, Postgres claim source, run store and
 breaker store) runs in this process; the sink is a separate process so the two do not
 share a core. Timed from the executor's start, with every run already due, until the last
 terminal write has landed; then checked against the database and the sink. Prints one
@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))  # tests.support: the seeding helpers and the sink
 
 from cronwire.adapters.clock import SystemClock  # noqa: E402
 from cronwire.adapters.embedded.postgres import throwaway_cluster  # noqa: E402
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer  # noqa: E402
 from cronwire.adapters.http.guard import TargetGuard  # noqa: E402
+from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer  # noqa: E402
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer  # noqa: E402
 from cronwire.adapters.metrics import PrometheusMetrics  # noqa: E402
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore  # noqa: E402
@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=256, help="SCHEDULER_EXECUTOR_WORKERS")
     parser.add_argument("--batch", type=int, default=500, help="SCHEDULER_EXECUTOR_BATCH")
     parser.add_argument("--tenants", type=int, default=1)
-    parser.add_argument("--deliverer", choices=["aiohttp", "lean"], default="aiohttp",
+    parser.add_argument("--deliverer", choices=["httpx", "lean"], default="lean",
                         help="SCHEDULER_DELIVERER")
     parser.add_argument("--timeout", type=float, default=600, help="give up after (seconds)")
     return parser.parse_args(argv)
@@ -91,7 +91,7 @@ async def finished(metrics: PrometheusMetrics, total: int, deadline: float) -> N
 async def run(args: argparse.Namespace, dsn: str, sink_port: int) -> dict[str, object]:
     await migrate(dsn)
     pool = await create_pool(dsn, 8)
-    kind = LeanDeliverer if args.deliverer == "lean" else AiohttpDeliverer
+    kind = LeanDeliverer if args.deliverer == "lean" else HttpxDeliverer
     deliverer = kind(TargetGuard(allow_private=True), max_connections=args.workers)
     await deliverer.start()
     try:

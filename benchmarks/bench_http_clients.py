@@ -1,5 +1,8 @@
 """Deliveries per second of each Deliverer adapter against a local aiohttp sink.
 
+``lean`` parses answers with llhttp (httptools); ``lean-h11`` is the same deliverer with
+h11 reading the answers (benchmarks/h11_reader.py, the candidate ADR 0026 measured).
+
 The sink runs in its own process on 127.0.0.1 so the measured event loop only
 does the client's work (signing included: this is the real ``deliver`` path).
 Bounded: at most ``--requests`` deliveries or ``--max-seconds`` per adapter.
@@ -24,12 +27,13 @@ from uuid import uuid4
 
 from aiohttp import web
 
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
+from cronwire.adapters.http import http1
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.domain.delivery import DeliveryRequest, Outcome, new_signing_secret
 
-ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer}
+ADAPTERS = {"lean": LeanDeliverer, "lean-h11": LeanDeliverer, "httpx": HttpxDeliverer}
 
 
 def _run_sink(ports: Any, stop: Any) -> None:
@@ -54,14 +58,22 @@ def _run_sink(ports: Any, stop: Any) -> None:
 async def _bench(
     name: str, url: str, total: int, concurrency: int, max_seconds: float
 ) -> dict[str, Any]:
+    if name == "lean-h11":
+        from benchmarks.h11_reader import H11ResponseReader
+
+        http1.Connection.reader_class = H11ResponseReader  # type: ignore[assignment]
+    elif hasattr(http1, "ResponseReader"):
+        http1.Connection.reader_class = http1.ResponseReader
     deliverer = ADAPTERS[name](TargetGuard(allow_private=True), max_connections=concurrency)
     await deliverer.start()
     secret = new_signing_secret()
+    tenant = uuid4()
 
     def request(n: int) -> DeliveryRequest:
         return DeliveryRequest(
             run_id=uuid4(),
             schedule_id=uuid4(),
+            tenant_id=tenant,
             idempotency_key=f"bench-{n}",
             scheduled_for=datetime.now(UTC),
             attempt=1,
@@ -80,6 +92,7 @@ async def _bench(
         latencies: list[float] = []
         failures = 0
         began = time.monotonic()
+        cpu_began = time.process_time()
         deadline = began + max_seconds
 
         async def worker() -> None:
@@ -92,6 +105,7 @@ async def _bench(
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.monotonic() - began
+        cpu = time.process_time() - cpu_began
     finally:
         await deliverer.close()
     done = len(latencies)
@@ -101,6 +115,8 @@ async def _bench(
         "failures": failures,
         "seconds": round(elapsed, 3),
         "deliveries_per_second": round(done / elapsed, 1),
+        # The client's own CPU per delivery: steadier than the rate on a shared machine.
+        "cpu_us_per_delivery": round(cpu / max(1, done) * 1e6, 1),
         "latency_p50_ms": cuts[49],
         "latency_p99_ms": cuts[98],
     }
@@ -111,7 +127,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--max-seconds", type=float, default=20.0)
-    parser.add_argument("--adapters", default="aiohttp,httpx")
+    parser.add_argument("--adapters", default="lean,lean-h11,httpx")
     args = parser.parse_args()
 
     ctx = multiprocessing.get_context("spawn")
@@ -120,9 +136,12 @@ def main() -> None:
     sink.start()
     try:
         url = f"http://127.0.0.1:{ports.get(timeout=30)}/hook"
-        results = {
-            name: asyncio.run(_bench(name, url, args.requests, args.concurrency, args.max_seconds))
-            for name in args.adapters.split(",")
+        results = {  # an adapter named twice is measured twice: name, name#2, ...
+            name + (f"#{n}" if n > 1 else ""): asyncio.run(
+                _bench(name, url, args.requests, args.concurrency, args.max_seconds))
+            for names in [args.adapters.split(",")]
+            for i, name in enumerate(names)
+            for n in [names[: i + 1].count(name)]
         }
     finally:
         stop.set()
@@ -136,7 +155,7 @@ def main() -> None:
                 "requests": args.requests,
                 "concurrency": args.concurrency,
                 "python": platform.python_version(),
-                "versions": {name: version(name) for name in ("aiohttp", "httpx", "httpcore")},
+                "versions": {name: version(name) for name in ("httptools", "h11", "httpx", "httpcore")},
                 "cpus": multiprocessing.cpu_count(),
                 "results": results,
             }

@@ -24,7 +24,7 @@ from cronwire.domain.errors import ConfigError
 PREFIX = "SCHEDULER_"
 ROLES = frozenset({"api", "planner", "executor"})
 CLAIM_SOURCES = frozenset({"postgres", "kafka"})
-DELIVERERS = frozenset({"aiohttp", "httpx", "lean"})
+DELIVERERS = frozenset({"httpx", "lean"})  # ADR 0026: the default and one mainstream client
 LOG_LEVELS = frozenset({"debug", "info", "warning", "error"})
 LOG_FORMATS = frozenset({"auto", "json", "text"})
 DEFAULT_CONFIG_FILE = Path("config/cronwire.toml")
@@ -52,7 +52,7 @@ class Settings:
     executor_workers: int = 256
     executor_batch: int = 500
     delivery_timeout_seconds: float = 10.0
-    deliverer: str = "lean"  # ADR 0012: faster than aiohttp, same contract and guard
+    deliverer: str = "lean"  # ADRs 0012, 0026: fastest; same contract and guard as httpx
     allow_private_targets: bool = False
     auto_migrate: bool = True
     shutdown_grace_seconds: float = 20.0

@@ -16,7 +16,6 @@ import asyncpg
 from dependency_injector import containers, providers
 from fastapi import APIRouter
 
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
@@ -67,8 +66,8 @@ async def _pool_resource(dsn: str, size: int) -> AsyncIterator[asyncpg.Pool]:
 
 
 async def _deliverer_resource(
-    deliverer: AiohttpDeliverer | HttpxDeliverer | LeanDeliverer,
-) -> AsyncIterator[AiohttpDeliverer | HttpxDeliverer | LeanDeliverer]:
+    deliverer: HttpxDeliverer | LeanDeliverer,
+) -> AsyncIterator[HttpxDeliverer | LeanDeliverer]:
     await deliverer.start()
     try:
         yield deliverer
@@ -106,7 +105,7 @@ async def _kafka_link_resource(
 
 
 async def _kafka_hints_resource(
-    settings: Settings, link: KafkaLink | None
+    settings: Settings, link: KafkaLink | None, metrics: PrometheusMetrics
 ) -> AsyncIterator[KafkaRunHints | None]:
     """The executors' consumer group member; only where the executor role runs."""
     if link is None or "executor" not in settings.roles:
@@ -117,6 +116,7 @@ async def _kafka_hints_resource(
         # fetch round trip after its resume), while other partitions keep their turn.
         link, settings.kafka_consumer_group, buffer_limit=4 * settings.executor_batch,
         client_id=f"cronwire-{settings.instance_id}",
+        on_skipped=metrics.kafka_message_skipped,
     )
     await hints.start()
     try:
@@ -158,13 +158,10 @@ class Container(containers.DeclarativeContainer):
         _deliverer_resource,
         deliverer=providers.Selector(
             settings.provided.deliverer,
-            aiohttp=providers.Factory(
-                AiohttpDeliverer, guard=target_guard,
-                max_connections=settings.provided.executor_workers,
-            ),
             httpx=providers.Factory(
                 HttpxDeliverer, guard=target_guard,
                 max_connections=settings.provided.executor_workers,
+                monotonic=clock.provided.monotonic,
             ),
             lean=providers.Factory(
                 LeanDeliverer, guard=target_guard,
@@ -197,7 +194,8 @@ class Container(containers.DeclarativeContainer):
 
     # -- kafka mode providers (issue 9): clients owned by Resources, None in postgres mode --
     kafka_link = providers.Resource(_kafka_link_resource, settings=settings, metrics=metrics)
-    kafka_hints = providers.Resource(_kafka_hints_resource, settings=settings, link=kafka_link)
+    kafka_hints = providers.Resource(_kafka_hints_resource, settings=settings, link=kafka_link,
+                                     metrics=metrics)
     kafka_publisher = providers.Resource(_kafka_publisher_resource, link=kafka_link)
     outbox_relay = providers.Singleton(
         OutboxRelay, store=providers.Singleton(PostgresOutboxStore, pool=db_pool),
@@ -299,6 +297,7 @@ class Runtime:
     pool: asyncpg.Pool
     metrics: PrometheusMetrics
     kafka_link: KafkaLink | None
+    kafka_hints: KafkaRunHints | None  # the executors' consumer (kafka mode, executor role)
     tenants: PostgresTenantStore
     api: ApiContext
 
@@ -315,6 +314,7 @@ async def build_runtime(container: Container) -> Runtime:
         pool=await resolved(container.db_pool),
         metrics=container.metrics(),
         kafka_link=await resolved(container.kafka_link),
+        kafka_hints=await resolved(container.kafka_hints),
         tenants=tenants,
         api=ApiContext(
             tokens=tenants,

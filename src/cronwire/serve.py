@@ -80,6 +80,8 @@ def _readiness(runtime: Runtime, supervisor: Supervisor) -> Callable[[], Awaitab
         if uses_kafka(runtime.settings):
             link = runtime.kafka_link
             checks["kafka"] = link is not None and link.healthy
+            if runtime.kafka_hints is not None:  # the consumer task, between failure and restart
+                checks["kafka-consumer"] = runtime.kafka_hints.consuming
         runtime.metrics.set_readiness(checks)
         return checks
 

@@ -19,13 +19,14 @@ import pytest
 
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.domain.delivery import Outcome, default_body, new_signing_secret
-from tests.support.deliverer_sink import (
+from tests.support.deliverer_sink import (  # noqa: F401 - deliverer_fixture
     ADAPTERS,
     NEW_SECRET,
     SCHEDULED_FOR,
     SECRET,
     Deliverer,
     Sink,
+    deliverer_fixture,
     make_request,
     verify,
 )
@@ -56,12 +57,6 @@ async def sink() -> AsyncIterator[Sink]:
     await server.close()
 
 
-@pytest.fixture(params=sorted(ADAPTERS))
-async def deliverer(request: pytest.FixtureRequest) -> AsyncIterator[Deliverer]:
-    adapter = ADAPTERS[request.param](TargetGuard(allow_private=True))
-    await adapter.start()
-    yield adapter
-    await adapter.close()
 
 async def test_sends_the_exact_request(deliverer: Deliverer, sink: Sink) -> None:
     tenant_headers = {

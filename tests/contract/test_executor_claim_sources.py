@@ -13,8 +13,8 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.clock import SystemClock
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
@@ -60,7 +60,7 @@ async def sink() -> AsyncIterator[Sink]:
 async def executor(
     pool: asyncpg.Pool, source: ClaimSource
 ) -> AsyncIterator[tuple[ExecutorSignals, PrometheusMetrics]]:
-    deliverer = AiohttpDeliverer(TargetGuard(allow_private=True))
+    deliverer = LeanDeliverer(TargetGuard(allow_private=True))
     await deliverer.start()
     signals, metrics = ExecutorSignals(), PrometheusMetrics()
     worker = Executor(

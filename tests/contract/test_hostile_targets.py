@@ -19,8 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import time
-import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -28,14 +26,14 @@ from uuid import UUID
 
 import pytest
 
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
-from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.domain.delivery import DeliveryRequest, Outcome, new_signing_secret
+from tests.support.deliverer_sink import deliverer_fixture  # noqa: F401
+from tests.support.hostile import measured
 
-Deliverer = AiohttpDeliverer | HttpxDeliverer | LeanDeliverer
-ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer, "lean": LeanDeliverer}
+Deliverer = HttpxDeliverer | LeanDeliverer
+ADAPTERS = {"httpx": HttpxDeliverer, "lean": LeanDeliverer}
 Behaviour = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 TIMEOUT = 0.5
 SLACK = 3.0  # a shared 2-core CI machine may be slow to schedule us
@@ -116,18 +114,13 @@ async def hostile(behaviour: Behaviour) -> AsyncIterator[str]:
         await server.wait_closed()
 
 
-@pytest.fixture(params=sorted(ADAPTERS))
-async def deliverer(request: pytest.FixtureRequest) -> AsyncIterator[Deliverer]:
-    adapter = ADAPTERS[request.param](TargetGuard(allow_private=True))
-    await adapter.start()
-    yield adapter
-    await adapter.close()
 
 
 def _request(url: str) -> DeliveryRequest:
     return DeliveryRequest(
         run_id=UUID("00000000-0000-4000-8000-000000000001"),
         schedule_id=UUID("00000000-0000-4000-8000-000000000002"),
+        tenant_id=UUID("00000000-0000-4000-8000-00000000000a"),
         idempotency_key="msg_hostile", scheduled_for=datetime.now(UTC),
         attempt=1, method="POST", url=url, headers={}, body=b"{}",
         signing_secrets=(new_signing_secret(),), timeout_seconds=TIMEOUT,
@@ -141,16 +134,10 @@ async def test_a_hostile_receiver_costs_one_bounded_attempt(
     deliverer: Deliverer, behaviour: Behaviour
 ) -> None:
     async with hostile(behaviour) as url:
-        tracemalloc.start()
-        began = time.monotonic()
-        try:
-            result = await deliverer.deliver(_request(url))
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
-        elapsed = time.monotonic() - began
-    assert elapsed < TIMEOUT + SLACK, (result, elapsed)
-    assert peak < MAX_HEAP_GROWTH, (result, peak)
+        attempt = await measured(deliverer, _request(url))
+    result = attempt.result
+    assert attempt.seconds < TIMEOUT + SLACK, attempt
+    assert attempt.heap_peak < MAX_HEAP_GROWTH, attempt
     if result.outcome is Outcome.SUCCESS:
         # A 2xx whose body never ends: the status is the answer, the rest is not read.
         assert result.status_code == 200 and len(result.response_excerpt or "") <= 1024

@@ -19,7 +19,6 @@ from uuid import uuid4
 import pytest
 from aiohttp import web
 
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
@@ -27,7 +26,7 @@ from cronwire.domain.delivery import DeliveryRequest, Outcome, new_signing_secre
 from cronwire.domain.errors import InvalidTarget, TargetRefused
 from cronwire.domain.netpolicy import IPAddress, forbidden_reason
 
-ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer, "lean": LeanDeliverer}
+ADAPTERS = {"httpx": HttpxDeliverer, "lean": LeanDeliverer}
 
 
 class FakeResolver:
@@ -120,6 +119,7 @@ def request_to(url: str) -> DeliveryRequest:
     return DeliveryRequest(
         run_id=uuid4(),
         schedule_id=uuid4(),
+        tenant_id=uuid4(),
         idempotency_key="k",
         attempt=1,
         method="POST",

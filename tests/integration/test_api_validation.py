@@ -63,6 +63,12 @@ RULES: list[tuple[str, Any, str]] = [
     ("target.headers", {"X-Cronwire-Attempt": "9"}, "target.headers"),
     ("target.headers", {"Host": "elsewhere"}, "target.headers"),
     ("target.headers", {"x-ok": "line\r\nbreak: 1"}, "target.headers"),
+    # Issue 22, item 6: control characters other than HTAB (VT, FF, NEL, DEL, ESC).
+    ("target.headers", {"x-ok": "a\x0bb"}, "target.headers"),
+    ("target.headers", {"x-ok": "a\x0cb"}, "target.headers"),
+    ("target.headers", {"x-ok": "a\x85b"}, "target.headers"),
+    ("target.headers", {"x-ok": "a\x7fb"}, "target.headers"),
+    ("target.headers", {"x-ok": "a\x1bb"}, "target.headers"),
     ("target.headers", {"x-num": 1}, "target.headers.x-num"),
     ("retry.max_attempts", 0, "retry.max_attempts"),
     ("retry.max_attempts", 9, "retry.max_attempts"),
@@ -104,6 +110,7 @@ async def test_boundary_values_are_accepted(api: Api) -> None:
                         ("cron", "*/10 * * * * *"), ("cron", "@hourly"),
                         ("target.method", "DELETE"), ("target.body", None),
                         ("target.headers", {"X-Signed-By": "me", "!#$%&'*+.^_`|~": "ok"}),
+                        ("target.headers", {"X-Tabbed": "a\tb", "X-Unicode": "é ✓"}),
                         ("timezone", "America/Argentina/Buenos_Aires"),
                         ("catchup_window_seconds", 0), ("misfire_policy", "skip")]:
         response = await api.client.post("/v1/schedules", json=body_with(path, value),

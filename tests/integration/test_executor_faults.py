@@ -17,8 +17,8 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.clock import SystemClock
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
@@ -45,7 +45,7 @@ OWNER = "faulty-executor"
 
 
 def _executor(
-    pool: asyncpg.Pool, deliverer: AiohttpDeliverer, **overrides: Any
+    pool: asyncpg.Pool, deliverer: LeanDeliverer, **overrides: Any
 ) -> tuple[Executor, ExecutorSignals, PrometheusMetrics]:
     signals, metrics = ExecutorSignals(), PrometheusMetrics()
     options: dict[str, Any] = dict(
@@ -61,12 +61,12 @@ def _executor(
     return executor, signals, metrics
 
 
-def _deliverer() -> AiohttpDeliverer:
-    return AiohttpDeliverer(TargetGuard(allow_private=True))
+def _deliverer() -> LeanDeliverer:
+    return LeanDeliverer(TargetGuard(allow_private=True))
 
 
 @contextlib.asynccontextmanager
-async def running(executor: Executor, deliverer: AiohttpDeliverer) -> AsyncIterator[None]:
+async def running(executor: Executor, deliverer: LeanDeliverer) -> AsyncIterator[None]:
     await deliverer.start()
     stopping = asyncio.Event()
     task = asyncio.create_task(executor.run(stopping))
@@ -241,7 +241,7 @@ class _SkewedClock(SystemClock):
         return super().now() + self.skew
 
 
-class _SkewedDeliverer(AiohttpDeliverer):
+class _SkewedDeliverer(LeanDeliverer):
     """Timestamps its attempts with the same skewed replica clock."""
 
     skew = timedelta(0)

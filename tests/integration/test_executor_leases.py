@@ -10,8 +10,8 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.clock import SystemClock
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
@@ -129,7 +129,7 @@ async def test_a_malformed_target_fails_with_evidence_instead_of_crashing(harnes
     assert await harness.statuses() == {"failed": 1}
 
 
-class _BrokenDeliverer(AiohttpDeliverer):
+class _BrokenDeliverer(LeanDeliverer):
     async def deliver(self, request: object) -> object:  # type: ignore[override]
         raise RuntimeError("adapter bug")
 

@@ -20,8 +20,8 @@ import pytest
 
 from cronwire import serve
 from cronwire.adapters.clock import SystemClock
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
@@ -77,7 +77,7 @@ async def test_a_crashed_inner_loop_is_named_in_health_and_stops_the_executor(
     db_pool: asyncpg.Pool, crash: str, loop: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     hold = asyncio.Event()
-    deliverer = AiohttpDeliverer(TargetGuard(allow_private=True))
+    deliverer = LeanDeliverer(TargetGuard(allow_private=True))
     await deliverer.start()
     signals = ExecutorSignals()
     try:

@@ -4,16 +4,18 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 from standardwebhooks.webhooks import Webhook
 
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
+from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.domain.delivery import (
@@ -21,8 +23,22 @@ from cronwire.domain.delivery import (
     new_signing_secret,
 )
 
-Deliverer = AiohttpDeliverer | HttpxDeliverer | LeanDeliverer
-ADAPTERS = {"aiohttp": AiohttpDeliverer, "httpx": HttpxDeliverer, "lean": LeanDeliverer}
+Deliverer = HttpxDeliverer | LeanDeliverer
+ADAPTERS = {"httpx": HttpxDeliverer, "lean": LeanDeliverer}
+TENANT_A = UUID("00000000-0000-4000-8000-00000000000a")
+TENANT_B = UUID("00000000-0000-4000-8000-00000000000b")
+
+
+@pytest.fixture(name="deliverer", params=sorted(ADAPTERS))
+async def deliverer_fixture(request: pytest.FixtureRequest) -> AsyncIterator[Deliverer]:
+    """``deliverer``: each Deliverer adapter in turn, started. Import it into a test module
+    with ``from tests.support.deliverer_sink import deliverer_fixture  # noqa: F401``."""
+    adapter = ADAPTERS[request.param](TargetGuard(allow_private=True))
+    await adapter.start()
+    yield adapter
+    await adapter.close()
+
+
 SCHEDULED_FOR = datetime(2027, 3, 28, 1, 0, tzinfo=UTC)
 BIG_BODY = ("a" * 1023 + "é" * 2100).encode()  # 5 KiB; byte 1024 falls inside an "é"
 
@@ -97,6 +113,7 @@ def make_request(url: str, **changes: Any) -> DeliveryRequest:
     fields: dict[str, Any] = {
         "run_id": UUID("00000000-0000-4000-8000-000000000001"),
         "schedule_id": UUID("00000000-0000-4000-8000-000000000002"),
+        "tenant_id": TENANT_A,
         "idempotency_key": "run-00000000-0000-4000-8000-000000000001",
         "scheduled_for": SCHEDULED_FOR,
         "attempt": 1,

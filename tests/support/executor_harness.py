@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 
 from cronwire.adapters.clock import SystemClock
-from cronwire.adapters.http.aiohttp_deliverer import AiohttpDeliverer
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
@@ -33,7 +33,7 @@ OWNER = "executor-under-test"
 class Harness:
     pool: asyncpg.Pool
     sink: Sink
-    deliverer: AiohttpDeliverer
+    deliverer: LeanDeliverer
 
     async def schedule(self, count: int, *, url: str | None = None, **kwargs: Any) -> SeededSchedule:
         async with self.pool.acquire() as conn:
@@ -70,7 +70,7 @@ class Harness:
 
 @contextlib.asynccontextmanager
 async def executor_harness(pool: asyncpg.Pool) -> AsyncIterator[Harness]:
-    deliverer = AiohttpDeliverer(TargetGuard(allow_private=True))
+    deliverer = LeanDeliverer(TargetGuard(allow_private=True))
     await deliverer.start()
     async with Sink() as sink:
         yield Harness(pool, sink, deliverer)

@@ -21,6 +21,7 @@ import contextlib
 import re
 import signal
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -126,12 +127,14 @@ class ReplicaSet:
         delivery_timeout: float = 2.0,
         grace_seconds: float = 10.0,
         wait_healthy: bool = True,
+        preexec_fn: Callable[[], None] | None = None,
         extra_env: dict[str, str] | None = None,
         **settings: Any,
     ) -> Replica:
         """Start ``cronwire serve``; ``settings`` are more SCHEDULER_* values by field name
         (``executor_workers=64`` sets SCHEDULER_EXECUTOR_WORKERS); ``extra_env`` other
-        variables verbatim (``OTEL_*``)."""
+        variables verbatim (``OTEL_*``). ``preexec_fn`` runs in the child before ``exec``
+        (e.g. ``resource.setrlimit`` to lower its fd limit)."""
         port = free_port()
         env = clean_env(
             SCHEDULER_DATABASE_URL=self.database_url,
@@ -149,7 +152,7 @@ class ReplicaSet:
         log = log_path.open("wb")
         process = await asyncio.create_subprocess_exec(
             cronwire_executable(), "serve", env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=log, stderr=asyncio.subprocess.STDOUT,
+            stdout=log, stderr=asyncio.subprocess.STDOUT, preexec_fn=preexec_fn,
         )
         replica = Replica(instance_id, port, process, log_path, log)
         self.replicas.append(replica)

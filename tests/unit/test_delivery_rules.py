@@ -3,11 +3,21 @@ outcomes are retryable (no I/O)."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
+from uuid import uuid4
 
 import pytest
 
-from cronwire.domain.delivery import DeliveryResult, Outcome, parse_retry_after
+from cronwire.domain.delivery import (
+    DeliveryRequest,
+    DeliveryResult,
+    Outcome,
+    delivery_headers,
+    new_signing_secret,
+    parse_retry_after,
+)
+from cronwire.domain.errors import InvalidTarget
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
 
@@ -46,3 +56,16 @@ def test_parse_retry_after(value: str | None, seconds: float | None) -> None:
 def test_retryable(outcome: Outcome, status: int | None, retryable: bool) -> None:
     result = DeliveryResult(outcome, status, None, 1, None, None, NOW, NOW + timedelta(seconds=1))
     assert result.retryable is retryable
+
+
+@pytest.mark.parametrize("value", ["a\x0bb", "a\x0cb", "a\x85b", "a\x7fb", "a\x1bb", "\r", "\n"])
+def test_a_header_value_with_a_control_character_is_refused_at_delivery(value: str) -> None:
+    """Issue 22, item 6: schedules made before the create-time rule are still safe."""
+    request = DeliveryRequest(
+        run_id=uuid4(), schedule_id=uuid4(), tenant_id=uuid4(), idempotency_key="k",
+        scheduled_for=datetime(2027, 1, 1, tzinfo=UTC), attempt=1, method="POST",
+        url="http://127.0.0.1/", headers={"x-v": value}, body=b"",
+        signing_secrets=(new_signing_secret(),), timeout_seconds=1.0)
+    with pytest.raises(InvalidTarget, match="control character"):
+        delivery_headers(request, 0)
+    assert delivery_headers(dataclasses.replace(request, headers={"x-v": "a\tb é"}), 0)["x-v"]

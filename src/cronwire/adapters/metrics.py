@@ -43,6 +43,7 @@ class PrometheusMetrics:
         )
         self._runs_by_outcome: dict[str, Counter] = {}
         self._broker_up: Gauge | None = None  # kafka mode only: created on first report
+        self._skipped: Counter | None = None  # kafka mode only: created on first skip
         self._tick = Histogram(
             "scheduler_planner_tick_seconds", "One planner transaction", registry=r
         )
@@ -115,6 +116,17 @@ class PrometheusMetrics:
                 "sweeper claims", registry=self.registry,
             )
         self._broker_up.set(1 if up else 0)
+
+    def kafka_message_skipped(self, reason: str) -> None:
+        """A run-key message no replica can read (malformed, unknown version, out of
+        range): skipped and its offset committed (issue 22)."""
+        if self._skipped is None:
+            self._skipped = Counter(
+                "scheduler_kafka_messages_skipped",
+                "Kafka mode: run-key messages skipped because they cannot be read, by reason",
+                ["reason"], registry=self.registry,
+            )
+        self._skipped.labels(reason=reason).inc()
 
     def alert_delivered(self, outcome: str) -> None:
         self._alerts.labels(outcome=outcome).inc()

@@ -45,7 +45,9 @@ def attempt_record(run: ClaimedRun, result: DeliveryResult) -> AttemptRecord:
         started_at=result.started_at,
         finished_at=result.finished_at,
         outcome=str(result.outcome),
-        status_code=result.status_code,
+        # The column is a smallint; deliverers refuse other statuses as protocol errors,
+        # and one that slipped through must not make the batched evidence write fail.
+        status_code=result.status_code if 100 <= (result.status_code or 0) <= 599 else None,
         error=storable_text(result.error, ERROR_BYTES),
         duration_ms=max(0, result.duration_ms),
         response_excerpt=storable_text(result.response_excerpt, EXCERPT_BYTES),
@@ -65,6 +67,7 @@ def request_for(
     return DeliveryRequest(
         run_id=run.id,
         schedule_id=run.schedule_id,
+        tenant_id=run.tenant_id,
         idempotency_key=run.idempotency_key,
         scheduled_for=run.scheduled_for,
         attempt=run.attempt,

@@ -63,6 +63,9 @@ class Outcome(StrEnum):
 class DeliveryRequest:
     run_id: UUID
     schedule_id: UUID
+    # Whose request this is: a deliverer never lets two tenants share a connection, so
+    # nothing one tenant's receiver sends is ever read as another tenant's answer.
+    tenant_id: UUID
     idempotency_key: str
     scheduled_for: datetime
     attempt: int
@@ -184,11 +187,16 @@ def default_user_agent() -> str:
     return f"cronwire/{version}"
 
 
+# Control characters (C0, DEL and C1, U+0085 among them) other than HTAB: no receiver
+# should see them raw in a field value (RFC 9110 5.5), and CR/LF would split the head.
+HEADER_VALUE_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
 def _check_header(name: str, value: str) -> None:
     if not name or any(ch in name for ch in ":\r\n\0 \t"):
         raise InvalidTarget(f"target.headers: invalid header name {name!r}")
-    if any(ch in value for ch in "\r\n\0"):
-        raise InvalidTarget(f"target.headers: header {name!r} contains a line break")
+    if HEADER_VALUE_CONTROLS.search(value):
+        raise InvalidTarget(f"target.headers: header {name!r} contains a control character")
 
 
 def delivery_headers(

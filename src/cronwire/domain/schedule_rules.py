@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from cronwire.domain.cron import load_timezone, min_gap_seconds, next_occurrences, parse_cron
+from cronwire.domain.delivery import HEADER_VALUE_CONTROLS
 from cronwire.domain.errors import (
     DomainError,
     InvalidCron,
@@ -133,8 +134,10 @@ def _check_header(name: str, value: str) -> None:
         raise RuleViolation(
             "target.headers", f"value of {name!r} is longer than {MAX_HEADER_VALUE_CHARS}"
         )
-    if any(ch in value for ch in "\r\n\0"):
-        raise RuleViolation("target.headers", f"value of {name!r} contains a line break or NUL")
+    if HEADER_VALUE_CONTROLS.search(value):
+        raise RuleViolation(
+            "target.headers",
+            f"value of {name!r} contains a control character (only HTAB is allowed)")
 
 
 def _check_retry(retry: RetryPolicy) -> None:

@@ -74,7 +74,7 @@ class AlertDispatcher:
                                                 "undelivered", None, None))
             return
         request = DeliveryRequest(
-            run_id=event.id, schedule_id=event.schedule_id,
+            run_id=event.id, schedule_id=event.schedule_id, tenant_id=event.tenant_id,
             idempotency_key=IDEMPOTENCY_KEY_PREFIX + event.id.hex, scheduled_for=event.at,
             attempt=clamp_attempts(event.attempt_count), method="POST", url=item.url,
             headers={}, body=event_body(event), signing_secrets=(item.signing_secret,),

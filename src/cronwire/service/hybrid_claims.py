@@ -87,6 +87,9 @@ class HybridClaimSource:
         keys = self._hints.take(limit)
         self._label = KAFKA
         if not keys:
+            # Whatever was taken was unreadable messages (skipped): settled, so their
+            # offsets are committed even where no readable key ever follows them.
+            self._hints.acknowledge()
             return []
         try:
             runs = await self._keyed.claim_keys(owner, keys, lease_seconds)

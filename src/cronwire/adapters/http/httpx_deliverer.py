@@ -4,14 +4,22 @@ connects through the TargetGuard.
 httpcore hands ``connect_tcp`` the URL's host; the backend resolves and checks
 it once with the guard and dials only a checked address. TLS SNI and the Host
 header come from the URL, so they keep the tenant's host name.
+
+Every attempt has a connection of its own (no keep-alive, ADR 0026): httpcore's pool is
+keyed by origin alone, so a kept connection would be shared between tenants, and h11
+keeps bytes that arrived after an answer for the next one. A fresh connection per
+attempt costs a connect and shares nothing. The send window (ADR 0022) is checked by
+the network stream right before the request's first byte is written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import http.cookiejar
-from collections.abc import AsyncGenerator, Iterable
+import time
+from collections.abc import AsyncGenerator, Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -20,6 +28,7 @@ import httpx
 
 from cronwire.adapters.http.attempt_timer import AttemptTimer
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.limits import DRAIN_BYTES, MAX_RESPONSE_BYTES
 from cronwire.domain.delivery import (
     EXCERPT_BYTES,
     DeliveryRequest,
@@ -33,10 +42,52 @@ from cronwire.domain.delivery import (
     status_error,
     status_outcome,
 )
-from cronwire.domain.errors import InvalidTarget, TargetRefused
+from cronwire.domain.errors import InvalidTarget, RequestNotSent, TargetRefused
 from cronwire.domain.netpolicy import validate_target_url
 
-DRAIN_BYTES = 64 * 1024
+_READ_BYTES = 8 * 1024
+# The current attempt's send deadline and its clock, seen by the stream it is written on
+# (httpcore runs the request in the caller's task, so a context variable reaches it).
+_SEND_WINDOW: contextvars.ContextVar[tuple[float, Callable[[], float]] | None] = (
+    contextvars.ContextVar("cronwire_send_window", default=None))
+
+
+class _AttemptStream(httpcore.AsyncNetworkStream):
+    """One attempt's connection: refuses to write the request's first byte past its send
+    window, and to read more than MAX_RESPONSE_BYTES. h11 parses whatever one read gave it
+    before httpcore reads again (a stream of 100 Continue is thousands of events per
+    64 KiB), so reads are small and the loop runs between them: the deadline can fire."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self._written = False
+        self._read = 0
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
+        await asyncio.sleep(0)  # a receiver with bytes always ready still lets the loop run
+        data = await self._inner.read(min(max_bytes, _READ_BYTES), timeout)
+        self._read += len(data)
+        if self._read > MAX_RESPONSE_BYTES:
+            raise httpcore.ReadError(f"answer larger than {MAX_RESPONSE_BYTES // 1024} KiB")
+        return data
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
+        if not self._written:
+            window = _SEND_WINDOW.get()
+            if window is not None and window[1]() > window[0]:
+                raise RequestNotSent("send window closed before the request was written")
+            self._written = True
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                        timeout: float | None = None) -> httpcore.AsyncNetworkStream:  # noqa: ASYNC109
+        return await self._inner.start_tls(ssl_context, server_hostname, timeout)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
 
 
 class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
@@ -61,9 +112,9 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
         last_error: Exception | None = None
         for address in addresses:
             try:
-                return await self._inner.connect_tcp(
+                return _AttemptStream(await self._inner.connect_tcp(
                     address, port, timeout, local_address, socket_options
-                )
+                ))
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 last_error = exc
         assert last_error is not None  # resolve_checked never returns an empty list
@@ -91,8 +142,7 @@ class _GuardedTransport(httpx.AsyncHTTPTransport):
         self._pool = httpcore.AsyncConnectionPool(
             ssl_context=ssl_context,
             max_connections=max_connections,
-            max_keepalive_connections=max_connections,
-            keepalive_expiry=5.0,
+            max_keepalive_connections=0,  # a connection per attempt: see the module doc
             network_backend=GuardedNetworkBackend(guard),
         )
 
@@ -115,8 +165,11 @@ class HttpxDeliverer:
         *,
         max_connections: int = 1000,
         user_agent: str | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._guard = guard
+        # The clock of DeliveryRequest.send_by_monotonic: the executor's Clock.monotonic.
+        self._monotonic = monotonic
         self._max_connections = max_connections
         self._user_agent = user_agent or default_user_agent()
         self._client: httpx.AsyncClient | None = None
@@ -143,6 +196,9 @@ class HttpxDeliverer:
 
         # httpx timeouts are per phase; the attempt's budget is a total.
         deadline = asyncio.get_running_loop().time() + req.timeout_seconds
+        window = (None if req.send_by_monotonic is None
+                  else (req.send_by_monotonic, self._monotonic))
+        token = _SEND_WINDOW.set(window)
         try:
             validate_target_url(req.url)
             headers = delivery_headers(
@@ -158,11 +214,13 @@ class HttpxDeliverer:
             async with asyncio.timeout_at(deadline):
                 response = await self._client.send(request, stream=True)
             try:
+                status = response.status_code
+                if not 200 <= status <= 599:  # h11 reads any three digits
+                    raise httpx.RemoteProtocolError(f"status {status} is outside 100-599")
                 body = await _read_excerpt(response, deadline)
             finally:
                 await response.aclose()
             finished_at = datetime.now(UTC)
-            status = response.status_code
             return timer.result(
                 status_outcome(status),
                 status=status,
@@ -172,13 +230,17 @@ class HttpxDeliverer:
                 excerpt=response_excerpt(body) if body else None,
                 retry_after=parse_retry_after(response.headers.get("retry-after"), finished_at),
             )
+        except RequestNotSent:
+            raise
         except (InvalidTarget, TargetRefused) as exc:
             return timer.result(Outcome.BLOCKED, error=error_text(exc))
         except (TimeoutError, httpx.TimeoutException) as exc:
-            detail = f"no complete response within {req.timeout_seconds:g}s"
+            detail = f"no response within {req.timeout_seconds:g}s"
             return timer.result(Outcome.TIMEOUT, error=error_text(exc, detail))
         except Exception as exc:  # every other failure is a failed attempt
             return timer.result(Outcome.CONNECTION_ERROR, error=error_text(exc))
+        finally:
+            _SEND_WINDOW.reset(token)
 
 
 async def _read_excerpt(response: httpx.Response, deadline: float) -> bytes:

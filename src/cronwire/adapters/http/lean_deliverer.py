@@ -2,40 +2,38 @@
 
 A webhook delivery needs little of a general HTTP client: one request with a small
 body, a status line, a few headers and at most 1 KiB of the answer. aiohttp's client
-layers (request/response objects, payload writers, stream readers, tracing, cookie and
-redirect machinery) were most of an executor's CPU in the 100k burst (ADR 0012), so
-this adapter writes each request as one buffer and parses the answer itself (the
-HTTP/1.1 side is http1.py; this module is the pool, the deadlines and the outcome).
+layers were most of an executor's CPU in the 100k burst (ADR 0012), so this adapter
+writes each request as one buffer and has llhttp parse the answer (http1.py); this
+module is the pool, the deadlines and the outcome. Every receiver is hostile (ADR 0026):
+connections are never shared between tenants, are reused only after a clean answer,
+are bounded in number, and a request that may have reached a receiver is never resent.
 
 The address guarantee is the simplest possible here: a new connection dials only an
 address :meth:`TargetGuard.resolve_checked` returned for the URL's host, and a pooled
-connection is reused only for the same scheme, host and port it was checked for. The
-Host header and TLS SNI keep the tenant's host name.
+connection is reused only for the same tenant, scheme, host and port it was checked
+for. The Host header and TLS SNI keep the tenant's host name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import logging
 import ssl
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
 from yarl import URL
 
-from cronwire.adapters.http.aiohttp_deliverer import _parsed_target
 from cronwire.adapters.http.attempt_timer import AttemptTimer
+from cronwire.adapters.http.connection_pool import IdlePool, PoolKey
 from cronwire.adapters.http.guard import TargetGuard
-from cronwire.adapters.http.http1 import (
-    Answer,
-    Connection,
-    decoded,
-    keeps_alive,
-    read_answer,
-    request_bytes,
-)
+from cronwire.adapters.http.http1 import Answer, Connection, decoded, request_bytes
+from cronwire.adapters.http.target_url import parse_target
 from cronwire.domain.delivery import (
     DeliveryRequest,
     DeliveryResult,
@@ -51,146 +49,193 @@ from cronwire.domain.delivery import (
 from cronwire.domain.errors import InvalidTarget, RequestNotSent, TargetRefused
 from cronwire.domain.netpolicy import DEFAULT_PORTS
 
-IDLE_SECONDS = 4.0  # below common server keep-alive timeouts (uvicorn 5 s, nginx 75 s)
+log = logging.getLogger(__name__)
 
-PoolKey = tuple[str, str, int]
+IDLE_SECONDS = 4.0  # below common server keep-alive timeouts (uvicorn 5 s, nginx 75 s)
+REAP_SECONDS = 1.0  # how often idle connections past IDLE_SECONDS are closed
+_OUT_OF_FDS = frozenset({errno.EMFILE, errno.ENFILE})
+
 T = TypeVar("T")
 
 
+@dataclass
+class PoolStats:
+    """What the pool did, for tests and logs."""
+
+    connects: int = 0
+    reuses: int = 0
+    # A connection attempt that failed for want of file descriptors, retried after the
+    # idle connections were closed: nothing had been sent, so the retry is not a resend.
+    fd_retries: int = 0
+
+
 class LeanDeliverer:
-    """Delivers runs over pooled HTTP/1.1 connections. ``start()`` before use."""
+    """Delivers runs over pooled HTTP/1.1 connections. ``start()`` before use.
+
+    At most ``max_connections`` sockets are open at once, busy and idle together; idle
+    ones are capped at ``max_idle_per_key`` per (tenant, origin) and ``max_connections``
+    in all, and closed after IDLE_SECONDS."""
 
     def __init__(
-        self, guard: TargetGuard, *, max_connections: int = 1000, user_agent: str | None = None,
+        self, guard: TargetGuard, *, max_connections: int = 1000,
+        max_idle_per_key: int | None = None, user_agent: str | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._guard = guard
         # The clock of DeliveryRequest.send_by_monotonic: the executor's Clock.monotonic.
         self._monotonic = monotonic
         self._user_agent = user_agent or default_user_agent()
-        self._slots = asyncio.Semaphore(max_connections)
-        self._idle: dict[PoolKey, deque[Connection]] = {}
+        self._max_connections = max(1, max_connections)
+        self._slots = asyncio.Semaphore(self._max_connections)
+        self._in_use = 0  # sockets open or opening outside the idle pool
+        self._idle = IdlePool(
+            per_key=max_idle_per_key or self._max_connections,
+            total=self._max_connections, idle_seconds=IDLE_SECONDS)
+        self.stats = PoolStats()
         self._tls: ssl.SSLContext | None = None
-        self._started = False
+        self._reaper: asyncio.Task[None] | None = None
+
+    @property
+    def idle_connections(self) -> int:
+        return len(self._idle)
 
     async def start(self) -> None:
-        self._started = True
+        if self._reaper is None:
+            self._reaper = asyncio.create_task(self._reap(), name="lean-deliverer-reaper")
 
     async def close(self) -> None:
-        self._started = False
-        for connections in self._idle.values():
-            for connection in connections:
-                connection.abort()
-        self._idle.clear()
+        reaper, self._reaper = self._reaper, None
+        if reaper is not None:
+            reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reaper
+        self._idle.close_all()
+
+    async def _reap(self) -> None:
+        while True:
+            await asyncio.sleep(REAP_SECONDS)
+            self._idle.reap()
 
     async def deliver(self, req: DeliveryRequest) -> DeliveryResult:
         """One attempt. Never raises for delivery failures; CancelledError propagates."""
-        if not self._started:
+        if self._reaper is None:
             raise RuntimeError("LeanDeliverer.start() was not called")
         timer = AttemptTimer()
         try:
-            # An IP literal needs no check of its own here (aiohttp's adapter does one):
-            # every new connection, literal or name, is dialled through the guard.
-            url, _literal_port = _parsed_target(req.url)
+            # An IP literal needs no check of its own here: every new connection, literal
+            # or name, is dialled through the guard.
+            url, _literal_port = parse_target(req.url)
             headers = delivery_headers(
                 req, int(timer.started_at.timestamp()), user_agent=self._user_agent
             )
             deadline = asyncio.get_running_loop().time() + req.timeout_seconds
             answer = await self._exchange(
-                url, req.method, headers, req.body, req.send_by_monotonic, deadline)
+                req, url, headers, req.send_by_monotonic, deadline)
         except RequestNotSent:
             raise
         except (InvalidTarget, TargetRefused) as exc:
             return timer.result(Outcome.BLOCKED, error=error_text(exc))
         except TimeoutError as exc:
-            detail = f"no complete response within {req.timeout_seconds:g}s"
+            detail = f"no response within {req.timeout_seconds:g}s"
             return timer.result(Outcome.TIMEOUT, error=error_text(exc, detail))
         except Exception as exc:  # every other failure is a failed attempt
             return timer.result(Outcome.CONNECTION_ERROR, error=error_text(exc))
         status = answer.status
-        location = answer.headers.get("location") if 300 <= status <= 399 else None
+        location = answer.header(b"location") if 300 <= status <= 399 else None
+        retry_after = answer.header(b"retry-after")
         return timer.result(
             status_outcome(status),
             status=status,
             error=status_error(status, answer.reason, location),
             excerpt=response_excerpt(decoded(answer)) if answer.body else None,
-            retry_after=parse_retry_after(answer.headers.get("retry-after"), datetime.now(UTC))
-            if "retry-after" in answer.headers else None,
+            retry_after=parse_retry_after(retry_after, datetime.now(UTC))
+            if retry_after is not None else None,
         )
 
     # -- one request/response on a pooled connection ----------------------------------
 
     async def _exchange(
-        self, url: URL, method: str, headers: dict[str, str], body: bytes,
-        send_by: float | None = None, deadline: float | None = None,
+        self, req: DeliveryRequest, url: URL, headers: dict[str, str],
+        send_by: float | None, deadline: float,
     ) -> Answer:
         """One request and its answer; TimeoutError once the loop's clock passes
-        ``deadline`` (waiting for a slot, connecting or reading)."""
+        ``deadline`` (waiting for a slot, connecting, or before the answer's head)."""
         scheme = url.scheme
         host = url.raw_host or ""
         port = url.port or DEFAULT_PORTS[scheme]
-        key = (scheme, host, port)
-        data = request_bytes(method, url, host, port, headers, body)
+        key: PoolKey = (req.tenant_id, scheme, host, port)
+        data = request_bytes(req.method, url, host, port, headers, req.body)
         if self._slots.locked():
             await _within(self._slots.acquire(), deadline)
         else:
             await self._slots.acquire()
         try:
-            connection = self._pooled(key)
-            reused = connection is not None
-            if connection is None:
-                connection = await _within(self._connect(scheme, host, port), deadline)
-            connection.deadline = deadline
+            connection = self._idle.checkout(key)
+            self._in_use += 1
             try:
-                assert connection.transport is not None
-                _check_send_window(send_by, self._monotonic)
-                connection.transport.write(data)
-                try:
-                    answer = await read_answer(connection, method)
-                except ConnectionError:
-                    if not reused or connection.buffer:
-                        raise
-                    # A kept-alive connection the receiver closed just as we wrote: nothing
-                    # came back, so the request is sent once more on a fresh connection.
-                    connection.abort()
+                if connection is None:
                     connection = await _within(self._connect(scheme, host, port), deadline)
-                    connection.deadline = deadline
-                    assert connection.transport is not None
-                    _check_send_window(send_by, self._monotonic)
-                    connection.transport.write(data)
-                    answer = await read_answer(connection, method)
-            except RequestNotSent:
-                # Nothing was written on it: a pooled connection can serve the next request.
-                if connection.usable and not connection.buffer:
-                    connection.idle_since = time.monotonic()
-                    self._idle.setdefault(key, deque()).append(connection)
                 else:
+                    self.stats.reuses += 1
+                answer = await self._send(connection, data, req.method, send_by, deadline)
+            except RequestNotSent:
+                if connection is not None and connection.usable:
+                    self._idle.checkin(key, connection)  # nothing was written on it
+                elif connection is not None:
                     connection.abort()
                 raise
             except BaseException:
-                connection.abort()  # a cancelled or broken exchange never goes back
+                if connection is not None:
+                    connection.abort()  # a cancelled or broken exchange never goes back
                 raise
-            if answer.complete and keeps_alive(answer) and connection.usable:
-                connection.idle_since = time.monotonic()
-                self._idle.setdefault(key, deque()).append(connection)
+            finally:
+                self._in_use -= 1
+            if connection.usable:
+                self._idle.checkin(key, connection)
             else:
                 connection.abort()
             return answer
         finally:
             self._slots.release()
 
-    def _pooled(self, key: PoolKey) -> Connection | None:
-        connections = self._idle.get(key)
-        now = time.monotonic()
-        while connections:
-            connection = connections.pop()
-            if connection.usable and now - connection.idle_since < IDLE_SECONDS:
-                return connection
-            connection.abort()
-        return None
+    async def _send(self, connection: Connection, data: bytes, method: str,
+                    send_by: float | None, deadline: float) -> Answer:
+        _check_send_window(send_by, self._monotonic)
+        try:
+            return await connection.exchange(data, method, deadline)
+        except ConnectionResetError as exc:
+            reader = connection.reader
+            if connection.reused and reader is not None and reader.received == 0:
+                # The keep-alive race: the receiver closed the idle connection as the
+                # request went out. It may have read the request, so it is not resent:
+                # the attempt fails and the retry policy decides.
+                raise ConnectionResetError(
+                    "the receiver closed a reused keep-alive connection without answering;"
+                    " the request was not resent (it may have arrived)") from exc
+            raise
 
     async def _connect(self, scheme: str, host: str, port: int) -> Connection:
-        """Dial the checked addresses in order; only those (the guard's promise)."""
+        """Dial the checked addresses in order; only those (the guard's promise). Keeps
+        the sockets open, busy and idle, within ``max_connections``."""
+        while self._in_use + len(self._idle) > self._max_connections:
+            if not self._idle.evict_oldest():
+                break
+        try:
+            connection = await self._dial(scheme, host, port)
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_FDS or not self._idle.close_all():
+                raise
+            # Out of file descriptors: the idle connections are a cache, and a connect
+            # that failed sent nothing, so dialling again is not a resend.
+            self.stats.fd_retries += 1
+            await asyncio.sleep(0)  # the loop closes aborted sockets on its next turn
+            log.warning("delivery: out of file descriptors (%s); closed the idle "
+                        "connections and dialled again", exc.strerror)
+            connection = await self._dial(scheme, host, port)
+        self.stats.connects += 1
+        return connection
+
+    async def _dial(self, scheme: str, host: str, port: int) -> Connection:
         loop = asyncio.get_running_loop()
         tls = self._tls_context() if scheme == "https" else None
         last: OSError | None = None
@@ -202,6 +247,8 @@ class LeanDeliverer:
                 )
                 return connection
             except OSError as exc:
+                if exc.errno in _OUT_OF_FDS:
+                    raise
                 last = exc
         raise last or ConnectionError(f"no address to connect to for {host!r}")
 
@@ -211,11 +258,9 @@ class LeanDeliverer:
         return self._tls
 
 
-async def _within(awaitable: Awaitable[T], deadline: float | None) -> T:
+async def _within(awaitable: Awaitable[T], deadline: float) -> T:
     """``awaitable`` bounded by ``deadline`` (the loop's clock): the rarer waits of an
     attempt (a pool slot, a new connection) pay for asyncio.wait_for."""
-    if deadline is None:
-        return await awaitable
     remaining = deadline - asyncio.get_running_loop().time()
     return await asyncio.wait_for(awaitable, max(0.0, remaining))
 

@@ -13,7 +13,12 @@ happen there); the executor's claim only takes keys from the buffer and reports 
   on the others (fairness between tenants of one partition is the claim SQL's);
 * ``rewind()`` (a failed claim) drops the buffer and seeks to the committed offsets;
 * on a rebalance, keys of revoked partitions are dropped: the lease, not the offset, owns
-  a run, so a key delivered twice is only a claim that finds nothing.
+  a run, so a key delivered twice is only a claim that finds nothing;
+* a message is anyone's input: :func:`read_run_key` never raises, and a message it cannot
+  read (malformed, an unknown version, a time out of range) is counted, skipped and its
+  offset committed with the keys around it, so no message can stop a replica (issue 22);
+* the consumer task is supervised: a failure it did not expect is logged, the consumer is
+  rebuilt after a pause, and ``consuming`` is False (``/readyz`` names it) meanwhile.
 """
 
 from __future__ import annotations
@@ -22,15 +27,38 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
-from cronwire.adapters.kafka.codec import decode_key
+from cronwire.adapters.kafka.codec import decode_key, encode_key
 from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink, bounded
 from cronwire.ports import RunKey
 
 log = logging.getLogger(__name__)
+
+MALFORMED, UNKNOWN_VERSION, OUT_OF_RANGE = "malformed", "unknown_version", "out_of_range"
+# The wire format's size and version byte, as the codec writes them.
+_SAMPLE_KEY = encode_key(UUID(int=0), datetime(1970, 1, 1, tzinfo=UTC))
+_KEY_BYTES, _KEY_VERSION = len(_SAMPLE_KEY), _SAMPLE_KEY[0]
+RESTART_SECONDS = 1.0  # pause before a consumer task that failed is started again
+
+
+def read_run_key(value: bytes | None) -> RunKey | str:
+    """The run key a message carries, or why it cannot be read (MALFORMED,
+    UNKNOWN_VERSION, OUT_OF_RANGE). Total: never raises, whatever the bytes."""
+    if value is None or len(value) != _KEY_BYTES:
+        return MALFORMED
+    if value[0] != _KEY_VERSION:
+        return UNKNOWN_VERSION
+    try:
+        key = decode_key(bytes(value))
+    except (OverflowError, ValueError):  # a time no datetime can hold
+        return OUT_OF_RANGE
+    return key if key is not None else MALFORMED
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -57,6 +85,7 @@ class KafkaRunHints:
         heartbeat_interval_ms: int = 1_000,
         max_poll_interval_ms: int = 300_000,
         client_id: str = "cronwire-executor",
+        on_skipped: Callable[[str], None] | None = None,
     ) -> None:
         self._link = link
         self._group = group
@@ -79,14 +108,42 @@ class KafkaRunHints:
         self._generation = 0
         self._task: asyncio.Task[None] | None = None
         self.delivered = 0  # keys received, for tests and logs
+        self.skipped = 0  # messages that could not be read
+        self.restarts = 0  # consumer task failures survived
+        self._on_skipped = on_skipped
+        self._consuming = False
         link.on_down(self._stop_consumer)
 
     @property
     def healthy(self) -> bool:
-        return self._link.healthy
+        """The broker is reachable and the consumer task is running: otherwise the hybrid
+        claim source falls back to its sweeper."""
+        return self._link.healthy and self._consuming
+
+    @property
+    def consuming(self) -> bool:
+        """The consumer task is running (False between a failure and its restart)."""
+        return self._consuming
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="kafka-hints")
+        self._consuming = True  # from now on, until the task fails
+        self._task = asyncio.create_task(self._supervised(), name="kafka-hints")
+
+    async def _supervised(self) -> None:
+        while True:
+            try:
+                await self._run()
+            except asyncio.CancelledError:
+                self._consuming = False
+                raise
+            except Exception:
+                self._consuming = False
+                self.restarts += 1
+                log.exception("kafka consumer task failed; restarting in %gs", RESTART_SECONDS)
+                with contextlib.suppress(Exception):
+                    await self._stop_consumer()
+                await asyncio.sleep(RESTART_SECONDS)
+                self._consuming = True
 
     async def close(self) -> None:
         if self._task is not None:
@@ -122,6 +179,9 @@ class KafkaRunHints:
         while taken < limit and self._buffers:
             for tp in list(self._buffers):
                 queue = self._buffers[tp]
+                if not queue:  # never expected (entries are queued only when read)
+                    del self._buffers[tp]
+                    continue
                 offset, key = queue.popleft()
                 taken += 1
                 self._taken[tp] = max(offset, self._taken.get(tp, -1))
@@ -181,12 +241,23 @@ class KafkaRunHints:
                 highwater = consumer.highwater(tp)
                 if highwater is not None:
                     self._behind[tp] = max(0, highwater - (messages[-1].offset + 1))
-                queue = self._buffers.setdefault(tp, deque())
-                for message in messages:
-                    queue.append((message.offset, decode_key(message.value)))
+                entries = [(message.offset, self._read(message.value)) for message in messages]
+                self._buffers.setdefault(tp, deque()).extend(entries)
                 self.delivered += len(messages)
             if self._buffers:
                 self._arrived.set()
+
+    def _read(self, value: bytes | None) -> RunKey | None:
+        """The key, or None for a message that is skipped (its entry still carries its
+        offset, so it is committed with the keys taken around it)."""
+        key = read_run_key(value)
+        if isinstance(key, tuple):
+            return key
+        self.skipped += 1
+        log.warning("kafka: skipped an unreadable run-key message (%s)", key)
+        if self._on_skipped is not None:
+            self._on_skipped(key)
+        return None
 
     async def _fetch(self, consumer: AIOKafkaConsumer, limit: int) -> dict[TopicPartition, Any]:
         """``getmany``, bounded: a consumer stopped under it (the broker was lost) can

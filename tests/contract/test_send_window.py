@@ -1,7 +1,7 @@
-"""LeanDeliverer's send window: a request whose window closed while it waited for a pool
-slot or a connection is not written at all (RequestNotSent), so a process stalled in that
-wait cannot wake and send on a lease another replica has taken over (the chaos suite's
-stall fault found one such late send)."""
+"""The send window, for both deliverers: a request whose window closed while it waited for
+a pool slot or a connection is not written at all (RequestNotSent), so a process stalled
+in that wait cannot wake and send on a lease another replica has taken over (the chaos
+suite's stall fault found one such late send; ADR 0022). Issue 22: httpx honours it too."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from cronwire.adapters.http.lean_deliverer import LeanDeliverer
 from cronwire.domain.delivery import Outcome
 from cronwire.domain.errors import RequestNotSent
 from cronwire.service.signals import ExecutorSignals, Observed
-from tests.support.deliverer_sink import make_request
+from tests.support.deliverer_sink import ADAPTERS, Deliverer, make_request
 from tests.support.executor_harness import running
 from tests.support.memory_executor import Rig
 from tests.support.polling import wait_until
@@ -60,28 +60,30 @@ async def receiver() -> AsyncIterator[SlowReceiver]:
     await server.wait_closed()
 
 
-@pytest.fixture
-async def one_connection() -> AsyncIterator[LeanDeliverer]:
-    deliverer = LeanDeliverer(TargetGuard(allow_private=True), max_connections=1)
+@pytest.fixture(params=sorted(ADAPTERS))
+async def one_connection(request: pytest.FixtureRequest) -> AsyncIterator[Deliverer]:
+    deliverer = ADAPTERS[request.param](TargetGuard(allow_private=True), max_connections=1)
     await deliverer.start()
     yield deliverer
     await deliverer.close()
 
 
 async def test_a_closed_window_writes_nothing(receiver: SlowReceiver,
-                                              one_connection: LeanDeliverer) -> None:
+                                              one_connection: Deliverer) -> None:
     url = f"http://127.0.0.1:{receiver.port}/hook"
     with pytest.raises(RequestNotSent):
         await one_connection.deliver(make_request(url, send_by_monotonic=time.monotonic() - 0.001))
     await asyncio.sleep(0.1)  # anything written would have been read by now
     assert receiver.requests == []
-    # The connection it opened carried nothing, so the next request can use it.
+    # The connection it opened carried nothing, so the next request can use it (lean; httpx
+    # opens a connection per attempt).
     assert (await one_connection.deliver(make_request(url))).outcome is Outcome.SUCCESS
-    assert len(receiver.requests) == 1 and receiver.connections == 1
+    assert len(receiver.requests) == 1
+    assert receiver.connections == (1 if isinstance(one_connection, LeanDeliverer) else 2)
 
 
 async def test_a_window_that_closes_while_waiting_for_a_slot_is_not_sent(
-    receiver: SlowReceiver, one_connection: LeanDeliverer
+    receiver: SlowReceiver, one_connection: Deliverer
 ) -> None:
     url = f"http://127.0.0.1:{receiver.port}/hook"
     first = asyncio.create_task(one_connection.deliver(make_request(url)))
