@@ -34,6 +34,7 @@ from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
+from cronwire.adapters.postgres.sql import queries
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
@@ -148,17 +149,15 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
                 if i >= WARMUP:
                     timings.append(elapsed_ms)
         plan = "\n".join(r[0] for r in await pool.fetch(
-            "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) SELECT count(*), percentile_disc(0.5) "
-            "WITHIN GROUP (ORDER BY last_duration_ms) FROM job_run WHERE schedule_id = $1 "
-            "AND scheduled_for > now() - interval '30 days' AND scheduled_for <= now()",
-            schedule))
+            "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + queries()["job_run_stats_window"],
+            schedule, 30 * 86_400.0))
     finally:
         await pool.close()
     return {
         "runs_in_window": expected["occurrences"], "other_runs": args.other_runs,
         "vacuumed": not args.no_vacuum, "seed_seconds": round(seed_seconds, 1),
         "samples": args.samples,
-        "path": "httpx ASGITransport -> FastAPI app (auth + ownership + 2 queries + JSON)",
+        "path": "httpx ASGITransport -> FastAPI app (auth + ownership + 3 queries + JSON)",
         **percentiles(timings),
         "index_only_scan": "Index Only Scan" in plan,
         "heap_fetches": sum(int(line.split("Heap Fetches:")[1]) for line in plan.splitlines()

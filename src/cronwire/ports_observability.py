@@ -102,7 +102,7 @@ __all__ = ["TRACING_OFF", "AlertOutbox", "AlertStore", "NoTracer", "StatsReader"
 class StatsReader(Protocol):
     """Per-schedule figures over the run history (reads only)."""
 
-    async def schedule_stats(self, schedule_id: UUID, window: str,
+    async def schedule_stats(self, tenant_id: UUID, schedule_id: UUID, window: str,
                              window_seconds: int) -> ScheduleStats:
         """Stats of one schedule's runs in the last ``window_seconds`` (database clock).
         The caller has checked that the schedule is the tenant's. Raises StorageError."""

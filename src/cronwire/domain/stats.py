@@ -25,8 +25,8 @@ class ScheduleStats:
     """Runs whose ``scheduled_for`` lies in ``(now - window, now]``, every trigger counted.
 
     ``fire_lag_ms``: first attempt start minus ``scheduled_for`` (database clock) of the
-    runs that started; ``duration_ms``: the duration of the attempt that ended each
-    finished run. ``consecutive_failures`` and the last success and failure look past the
+    finished runs that started; ``duration_ms``: the duration of the attempt that ended
+    each finished run (runs still in flight join both once they end). ``consecutive_failures`` and the last success and failure look past the
     window (the latest ones the history still holds)."""
 
     window: str

@@ -25,7 +25,7 @@ async def schedule_stats(schedules: ScheduleStore, stats: StatsReader, tenant: u
         raise RuleViolation("window", f"must be one of {', '.join(WINDOWS)}")
     await schedules.get(tenant, schedule_id)
     started = time.perf_counter()
-    found = await stats.schedule_stats(schedule_id, window, WINDOWS[window])
+    found = await stats.schedule_stats(tenant, schedule_id, window, WINDOWS[window])
     if metrics is not None:
         metrics.stats_query(time.perf_counter() - started)
     return found

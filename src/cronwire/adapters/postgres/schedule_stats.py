@@ -26,18 +26,23 @@ class PostgresStatsReader:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def schedule_stats(self, schedule_id: UUID, window: str,
+    async def schedule_stats(self, tenant_id: UUID, schedule_id: UUID, window: str,
                              window_seconds: int) -> ScheduleStats:
+        seconds = float(window_seconds)
         with storage_errors("reading schedule stats"):
             async with self._pool.acquire() as conn:
-                row = await conn.fetchrow(Q["job_run_stats_window"], schedule_id,
-                                          float(window_seconds))
+                row = await conn.fetchrow(Q["job_run_stats_window"], schedule_id, seconds)
+                unfinished = await conn.fetchval(Q["job_run_stats_unfinished"], tenant_id,
+                                                 schedule_id, seconds)
                 streak = await conn.fetchrow(Q["job_run_outcome_streak"], schedule_id)
         assert row is not None and streak is not None  # aggregates always answer one row
         skipped = dict.fromkeys(SKIP_REASONS, 0)
         skipped["misfire"] = row["skipped"]  # the only reason a run is skipped today
         return ScheduleStats(
-            window=window, occurrences=row["occurrences"], succeeded=row["succeeded"],
+            window=window,
+            occurrences=row["succeeded"] + row["failed"] + row["skipped"] + row["cancelled"]
+            + unfinished,
+            succeeded=row["succeeded"],
             failed=row["failed"], cancelled=row["cancelled"], skipped=skipped,
             fire_lag_ms=_percentiles(row["lag_ms"]),
             duration_ms=_percentiles(row["duration_ms"]),

@@ -646,13 +646,12 @@ SELECT (SELECT count(*) FROM job_run
      + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
 
 -- name: job_run_stats_window
--- One schedule's runs with scheduled_for in (now() - $2 seconds, now()]: counts and
--- percentiles in one pass over job_run_schedule_stats_idx (migration 0011), whose payload
--- columns make it an index-only scan where the visibility map allows (ADR 0036).
--- Ordered-set aggregates skip NULLs: runs not started have no lag, runs not finished no
--- duration. $1 schedule.
-SELECT count(*) AS occurrences,
-       count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
+-- One schedule's finished runs with scheduled_for in (now() - $2 seconds, now()]: counts
+-- and percentiles in one pass over job_run_schedule_stats_idx (migration 0011, partial on
+-- the terminal statuses), whose payload columns make it an index-only scan where the
+-- visibility map allows (ADR 0036). Ordered-set aggregates skip NULLs: runs never started
+-- (skipped, cancelled before a try) have no lag. $1 schedule.
+SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
        count(*) FILTER (WHERE status = 'failed') AS failed,
        count(*) FILTER (WHERE status = 'skipped') AS skipped,
        count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
@@ -663,8 +662,20 @@ SELECT count(*) AS occurrences,
        percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY last_duration_ms)
            AS duration_ms
   FROM job_run
- WHERE schedule_id = $1
+ WHERE schedule_id = $1 AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
    AND scheduled_for > now() - make_interval(secs => $2) AND scheduled_for <= now()
+
+-- name: job_run_stats_unfinished
+-- The same window's runs not finished yet, through the runnable and lease indexes (a few
+-- rows, except while the tenant has a backlog): $1 tenant, $2 schedule, $3 window seconds.
+SELECT (SELECT count(*) FROM job_run
+         WHERE tenant_id = $1 AND status IN ('pending', 'retrying') AND schedule_id = $2
+           AND scheduled_for > now() - make_interval(secs => $3) AND scheduled_for <= now())
+     + (SELECT count(*) FROM job_run
+         WHERE status = 'running' AND claim_expires_at IS NOT NULL AND schedule_id = $2
+           AND tenant_id = $1
+           AND scheduled_for > now() - make_interval(secs => $3) AND scheduled_for <= now())
+       AS unfinished
 
 -- name: job_run_outcome_streak
 -- Past any window: the failed runs after the latest succeeded one (by occurrence), and
@@ -673,12 +684,15 @@ SELECT count(*) AS occurrences,
 WITH last_success AS (
     SELECT scheduled_for, finished_at FROM job_run
      WHERE schedule_id = $1 AND status = 'succeeded'
+       AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')  -- the partial index
      ORDER BY scheduled_for DESC LIMIT 1
 )
 SELECT (SELECT count(*) FROM job_run
          WHERE schedule_id = $1 AND status = 'failed'
+           AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
            AND scheduled_for > COALESCE((SELECT scheduled_for FROM last_success), '-infinity'))
            AS consecutive_failures,
        (SELECT finished_at FROM last_success) AS last_success_at,
        (SELECT finished_at FROM job_run WHERE schedule_id = $1 AND status = 'failed'
+           AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
          ORDER BY scheduled_for DESC LIMIT 1) AS last_failure_at
