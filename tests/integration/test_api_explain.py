@@ -148,6 +148,15 @@ async def test_dst_fold_drops_the_repeat_of_a_wall_clock_time(api: Api) -> None:
     assert "a wall-clock schedule fires once, at the first" in first["reason"]
 
 
+async def test_the_first_and_last_instants_an_api_accepts_are_explained(api: Api) -> None:
+    tenant = await api.tenant()
+    schedule = await api.create_schedule(tenant, cron="0 0 1 1 *", timezone="Pacific/Kiritimati")
+    first = await _explain(api, tenant, schedule, "0001-01-02T00:00:00Z")
+    assert first["previous_occurrence"] is None and first["occurrence"] is not None
+    last = await _explain(api, tenant, schedule, "9999-12-30T00:00:00Z")
+    assert last["occurrence"] is None and last["verdict"] == "no_run_recorded"
+
+
 async def test_explain_refuses_a_missing_instant_and_another_tenants_schedule(api: Api) -> None:
     owner, other = await api.tenant("owner"), await api.tenant("other")
     schedule = await api.create_schedule(owner)

@@ -61,7 +61,10 @@ def first_at_or_after(record: ScheduleRecord, at: datetime) -> datetime | None:
 def _previous(record: ScheduleRecord, before: datetime) -> datetime | None:
     spec = record.spec
     for window in _LOOKBACK:
-        lo = before - window
+        try:
+            lo = before - window
+        except OverflowError:  # before year 1: nothing earlier exists
+            return None
         if spec.starts_at is not None:
             lo = max(lo, spec.starts_at - _MICRO)
         found = occurrences_between(spec.cron, spec.timezone, lo, before - _MICRO, 100_000)
