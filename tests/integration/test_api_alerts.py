@@ -13,7 +13,9 @@ async def test_the_destination_passes_the_target_address_policy(api: Api) -> Non
     async with asgi_client(api_context(api.pool, allow_private=False)) as client:
         for url, words in [("http://127.0.0.1:9/alerts", "127.0.0.1"),
                            ("http://169.254.169.254/latest", "169.254.169.254"),
-                           ("ftp://example.com/x", "scheme"), ("not a url", "url")]:
+                           ("ftp://example.com/x", "scheme"), ("not a url", "url"),
+                           ("http://example.com/\x00", "url"),
+                           ("http://example.com/" + "a" * 5000, "url")]:
             refused = await client.put("/v1/alerts", json={"url": url}, headers=tenant.headers)
             assert refused.status_code == 422, (url, refused.text)
             error = refused.json()["error"]
