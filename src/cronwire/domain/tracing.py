@@ -17,28 +17,44 @@ from uuid import UUID
 REDACTED = "REDACTED"
 
 
-def _hashed(size: int, tag: bytes, run_id: UUID, *numbers: int) -> int:
-    # From bytes, not text: str(uuid) alone cost more than the hash (~1 µs a call).
-    data = tag + run_id.bytes + b"".join(n.to_bytes(8, "big", signed=True) for n in numbers)
-    return int.from_bytes(hashlib.blake2b(data, digest_size=size).digest()) or 1  # 0 is invalid
+_MASK64 = (1 << 64) - 1
+
+
+def run_trace_ids(run_id: UUID) -> tuple[int, int, int]:
+    """(trace id, root span id, attempt key) of a run, from one 32-byte BLAKE2b of its id
+    (from bytes: ``str(uuid)`` alone cost more than the hash). The attempt key seeds every
+    attempt's span id (:func:`attempt_span_of`), so a run costs one hash, not one per id."""
+    digest = int.from_bytes(hashlib.blake2b(b"cronwire-run" + run_id.bytes,
+                                            digest_size=32).digest())
+    return (digest >> 128) or 1, ((digest >> 64) & _MASK64) or 1, digest & _MASK64
+
+
+def attempt_span_of(attempt_key: int, attempt: int, lease_generation: int) -> int:
+    """An attempt's span id from the run's attempt key: a splitmix64 finaliser over the key
+    and (attempt, generation), so distinct attempts of a run get unrelated, non-zero ids.
+    The lease generation tells apart two sends of one attempt number (an expired lease
+    whose request never started is leased again under the same number)."""
+    z = (attempt_key + 0x9E3779B97F4A7C15 * ((attempt << 32) + lease_generation + 1)) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (z ^ (z >> 31)) or 1
 
 
 def run_trace_id(run_id: UUID) -> int:
     """The 128-bit trace id of the run's trace, uniformly random-looking in every bit."""
-    return _hashed(16, b"trace", run_id)
+    return run_trace_ids(run_id)[0]
 
 
 def run_root_span_id(run_id: UUID) -> int:
     """The span id of the run's root span (``cronwire.run``), which every attempt span of
     the run names as its parent before the root itself is exported (at the terminal write)."""
-    return _hashed(8, b"run", run_id)
+    return run_trace_ids(run_id)[1]
 
 
 def attempt_span_id(run_id: UUID, attempt: int, lease_generation: int) -> int:
     """The span id of one attempt's HTTP client span, known before the request leaves (it
-    goes into ``traceparent``). The lease generation tells apart two sends of one attempt
-    number (an expired lease whose request never started is leased again, same number)."""
-    return _hashed(8, b"attempt", run_id, attempt, lease_generation)
+    goes into ``traceparent``)."""
+    return attempt_span_of(run_trace_ids(run_id)[2], attempt, lease_generation)
 
 
 def traceparent(trace_id: int, span_id: int, sampled: bool) -> str:

@@ -30,10 +30,9 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
 from cronwire.domain.model import ClaimedRun, RunStatus
 from cronwire.domain.tracing import (
-    attempt_span_id,
+    attempt_span_of,
     redacted_url,
-    run_root_span_id,
-    run_trace_id,
+    run_trace_ids,
     server_of,
     traceparent,
 )
@@ -101,7 +100,7 @@ class OtelTracer:
         self._provider.add_span_processor(BatchSpanProcessor(exporter))
         self._tracer = self._provider.get_tracer("cronwire", version)
         self._sampler = self._provider.sampler
-        self._contexts: dict[UUID, tuple[SpanContext, bool]] = {}
+        self._contexts: dict[UUID, tuple[SpanContext, bool, int]] = {}
         self._closed = False
 
     # -- the run's trace --------------------------------------------------------------
@@ -110,28 +109,30 @@ class OtelTracer:
         result = self._sampler.should_sample(_EMPTY, trace_id, "cronwire.run")
         return result.decision in _RECORDED
 
-    def _root_context(self, run_id: UUID) -> tuple[SpanContext, bool]:
-        """The run's root span context and whether its trace is sampled (memoised)."""
+    def _root_context(self, run_id: UUID) -> tuple[SpanContext, bool, int]:
+        """The run's root span context, whether its trace is sampled, and its attempt key
+        (memoised: asked for at the claim, the send, the attempt span and the write)."""
         found = self._contexts.get(run_id)
         if found is None:
             if len(self._contexts) >= MEMO_RUNS:
                 self._contexts.clear()
-            trace_id = run_trace_id(run_id)
+            trace_id, root_span, attempt_key = run_trace_ids(run_id)
             sampled = self._sampled(trace_id)
             found = self._contexts[run_id] = (
-                SpanContext(trace_id, run_root_span_id(run_id), is_remote=False,
-                            trace_flags=_SAMPLED if sampled else _NOT_SAMPLED), sampled)
+                SpanContext(trace_id, root_span, is_remote=False,
+                            trace_flags=_SAMPLED if sampled else _NOT_SAMPLED),
+                sampled, attempt_key)
         return found
 
     def traceparent(self, run: ClaimedRun) -> str:
-        root, sampled = self._root_context(run.id)
+        root, sampled, key = self._root_context(run.id)
         return traceparent(root.trace_id,
-                           attempt_span_id(run.id, run.attempt, run.lease_generation), sampled)
+                           attempt_span_of(key, run.attempt, run.lease_generation), sampled)
 
     def _links(self, run_ids: Sequence[UUID]) -> list[Link]:
         links: list[Link] = []
         for run_id in run_ids:
-            context, sampled = self._root_context(run_id)
+            context, sampled, _key = self._root_context(run_id)
             if sampled:
                 links.append(Link(context))
                 if len(links) >= MAX_LINKS:
@@ -142,7 +143,7 @@ class OtelTracer:
 
     def attempt(self, run: ClaimedRun, request: DeliveryRequest,
                 result: DeliveryResult) -> None:
-        root, sampled = self._root_context(run.id)
+        root, sampled, key = self._root_context(run.id)
         if not sampled:
             return
         host, port = server_of(request.url)
@@ -165,7 +166,7 @@ class OtelTracer:
         error = _error_type(result)
         if error is not None:
             attributes["error.type"] = error
-        self._ids.span_id = attempt_span_id(run.id, run.attempt, run.lease_generation)
+        self._ids.span_id = attempt_span_of(key, run.attempt, run.lease_generation)
         span = self._tracer.start_span(
             request.method, context=trace_api.set_span_in_context(
                 trace_api.NonRecordingSpan(root)),
@@ -175,10 +176,17 @@ class OtelTracer:
         span.end(end_time=_ns(result.finished_at))
 
     def _batch_span(self, name: str, start_ns: int, end_ns: int,
-                    attributes: dict[str, str | int | bool], links: list[Link],
+                    attributes: dict[str, str | int | bool], run_ids: Sequence[UUID],
                     failed: bool = False) -> None:
+        """A batch operation's own trace, linked to the sampled runs it handled. Its trace
+        id is drawn here so the sampler decides before the links are built: a dropped
+        batch span costs no walk over its runs."""
+        trace_id = self._ids.generate_trace_id()
+        if not self._sampled(trace_id):
+            return
+        self._ids.trace_id = trace_id
         span = self._tracer.start_span(name, context=_EMPTY, kind=SpanKind.INTERNAL,
-                                       attributes=attributes, links=links,
+                                       attributes=attributes, links=self._links(run_ids),
                                        start_time=start_ns)
         if failed:
             span.set_status(Status(StatusCode.ERROR))
@@ -189,27 +197,27 @@ class OtelTracer:
         self._batch_span("cronwire.planner.tick", start_ns, end_ns,
                          {"cronwire.planner.schedules": schedules,
                           "cronwire.planner.runs_inserted": runs},
-                         self._links(planned), failed)
+                         planned, failed)
 
     def claim(self, start_ns: int, end_ns: int, *, source: str,
               runs: Sequence[ClaimedRun]) -> None:
         self._batch_span("cronwire.claim", start_ns, end_ns,
                          {"cronwire.claim.source": source, "cronwire.claim.runs": len(runs)},
-                         self._links([run.id for run in runs]))
+                         [run.id for run in runs])
 
     def result_write(self, start_ns: int, end_ns: int,
                      written: Sequence[tuple[ClaimedRun, RunStatus | None]]) -> None:
         landed = sum(status is not None for _, status in written)
         self._batch_span("cronwire.result_write", start_ns, end_ns,
                          {"cronwire.write.runs": len(written), "cronwire.write.landed": landed},
-                         self._links([run.id for run, _ in written]))
+                         [run.id for run, _ in written])
         for run, status in written:
             if status is not None and status.terminal:
                 self._run_root(run, status, end_ns)
 
     def _run_root(self, run: ClaimedRun, status: RunStatus, end_ns: int) -> None:
         """The run's root span, from its occurrence to the write that ended it."""
-        root, sampled = self._root_context(run.id)
+        root, sampled, _key = self._root_context(run.id)
         del self._contexts[run.id]  # the run ended: its context is not asked for again
         if not sampled:
             return
