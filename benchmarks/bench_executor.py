@@ -25,7 +25,6 @@ from pathlib import Path
 import aiohttp
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests.support: the seeding helpers and the sink
 
 from cronwire.adapters.clock import SystemClock  # noqa: E402
 from cronwire.adapters.embedded.postgres import throwaway_cluster  # noqa: E402
@@ -38,9 +37,9 @@ from cronwire.adapters.postgres.claim_source import PostgresClaimSource  # noqa:
 from cronwire.adapters.postgres.migrator import migrate  # noqa: E402
 from cronwire.adapters.postgres.pool import create_pool  # noqa: E402
 from cronwire.adapters.postgres.run_store import PostgresRunStore  # noqa: E402
-from cronwire.serve import tune_gc  # noqa: E402
+from cronwire.bootstrap.replica import tune_gc  # noqa: E402
+from cronwire.harness.seeding import non_terminal, seed_due_runs, seed_schedule, seed_tenant  # noqa: E402
 from cronwire.service.executor import Executor  # noqa: E402
-from tests.support.runs import non_terminal, seed_due_runs, seed_schedule, seed_tenant  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def start_sink() -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.sink", "--port", "0"], cwd=ROOT,
+        [sys.executable, "-m", "cronwire.harness.sink_process", "--port", "0"], cwd=ROOT,
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     assert proc.stdout is not None
@@ -68,7 +67,7 @@ def start_sink() -> tuple[subprocess.Popen[str], int]:
 
 async def sink_stats(port: int) -> dict[str, int]:
     async with aiohttp.ClientSession() as session, session.get(
-        f"http://127.0.0.1:{port}/stats"
+        f"http://127.0.0.1:{port}/_stats"
     ) as response:
         stats: dict[str, int] = await response.json()
         return stats

@@ -45,8 +45,8 @@ from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
+from cronwire.bootstrap.runtime import default_limits
 from cronwire.config import Settings
-from cronwire.container import default_limits
 
 PAGE = 50
 WARMUP = 20

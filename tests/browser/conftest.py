@@ -17,10 +17,10 @@ from playwright.async_api import Browser, ConsoleMessage, Dialog, Route, async_p
 
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.harness.sink import Reply, Sink, always
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, LOOPBACK, Console, Watched
 from tests.support.replicas import Replica, ReplicaSet
 from tests.support.servers import DatabaseFactory
-from tests.support.sink import Reply, Sink, always
 
 MODULE = {"scope": "module", "loop_scope": "module"}
 

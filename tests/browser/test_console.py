@@ -9,9 +9,9 @@ import re
 import pytest
 from playwright.async_api import expect
 
+from cronwire.harness.sink import Reply, by_attempt
 from tests.support.browser import Console, needs_chromium
 from tests.support.polling import wait_until
-from tests.support.sink import Reply, by_attempt
 
 pytestmark = [needs_chromium, pytest.mark.asyncio(loop_scope="module")]
 

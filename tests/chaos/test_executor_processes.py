@@ -14,8 +14,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.support.replicas import ReplicaSet
-from tests.support.runs import (
+from cronwire.harness.seeding import (
     SeededSchedule,
     non_terminal,
     seed_due_runs,
@@ -23,7 +22,8 @@ from tests.support.runs import (
     seed_tenant,
     status_counts,
 )
-from tests.support.sink import Reply, Sink, always, by_attempt
+from cronwire.harness.sink import Reply, Sink, always, by_attempt
+from tests.support.replicas import ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 

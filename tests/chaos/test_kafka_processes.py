@@ -24,15 +24,15 @@ import pytest
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import free_port
-from tests.support.replicas import Replica, ReplicaSet
-from tests.support.runs import (
+from cronwire.harness.seeding import (
     non_terminal,
     seed_due_runs,
     seed_schedule,
     seed_tenant,
     status_counts,
 )
-from tests.support.sink import Reply, Sink, always
+from cronwire.harness.sink import Reply, Sink, always
+from tests.support.replicas import Replica, ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 FULL = os.environ.get("CRONWIRE_FULL") == "1"

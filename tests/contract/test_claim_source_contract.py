@@ -29,7 +29,7 @@ class Contract:
 
     async def claim(self, owner: str, limit: int, lease: float = 30) -> Sequence[ClaimedRun]:
         await self.ready()
-        return await self.source.claim(owner, limit, lease)
+        return (await self.source.claim(owner, limit, lease)).runs
 
 
 async def _nothing() -> None:
@@ -74,7 +74,7 @@ async def test_claim_takes_a_lease_on_due_runs_only(contract: Contract) -> None:
     assert {(r.status, r.claimed_by, r.attempt_count) for r in rows} == {
         ("running", "replica-a", 1)}
     assert all(r.lease_left is not None and 28 < r.lease_left <= 30 for r in rows)
-    assert await contract.claim("replica-b", 10) == []
+    assert await contract.claim("replica-b", 10) == ()
 
 
 async def test_claim_never_takes_more_than_the_limit(contract: Contract) -> None:
@@ -88,7 +88,7 @@ async def test_concurrent_claims_never_share_a_run(contract: Contract) -> None:
     await contract.ready()
     batches = await asyncio.gather(
         *(contract.source.claim(f"r{i}", 30, 30) for i in range(4)))
-    ids = [run.id for batch in batches for run in batch]
+    ids = [run.id for batch in batches for run in batch.runs]
     assert len(ids) == len(set(ids))
     assert await contract.world.count("running") == len(ids)
 
@@ -98,7 +98,7 @@ async def test_a_live_lease_is_not_reclaimed_but_an_expired_one_is(contract: Con
     await world.seed(2)
     first = await contract.claim("replica-a", 10)
     assert len(first) == 2
-    assert await contract.claim("replica-b", 10) == []
+    assert await contract.claim("replica-b", 10) == ()
     expired = first[0]
     await world.expire(expired.id)
     again = await contract.claim("replica-b", 10)
@@ -116,7 +116,7 @@ async def test_an_expired_lease_on_the_final_attempt_fails_instead_of_redeliveri
         1, retry={"max_attempts": 2, "initial_backoff_seconds": 1, "max_backoff_seconds": 1})
     await world.set_all(status="running", attempt_count=2, claimed_by="gone",
                         attempt_started=True, expired=True)
-    assert await contract.claim("replica-b", 10) == []
+    assert await contract.claim("replica-b", 10) == ()
     [row] = await world.rows()
     assert row.status == RunStatus.FAILED and row.attempt_count == 2
     assert row.last_error is not None and row.last_error.startswith("LeaseExpired")

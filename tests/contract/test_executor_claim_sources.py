@@ -20,12 +20,12 @@ from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.domain.model import RunStatus
+from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.sink import Reply, Sink, by_attempt
 from cronwire.ports import ClaimSource
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.kafka import kafka_mode
-from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant
-from tests.support.sink import Reply, Sink, by_attempt
 
 
 @dataclass

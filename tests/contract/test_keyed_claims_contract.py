@@ -18,12 +18,12 @@ def world(request: pytest.FixtureRequest) -> World:
 async def test_only_the_runnable_keys_are_claimed(world: World) -> None:
     schedule = await world.seed(2)
     await world.seed(1, first=100, due_seconds_ago=-60, schedule=schedule)  # not due
-    polled = await world.claims.claim("probe", 10, 30)
+    polled = (await world.claims.claim("probe", 10, 30)).runs
     assert len(polled) == 2
     await world.runs.release("probe", [(r.id, r.scheduled_for, r.lease_generation)
                                        for r in polled[:1]])
     keys = [(r.id, r.scheduled_for) for r in polled]  # one free again, one leased
-    batch = await world.keyed.claim_keys("a", keys, 30)
+    batch = (await world.keyed.claim_keys("a", keys, 30)).runs
     assert [r.id for r in batch] == [polled[0].id] and batch[0].attempt == 1
     row = await world.row(polled[0].id)
     assert (row.status, row.claimed_by) == ("running", "a")
@@ -32,16 +32,16 @@ async def test_only_the_runnable_keys_are_claimed(world: World) -> None:
 
 async def test_an_expired_lease_is_claimable_by_its_key(world: World) -> None:
     await world.seed(1)
-    [run] = await world.claims.claim("gone", 1, 30)
+    [run] = (await world.claims.claim("gone", 1, 30)).runs
     await world.expire(run.id)
-    [again] = await world.keyed.claim_keys("a", [(run.id, run.scheduled_for)], 30)
+    [again] = (await world.keyed.claim_keys("a", [(run.id, run.scheduled_for)], 30)).runs
     assert again.lease_generation == run.lease_generation + 1 and again.attempt == 1
 
 
 async def test_the_sweep_takes_only_runs_due_longer_than_the_grace(world: World) -> None:
     schedule = await world.seed(2, due_seconds_ago=120)
     await world.seed(3, first=100, due_seconds_ago=1, schedule=schedule)
-    swept = await world.keyed.sweep("a", 10, 30, grace_seconds=60)
+    swept = (await world.keyed.sweep("a", 10, 30, grace_seconds=60)).runs
     assert len(swept) == 2 and await world.count("running") == 2
     assert await world.count(RunStatus.PENDING) == 3
 
@@ -51,7 +51,7 @@ async def test_the_fair_claim_leaves_runs_due_within_its_grace(world: World) -> 
     # like the polling claim, but a run due less than the grace is left to its key.
     late = await world.seed(2, due_seconds_ago=5)
     fresh = await world.seed(2, due_seconds_ago=0.2)
-    batch = await world.keyed.claim_fair("a", 10, 30, 1.0)
+    batch = (await world.keyed.claim_fair("a", 10, 30, 1.0)).runs
     assert {run.schedule_id for run in batch} == {late.id}
     assert len(batch) == 2
     assert await world.count("pending") == 2  # the fresh ones

@@ -51,14 +51,14 @@ def key(run: ClaimedRun) -> list[LeaseKey]:
 
 async def expire_and_reclaim(world: World, run: ClaimedRun, by: str) -> ClaimedRun:
     await world.expire(run.id)
-    [again] = await world.claims.claim(by, 1, 30)
+    [again] = (await world.claims.claim(by, 1, 30)).runs
     assert again.id == run.id
     return again
 
 
 async def test_resolve_writes_many_runs_and_their_evidence_in_one_call(world: World) -> None:
     await world.seed(3)
-    runs = await world.claims.claim("a", 3, 30)
+    runs = (await world.claims.claim("a", 3, 30)).runs
     statuses = [RunStatus.SUCCEEDED, RunStatus.RETRYING, RunStatus.FAILED]
     landed = await world.runs.resolve(
         "a", [resolution(r, s, delay=30.0 if s is RunStatus.RETRYING else None)
@@ -76,7 +76,7 @@ async def test_resolve_writes_many_runs_and_their_evidence_in_one_call(world: Wo
 
 async def test_no_write_of_a_non_owner_changes_anything(world: World) -> None:
     await world.seed(1)
-    [run] = await world.claims.claim("a", 1, 30)
+    [run] = (await world.claims.claim("a", 1, 30)).runs
     before = await world.version(run.id)
     assert await world.runs.resolve("b", [resolution(run, RunStatus.SUCCEEDED)]) == {}
     assert await world.runs.renew_leases("b", key(run), 300) == set()
@@ -91,7 +91,7 @@ async def test_no_write_of_a_non_owner_changes_anything(world: World) -> None:
 async def test_release_after_another_replica_reclaimed_touches_nothing(world: World) -> None:
     """A draining replica must not give back the attempt of a run someone else holds."""
     await world.seed(1)
-    [mine] = await world.claims.claim("a", 1, 30)
+    [mine] = (await world.claims.claim("a", 1, 30)).runs
     theirs = await expire_and_reclaim(world, mine, "b")
     assert await world.runs.release("a", key(mine)) == 0
     assert await world.runs.resolve("a", [resolution(mine, RunStatus.SUCCEEDED)]) == {}
@@ -108,7 +108,7 @@ async def test_a_late_result_of_an_earlier_attempt_never_lands_on_a_later_claim(
     """Same owner, two leases on one run (its first expired): the write is pinned to the
     attempt its lease was taken for."""
     await world.seed(1)
-    [first] = await world.claims.claim("a", 1, 30)
+    [first] = (await world.claims.claim("a", 1, 30)).runs
     second = await expire_and_reclaim(world, first, "a")
     assert await world.runs.resolve("a", [resolution(first, RunStatus.FAILED)]) == {}
     assert await world.runs.resolve("a", [resolution(second, RunStatus.SUCCEEDED)]) == {
@@ -117,28 +117,28 @@ async def test_a_late_result_of_an_earlier_attempt_never_lands_on_a_later_claim(
 
 async def test_release_gives_the_attempt_back(world: World) -> None:
     await world.seed(1)
-    [run] = await world.claims.claim("a", 1, 30)
+    [run] = (await world.claims.claim("a", 1, 30)).runs
     assert await world.runs.release("a", key(run)) == 1
     row = await world.row(run.id)
     assert (row.status, row.attempt_count, row.first_attempt_at) == ("pending", 0, None)
-    [again] = await world.claims.claim("b", 1, 30)
+    [again] = (await world.claims.claim("b", 1, 30)).runs
     assert again.attempt == 1
 
 
 async def test_defer_postpones_without_consuming_an_attempt(world: World) -> None:
     await world.seed(1)
-    [run] = await world.claims.claim("a", 1, 30)
+    [run] = (await world.claims.claim("a", 1, 30)).runs
     until = await world.db_now() + timedelta(hours=1)
     assert await world.runs.defer("a", key(run), until) == 1
     row = await world.row(run.id)
     assert (row.status, row.attempt_count) == ("pending", 0)
     assert 3590 < row.due_in <= 3600
-    assert await world.claims.claim("b", 1, 30) == []
+    assert (await world.claims.claim("b", 1, 30)).runs == ()
 
 
 async def test_renew_extends_only_our_leases(world: World) -> None:
     await world.seed(2)
-    a_run, b_run = await world.claims.claim("a", 2, 5)
+    a_run, b_run = (await world.claims.claim("a", 2, 5)).runs
     await world.set_claimed_by(b_run.id, "b")
     kept = await world.runs.renew_leases("a", key(a_run) + key(b_run), 600)
     assert kept == {a_run.id}
@@ -148,7 +148,7 @@ async def test_renew_extends_only_our_leases(world: World) -> None:
 
 async def test_a_failed_batch_raises_and_fail_minimal_ends_the_run(world: World) -> None:
     await world.seed(2)
-    good, bad = await world.claims.claim("a", 2, 30)
+    good, bad = (await world.claims.claim("a", 2, 30)).runs
     poison = resolution(bad, RunStatus.SUCCEEDED, excerpt="x" * 2000)  # over the 1 KiB check
     with pytest.raises(StorageError):
         await world.runs.resolve("a", [resolution(good, RunStatus.SUCCEEDED), poison])
@@ -163,7 +163,7 @@ async def test_a_failed_batch_raises_and_fail_minimal_ends_the_run(world: World)
 async def test_attempt_numbers_are_clamped_to_eight(world: World) -> None:
     await world.seed(1, retry=RETRY8)
     await world.set_all(status="retrying", attempt_count=8)
-    [run] = await world.claims.claim("a", 1, 30)
+    [run] = (await world.claims.claim("a", 1, 30)).runs
     assert run.attempt == 8
     assert await world.runs.resolve("a", [resolution(run, RunStatus.FAILED)])
     assert {attempt for _, attempt, _ in await world.attempts()} == {8}
@@ -177,7 +177,7 @@ async def test_two_processes_sharing_an_instance_id_cannot_write_on_each_others_
     one's renew, release, defer, resolve and minimal write all name the old generation
     and change nothing; the live lease's writes land."""
     await world.seed(1)
-    [stalled] = await world.claims.claim("twin", 1, 30)
+    [stalled] = (await world.claims.claim("twin", 1, 30)).runs
     live = await expire_and_reclaim(world, stalled, "twin")
     assert live.lease_generation == stalled.lease_generation + 1
     before = await world.version(live.id)
@@ -195,7 +195,7 @@ async def test_two_processes_sharing_an_instance_id_cannot_write_on_each_others_
 
 async def test_our_own_landed_write_is_found_after_its_reply_was_lost(world: World) -> None:
     await world.seed(2)
-    done, other = await world.claims.claim("a", 2, 30)
+    done, other = (await world.claims.claim("a", 2, 30)).runs
     assert await world.runs.resolve("a", [resolution(done, RunStatus.SUCCEEDED)])
     keys = key(done) + key(other)
     assert await world.runs.ended_by_lease("a", keys) == {done.id: RunStatus.SUCCEEDED}
@@ -208,7 +208,7 @@ async def test_a_run_running_when_its_schedule_is_deleted_is_cancelled_not_given
     """After a delete, a release (shutdown), a retry or a re-claim of the expired lease of
     a run that was running ends it cancelled: no further attempt can start."""
     schedule = await world.seed(3, retry=RETRY8)
-    released, retried, expired = await world.claims.claim("a", 3, 30)
+    released, retried, expired = (await world.claims.claim("a", 3, 30)).runs
     cancelled = await world.schedules.delete(schedule.tenant_id, schedule.id)
     assert cancelled == 3  # all three were running: marked, left to finish their request
     assert await world.runs.release("a", key(released)) == 1
@@ -216,7 +216,7 @@ async def test_a_run_running_when_its_schedule_is_deleted_is_cancelled_not_given
         retried.id: RunStatus.CANCELLED}
     await world.expire(expired.id)
     batch = await world.claims.claim("b", 10, 30)
-    assert batch == [] and isinstance(batch, ClaimBatch) and batch.ended == (RunStatus.CANCELLED,)
+    assert batch.runs == () and isinstance(batch, ClaimBatch) and batch.ended == (RunStatus.CANCELLED,)
     rows = await world.rows()
     assert {r.status for r in rows} == {"cancelled"}
     assert all(r.finished_at is not None for r in rows)

@@ -16,8 +16,8 @@ import httpx
 from standardwebhooks.webhooks import Webhook
 
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.harness.sink import Arrival, Reply, Sink, by_attempt
 from tests.support.replicas import ReplicaSet
-from tests.support.sink import Arrival, Reply, Sink, by_attempt
 
 FAST_ALERTS = {"alert_check_seconds": 0.2, "alert_retry_initial_seconds": 0.2}
 

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from cronwire.adapters.embedded.postgres import EmbeddedPostgres, free_port
-from cronwire.cli import main
-from cronwire.cli_tenants import warn_if_new_database
+from cronwire.cli.database import warn_if_new_database
+from cronwire.cli.main import main
 from cronwire.config import Settings
 from cronwire.version import version
 from tests.support.cli_shell import InProcess, Live

@@ -13,10 +13,10 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 import asyncpg
 
+from cronwire.harness.sink import Sink
 from tests.support.api import schedule_body
 from tests.support.processes import clean_env, cronwire_executable
 from tests.support.replicas import ReplicaSet
-from tests.support.sink import Sink
 
 PASSWORD = f"pw-{uuid.uuid4().hex[:12]}"
 HEADER_VALUE = f"hdr-{uuid.uuid4().hex[:12]}"

@@ -12,9 +12,9 @@ import aiohttp
 import asyncpg
 import yaml
 
+from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.sink import Sink
 from tests.support.replicas import Replica, ReplicaSet
-from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant
-from tests.support.sink import Sink
 
 REPO = Path(__file__).resolve().parents[2]
 _NAME = re.compile(r"\bscheduler_[a-z_]+\b")

@@ -17,9 +17,10 @@ import pytest
 from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.api.app import create_app
+from cronwire.bootstrap.container import build_container, init_resources, shutdown_resources
+from cronwire.bootstrap.replica import _readiness
+from cronwire.bootstrap.runtime import build_runtime
 from cronwire.config import load_settings
-from cronwire.container import build_container, build_runtime, init_resources, shutdown_resources
-from cronwire.serve import _readiness
 from cronwire.service.supervisor import Supervisor
 from tests.support.replicas import Replica, ReplicaSet
 

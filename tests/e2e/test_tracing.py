@@ -8,10 +8,10 @@ from pathlib import Path
 
 import asyncpg
 
+from cronwire.harness.seeding import seed_schedule, seed_tenant
+from cronwire.harness.sink import Reply, Sink, by_attempt
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.replicas import ReplicaSet
-from tests.support.runs import seed_schedule, seed_tenant
-from tests.support.sink import Reply, Sink, by_attempt
 
 CLIENT = 3  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_CLIENT
 ERROR = 2  # Status.STATUS_CODE_ERROR

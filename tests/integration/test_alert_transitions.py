@@ -12,7 +12,7 @@ import asyncpg
 from cronwire.adapters.postgres.alert_outbox import PostgresAlertOutbox
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.domain.model import RunResolution, RunStatus
-from tests.support.runs import seed_schedule, seed_tenant
+from cronwire.harness.seeding import seed_schedule, seed_tenant
 
 
 async def _late_schedule(pool: asyncpg.Pool) -> uuid.UUID:

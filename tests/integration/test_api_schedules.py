@@ -16,14 +16,9 @@ import pytest
 
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.api.app import create_app
+from cronwire.bootstrap.container import build_container, init_resources, shutdown_resources
+from cronwire.bootstrap.runtime import api_routers, build_runtime
 from cronwire.config import Settings
-from cronwire.container import (
-    api_routers,
-    build_container,
-    build_runtime,
-    init_resources,
-    shutdown_resources,
-)
 from cronwire.domain.cron import next_occurrences
 from cronwire.domain.model import PlannedRun
 from cronwire.domain.planning import decide

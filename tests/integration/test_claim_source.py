@@ -8,7 +8,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.domain.model import ClaimBatch, RunStatus
-from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
 
@@ -23,7 +23,7 @@ async def test_claim_takes_a_lease_on_due_runs_only(db_pool: asyncpg.Pool) -> No
     schedule = await _schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 5)  # type: ignore[arg-type]
     await seed_due_runs(db_pool, schedule, 3, first=100, due_seconds_ago=-60)  # type: ignore[arg-type]
-    runs = await PostgresClaimSource(db_pool).claim("replica-a", 10, 30)
+    runs = (await PostgresClaimSource(db_pool).claim("replica-a", 10, 30)).runs
     assert len(runs) == 5
     assert {r.attempt for r in runs} == {1}
     assert all(r.target.url == URL and r.signing_secrets == (schedule.signing_secret,) for r in runs)
@@ -37,14 +37,14 @@ async def test_claim_takes_a_lease_on_due_runs_only(db_pool: asyncpg.Pool) -> No
         ("running", "replica-a", 1, True)
     }
     assert all(29 < r["lease_left"] <= 30 for r in rows)
-    assert await PostgresClaimSource(db_pool).claim("replica-b", 10, 30) == []
+    assert (await PostgresClaimSource(db_pool).claim("replica-b", 10, 30)).runs == ()
 
 
 async def test_claim_never_takes_more_than_the_limit(db_pool: asyncpg.Pool) -> None:
     """Rule 1 at the claim: the executor passes its idle workers as the limit."""
     schedule = await _schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 10)  # type: ignore[arg-type]
-    runs = await PostgresClaimSource(db_pool).claim("replica-a", 3, 30)
+    runs = (await PostgresClaimSource(db_pool).claim("replica-a", 3, 30)).runs
     assert len(runs) == 3
     running = await db_pool.fetchval("SELECT count(*) FROM job_run WHERE status = 'running'")
     assert running == 3
@@ -55,7 +55,7 @@ async def test_concurrent_claims_never_share_a_run(db_pool: asyncpg.Pool) -> Non
     await seed_due_runs(db_pool, schedule, 100)  # type: ignore[arg-type]
     source = PostgresClaimSource(db_pool)
     batches = await asyncio.gather(*(source.claim(f"r{i}", 30, 30) for i in range(4)))
-    ids = [run.id for batch in batches for run in batch]
+    ids = [run.id for batch in batches for run in batch.runs]
     assert len(ids) == len(set(ids))
     owners = await db_pool.fetch("SELECT claimed_by, count(*) AS n FROM job_run "
                                  "WHERE status = 'running' GROUP BY claimed_by")
@@ -66,15 +66,15 @@ async def test_a_live_lease_is_not_reclaimed_but_an_expired_one_is(db_pool: asyn
     schedule = await _schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 2)  # type: ignore[arg-type]
     source = PostgresClaimSource(db_pool)
-    first = await source.claim("replica-a", 10, 30)
+    first = (await source.claim("replica-a", 10, 30)).runs
     assert len(first) == 2
-    assert await source.claim("replica-b", 10, 30) == []
+    assert (await source.claim("replica-b", 10, 30)).runs == ()
     expired = first[0]
     await db_pool.execute(
         "UPDATE job_run SET claim_expires_at = now() - interval '1 second' WHERE id = $1",
         expired.id,
     )
-    again = await source.claim("replica-b", 10, 30)
+    again = (await source.claim("replica-b", 10, 30)).runs
     assert [r.id for r in again] == [expired.id]
     assert again[0].attempt == 1  # the vanished owner's request never started: not used
     assert again[0].lease_generation == expired.lease_generation + 1
@@ -94,7 +94,7 @@ async def test_an_expired_lease_on_the_final_attempt_fails_instead_of_redeliveri
         "attempt_started = true, claim_expires_at = now() - interval '1 second'"
     )
     batch = await PostgresClaimSource(db_pool).claim("replica-b", 10, 30)
-    assert batch == [] and isinstance(batch, ClaimBatch) and batch.ended == (RunStatus.FAILED,)
+    assert batch.runs == () and isinstance(batch, ClaimBatch) and batch.ended == (RunStatus.FAILED,)
     row = await db_pool.fetchrow("SELECT status, attempt_count, last_error FROM job_run")
     assert row["status"] == RunStatus.FAILED and row["attempt_count"] == 2
     assert row["last_error"].startswith("LeaseExpired")
@@ -109,7 +109,7 @@ async def test_one_tenants_backlog_does_not_starve_another(db_pool: asyncpg.Pool
         assert await seed_due_runs(conn, noisy, 50_000, due_seconds_ago=60) == 50_000
         await seed_due_runs(conn, quiet, 1, due_seconds_ago=1)
         await conn.execute("ANALYZE job_run")
-    runs = await PostgresClaimSource(db_pool).claim("replica-a", 10, 30)
+    runs = (await PostgresClaimSource(db_pool).claim("replica-a", 10, 30)).runs
     assert len(runs) == 10
     assert quiet.tenant_id in {r.tenant_id for r in runs}
     assert sum(r.tenant_id == noisy.tenant_id for r in runs) == 9
@@ -119,7 +119,7 @@ async def test_tenants_take_turns_within_one_claim(db_pool: asyncpg.Pool) -> Non
     schedules = [await _schedule(db_pool) for _ in range(3)]
     for n, schedule in enumerate(schedules):
         await seed_due_runs(db_pool, schedule, 20, due_seconds_ago=30 - n)  # type: ignore[arg-type]
-    runs = await PostgresClaimSource(db_pool).claim("replica-a", 9, 30)
+    runs = (await PostgresClaimSource(db_pool).claim("replica-a", 9, 30)).runs
     per_tenant = {s.tenant_id: sum(r.tenant_id == s.tenant_id for r in runs) for s in schedules}
     assert sorted(per_tenant.values()) == [3, 3, 3]
 
@@ -127,7 +127,7 @@ async def test_tenants_take_turns_within_one_claim(db_pool: asyncpg.Pool) -> Non
 async def test_both_secrets_sign_while_a_rotation_is_in_progress(db_pool: asyncpg.Pool) -> None:
     schedule = await _schedule(db_pool, previous_secret="whsec_" + "A" * 32)
     await seed_due_runs(db_pool, schedule, 1)  # type: ignore[arg-type]
-    [run] = await PostgresClaimSource(db_pool).claim("replica-a", 1, 30)
+    [run] = (await PostgresClaimSource(db_pool).claim("replica-a", 1, 30)).runs
     assert run.signing_secrets == (schedule.signing_secret, "whsec_" + "A" * 32)
 
 

@@ -27,10 +27,7 @@ from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
-from cronwire.service.executor import Executor
-from cronwire.service.signals import ExecutorSignals
-from tests.support.polling import wait_until
-from tests.support.runs import (
+from cronwire.harness.seeding import (
     SeededSchedule,
     non_terminal,
     seed_due_runs,
@@ -38,7 +35,10 @@ from tests.support.runs import (
     seed_tenant,
     status_counts,
 )
-from tests.support.sink import Reply, Sink, always
+from cronwire.harness.sink import Reply, Sink, always
+from cronwire.service.executor import Executor
+from cronwire.service.signals import ExecutorSignals
+from tests.support.polling import wait_until
 from tests.support.tcp_proxy import TcpProxy
 
 OWNER = "faulty-executor"
@@ -140,7 +140,7 @@ async def test_a_final_attempt_whose_request_never_left_is_still_delivered(
     deliverer = _deliverer()
     async with Sink() as sink:
         await _seed(db_pool, sink.url, 1, max_attempts=1)
-        [orphan] = await PostgresClaimSource(db_pool).claim("died-before-sending", 1, 0.2)
+        [orphan] = (await PostgresClaimSource(db_pool).claim("died-before-sending", 1, 0.2)).runs
         executor, signals, metrics = _executor(db_pool, deliverer)
         async with running(executor, deliverer):
             await signals.settled.wait_count(1, within=15)
@@ -332,9 +332,9 @@ class _StalledClaims(PostgresClaimSource):
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> Any:
         if self._claimed:
             await self._resume.wait()
-        runs = await super().claim(owner, limit, lease_seconds)
-        self._claimed = self._claimed or bool(runs)
-        return runs
+        batch = await super().claim(owner, limit, lease_seconds)
+        self._claimed = self._claimed or bool(batch.runs)
+        return batch
 
 
 async def test_a_stalled_twin_with_the_same_instance_id_cannot_keep_the_other_ones_lease(

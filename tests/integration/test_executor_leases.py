@@ -17,10 +17,10 @@ from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.domain.model import RunStatus
+from cronwire.harness.sink import Reply, always
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import OWNER, Harness, executor_harness, running, sample
-from tests.support.sink import Reply, always
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ async def test_a_lost_lease_cancels_the_request_and_discards_its_result(harness:
         assert executor.in_flight == 0 and signals.lost.items == signals.abandoned.items
         assert sample(metrics, "scheduler_lease_lost_total") == 1
         hold.set()  # the receiver answers 200 now; nobody is listening any more
-        [other] = await PostgresClaimSource(harness.pool).claim("unused", 1, 1) or [None]
+        [other] = (await PostgresClaimSource(harness.pool).claim("unused", 1, 1)).runs or [None]
         assert other is None  # still leased by 'other'
         store = PostgresRunStore(harness.pool)
         run_id, scheduled_for, generation = await harness.pool.fetchrow(

@@ -18,7 +18,6 @@ import aiohttp
 import asyncpg
 import pytest
 
-from cronwire import serve
 from cronwire.adapters.clock import SystemClock
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
@@ -26,14 +25,15 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.bootstrap import replica as serve
 from cronwire.config import Settings
 from cronwire.domain.model import ClaimedRun
+from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.sink import Reply, Sink, always
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from cronwire.service.supervisor import LoopCrashed, Supervisor
 from tests.support.replicas import free_port
-from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant
-from tests.support.sink import Reply, Sink, always
 
 
 class _Bug(RuntimeError):

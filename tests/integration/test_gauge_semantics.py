@@ -13,8 +13,8 @@ import asyncpg
 from cronwire.adapters.clock import SystemClock
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
+from cronwire.harness.seeding import seed_schedule, seed_tenant
 from cronwire.service.maintenance import FleetGauges
-from tests.support.runs import seed_schedule, seed_tenant
 
 
 class SkewedClock(SystemClock):

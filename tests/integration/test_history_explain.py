@@ -22,7 +22,7 @@ import pytest_asyncio
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_history import Q, list_arguments
 from cronwire.domain.history import RunQuery
-from cronwire.domain.keyset import RunKey
+from cronwire.domain.keyset import HistoryPosition
 from cronwire.domain.model import RunStatus
 from tests.support.servers import DatabaseFactory
 
@@ -211,7 +211,7 @@ async def test_tenant_history_and_status_filter_use_their_indexes(corpus: Corpus
 
 
 async def test_a_later_page_prunes_the_months_above_its_cursor(corpus: Corpus) -> None:
-    cursor = RunKey(corpus.months[0] + timedelta(days=10), uuid.UUID(int=0))
+    cursor = HistoryPosition(corpus.months[0] + timedelta(days=10), uuid.UUID(int=0))
     async with corpus.pool.acquire() as conn:
         for schedule_id in (None, corpus.schedule):
             name, args = list_arguments(corpus.tenant,

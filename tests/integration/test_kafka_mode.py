@@ -19,11 +19,10 @@ from cronwire.adapters.memory import MemoryHints
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
-from cronwire.adapters.postgres.sql import claim_statement, queries
+from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 from cronwire.service.outbox_relay import OutboxRelay
 from tests.support.kafka import kafka_mode
 from tests.support.polling import wait_until
-from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
 
@@ -50,13 +49,6 @@ async def _schedules_off_partition_of(pool: asyncpg.Pool, tenant_id: UUID, count
             if len(found) == count:
                 return found
     raise AssertionError(f"no {count} tenants off partition {taken} in {20 * count} tries")
-
-
-def test_keys_claims_share_the_polling_claims_lease_taking_text() -> None:
-    base = queries("job_run")["job_run_claim"]
-    tail = base[base.index("\ndecided AS (") + 1:]
-    for fragment in ("job_run_claim_keys_candidates", "job_run_sweep_candidates"):
-        assert claim_statement(fragment).endswith(tail)
 
 
 def test_a_key_round_trips_and_garbage_is_skipped() -> None:
@@ -188,7 +180,7 @@ async def test_a_released_or_retried_run_is_published_again(db_pool: asyncpg.Poo
     schedule = await _schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 2)  # type: ignore[arg-type]
     await db_pool.execute("UPDATE job_run SET published_at = now()")
-    runs = await PostgresClaimSource(db_pool).claim("a", 2, 30)
+    runs = (await PostgresClaimSource(db_pool).claim("a", 2, 30)).runs
     released = await PostgresRunStore(db_pool).release("a", [
         (r.id, r.scheduled_for, r.lease_generation) for r in runs])
     assert released == 2
@@ -237,10 +229,11 @@ async def test_keys_of_runs_claimed_elsewhere_are_dropped_and_acknowledged(
     await seed_due_runs(db_pool, schedule, 6)  # type: ignore[arg-type]
     async with kafka_mode(db_pool, kafka_bootstrap, sweep_seconds=3600) as mode:
         assert await mode.settle() == 6
-        taken = await PostgresClaimSource(db_pool).claim("postgres-replica", 4, 30)
+        taken = (await PostgresClaimSource(db_pool).claim("postgres-replica", 4, 30)).runs
         assert len(taken) == 4
-        runs = await mode.source.claim("kafka-replica", 10, 30)
-        assert len(runs) == 2 and mode.source.name == "kafka"
+        batch = await mode.source.claim("kafka-replica", 10, 30)
+        runs = batch.runs
+        assert len(runs) == 2 and batch.sources == (("kafka", 2),)
         assert {r.id for r in runs}.isdisjoint({r.id for r in taken})
         assert mode.hints.take(10) == []  # every key was taken and settled
 
@@ -254,9 +247,9 @@ async def test_the_sweeper_claims_a_run_no_message_delivered_after_the_grace(
     await seed_due_runs(db_pool, schedule, 1, first=10, due_seconds_ago=1)  # type: ignore[arg-type]
     await db_pool.execute("UPDATE job_run SET published_at = now()")
     async with kafka_mode(db_pool, kafka_bootstrap, grace_seconds=5, sweep_seconds=0) as mode:
-        runs = await mode.source.claim("a", 10, 30)
-        assert len(runs) == 1 and mode.source.name == "sweeper"
-        assert await mode.source.claim("a", 10, 30) == []  # the other is within its grace
+        batch = await mode.source.claim("a", 10, 30)
+        assert len(batch.runs) == 1 and batch.sources == (("sweeper", 1),)
+        assert (await mode.source.claim("a", 10, 30)).runs == ()  # the other is within its grace
 
 
 async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_restart(
@@ -274,8 +267,8 @@ async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_rest
 
             await wait_until(down, within=30.0)
             await seed_due_runs(db_pool, schedule, 3)  # type: ignore[arg-type]
-            runs = await mode.source.claim("a", 10, 30)
-            assert len(runs) == 3 and mode.source.name == "sweeper"  # polling, no grace
+            batch = await mode.source.claim("a", 10, 30)
+            assert len(batch.runs) == 3 and batch.sources == (("sweeper", 3),)  # polling, no grace
             generation = mode.link.generation
             broker.start()  # memory storage: the topic is gone
 
@@ -287,7 +280,7 @@ async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_rest
             await seed_due_runs(db_pool, schedule, 2, first=10)  # type: ignore[arg-type]
             assert await mode.settle() == 2
             again = await mode.source.claim("a", 10, 30)
-            assert len(again) == 2 and mode.source.name == "kafka"
+            assert len(again.runs) == 2 and again.sources == (("kafka", 2),)
     finally:
         broker.stop()
 

@@ -14,8 +14,9 @@ import pytest
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.planner_store import Decide, PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
+from cronwire.bootstrap.container import build_container, init_resources, shutdown_resources
+from cronwire.bootstrap.runtime import role_loops
 from cronwire.config import Settings
-from cronwire.container import build_container, init_resources, role_loops, shutdown_resources
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import DueSchedule, PlanDecision, idempotency_key_for, run_id_for
 from cronwire.domain.planning import Span

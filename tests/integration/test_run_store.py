@@ -8,7 +8,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
-from tests.support.runs import seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
 

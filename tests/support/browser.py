@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 from playwright.async_api import BrowserContext, Page
 
-from tests.support.sink import Sink
+from cronwire.harness.sink import Sink
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

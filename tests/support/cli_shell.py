@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cronwire.cli import main
+from cronwire.cli.main import main
 from tests.support.processes import (
     clean_env,
     cronwire_executable,

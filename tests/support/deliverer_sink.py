@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 from uuid import UUID
 
 import pytest
-from aiohttp import web
-from multidict import CIMultiDict
 from standardwebhooks.webhooks import Webhook
 
 from cronwire.adapters.http.guard import TargetGuard
@@ -22,6 +20,8 @@ from cronwire.domain.delivery import (
     DeliveryRequest,
     new_signing_secret,
 )
+from cronwire.harness.sink import Arrival, Reply
+from cronwire.harness.sink import Sink as HarnessSink
 
 Deliverer = HttpxDeliverer | LeanDeliverer
 ADAPTERS = {"httpx": HttpxDeliverer, "lean": LeanDeliverer}
@@ -41,73 +41,62 @@ async def deliverer_fixture(request: pytest.FixtureRequest) -> AsyncIterator[Del
 
 SCHEDULED_FOR = datetime(2027, 3, 28, 1, 0, tzinfo=UTC)
 BIG_BODY = ("a" * 1023 + "é" * 2100).encode()  # 5 KiB; byte 1024 falls inside an "é"
+TEXT = {"Content-Type": "text/plain; charset=utf-8"}
 
 
-@dataclass
-class Recorded:
-    method: str
-    path_qs: str
-    headers: CIMultiDict[str]
-    body: bytes
+# What the sink recorded of one request: method, path_qs, headers (case-insensitive), body.
+Recorded = Arrival
 
 
-@dataclass
 class Sink:
-    """An aiohttp.web server that records every request and answers by path."""
+    """The harness sink (cronwire.harness.sink), answering by path: ``/status/N``,
+    ``/redirect?to=URL``, ``/retry-after``, ``/set-cookie``, ``/big``, and ``/slow``
+    (held until ``release``, at most 10 s; ``slow_cancelled`` says the client hung up)."""
 
-    host: str = "127.0.0.1"
-    requests: list[Recorded] = field(default_factory=list)
-    release: asyncio.Event = field(default_factory=asyncio.Event)
-    slow_arrived: asyncio.Event = field(default_factory=asyncio.Event)
-    slow_cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-    port: int = 0
-    _runner: web.AppRunner | None = None
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.release = asyncio.Event()
+        self.slow_arrived = asyncio.Event()
+        self.slow_cancelled = asyncio.Event()
+        self._sink = HarnessSink(behaviour=self._reply, host=host, cancel_on_disconnect=True)
+
+    @property
+    def requests(self) -> list[Recorded]:
+        return self._sink.arrivals
+
+    @property
+    def port(self) -> int:
+        return self._sink.port
 
     def url(self, path: str = "/") -> str:
-        return f"http://{self.host}:{self.port}{path}"
-
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        self.requests.append(
-            Recorded(request.method, request.path_qs, CIMultiDict(request.headers), body)
-        )
-        path = request.path
-        if path.startswith("/status/"):
-            code = int(path.rsplit("/", 1)[1])
-            return web.Response(status=code, text=f"status {code}")
-        if path == "/redirect":
-            return web.Response(status=302, headers={"Location": request.query["to"]})
-        if path == "/retry-after":
-            return web.Response(status=429, headers={"Retry-After": "7"})
-        if path == "/set-cookie":
-            return web.Response(text="ok", headers={"Set-Cookie": "session=tenant-a; Path=/"})
-        if path == "/big":
-            return web.Response(body=BIG_BODY, content_type="text/plain")
-        if path == "/slow":
-            self.slow_arrived.set()
-            try:
-                await asyncio.wait_for(self.release.wait(), timeout=10)
-            except asyncio.CancelledError:
-                self.slow_cancelled.set()  # the client hung up
-                raise
-            except TimeoutError:
-                pass
-        return web.Response(text="ok")
+        return self._sink.url_for(path)
 
     async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(
-            app, handler_cancellation=True, shutdown_timeout=2.0, access_log=None
-        )
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
-        self.port = self._runner.addresses[0][1]
+        await self._sink.start()
 
     async def close(self) -> None:
         self.release.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
+        await self._sink.stop()
+
+    def _reply(self, arrival: Arrival) -> Reply:
+        path = arrival.path
+        if path.startswith("/status/"):
+            code = int(path.rsplit("/", 1)[1])
+            return Reply(status=code, body=f"status {code}".encode(), headers=TEXT)
+        if path == "/redirect":
+            to = parse_qs(urlsplit(arrival.path_qs).query)["to"][0]
+            return Reply(status=302, body=b"", headers={"Location": to})
+        if path == "/retry-after":
+            return Reply(status=429, body=b"", retry_after="7")
+        if path == "/set-cookie":
+            return Reply(headers={**TEXT, "Set-Cookie": "session=tenant-a; Path=/"})
+        if path == "/big":
+            return Reply(body=BIG_BODY, headers={"Content-Type": "text/plain"})
+        if path == "/slow":
+            self.slow_arrived.set()
+            return Reply(hold=self.release, hold_seconds=10, on_cancel=self.slow_cancelled.set,
+                         headers=TEXT)
+        return Reply(headers=TEXT)
+
 
 def make_request(url: str, **changes: Any) -> DeliveryRequest:
     fields: dict[str, Any] = {

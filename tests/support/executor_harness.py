@@ -19,11 +19,11 @@ from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.domain.breaker import BreakerPolicy
+from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.sink import Sink
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.polling import wait_until
-from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
-from tests.support.sink import Sink
 
 OWNER = "executor-under-test"
 

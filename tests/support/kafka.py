@@ -22,7 +22,7 @@ from cronwire.adapters.kafka.publisher import KafkaRunPublisher
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
-from cronwire.service.hybrid_claims import HybridClaimSource
+from cronwire.service.executor.hybrid_claims import HybridClaimSource
 from cronwire.service.outbox_relay import OutboxRelay
 
 FAST_GROUP = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 300}

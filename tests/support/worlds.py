@@ -31,6 +31,7 @@ from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.domain.model import RetryPolicy, RunStatus
+from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 from cronwire.ports import (
     BreakerStore,
     ClaimSource,
@@ -39,7 +40,6 @@ from cronwire.ports import (
     RunStore,
     ScheduleStore,
 )
-from tests.support.runs import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 
 URL = "http://127.0.0.1:9/hook"
 STORES = ["postgres", "memory"]

@@ -8,7 +8,7 @@ from datetime import timedelta
 from cronwire.adapters.memory import MemoryBreakerStore, MemoryClaimSource, MemoryDatabase
 from cronwire.domain.breaker import BreakerPolicy, BreakerState, BreakerStatus, target_key
 from cronwire.domain.model import ClaimedRun
-from cronwire.service.breaker_gate import BreakerGate
+from cronwire.service.executor.breaker_gate import BreakerGate
 from tests.support.memory_executor import URL
 
 POLICY = BreakerPolicy(failure_threshold=3, cooldown_seconds=60, probe_wait_seconds=5)
@@ -17,7 +17,7 @@ POLICY = BreakerPolicy(failure_threshold=3, cooldown_seconds=60, probe_wait_seco
 async def _claimed(db: MemoryDatabase, count: int) -> list[ClaimedRun]:
     schedule = db.add_schedule(db.add_tenant(), URL)
     db.add_due_runs(schedule.id, count)
-    return list(await MemoryClaimSource(db).claim("me", count, 30))
+    return list((await MemoryClaimSource(db).claim("me", count, 30)).runs)
 
 
 def _gate(db: MemoryDatabase) -> BreakerGate:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from cronwire.chaos.faults import FAULTS
-from cronwire.chaos.fleet import ChaosError
-from cronwire.chaos.harness import ChaosPlan, run_chaos_async
+from cronwire.chaos.plan import ChaosError, ChaosPlan
 from cronwire.chaos.plan_checks import fault_refusal
+from cronwire.chaos.run import run_chaos_async
 
 
 def test_every_fault_of_a_mode_passes_on_the_embedded_server() -> None:

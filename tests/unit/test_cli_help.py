@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cronwire.cli import build_parser
+from cronwire.cli.main import build_parser
 from cronwire.config import describe
 
 PYTHON_REPRS = re.compile(r"frozenset|\bNone\b|\bTrue\b|\bFalse\b|PosixPath|\{'")

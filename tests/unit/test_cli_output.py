@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cronwire.cli_output import Column, cell, field, flatten, render_table
-from cronwire.cli_tenants import database_label
+from cronwire.cli.database import database_label
+from cronwire.cli.output import Column, cell, field, flatten, render_table
 from cronwire.config import Settings
 
 

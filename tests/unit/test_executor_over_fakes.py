@@ -127,7 +127,7 @@ async def test_a_claim_drawing_on_two_sources_counts_each_runs_under_its_own_lab
     """Kafka mode's backlogged claim takes runs fairly and by key in one batch:
     scheduler_claims_total{source} must count each run once, under the path that took it."""
     from cronwire.adapters.memory import MemoryHints, MemoryKeyedClaims
-    from cronwire.service.hybrid_claims import HybridClaimSource
+    from cronwire.service.executor.hybrid_claims import HybridClaimSource
 
     rig = Rig()
     burst = rig.db.add_due_runs(rig.seed(0).id, 12, due_seconds_ago=10)

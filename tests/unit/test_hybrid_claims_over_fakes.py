@@ -17,7 +17,7 @@ from cronwire.adapters.memory.database import MemoryRun
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimBatch, RunStatus
 from cronwire.ports import RunKey
-from cronwire.service.hybrid_claims import HybridClaimSource
+from cronwire.service.executor.hybrid_claims import HybridClaimSource
 
 URL = "http://127.0.0.1:9/hook"
 
@@ -36,10 +36,11 @@ async def test_hinted_keys_are_claimed_and_then_acknowledged() -> None:
     db, hints, source = _rig(3)
     keys = [r.key for r in db.runs.values()]
     hints.deliver(keys[:2])
-    runs = await source.claim("a", 10, 30)
-    assert {r.id for r in runs} == {k[0] for k in keys[:2]} and source.name == "kafka"
+    batch = await source.claim("a", 10, 30)
+    assert {r.id for r in batch.runs} == {k[0] for k in keys[:2]}
+    assert batch.sources == (("kafka", 2),) and source.name == "kafka"
     assert hints.acknowledged == keys[:2]
-    assert await source.claim("a", 10, 30) == []  # the third had no hint; not overdue yet
+    assert (await source.claim("a", 10, 30)).runs == ()  # the third had no hint; not overdue yet
 
 
 async def test_a_hint_for_a_run_that_is_not_claimable_is_dropped() -> None:
@@ -47,23 +48,24 @@ async def test_a_hint_for_a_run_that_is_not_claimable_is_dropped() -> None:
     [run] = db.runs.values()
     run.status = RunStatus.SUCCEEDED
     hints.deliver([run.key])
-    assert await source.claim("a", 10, 30) == []
+    assert (await source.claim("a", 10, 30)).runs == ()
     assert hints.acknowledged == [run.key]
 
 
 async def test_the_sweeper_claims_what_no_hint_delivered_once_the_grace_is_over() -> None:
     db, _, source = _rig(2, sweep_seconds=0)
-    assert await source.claim("a", 10, 30) == []  # due 1 s ago: within the 30 s grace
+    assert (await source.claim("a", 10, 30)).runs == ()  # due 1 s ago: within the 30 s grace
     db.clock.advance(30)
-    runs = await source.claim("a", 10, 30)
-    assert len(runs) == 2 and source.name == "sweeper"
+    batch = await source.claim("a", 10, 30)
+    assert len(batch.runs) == 2 and batch.sources == (("sweeper", 2),)
 
 
 async def test_while_the_broker_is_away_the_polling_claim_does_the_work() -> None:
     _, hints, source = _rig(2)
     hints.healthy = False
-    runs = await source.claim("a", 10, 30)
-    assert len(runs) == 2 and source.name == "sweeper"
+    batch = await source.claim("a", 10, 30)
+    assert len(batch.runs) == 2 and batch.sources == (("sweeper", 2),)
+    assert source.name == "kafka"  # the source's own label; the batch says what it drew on
 
 
 def _backlog() -> tuple[MemoryDatabase, MemoryHints, list[MemoryRun], MemoryRun, MemoryRun]:
@@ -86,13 +88,12 @@ async def test_a_backlogged_partition_claims_fairly_and_by_key_in_the_same_claim
     db, hints, burst, quiet, fresh = _backlog()
     source = HybridClaimSource(hints, MemoryKeyedClaims(db), MemoryClaimSource(db), db.clock,
                                grace_seconds=30, sweep_seconds=3600)
-    runs = await source.claim("a", 4, 30)
-    ids = [r.id for r in runs]
+    batch = await source.claim("a", 4, 30)
+    ids = [r.id for r in batch.runs]
     assert len(ids) == len(set(ids)) <= 4  # lease rule 1: never more than the limit
     assert quiet.id in ids  # the fair claim reached the tenant behind the burst's keys
     assert fresh.id not in ids  # due 0.2 s ago: left to its key
-    assert isinstance(runs, ClaimBatch)
-    by_source = dict(runs.sources)
+    by_source = dict(batch.sources)
     assert by_source["sweeper"] == 2  # the fair half: quiet and the burst's oldest
     assert by_source["kafka"] >= 1 and sum(by_source.values()) == len(ids)
     assert hints.acknowledged == [run.key for run in burst[:2]]  # both keys settled
@@ -109,7 +110,7 @@ async def test_a_backlogged_claim_whose_claim_by_key_fails_keeps_the_fair_half()
     db, hints, burst, quiet, _ = _backlog()
     source = HybridClaimSource(hints, FailingKeys(db), MemoryClaimSource(db), db.clock,
                                grace_seconds=30, sweep_seconds=3600)
-    runs = await source.claim("a", 4, 30)
+    runs = (await source.claim("a", 4, 30)).runs
     assert quiet.id in {r.id for r in runs} and len(runs) == 2  # leased: delivered, not lost
     assert hints.acknowledged == []  # rewound: the keys come again
     assert hints.take(10) == [run.key for run in burst[:2]]

@@ -10,15 +10,16 @@ from uuid import UUID
 from cronwire.adapters.memory import MemoryClaimSource, MemoryDatabase, MemoryRunStore
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import LeaseKey
-from cronwire.service.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.signals import ExecutorSignals
+from tests.support.fakes import CountingMetrics
 from tests.support.memory_executor import URL
 
 
 async def _leases(db: MemoryDatabase, count: int) -> list[Lease]:
     schedule = db.add_schedule(db.add_tenant(), URL)
     db.add_due_runs(schedule.id, count)
-    runs = await MemoryClaimSource(db).claim("me", count, 3)
+    runs = (await MemoryClaimSource(db).claim("me", count, 3)).runs
     return [Lease(r.id, r.scheduled_for, r.lease_generation) for r in runs]
 
 
@@ -26,7 +27,8 @@ async def test_a_renewal_extends_every_lease_and_records_started_requests() -> N
     db = MemoryDatabase()
     first, second = await _leases(db, 2)
     first.started = True
-    keeper = LeaseKeeper(MemoryRunStore(db), owner="me", lease_seconds=60, on_lost=_never)
+    metrics = CountingMetrics()
+    keeper = LeaseKeeper(MemoryRunStore(db), metrics, owner="me", lease_seconds=60)
     keeper.hold(first)
     keeper.hold(second)
     await keeper.renew()
@@ -34,20 +36,22 @@ async def test_a_renewal_extends_every_lease_and_records_started_requests() -> N
     assert all((r.claim_expires_at - db.now()).total_seconds() > 50 for r in rows.values())  # type: ignore[operator]
     assert (rows[first.run_id].attempt_started, rows[second.run_id].attempt_started) == (
         True, False)
+    assert metrics.lost == 0  # no lease reported lost
 
 
 async def test_a_lost_lease_in_flight_is_cancelled_and_reported() -> None:
     db = MemoryDatabase()
     [lease] = await _leases(db, 1)
     lease.task = asyncio.create_task(asyncio.Event().wait())
-    lost: list[Lease] = []
-    keeper = LeaseKeeper(MemoryRunStore(db), owner="me", lease_seconds=60,
-                         on_lost=lambda gone: (lost.append(gone), gone.task and gone.task.cancel()))
+    metrics, signals = CountingMetrics(), ExecutorSignals()
+    keeper = LeaseKeeper(MemoryRunStore(db), metrics, owner="me", lease_seconds=60,
+                         signals=signals)
     keeper.hold(lease)
     [run] = db.runs.values()
     run.claimed_by = "someone-else"
     await keeper.renew()
-    assert lost == [lease] and lease.lost and len(keeper) == 0
+    assert signals.lost.items == [lease.run_id] and metrics.lost == 1
+    assert lease.lost and len(keeper) == 0
     await asyncio.gather(lease.task, return_exceptions=True)
     assert lease.task.cancelled()
 
@@ -56,8 +60,8 @@ async def test_a_failed_renewal_is_retried_before_the_next_interval() -> None:
     db = MemoryDatabase()
     [lease] = await _leases(db, 1)
     store = FlakyRunStore(db, failures=2)
-    signals = ExecutorSignals()
-    keeper = LeaseKeeper(store, owner="me", lease_seconds=0.6, on_lost=_never, signals=signals)
+    signals, metrics = ExecutorSignals(), CountingMetrics()
+    keeper = LeaseKeeper(store, metrics, owner="me", lease_seconds=0.6, signals=signals)
     keeper.hold(lease)
     task = asyncio.create_task(keeper.run())
     try:
@@ -67,6 +71,7 @@ async def test_a_failed_renewal_is_retried_before_the_next_interval() -> None:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert store.calls >= 3 and signals.renewals.items[0] == 1
+    assert metrics.lost == 0  # a failed renewal proves no lease lost
 
 
 class FlakyRunStore(MemoryRunStore):
@@ -84,6 +89,3 @@ class FlakyRunStore(MemoryRunStore):
             raise StorageError("connection refused")
         return await super().renew_leases(owner, runs, lease_seconds, started)
 
-
-def _never(lease: Lease) -> None:
-    raise AssertionError(f"lease {lease.run_id} reported lost")

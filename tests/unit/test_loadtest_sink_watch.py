@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from cronwire.loadtest.harness import LoadTestError, SinkWatch
+from cronwire.loadtest.plan import LoadTestError
+from cronwire.loadtest.watch import SinkWatch
 
 
 class _Sink(BaseHTTPRequestHandler):

@@ -1,5 +1,6 @@
-"""The named queries: one file per table, names unique across files, and the retry
-constants the claim repeats in SQL equal to the domain's."""
+"""The named queries: one file per table, names unique across files, the retry
+constants the claim repeats in SQL equal to the domain's, every claim taking its leases
+with the same text, and the loose index scans over tenants written once."""
 
 from __future__ import annotations
 
@@ -25,6 +26,31 @@ def test_the_claims_retry_defaults_are_the_domains() -> None:
     assert (f"LEAST(GREATEST(COALESCE((s.retry ->> 'max_attempts')::integer, {default}), 1), "
             f"{ceiling})") in claim
     assert f"LEAST(j.attempt_count + 1, {ceiling})" in claim
+
+
+def _lease_taking(statement: str) -> str:
+    """A claim's text from its verdict on (``decided AS (``) to the end."""
+    return statement[statement.index("\ndecided AS (") + 1:]
+
+
+def test_every_claim_takes_its_leases_with_the_polling_claims_text() -> None:
+    # Kafka mode's claims are whole statements; only their candidate rows differ, so the
+    # expired-lease reclaim and the exhaustion rule must be the polling claim's, word for word.
+    named = queries("job_run")
+    tail = _lease_taking(named["job_run_claim"])
+    assert "UPDATE job_run j" in tail and "RETURNING" in tail
+    for kafka_claim in ("job_run_claim_keys", "job_run_sweep"):
+        assert _lease_taking(named[kafka_claim]) == tail, kafka_claim
+
+
+def test_the_loose_index_scans_over_tenants_are_written_once() -> None:
+    # The views of migration 0010; no statement spells a recursive scan out again.
+    for path in QUERY_DIR.glob("*.sql"):
+        assert "RECURSIVE" not in path.read_text(encoding="utf-8").upper(), path.name
+    named = queries("job_run")
+    assert "FROM job_run_runnable_tenants" in named["job_run_claim"]
+    for outbox in ("job_run_outbox_take", "job_run_outbox_next_due"):
+        assert "FROM job_run_unpublished_tenants" in named[outbox], outbox
 
 
 def test_rows_affected_reads_the_command_tag() -> None:

@@ -19,8 +19,10 @@ from cronwire.domain.delivery import DeliveryResult, Outcome
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun, LeaseKey, RunResolution, RunStatus
 from cronwire.domain.retry import resolve_attempt
-from cronwire.service.lease_keeper import Lease
-from cronwire.service.resolution_writer import Finished, ResolutionWriter
+from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.executor.resolution_writer import Finished, ResolutionWriter
+from cronwire.service.signals import ExecutorSignals
+from tests.support.fakes import CountingMetrics
 from tests.support.memory_executor import URL
 
 POLICY = BreakerPolicy(failure_threshold=2, cooldown_seconds=60)
@@ -46,18 +48,23 @@ class Rig:
     ) -> None:
         self.db = MemoryDatabase()
         self.store = run_store(self.db)
-        self.written: list[tuple[list[UUID], dict[UUID, RunStatus]]] = []
+        self.metrics, self.signals = CountingMetrics(), ExecutorSignals()
+        keeper = LeaseKeeper(self.store, self.metrics, owner="me", lease_seconds=30,
+                             signals=self.signals)
         self.writer = ResolutionWriter(
-            self.store, MemoryBreakerStore(self.db), owner="me", breaker_policy=POLICY,
-            on_written=lambda batch, landed: self.written.append(
-                ([f.run.id for f in batch], dict(landed))),
-            lease_seconds=30, max_batch=50,
+            self.store, MemoryBreakerStore(self.db), keeper, self.metrics, owner="me",
+            breaker_policy=POLICY, lease_seconds=30, signals=self.signals, max_batch=50,
         )
+
+    @property
+    def written(self) -> dict[UUID, RunStatus]:
+        """What landed: {run id: status written}."""
+        return dict(self.signals.settled.items)
 
     async def claim(self, count: int) -> list[ClaimedRun]:
         schedule = self.db.add_schedule(self.db.add_tenant(), URL)
         self.db.add_due_runs(schedule.id, count)
-        return list(await MemoryClaimSource(self.db).claim("me", count, 30))
+        return list((await MemoryClaimSource(self.db).claim("me", count, 30)).runs)
 
     async def write(self, items: list[Finished]) -> None:
         task = asyncio.create_task(self.writer.run())
@@ -69,10 +76,11 @@ class Rig:
 
 
 async def test_results_land_in_one_batch_and_feed_the_breaker() -> None:
-    rig = Rig()
+    rig = Rig(CountingRunStore)
     runs = await rig.claim(3)
     await rig.write([_finished(r, 503) for r in runs])
-    assert len(rig.written) == 1 and set(rig.written[0][1].values()) == {RunStatus.RETRYING}
+    assert isinstance(rig.store, CountingRunStore) and rig.store.resolves == 1
+    assert set(rig.written.values()) == {RunStatus.RETRYING} and len(rig.written) == 3
     [state] = rig.db.breakers.values()
     assert state.status is BreakerStatus.OPEN and state.failures == 3
 
@@ -82,8 +90,8 @@ async def test_a_result_whose_lease_is_gone_does_not_land() -> None:
     mine, stolen = await rig.claim(2)
     rig.db.runs[(stolen.id, stolen.scheduled_for)].claimed_by = "thief"
     await rig.write([_finished(mine), _finished(stolen)])
-    landed = {k: v for _, batch in rig.written for k, v in batch.items()}
-    assert landed == {mine.id: RunStatus.SUCCEEDED}
+    assert rig.written == {mine.id: RunStatus.SUCCEEDED}
+    assert rig.signals.lost.items == [stolen.id] and rig.metrics.lost == 1
 
 
 async def test_an_outage_keeps_the_results_and_writes_them_when_it_ends() -> None:
@@ -92,6 +100,20 @@ async def test_an_outage_keeps_the_results_and_writes_them_when_it_ends() -> Non
     await rig.write([_finished(r) for r in runs])
     assert {r.status for r in rig.db.runs.values()} == {RunStatus.SUCCEEDED}
     assert isinstance(rig.store, OutageRunStore) and rig.store.calls > 3
+
+
+class CountingRunStore(MemoryRunStore):
+    """Counts the resolve statements: one batch, one statement."""
+
+    def __init__(self, db: MemoryDatabase) -> None:
+        super().__init__(db)
+        self.resolves = 0
+
+    async def resolve(
+        self, owner: str, resolutions: Sequence[RunResolution]
+    ) -> dict[UUID, RunStatus]:
+        self.resolves += 1
+        return await super().resolve(owner, resolutions)
 
 
 class OutageRunStore(MemoryRunStore):

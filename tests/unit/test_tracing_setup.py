@@ -8,7 +8,7 @@ import pytest
 
 from cronwire.adapters.otel.setup import build_tracer, check_tracing, tracing_requested
 from cronwire.domain.errors import ConfigError
-from cronwire.ports_observability import NoTracer
+from cronwire.ports.observability import NoTracer
 
 ENDPOINT = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
 

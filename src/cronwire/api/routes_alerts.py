@@ -14,7 +14,7 @@ from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
 from cronwire.api.schemas_observability import AlertEventPage, AlertsOut, AlertsPut, AlertsSet
 from cronwire.domain.alerts import AlertDestination
-from cronwire.domain.keyset import RunKey, decode_run_cursor, encode_run_cursor
+from cronwire.domain.keyset import HistoryPosition, decode_run_cursor, encode_run_cursor
 from cronwire.service import alert_commands
 
 
@@ -58,7 +58,7 @@ def alerts_router(ctx: ApiContext) -> APIRouter:
                  for event, attempts in page.items]
         last = page.items[-1][0] if page.items else None
         return {"items": items,
-                "next_cursor": encode_run_cursor(RunKey(last.created_at, last.id))
+                "next_cursor": encode_run_cursor(HistoryPosition(last.created_at, last.id))
                 if page.more and last else None}
 
     return router

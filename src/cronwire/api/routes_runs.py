@@ -1,4 +1,5 @@
-"""`/v1/runs`: the tenant's run history, newest first, and one run with its evidence."""
+"""`/v1/runs`: the tenant's run history, newest first, and one run with its evidence,
+each through a use case of service/run_queries.py."""
 
 # No "from __future__ import annotations": FastAPI must see the real types of the
 # handlers' parameters, and the Tenant dependency alias is local to the factory.
@@ -45,7 +46,7 @@ def runs_router(ctx: ApiContext) -> APIRouter:
         )
         page = await run_queries.list_runs(ctx.runs, tenant, query)
         return {"items": [run_out(run) for run in page.items],
-                "next_cursor": encode_run_cursor(page.items[-1].key) if page.more else None}
+                "next_cursor": encode_run_cursor(page.items[-1].position) if page.more else None}
 
     @router.get("/{id}", response_model=RunDetailOut, responses=responses(404, 422),
                 summary="One run with its delivery attempts")
@@ -53,6 +54,6 @@ def runs_router(ctx: ApiContext) -> APIRouter:
         run_id: Annotated[uuid.UUID, Path(alias="id", description="The run's id.")],
         tenant: Tenant,
     ) -> dict[str, Any]:
-        return run_detail_out(await ctx.runs.get(tenant, run_id))
+        return run_detail_out(await run_queries.get_run(ctx.runs, tenant, run_id))
 
     return router

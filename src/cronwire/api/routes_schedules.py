@@ -1,6 +1,7 @@
 """`/v1/schedules`: create, read, list, edit, delete, pause, resume, trigger, preview and
-rotate the signing secret. Handlers translate HTTP to domain and back; the rules are the
-domain's and every store call carries the authenticated tenant id.
+rotate the signing secret. Handlers translate HTTP to domain and back and call one use
+case of service/schedule_commands.py each, with the authenticated tenant id; the rules
+are the domain's.
 """
 
 # No "from __future__ import annotations": FastAPI must see the real types of the
@@ -66,7 +67,7 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
     @router.get("/{id}", response_model=ScheduleOut, summary="Get a schedule",
                 responses=responses(404, 422))
     async def get(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return schedule_out(await ctx.schedules.get(tenant, schedule_id))
+        return schedule_out(await commands.get_schedule(ctx.schedules, tenant, schedule_id))
 
     @router.patch("/{id}", response_model=ScheduleOut, responses=responses(404, 413, 422),
                   summary="Edit a schedule (JSON merge patch); new timing recomputes "
@@ -97,7 +98,7 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                    "`cancelled`; a `running` run (its request may be on the wire) finishes "
                    "normally. Every run stays readable under `/v1/runs`.")
     async def delete(schedule_id: ScheduleId, tenant: Tenant) -> Response:
-        await ctx.schedules.delete(tenant, schedule_id)
+        await commands.delete_schedule(ctx.schedules, tenant, schedule_id)
         return Response(status_code=204)
 
     @router.post("/{id}/pause", response_model=ScheduleOut, summary="Pause firing",
@@ -105,7 +106,8 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  description="No new runs are planned. Runs already planned (the planner "
                  "works a few seconds ahead) are still delivered.")
     async def pause(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return schedule_out(await ctx.schedules.set_paused(tenant, schedule_id, True))
+        return schedule_out(
+            await commands.set_paused(ctx.schedules, tenant, schedule_id, paused=True))
 
     @router.post("/{id}/resume", response_model=ScheduleOut, responses=responses(404, 422),
                  summary="Resume; occurrences missed meanwhile follow the misfire policy",
@@ -114,7 +116,8 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  "(`fire_all` within `catchup_window_seconds`, `fire_once`, or `skip`; "
                  "skipped ones appear in the history as `skipped` runs).")
     async def resume(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return schedule_out(await ctx.schedules.set_paused(tenant, schedule_id, False))
+        return schedule_out(
+            await commands.set_paused(ctx.schedules, tenant, schedule_id, paused=False))
 
     @router.post("/{id}/trigger", status_code=202, response_model=RunOut,
                  responses=responses(404, 422), summary="Run now (a manual run, due at once)",
@@ -122,7 +125,7 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  "the database clock with a non-zero microsecond part, so it never takes "
                  "the slot of a cron occurrence (those are whole seconds).")
     async def trigger(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return run_out(await ctx.schedules.trigger(tenant, schedule_id))
+        return run_out(await commands.trigger_run(ctx.schedules, tenant, schedule_id))
 
     @router.get("/{id}/preview", response_model=Preview, responses=responses(404, 422),
                 summary="The next fire times, in UTC and in the schedule's zone")

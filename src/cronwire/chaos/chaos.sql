@@ -1,33 +1,8 @@
--- Fault-injection set-up and observation (`cronwire chaos` only; never used by serve).
+-- Fault-injection observation (`cronwire chaos` only; never used by serve). What it
+-- writes is harness/seeding.sql's.
 
--- name: chaos_now
-SELECT now()
-
--- name: chaos_schedules_insert
--- $1 ids, $2 tenant, $3 cron, $4 target, $5 retry, $6 first fire, $7 ends_at, $8 secret.
--- ends_at bounds the run: the planner itself stops every schedule at the horizon.
-INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
-                      status, next_fire_at, ends_at, signing_secret)
-SELECT id, $2, 'chaos-' || ord, $3, 'UTC', $4::jsonb, $5::jsonb, 'fire_all', 'active', $6, $7, $8
-FROM unnest($1::uuid[]) WITH ORDINALITY AS s(id, ord)
-
--- name: chaos_burst_schedule_insert
--- A schedule the planner never fires (next_fire_at NULL): it only owns the burst's runs.
-INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
-                      status, next_fire_at, signing_secret)
-VALUES ($1, $2, 'chaos-burst', '* * * * *', 'UTC', $3::jsonb, $4::jsonb, 'fire_all',
-        'active', NULL, $5)
-
--- name: chaos_burst_runs_insert
--- $1 tenant, $2 schedule, $3 how many, $4 when they all fall due. Occurrences 1 ms apart
--- an hour back, so (schedule, scheduled_for) stays unique. Returns the run ids.
-INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, status,
-                     fire_after)
-SELECT md5($2::uuid::text || '/' || g::text)::uuid, $1, $2,
-       date_trunc('second', now()) - interval '1 hour' + g * interval '1 millisecond',
-       'msg_' || md5($2::uuid::text || '/' || g::text), 'pending', $4
-  FROM generate_series(1, $3::integer) AS g
-RETURNING id
+-- name: chaos_tenants
+SELECT id FROM tenant
 
 -- name: chaos_unplanned
 -- Schedules of these tenants the planner has not moved past the horizon yet.

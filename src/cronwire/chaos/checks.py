@@ -1,23 +1,12 @@
-"""What several faults share: the common verdict and waiting for a replica to hold leases."""
+"""What several fault drivers share: waiting for a replica to hold leases."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from cronwire.chaos.fleet import Replica
-    from cronwire.chaos.harness import Scenario
-
-
-def common_verdict(figures: dict[str, Any]) -> list[str]:
-    broken = []
-    if figures["lost"]:
-        broken.append(f"lost={figures['lost']}")
-    if figures["duplicates_beyond_in_flight"]:
-        broken.append(f"duplicates_beyond_in_flight={figures['duplicates_beyond_in_flight']}")
-    return broken
+from cronwire.chaos.scenario import Scenario
+from cronwire.harness.fleet import Replica
 
 
 async def replica_holding_leases(s: Scenario, within: float) -> Replica | None:
@@ -25,7 +14,7 @@ async def replica_holding_leases(s: Scenario, within: float) -> Replica | None:
     break), polling for up to ``within`` seconds."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        holding = [r for r in s.replicas if r.alive() and await s.leases_of(r.name)]
+        holding = [r for r in s.replicas if r.running and await s.leases_of(r.name)]
         if holding:
             return s.rng.choice(holding)
         await asyncio.sleep(0.02)

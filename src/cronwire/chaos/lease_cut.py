@@ -7,18 +7,15 @@ import asyncio
 import contextlib
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cronwire.chaos.checks import common_verdict, replica_holding_leases_named
+from cronwire.chaos.checks import replica_holding_leases_named
 from cronwire.chaos.queries import Q
-from cronwire.chaos.report import Deliveries, Interruption
+from cronwire.chaos.report import Deliveries, Interruption, common_verdict
+from cronwire.chaos.scenario import Groups, Scenario
 
-if TYPE_CHECKING:
-    from cronwire.chaos.harness import Scenario
-
-Groups = dict[str, set[str]]
-# A line of the lease-taking tail every claim statement shares (sql.claim_statement): the
-# proxy recognises the victim's claims by it.
+# A line of the lease-taking tail every claim statement shares (job_run_claim,
+# job_run_claim_keys, job_run_sweep): the proxy recognises the victim's claims by it.
 CLAIM_MARKER = b"lease_generation = j.lease_generation + 1"
 CUT_TRIES = 8
 RECOVERY_WINDOW_SECONDS = 5.0  # firing time after a cut ends in which a replica must work again

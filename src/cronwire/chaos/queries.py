@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cronwire.adapters.postgres.sql import parse_queries
+from cronwire.bootstrap.factories import harness_queries
 
-Q = parse_queries((Path(__file__).parent / "chaos.sql").read_text(encoding="utf-8"))
+Q = harness_queries(Path(__file__).with_name("chaos.sql"))

@@ -1,4 +1,5 @@
-"""Chaos accounting from the receiver's side, and the figure table.
+"""Chaos accounting from the receiver's side, the verdict every fault shares, and the
+figure table.
 
 Every sink record is a 2xx the receiver gave. A planned run with no record is lost; each
 record after a run's first is a duplicate. A duplicate is *in flight at a fault* when its
@@ -14,6 +15,9 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from cronwire.harness.stats import percentile
 
 # The sink's clock and the harness's are the same host clock; this only absorbs the time
 # between a request's arrival being stamped and the kill being stamped.
@@ -51,12 +55,25 @@ class Deliveries:
         return found
 
 
-def percentile(values: Iterable[float], fraction: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
-    return ordered[index]
+def common_verdict(figures: dict[str, Any]) -> list[str]:
+    """The guarantees every fault must keep: nothing lost, no duplicate beyond the
+    requests in flight at a kill or stop."""
+    broken = []
+    if figures["lost"]:
+        broken.append(f"lost={figures['lost']}")
+    if figures["duplicates_beyond_in_flight"]:
+        broken.append(f"duplicates_beyond_in_flight={figures['duplicates_beyond_in_flight']}")
+    return broken
+
+
+def no_duplicates_no_exits(figures: dict[str, Any]) -> list[str]:
+    """The common verdict, and no duplicate at all, and no replica that exited."""
+    broken = common_verdict(figures)
+    if figures["duplicates"] and not broken:
+        broken.append(f"duplicates={figures['duplicates']}")
+    if figures["replica_exits"]:
+        broken.append(f"replica_exits={figures['replica_exits']}")
+    return broken
 
 
 def count_deliveries(

@@ -14,8 +14,6 @@ Two families:
   exceptions (asyncpg, OSError, aiokafka) into these at their boundary
   (``adapters/postgres/driver_errors.storage_errors``), so services and the API never
   see a driver's types.
-
-``cronwire.errors`` and ``cronwire.domain.schedule_rules`` re-export their former names.
 """
 
 

@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from cronwire.domain.keyset import RunKey
+from cronwire.domain.keyset import HistoryPosition
 from cronwire.domain.model import AttemptRecord, RunStatus, Trigger
 
 MAX_PAGE = 200
@@ -27,8 +27,8 @@ class RunView:
     trigger: Trigger
 
     @property
-    def key(self) -> RunKey:
-        return RunKey(self.scheduled_for, self.id)
+    def position(self) -> HistoryPosition:
+        return HistoryPosition(self.scheduled_for, self.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,4 +50,4 @@ class RunQuery:
     status: RunStatus | None = None
     since: datetime | None = None
     until: datetime | None = None
-    before: RunKey | None = None
+    before: HistoryPosition | None = None

@@ -193,19 +193,23 @@ class ClaimedRun:
     lease_generation: int = 0
 
 
-class ClaimBatch(list[ClaimedRun]):
-    """What one claim returns: the runs leased to the caller, plus the terminal statuses
-    of runs the claim itself ended instead of leasing (an expired lease whose final
-    attempt had started: failed; one whose schedule was deleted: cancelled), so the
-    caller can count them in scheduler_runs_total like any other finished run. A claim
-    that drew on more than one source names how many runs each gave (``sources``, as
-    ``(label, count)``); otherwise the claim source's ``name`` labels them all."""
+@dataclass(frozen=True, slots=True)
+class ClaimBatch:
+    """What one claim returns, always (an empty claim too): ``runs``, leased to the
+    caller; ``ended``, the terminal statuses of runs the claim itself ended instead of
+    leasing them (an expired lease whose final attempt had started: failed; one whose
+    schedule was deleted: cancelled), so the caller counts them in scheduler_runs_total
+    like any other finished run; and ``sources``, how many runs each source gave as
+    ``(label, count)`` for a claim that says so (kafka mode's, which draws on the broker's
+    keys and on the sweeper); when empty, the claim source's ``name`` labels them all."""
 
-    def __init__(self, runs: list[ClaimedRun], ended: tuple[RunStatus, ...] = (),
-                 sources: tuple[tuple[str, int], ...] = ()) -> None:
-        super().__init__(runs)
-        self.ended = ended
-        self.sources = sources
+    runs: tuple[ClaimedRun, ...] = ()
+    ended: tuple[RunStatus, ...] = ()
+    sources: tuple[tuple[str, int], ...] = ()
+
+    def labelled(self, source: str) -> ClaimBatch:
+        """This batch with every run it leased counted for ``source``."""
+        return ClaimBatch(self.runs, self.ended, ((source, len(self.runs)),))
 
 
 @dataclass(slots=True, unsafe_hash=True)  # per-run value, never mutated: see ClaimedRun

@@ -28,9 +28,9 @@ from pathlib import Path
 import aiohttp
 import asyncpg
 
-from cronwire.adapters.postgres.sql import parse_queries
+from cronwire.bootstrap.factories import harness_queries
 
-Q = parse_queries((Path(__file__).parent / "bound.sql").read_text(encoding="utf-8"))
+Q = harness_queries(Path(__file__).with_name("bound.sql"))
 CLAIM_BATCH = 500
 CLAIMERS = 4  # concurrent claim loops, so one claim's round trip overlaps another's write
 PGQ_BATCH = 100

@@ -12,18 +12,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import asyncpg
 
+from cronwire.bootstrap.factories import blank_database
+from cronwire.harness.processes import stop_process
+from cronwire.harness.stats import cpu_seconds, per_run_us
 from cronwire.loadtest.baselines import combined_bound
-from cronwire.loadtest.cpu import cpu_seconds, per_run_us
+from cronwire.loadtest.plan import LoadTestError, LoadTestPlan
 from cronwire.loadtest.report import Baselines
-
-if TYPE_CHECKING:
-    from cronwire.loadtest.harness import LoadTestPlan
+from cronwire.loadtest.setup import database_name, note, start_sink
 
 BASELINE_TIMEOUT = 900.0
+STOP_SECONDS = 30.0
 
 
 def _baseline(*args: str, log: Path) -> dict[str, float]:
@@ -35,8 +36,6 @@ def _baseline(*args: str, log: Path) -> dict[str, float]:
         )
     lines = done.stdout.decode().strip().splitlines()
     if done.returncode != 0 or not lines:
-        from cronwire.loadtest.harness import LoadTestError
-
         raise LoadTestError(f"baseline {args[0]} failed (exit {done.returncode}); see {log}")
     result: dict[str, float] = json.loads(lines[-1])
     return result
@@ -64,14 +63,10 @@ async def _wait_for(dsn: str, query: str, check: object, seconds: float, what: s
             await asyncio.sleep(0.1)
     finally:
         await conn.close()
-    from cronwire.loadtest.harness import LoadTestError
-
     raise LoadTestError(f"{what} within {seconds:g}s")
 
 
 def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path) -> float:
-    from cronwire.loadtest.harness import _log, _stop, start_sink
-
     sink = start_sink(plan, "pgqueuer")
     workers: list[subprocess.Popen[bytes]] = []
     try:
@@ -93,46 +88,44 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path) -> float:
         visible_at = _baseline("pgqueuer-enqueue", "--dsn", dsn, "--jobs", str(jobs),
                                log=log)["visible_at"]
         cpu_before = cpu_seconds(w.pid for w in workers)
-        _log(f"pgqueuer: {jobs:,} jobs enqueued; {plan.replicas} worker process(es) at work")
+        note(f"pgqueuer: {jobs:,} jobs enqueued; {plan.replicas} worker process(es) at work")
         asyncio.run(_wait_for(
             dsn, "SELECT count(*) FROM pgqueuer", lambda n: n == 0, BASELINE_TIMEOUT,
             "pgqueuer did not finish its jobs",
         ))
         cpu = per_run_us(cpu_before, cpu_seconds(w.pid for w in workers), jobs)
         if cpu is not None:
-            _log(f"pgqueuer: {cpu:,.0f} µs of worker CPU per job")
+            note(f"pgqueuer: {cpu:,.0f} µs of worker CPU per job")
     finally:
         for worker in workers:
-            _stop(worker)
-        _stop(sink.proc)
-    acked, last = _last_ack(sink.records)
+            stop_process(worker, STOP_SECONDS)
+        sink.stop(STOP_SECONDS)
+    assert sink.out is not None
+    acked, last = _last_ack(sink.out)
     if acked < jobs:
-        _log(f"pgqueuer: only {acked:,} of {jobs:,} jobs were acknowledged by the sink")
+        note(f"pgqueuer: only {acked:,} of {jobs:,} jobs were acknowledged by the sink")
     return acked / max(last - float(visible_at), 1e-9)
 
 
 def measure_baselines(plan: LoadTestPlan, admin_dsn: str, jobs: int) -> Baselines:
-    from cronwire.composition import blank_database
-    from cronwire.loadtest.harness import _log, _stop, database_name, start_sink
-
     log = plan.out / "baselines" / "baselines.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    _log(f"--compare: the bound's database half ({jobs:,} claims and terminal writes)")
+    note(f"--compare: the bound's database half ({jobs:,} claims and terminal writes)")
     bound_dsn = asyncio.run(blank_database(admin_dsn, database_name("bound")))
     db = _baseline("bound-db", "--dsn", bound_dsn, "--jobs", str(jobs), log=log)["runs_per_second"]
-    _log(f"--compare: the bound's HTTP half ({jobs:,} bare aiohttp POSTs)")
+    note(f"--compare: the bound's HTTP half ({jobs:,} bare aiohttp POSTs)")
     sink = start_sink(plan, "bound-http")
     try:
         measured = _baseline("bound-http", "--sink", sink.url, "--jobs", str(jobs),
                              "--workers", str(plan.workers), log=log)
         http, http_cpu = measured["runs_per_second"], measured["cpu_us_per_run"]
     finally:
-        _stop(sink.proc)
+        sink.stop(STOP_SECONDS)
     ceiling = combined_bound(db, http)
-    _log(f"--compare: bare aiohttp used {http_cpu:,.0f} µs of CPU per POST")
-    _log(f"--compare: bound = 1/(1/{db:,.0f} + 1/{http:,.0f}) = {ceiling:,.0f} runs/s; "
+    note(f"--compare: bare aiohttp used {http_cpu:,.0f} µs of CPU per POST")
+    note(f"--compare: bound = 1/(1/{db:,.0f} + 1/{http:,.0f}) = {ceiling:,.0f} runs/s; "
          f"now pgqueuer on the same job")
     pgq_dsn = asyncio.run(blank_database(admin_dsn, database_name("pgqueuer")))
     pgq = _pgqueuer(plan, pgq_dsn, jobs, log)
-    _log(f"--compare: pgqueuer {pgq:,.0f} jobs/s")
+    note(f"--compare: pgqueuer {pgq:,.0f} jobs/s")
     return Baselines(bound_db=db, bound_http=http, ceiling=ceiling, pgqueuer=pgq)

@@ -1,19 +1,10 @@
--- Load-test set-up and observation (the harness only; never used by serve).
-
--- name: loadtest_schedules_insert
--- ends_at bounds the test: the planner itself stops every schedule at the horizon.
-INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
-                      status, next_fire_at, ends_at, signing_secret)
-SELECT id, $2, 'load-' || ord, $3, 'UTC', $4::jsonb, $5::jsonb, 'fire_all', 'active', $6, $7, $8
-FROM unnest($1::uuid[]) WITH ORDINALITY AS s(id, ord)
+-- Load-test observation (the harness only; never used by serve). What it writes is
+-- harness/seeding.sql's.
 
 -- name: loadtest_unplanned
 -- Schedules the planner has not yet moved past the horizon.
 SELECT count(*) FROM schedule
 WHERE tenant_id = $1 AND status = 'active' AND next_fire_at IS NOT NULL AND next_fire_at <= $2
-
--- name: loadtest_now
-SELECT now()
 
 -- name: loadtest_unfinished
 -- Runs up to the horizon that are not terminal yet.
@@ -25,11 +16,6 @@ WHERE tenant_id = $1 AND scheduled_for <= $2
 SELECT status, count(*) AS n FROM job_run
 WHERE tenant_id = $1 AND scheduled_for <= $2
 GROUP BY status
-
--- name: loadtest_unfinished_all
--- Runs up to the horizon not terminal yet, any tenant (the progress line's backlog).
-SELECT count(*) FROM job_run
-WHERE scheduled_for <= $1 AND status IN ('pending', 'running', 'retrying')
 
 -- name: loadtest_materialised
 -- Runs the planner has written up to the horizon (read once, at the first instant).

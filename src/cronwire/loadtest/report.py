@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from cronwire.harness.stats import percentile
+
 
 @dataclass(frozen=True, slots=True)
 class Baselines:
@@ -25,13 +27,6 @@ class Report:
     per_second: dict[int, int] = field(default_factory=dict)  # second -> first acks
     lag_by_second: dict[int, list[float]] = field(default_factory=dict)  # ack second -> lags
     baselines: Baselines | None = None
-
-
-def _percentile(sorted_values: list[float], fraction: float) -> float:
-    if not sorted_values:
-        return 0.0
-    index = min(len(sorted_values) - 1, max(0, round(fraction * (len(sorted_values) - 1))))
-    return sorted_values[index]
 
 
 def _ratio(value: float, reference: float) -> float:
@@ -83,9 +78,9 @@ def build_report(
         "duplicates": duplicates,
         "lost": len(planned) - delivered,
         "runs_per_second": runs_per_second,
-        "fire_lag_p50_ms": round(_percentile(lags, 0.50) * 1000, 1),
-        "fire_lag_p95_ms": round(_percentile(lags, 0.95) * 1000, 1),
-        "fire_lag_p99_ms": round(_percentile(lags, 0.99) * 1000, 1),
+        "fire_lag_p50_ms": round(percentile(lags, 0.50) * 1000, 1),
+        "fire_lag_p95_ms": round(percentile(lags, 0.95) * 1000, 1),
+        "fire_lag_p99_ms": round(percentile(lags, 0.99) * 1000, 1),
         "drain_seconds": round(drain_seconds, 2),
     }
     if baselines is not None:
@@ -135,8 +130,8 @@ def write_chart(report: Report, path: Path) -> None:
         bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.8},
     )
     lag_seconds = sorted(report.lag_by_second)
-    p50 = [_percentile(sorted(report.lag_by_second[x]), 0.5) for x in lag_seconds]
-    p99 = [_percentile(sorted(report.lag_by_second[x]), 0.99) for x in lag_seconds]
+    p50 = [percentile(sorted(report.lag_by_second[x]), 0.5) for x in lag_seconds]
+    p99 = [percentile(sorted(report.lag_by_second[x]), 0.99) for x in lag_seconds]
     bottom.plot(lag_seconds, p50, marker=".", label="p50")
     bottom.plot(lag_seconds, p99, marker=".", label="p99")
     bottom.set_ylabel("fire lag of acks in that second (s)")

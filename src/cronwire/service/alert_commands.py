@@ -8,9 +8,9 @@ import uuid
 from cronwire.domain.alerts import AlertDestination, AlertEvent, EventAttempt, checked_events
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.errors import InvalidTarget, NotFound, RuleViolation, TargetRefused
-from cronwire.domain.keyset import RunKey
+from cronwire.domain.keyset import HistoryPosition, Page, page_of
 from cronwire.ports import AlertStore
-from cronwire.service.schedule_commands import Page, UrlCheck, page_of
+from cronwire.service.schedule_commands import UrlCheck
 
 
 async def set_destination(store: AlertStore, check_url: UrlCheck, tenant: uuid.UUID,
@@ -32,6 +32,6 @@ async def destination(store: AlertStore, tenant: uuid.UUID) -> AlertDestination:
     return dataclasses.replace(found, signing_secret="")
 
 
-async def list_events(store: AlertStore, tenant: uuid.UUID, *, before: RunKey | None,
+async def list_events(store: AlertStore, tenant: uuid.UUID, *, before: HistoryPosition | None,
                       limit: int) -> Page[tuple[AlertEvent, tuple[EventAttempt, ...]]]:
     return page_of(await store.list_events(tenant, before=before, limit=limit + 1), limit)

@@ -25,9 +25,9 @@ import asyncio
 import contextlib
 import logging
 
+from cronwire.domain.backlog import BACKLOG_GRACE_SECONDS
 from cronwire.domain.errors import BrokerError, StorageError
 from cronwire.ports import OutboxStore, RunHints, RunPublisher
-from cronwire.service.hybrid_claims import BACKLOG_GRACE_SECONDS
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from cronwire.domain.errors import StorageError
 from cronwire.domain.model import DueSchedule, PlanDecision
 from cronwire.domain.planning import Span, decide
 from cronwire.ports import Metrics, PlannerStore, Tracer
-from cronwire.ports_observability import TRACING_OFF
+from cronwire.ports.observability import TRACING_OFF
 from cronwire.service.supervisor import LoopCrashed
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The tenant API's run-history use case over the RunHistory port."""
+"""The tenant API's run-history use cases over the RunHistory port."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import dataclasses
 import uuid
 
 from cronwire.domain.errors import RuleViolation
-from cronwire.domain.history import RunQuery, RunView
+from cronwire.domain.history import RunDetail, RunQuery, RunView
+from cronwire.domain.keyset import Page, page_of
 from cronwire.ports import RunHistory
-from cronwire.service.schedule_commands import Page, page_of
 
 
 async def list_runs(history: RunHistory, tenant: uuid.UUID, query: RunQuery) -> Page[RunView]:
@@ -17,3 +17,8 @@ async def list_runs(history: RunHistory, tenant: uuid.UUID, query: RunQuery) -> 
         raise RuleViolation("until", "must be later than since")
     found = await history.list(tenant, dataclasses.replace(query, limit=query.limit + 1))
     return page_of(found, query.limit)
+
+
+async def get_run(history: RunHistory, tenant: uuid.UUID, run_id: uuid.UUID) -> RunDetail:
+    """One of the tenant's runs with its attempts, oldest first; NotFound otherwise."""
+    return await history.get(tenant, run_id)

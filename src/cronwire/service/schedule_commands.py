@@ -9,33 +9,19 @@ other than FastAPI (or a test with in-memory stores) runs the same rules.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Generic, TypeVar
 
 from cronwire.domain.delivery import new_signing_secret
+from cronwire.domain.history import RunView
+from cronwire.domain.keyset import Page, page_of
 from cronwire.domain.schedule_rules import preview, validate_spec
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.ports import ScheduleStore
 
-T = TypeVar("T")
 # Create-time address policy (TargetGuard.check_url): raises InvalidTarget/TargetRefused.
 UrlCheck = Callable[[str], Awaitable[None]]
 SpecEdit = Callable[[ScheduleSpec], ScheduleSpec]
-
-
-@dataclass(frozen=True, slots=True)
-class Page(Generic[T]):
-    """One keyset page; ``more`` says whether another page follows."""
-
-    items: Sequence[T]
-    more: bool
-
-
-def page_of(found: Sequence[T], limit: int) -> Page[T]:
-    """The stores are asked for ``limit + 1`` rows: the extra one only says "more"."""
-    return Page(found[:limit], len(found) > limit)
 
 
 async def create_schedule(
@@ -84,3 +70,28 @@ async def list_schedules(
 ) -> Page[ScheduleRecord]:
     return page_of(await store.list(tenant, after=after, limit=limit + 1), limit)
 
+
+async def get_schedule(
+    store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID,
+) -> ScheduleRecord:
+    """The tenant's live schedule; NotFound for a missing, deleted or foreign one."""
+    return await store.get(tenant, schedule_id)
+
+
+async def delete_schedule(store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID) -> int:
+    """Soft-delete: the schedule stops firing, its runs not yet started are cancelled and a
+    run in flight ends cancelled after its request; returns how many runs that touched."""
+    return await store.delete(tenant, schedule_id)
+
+
+async def set_paused(
+    store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, *, paused: bool,
+) -> ScheduleRecord:
+    """Pause (nothing more is planned) or resume (``next_fire_at`` stays where the pause
+    left it, so the misfire policy decides what the missed occurrences become)."""
+    return await store.set_paused(tenant, schedule_id, paused)
+
+
+async def trigger_run(store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
+    """A manual run, due now, at an instant no cron occurrence can take."""
+    return await store.trigger(tenant, schedule_id)

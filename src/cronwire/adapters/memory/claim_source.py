@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase
 from cronwire.adapters.memory.leases import fair_candidates, take_leases
-from cronwire.domain.model import ClaimedRun
+from cronwire.domain.model import ClaimBatch
 
 log = logging.getLogger(__name__)
 
@@ -19,9 +18,9 @@ class MemoryClaimSource:
     def __init__(self, db: MemoryDatabase) -> None:
         self._db = db
 
-    async def claim(self, owner: str, limit: int, lease_seconds: float) -> Sequence[ClaimedRun]:
+    async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         if limit <= 0:
-            return []
+            return ClaimBatch()
         batch = take_leases(
             self._db, owner, fair_candidates(self._db, limit, self._db.now()), lease_seconds
         )

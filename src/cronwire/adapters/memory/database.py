@@ -206,7 +206,7 @@ class MemoryDatabase:
     def add_due_runs(
         self, schedule_id: uuid.UUID, count: int, *, first: int = 0, due_seconds_ago: float = 1.0
     ) -> list[MemoryRun]:
-        """Like tests.support.runs.seed_due_runs: occurrences 1 ms apart from an hour ago."""
+        """Like cronwire.harness.seeding.seed_due_runs: occurrences 1 ms apart from an hour ago."""
         now = self.now()
         base = now.replace(microsecond=0) - timedelta(hours=1)
         due = now - timedelta(seconds=due_seconds_ago)

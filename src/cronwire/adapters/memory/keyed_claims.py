@@ -42,7 +42,7 @@ class MemoryKeyedClaims:
     ) -> ClaimBatch:
         """job_run_claim with a grace: fair across tenants, runs due at least the grace."""
         if limit <= 0:
-            return ClaimBatch([])
+            return ClaimBatch()
         now = self._db.now()
         candidates = fair_candidates(self._db, limit, now, timedelta(seconds=grace_seconds))
         return take_leases(self._db, owner, candidates, lease_seconds)

@@ -83,7 +83,7 @@ def take_leases(
             retry=schedule.spec.retry, signing_secrets=schedule.signing_secrets(now),
             lease_expires_at=run.claim_expires_at, lease_generation=run.lease_generation,
         ))
-    return ClaimBatch(runs, tuple(ended))
+    return ClaimBatch(tuple(runs), tuple(ended))
 
 
 def _verdict(run: MemoryRun, max_attempts: int) -> RunStatus:

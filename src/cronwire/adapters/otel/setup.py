@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from cronwire.domain.errors import ConfigError
-from cronwire.ports_observability import NoTracer, Tracer
+from cronwire.ports.observability import NoTracer, Tracer
 
 ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 

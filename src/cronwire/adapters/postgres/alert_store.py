@@ -18,10 +18,10 @@ from cronwire.domain.alerts import (
     AlertEvent,
     EventAttempt,
 )
-from cronwire.domain.keyset import RunKey
+from cronwire.domain.keyset import HistoryPosition
 
 Q = queries()
-LATEST = RunKey(datetime(9999, 12, 30, tzinfo=UTC), uuid.UUID(int=(1 << 128) - 1))
+LATEST = HistoryPosition(datetime(9999, 12, 30, tzinfo=UTC), uuid.UUID(int=(1 << 128) - 1))
 _EVENT_FIELDS = ("id", "tenant_id", "schedule_id", "schedule_name", "type", "run_id", "at",
                  "detail", "status", "attempt_count", "last_status_code", "last_error",
                  "delivered_at", "created_at")
@@ -62,7 +62,7 @@ class PostgresAlertStore:
         return None if row is None else _destination(row)
 
     async def list_events(
-        self, tenant_id: uuid.UUID, *, before: RunKey | None, limit: int
+        self, tenant_id: uuid.UUID, *, before: HistoryPosition | None, limit: int
     ) -> Sequence[tuple[AlertEvent, tuple[EventAttempt, ...]]]:
         key = before or LATEST
         with storage_errors("listing alert events"):

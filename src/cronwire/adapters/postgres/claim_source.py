@@ -47,7 +47,7 @@ def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
     """Runs of a claim; each schedule's target and retry policy are parsed once. Rows the
     claim ended instead of leasing (not 'running') are reported by status only."""
     parsed: dict[object, tuple[Target, RetryPolicy]] = {}
-    runs = []
+    runs: list[ClaimedRun] = []
     ended: list[RunStatus] = []
     for row in rows:
         if row["status"] != RunStatus.RUNNING:
@@ -73,7 +73,7 @@ def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
             lease_expires_at=row["claim_expires_at"],
             lease_generation=row["lease_generation"],
         ))
-    return ClaimBatch(runs, tuple(ended))
+    return ClaimBatch(tuple(runs), tuple(ended))
 
 
 class PostgresClaimSource:
@@ -82,9 +82,9 @@ class PostgresClaimSource:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def claim(self, owner: str, limit: int, lease_seconds: float) -> Sequence[ClaimedRun]:
+    async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         if limit <= 0:
-            return []
+            return ClaimBatch()
         with storage_errors("claim runs"):
             rows = await self._pool.fetch(Q["job_run_claim"], owner, limit, lease_seconds, 0.0)
         runs = claimed_runs(rows)

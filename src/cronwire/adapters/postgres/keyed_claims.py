@@ -1,10 +1,11 @@
-"""PostgresKeyedClaims: kafka mode's two claims, both ending in job_run_claim's lease-taking.
+"""PostgresKeyedClaims: kafka mode's claims, each one whole statement in job_run.sql.
 
-``claim_keys`` leases the runs whose keys a broker delivered; ``sweep`` is the SKIP LOCKED
-safety net for runs no message delivered. Only their candidate rows differ from the
-polling claim: :func:`cronwire.adapters.postgres.sql.claim_statement` appends
-job_run_claim's own tail, so the lease, the expired-lease reclaim and the exhaustion rule
-are written once.
+``claim_keys`` leases the runs whose keys a broker delivered (job_run_claim_keys);
+``sweep`` is the SKIP LOCKED safety net for runs no message delivered (job_run_sweep);
+``claim_fair`` is the polling claim itself with a grace (job_run_claim). Only their
+candidate rows differ: from ``decided AS (`` on, the two kafka statements are
+job_run_claim's text word for word (tests/unit/test_queries.py holds them equal), so the
+lease, the expired-lease reclaim and the exhaustion rule are the same in every claim.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.claim_source import claimed_runs
 from cronwire.adapters.postgres.driver_errors import storage_errors
-from cronwire.adapters.postgres.sql import claim_statement, queries
+from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.model import ClaimBatch
 from cronwire.ports import RunKey
 
@@ -26,16 +27,17 @@ log = logging.getLogger(__name__)
 class PostgresKeyedClaims:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
-        self._claim_keys = claim_statement("job_run_claim_keys_candidates")
-        self._sweep = claim_statement("job_run_sweep_candidates")
-        self._fair = queries()["job_run_claim"]  # the polling claim itself, with a grace
+        named = queries("job_run")
+        self._claim_keys = named["job_run_claim_keys"]
+        self._sweep = named["job_run_sweep"]
+        self._fair = named["job_run_claim"]  # the polling claim itself, with a grace
 
     async def claim_keys(
         self, owner: str, keys: Sequence[RunKey], lease_seconds: float
     ) -> ClaimBatch:
         unique = list(dict.fromkeys(keys))
         if not unique:
-            return ClaimBatch([])
+            return ClaimBatch()
         ids = [run_id for run_id, _ in unique]
         times = [at for _, at in unique]
         with storage_errors("claim runs by key"):
@@ -62,17 +64,17 @@ class PostgresKeyedClaims:
     ) -> ClaimBatch:
         """A claim of due runs (no keys): $1 owner, $2 limit, $3 lease, $4 grace."""
         if limit <= 0:
-            return ClaimBatch([])
+            return ClaimBatch()
         with storage_errors(what):
             rows = await self._pool.fetch(statement, owner, limit, lease_seconds, grace_seconds)
         return self._runs(rows)
 
     @staticmethod
     def _runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
-        runs = claimed_runs(rows)
-        if len(runs) != len(rows):
+        batch = claimed_runs(rows)
+        if len(batch.runs) != len(rows):
             log.warning(
                 "failed %d expired leases whose final attempt's owner vanished",
-                len(rows) - len(runs),
+                len(rows) - len(batch.runs),
             )
-        return runs
+        return batch

@@ -54,21 +54,3 @@ def rows_affected(command_tag: str) -> int:
     """Rows a statement touched, from its command tag (``UPDATE 12``, ``INSERT 0 500``)."""
     return int(command_tag.rsplit(" ", 1)[-1])
 
-
-# The line where job_run_claim's lease-taking tail begins (everything from there to the end:
-# the exhaustion decision and the UPDATE ... RETURNING). Kafka mode's claims reuse it.
-_LEASE_TAIL = re.compile(r"^decided AS \(", re.MULTILINE)
-
-
-@functools.cache
-def claim_statement(candidates: str, file_stem: str = "job_run") -> LiteralString:
-    """A claim whose candidate rows come from the fragment ``candidates`` (a ``WITH``
-    list ending in a ``candidates AS (...)`` CTE and a comma) and whose lease-taking is
-    job_run_claim's own tail, appended verbatim: the expired-lease and attempt-exhaustion
-    rules live in one statement text, whichever source feeds the claim."""
-    named = queries(file_stem)
-    base = named["job_run_claim"]
-    tail = _LEASE_TAIL.search(base)
-    if tail is None:
-        raise ValueError("job_run_claim has no line starting 'decided AS (' to share")
-    return f"{named[candidates]}\n{base[tail.start():]}"

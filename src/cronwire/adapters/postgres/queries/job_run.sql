@@ -45,30 +45,17 @@ ON CONFLICT DO NOTHING
 -- claim while a partition is backlogged leaves runs whose key is still on its way).
 -- Fair across tenants: every tenant with due runs gets its turn 1 run before any tenant
 -- gets turn 2, so one tenant's 50,000-run backlog cannot starve another's single run.
--- runnable_tenants is a loose index scan over job_run_claim_tenant_idx: one probe per
--- tenant that has runnable rows, reading its earliest fire_after (due or not yet).
+-- job_run_runnable_tenants (a view, migration 0010) is a loose index scan over
+-- job_run_claim_tenant_idx: one probe per tenant that has runnable rows, reading its
+-- earliest fire_after (due or not yet).
 -- Expired leases of 'running' rows (their owner died or stalled) come first, turn 0.
 -- What happens to an expired lease is decided in `decided` below (the verdict), and the
--- final UPDATE applies it; a claim of given keys (kafka mode) must apply the same rules.
-WITH RECURSIVE runnable_tenants AS (
-    (SELECT r.tenant_id, r.fire_after
-       FROM job_run r
-      WHERE r.status IN ('pending', 'retrying')
-      ORDER BY r.tenant_id, r.fire_after
-      LIMIT 1)
-    UNION ALL
-    SELECT nxt.tenant_id, nxt.fire_after
-      FROM runnable_tenants t
-     CROSS JOIN LATERAL (
-        SELECT r.tenant_id, r.fire_after
-          FROM job_run r
-         WHERE r.status IN ('pending', 'retrying') AND r.tenant_id > t.tenant_id
-         ORDER BY r.tenant_id, r.fire_after
-         LIMIT 1) nxt
-),
-due_tenants AS (
+-- final UPDATE applies it. Kafka mode's claims (job_run_claim_keys, job_run_sweep) end
+-- in the same text from `decided AS (` on, so they apply the same rules:
+-- tests/unit/test_queries.py holds the three tails equal.
+WITH due_tenants AS (
     -- Longest-waiting tenants first when more tenants are due than one claim can serve.
-    SELECT tenant_id FROM runnable_tenants
+    SELECT tenant_id FROM job_run_runnable_tenants
      WHERE fire_after <= now() - make_interval(secs => $4)
      ORDER BY fire_after
      LIMIT $2
@@ -386,11 +373,11 @@ SELECT EXTRACT(EPOCH FROM (min(fire_after) - now()))::float8
 FROM job_run
 WHERE status IN ('pending', 'retrying')
 
--- name: job_run_claim_keys_candidates
+-- name: job_run_claim_keys
 -- Kafka mode: claim the runs whose keys a broker delivered. Only the candidates differ
--- from job_run_claim: sql.claim_statement() appends job_run_claim's own lease-taking tail
--- (from "decided AS (" on), so the expired-lease and attempt-exhaustion rules stay in one
--- place. $1 owner, $2 limit, $3 lease seconds, $4 run ids, $5 their scheduled_for.
+-- from job_run_claim: from `decided AS (` on this is job_run_claim's text, word for word
+-- (tests/unit/test_queries.py holds them equal), so the expired-lease and attempt-exhaustion
+-- rules are the same. $1 owner, $2 limit, $3 lease seconds, $4 run ids, $5 their scheduled_for.
 -- A key is a hint: only rows that are runnable now (or hold an expired lease) are taken.
 -- FOR UPDATE waits instead of skipping: a row locked for a moment by the outbox publisher
 -- (marking it again after a run turned runnable again) or by a SKIP LOCKED claim that will
@@ -411,12 +398,71 @@ WITH candidates AS (
      ORDER BY r.id
        FOR UPDATE OF r
 ),
+decided AS (
+    -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
+    -- status the run ends in here (it is returned, but not as 'running', so not delivered).
+    -- Only an expired lease ('running') can end here:
+    --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
+    --   'failed'     its final attempt had started (attempt_started, set by the renewal
+    --                once the request left) and may have reached the target, so another
+    --                one would exceed the policy. A final attempt that never started is
+    --                not used up: it is leased again, under the same attempt number.
+    -- 3 and 8 below are RetryPolicy().max_attempts and MAX_ATTEMPTS (domain/model.py),
+    -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
+    SELECT p.id, p.scheduled_for,
+           CASE WHEN p.status <> 'running' THEN 'lease'
+                WHEN p.cancel_requested THEN 'cancelled'
+                -- The policy is read only for such a run (CASE evaluates lazily): a
+                -- join here read every claimed run's schedule a second time (the UPDATE
+                -- below reads it for the delivery), ~4% of a burst's claim.
+                WHEN p.attempt_started
+                     AND p.attempt_count >= (
+                         SELECT LEAST(GREATEST(COALESCE((s.retry ->> 'max_attempts')::integer, 3), 1), 8)
+                           FROM schedule s WHERE s.id = p.schedule_id)
+                     THEN 'failed'
+                ELSE 'lease' END AS verdict,
+           -- Attempt numbers count requests that started: an expired lease whose request
+           -- never left keeps its number; everything else gets the next one.
+           p.status = 'running' AND NOT p.attempt_started AS same_attempt
+      FROM (SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2) p
+)
+UPDATE job_run j
+   SET status           = CASE WHEN d.verdict = 'lease' THEN 'running' ELSE d.verdict END,
+       claimed_by       = $1,
+       -- Lease identity: each claim is a new generation; every later write names it.
+       lease_generation = j.lease_generation + 1,
+       -- The new lease's request has not started yet; the renewal sets this once it has.
+       attempt_started  = CASE WHEN d.verdict = 'lease' THEN false ELSE j.attempt_started END,
+       claim_expires_at = CASE WHEN d.verdict = 'lease'
+                               THEN now() + make_interval(secs => $3) END,
+       attempt_count    = CASE WHEN d.verdict <> 'lease' OR d.same_attempt THEN j.attempt_count
+                               ELSE LEAST(j.attempt_count + 1, 8) END,
+       first_attempt_at = COALESCE(j.first_attempt_at, now()),
+       finished_at      = CASE WHEN d.verdict <> 'lease' THEN now() END,
+       last_error       = CASE d.verdict
+                               WHEN 'failed'
+                               THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
+                               WHEN 'cancelled'
+                               THEN 'Cancelled: the schedule was deleted while this run was in flight'
+                               ELSE j.last_error END,
+       updated_at       = now()
+  FROM decided d, schedule s
+ -- The id array steers the planner to the primary-key index of each partition; a join on
+ -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided))
+   AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
+RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
+          j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
+          -- As text: parsed once per schedule in the batch, not once per run.
+          s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
+          CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
+              AS previous_signing_secret
 
--- name: job_run_sweep_candidates
+-- name: job_run_sweep
 -- Kafka mode's safety net: runs due longer than the grace ($4 seconds) that no message
 -- delivered (broker restart, lost partition, crash between commit and publish), and
 -- leases whose owner vanished (no message will ever come for those). Oldest first,
--- SKIP LOCKED like the polling claim; the lease-taking tail is job_run_claim's.
+-- SKIP LOCKED like the polling claim; from `decided AS (` on, job_run_claim's text.
 WITH expired AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
            r.attempt_started, r.cancel_requested,
@@ -444,6 +490,65 @@ candidates AS (
     UNION ALL
     SELECT * FROM overdue
 ),
+decided AS (
+    -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
+    -- status the run ends in here (it is returned, but not as 'running', so not delivered).
+    -- Only an expired lease ('running') can end here:
+    --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
+    --   'failed'     its final attempt had started (attempt_started, set by the renewal
+    --                once the request left) and may have reached the target, so another
+    --                one would exceed the policy. A final attempt that never started is
+    --                not used up: it is leased again, under the same attempt number.
+    -- 3 and 8 below are RetryPolicy().max_attempts and MAX_ATTEMPTS (domain/model.py),
+    -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
+    SELECT p.id, p.scheduled_for,
+           CASE WHEN p.status <> 'running' THEN 'lease'
+                WHEN p.cancel_requested THEN 'cancelled'
+                -- The policy is read only for such a run (CASE evaluates lazily): a
+                -- join here read every claimed run's schedule a second time (the UPDATE
+                -- below reads it for the delivery), ~4% of a burst's claim.
+                WHEN p.attempt_started
+                     AND p.attempt_count >= (
+                         SELECT LEAST(GREATEST(COALESCE((s.retry ->> 'max_attempts')::integer, 3), 1), 8)
+                           FROM schedule s WHERE s.id = p.schedule_id)
+                     THEN 'failed'
+                ELSE 'lease' END AS verdict,
+           -- Attempt numbers count requests that started: an expired lease whose request
+           -- never left keeps its number; everything else gets the next one.
+           p.status = 'running' AND NOT p.attempt_started AS same_attempt
+      FROM (SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2) p
+)
+UPDATE job_run j
+   SET status           = CASE WHEN d.verdict = 'lease' THEN 'running' ELSE d.verdict END,
+       claimed_by       = $1,
+       -- Lease identity: each claim is a new generation; every later write names it.
+       lease_generation = j.lease_generation + 1,
+       -- The new lease's request has not started yet; the renewal sets this once it has.
+       attempt_started  = CASE WHEN d.verdict = 'lease' THEN false ELSE j.attempt_started END,
+       claim_expires_at = CASE WHEN d.verdict = 'lease'
+                               THEN now() + make_interval(secs => $3) END,
+       attempt_count    = CASE WHEN d.verdict <> 'lease' OR d.same_attempt THEN j.attempt_count
+                               ELSE LEAST(j.attempt_count + 1, 8) END,
+       first_attempt_at = COALESCE(j.first_attempt_at, now()),
+       finished_at      = CASE WHEN d.verdict <> 'lease' THEN now() END,
+       last_error       = CASE d.verdict
+                               WHEN 'failed'
+                               THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
+                               WHEN 'cancelled'
+                               THEN 'Cancelled: the schedule was deleted while this run was in flight'
+                               ELSE j.last_error END,
+       updated_at       = now()
+  FROM decided d, schedule s
+ -- The id array steers the planner to the primary-key index of each partition; a join on
+ -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided))
+   AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
+RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
+          j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
+          -- As text: parsed once per schedule in the batch, not once per run.
+          s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
+          CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
+              AS previous_signing_secret
 
 -- name: job_run_outbox_take
 -- $1 limit, $2 max age: only runs due at most $2 seconds ago (while this replica's keys are
@@ -454,29 +559,12 @@ candidates AS (
 -- SKIP LOCKED so the publishers of several replicas split the work. Fair across tenants like
 -- job_run_claim: every due tenant's oldest keys go first, so one tenant's burst cannot
 -- hold back another tenant's key by the time it takes to publish the burst. The tenants
--- come from a loose index scan over job_run_unpublished_tenant_idx (migration 0009): one
--- probe per tenant with unpublished runs. Rows locked beyond the limit (at most about
+-- come from job_run_unpublished_tenants (a view, migration 0010), a loose index scan over
+-- job_run_unpublished_tenant_idx: one probe per tenant with unpublished runs. Rows locked beyond the limit (at most about
 -- 2 x limit in all) are unlocked when the statement's transaction ends. RETURNING's order
 -- is not the fair order, so each key comes back with its turn and fire_after to sort by.
-WITH RECURSIVE unpublished_tenants AS (
-    (SELECT r.tenant_id, r.fire_after
-       FROM job_run r
-      WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
-      ORDER BY r.tenant_id, r.fire_after
-      LIMIT 1)
-    UNION ALL
-    SELECT nxt.tenant_id, nxt.fire_after
-      FROM unpublished_tenants t
-     CROSS JOIN LATERAL (
-        SELECT r.tenant_id, r.fire_after
-          FROM job_run r
-         WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
-           AND r.tenant_id > t.tenant_id
-         ORDER BY r.tenant_id, r.fire_after
-         LIMIT 1) nxt
-),
-due_tenants AS (
-    SELECT tenant_id FROM unpublished_tenants
+WITH due_tenants AS (
+    SELECT tenant_id FROM job_run_unpublished_tenants
      WHERE fire_after <= now()
      ORDER BY fire_after
      LIMIT $1
@@ -527,25 +615,8 @@ UPDATE job_run j
 -- NULL when there is none): the publisher sleeps exactly that long. The same loose index
 -- scan as job_run_outbox_take: each tenant's earliest, then the least of those (the index
 -- is ordered by tenant first, so a plain min() would read every unpublished run).
-WITH RECURSIVE unpublished_tenants AS (
-    (SELECT r.tenant_id, r.fire_after
-       FROM job_run r
-      WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
-      ORDER BY r.tenant_id, r.fire_after
-      LIMIT 1)
-    UNION ALL
-    SELECT nxt.tenant_id, nxt.fire_after
-      FROM unpublished_tenants t
-     CROSS JOIN LATERAL (
-        SELECT r.tenant_id, r.fire_after
-          FROM job_run r
-         WHERE r.published_at IS NULL AND r.status IN ('pending', 'retrying')
-           AND r.tenant_id > t.tenant_id
-         ORDER BY r.tenant_id, r.fire_after
-         LIMIT 1) nxt
-)
 SELECT EXTRACT(EPOCH FROM (min(fire_after) - now()))::float8
-  FROM unpublished_tenants
+  FROM job_run_unpublished_tenants
 
 -- name: job_run_cancel_for_schedule
 -- Runs not yet started of a deleted schedule are cancelled. A leased (running) run is

@@ -1,0 +1,5 @@
+"""The composition root: the only code that knows concrete adapters. container.py wires a
+serving replica (dependency-injector) and runtime.py resolves it into plain objects and
+the loops of its roles; replica.py runs one replica's lifecycle; embedded.py starts the
+embedded servers; factories.py holds the small typed factories of every other entry
+point (the CLI's commands, the harnesses)."""

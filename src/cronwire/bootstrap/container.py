@@ -1,0 +1,272 @@
+"""The composition root: the only module that wires concrete adapters to services.
+
+Nothing here runs at import time; providers build objects when first asked. Tests
+swap adapters with ``container.<provider>.override(...)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar, cast
+
+import asyncpg
+from dependency_injector import containers, providers
+
+from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
+from cronwire.adapters.http.lean_deliverer import LeanDeliverer
+from cronwire.adapters.kafka.hints import KafkaRunHints
+from cronwire.adapters.kafka.link import KafkaLink
+from cronwire.adapters.kafka.publisher import KafkaRunPublisher
+from cronwire.adapters.metrics import PrometheusMetrics
+from cronwire.adapters.otel.setup import build_tracer
+from cronwire.adapters.postgres.alert_outbox import PostgresAlertOutbox
+from cronwire.adapters.postgres.alert_store import PostgresAlertStore
+from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
+from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
+from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
+from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
+from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
+from cronwire.adapters.postgres.pool import create_pool
+from cronwire.adapters.postgres.run_history import PostgresRunHistory
+from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
+from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
+from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.adapters.skewed_clock import replica_clock
+from cronwire.bootstrap.factories import uses_kafka
+from cronwire.config import Settings
+from cronwire.ports import Tracer
+from cronwire.service.alert_dispatcher import AlertDispatcher
+from cronwire.service.executor import Executor
+from cronwire.service.executor.hybrid_claims import HybridClaimSource
+from cronwire.service.maintenance import FleetGauges, PartitionKeeper
+from cronwire.service.outbox_relay import OutboxRelay
+from cronwire.service.planner import Planner
+from cronwire.version import version
+
+T = TypeVar("T")
+
+
+async def _pool_resource(dsn: str, size: int) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(dsn, size)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+async def _deliverer_resource(
+    deliverer: HttpxDeliverer | LeanDeliverer,
+) -> AsyncIterator[HttpxDeliverer | LeanDeliverer]:
+    await deliverer.start()
+    try:
+        yield deliverer
+    finally:
+        await deliverer.close()
+
+
+async def _tracer_resource(settings: Settings) -> AsyncIterator[Tracer]:
+    """OpenTelemetry when the standard OTEL_* variables ask for it (ADR 0035), else the
+    port's NoTracer; buffered spans are exported at shutdown."""
+    tracer = build_tracer(os.environ, settings.instance_id, version())
+    try:
+        yield tracer
+    finally:
+        tracer.shutdown()
+
+
+async def _kafka_link_resource(
+    settings: Settings, metrics: PrometheusMetrics
+) -> AsyncIterator[KafkaLink | None]:
+    """The broker link (topic creation, probing); None in postgres mode."""
+    if not uses_kafka(settings):
+        yield None
+        return
+    assert settings.kafka_bootstrap_servers is not None, "serve resolves the embedded broker"
+    link = KafkaLink(
+        settings.kafka_bootstrap_servers, settings.kafka_topic, settings.kafka_partitions,
+        on_change=metrics.set_broker_up,
+    )
+    await link.start()
+    try:
+        yield link
+    finally:
+        await link.close()
+
+
+async def _kafka_hints_resource(
+    settings: Settings, link: KafkaLink | None, metrics: PrometheusMetrics
+) -> AsyncIterator[KafkaRunHints | None]:
+    """The executors' consumer group member; only where the executor role runs."""
+    if link is None or "executor" not in settings.roles:
+        yield None
+        return
+    hints = KafkaRunHints(
+        # Per partition: a burst's partition refills in large steps (each refill costs a
+        # fetch round trip after its resume), while other partitions keep their turn.
+        link, settings.kafka_consumer_group, buffer_limit=4 * settings.executor_batch,
+        client_id=f"cronwire-{settings.instance_id}",
+        on_skipped=metrics.kafka_message_skipped,
+    )
+    await hints.start()
+    try:
+        yield hints
+    finally:
+        await hints.close()
+
+
+async def _kafka_publisher_resource(link: KafkaLink | None) -> AsyncIterator[KafkaRunPublisher | None]:
+    if link is None:
+        yield None
+        return
+    publisher = KafkaRunPublisher(link)
+    try:
+        yield publisher
+    finally:
+        await publisher.close()
+
+
+class Container(containers.DeclarativeContainer):
+    settings = providers.Dependency(instance_of=Settings)
+
+    # The system clock unless a chaos run skews it (CRONWIRE_CHAOS_CLOCK_SKEW_SECONDS).
+    clock = providers.Singleton(replica_clock)
+    metrics = providers.Singleton(PrometheusMetrics)
+    tracer = providers.Resource(_tracer_resource, settings=settings)
+
+    db_pool = providers.Resource(
+        _pool_resource,
+        dsn=settings.provided.database_url,
+        size=settings.provided.db_pool_size,
+    )
+    tenant_store = providers.Singleton(PostgresTenantStore, pool=db_pool)
+
+    target_guard = providers.Singleton(
+        TargetGuard, allow_private=settings.provided.allow_private_targets
+    )
+    deliverer = providers.Resource(
+        _deliverer_resource,
+        deliverer=providers.Selector(
+            settings.provided.deliverer,
+            httpx=providers.Factory(
+                HttpxDeliverer, guard=target_guard,
+                max_connections=settings.provided.executor_workers,
+                monotonic=clock.provided.monotonic,
+            ),
+            lean=providers.Factory(
+                LeanDeliverer, guard=target_guard,
+                max_connections=settings.provided.executor_workers,
+                monotonic=clock.provided.monotonic,
+            ),
+        ),
+    )
+
+    maintenance_store = providers.Singleton(PostgresMaintenanceStore, pool=db_pool)
+    partition_keeper = providers.Singleton(
+        PartitionKeeper, store=maintenance_store,
+        retention_months=settings.provided.retention_months, interval_seconds=3600.0,
+    )
+    fleet_gauges = providers.Singleton(
+        FleetGauges, store=maintenance_store, metrics=metrics, clock=clock, interval_seconds=5.0,
+    )
+
+    # -- planner providers (stage 1) --
+    planner_store = providers.Singleton(PostgresPlannerStore, pool=db_pool)
+    planner = providers.Singleton(
+        Planner,
+        store=planner_store,
+        metrics=metrics,
+        batch=settings.provided.planner_batch,
+        tick_seconds=settings.provided.planner_tick_seconds,
+        lookahead_seconds=settings.provided.planner_lookahead_seconds,
+        tracer=tracer,
+    )
+
+    # -- kafka mode providers: clients owned by Resources, None in postgres mode --
+    kafka_link = providers.Resource(_kafka_link_resource, settings=settings, metrics=metrics)
+    kafka_hints = providers.Resource(_kafka_hints_resource, settings=settings, link=kafka_link,
+                                     metrics=metrics)
+    kafka_publisher = providers.Resource(_kafka_publisher_resource, link=kafka_link)
+    outbox_relay = providers.Singleton(
+        OutboxRelay, store=providers.Singleton(PostgresOutboxStore, pool=db_pool),
+        publisher=kafka_publisher, hints=kafka_hints,
+    )
+    polling_claim_source = providers.Singleton(PostgresClaimSource, pool=db_pool)
+
+    # -- executor providers (stage 2) --
+    claim_source = providers.Selector(
+        settings.provided.claim_source,
+        postgres=providers.Singleton(PostgresClaimSource, pool=db_pool),
+        kafka=providers.Singleton(
+            HybridClaimSource, hints=kafka_hints,
+            keyed=providers.Singleton(PostgresKeyedClaims, pool=db_pool),
+            polling=polling_claim_source, clock=clock,
+            grace_seconds=settings.provided.kafka_sweep_grace_seconds,
+        ),
+    )
+    run_store = providers.Singleton(PostgresRunStore, pool=db_pool)
+    breaker_store = providers.Singleton(PostgresBreakerStore, pool=db_pool)
+    executor = providers.Singleton(
+        Executor,
+        claim_source=claim_source,
+        run_store=run_store,
+        breaker_store=breaker_store,
+        deliverer=deliverer,
+        metrics=metrics,
+        clock=clock,
+        owner=settings.provided.instance_id,
+        workers=settings.provided.executor_workers,
+        batch=settings.provided.executor_batch,
+        lease_seconds=settings.provided.lease_seconds,
+        delivery_timeout=settings.provided.delivery_timeout_seconds,
+        grace_seconds=settings.provided.shutdown_grace_seconds,
+        tracer=tracer,
+    )
+
+    # -- api providers --
+    schedule_store = providers.Singleton(PostgresScheduleStore, pool=db_pool)
+    run_history = providers.Singleton(PostgresRunHistory, pool=db_pool)
+    stats_reader = providers.Singleton(PostgresStatsReader, pool=db_pool)
+
+    # -- alerts (every replica: late is noticed even when no executor is healthy) --
+    alert_store = providers.Singleton(PostgresAlertStore, pool=db_pool)
+    alert_dispatcher = providers.Singleton(
+        AlertDispatcher, outbox=providers.Singleton(PostgresAlertOutbox, pool=db_pool),
+        deliverer=deliverer, metrics=metrics,
+        owner=settings.provided.instance_id,
+        interval_seconds=settings.provided.alert_check_seconds,
+        delivery_timeout=settings.provided.delivery_timeout_seconds,
+        retry_initial_seconds=settings.provided.alert_retry_initial_seconds,
+    )
+
+
+def build_container(settings: Settings) -> Container:
+    return Container(settings=settings)
+
+
+async def _settled(result: Awaitable[None] | None) -> None:
+    """dependency-injector returns an awaitable only when some resource is async."""
+    if result is not None:
+        await result
+
+
+async def init_resources(container: Container) -> None:
+    """Open the pool, the deliverer and (kafka mode) the broker clients."""
+    await _settled(container.init_resources())
+
+
+async def shutdown_resources(container: Container) -> None:
+    await _settled(container.shutdown_resources())
+
+
+async def resolved(provider: providers.Provider[T]) -> T:
+    """A provider's value. Providers that hang off the async pool Resource answer an
+    awaitable once resources are initialised; this is the one place that knows it."""
+    value: object = provider()
+    if inspect.isawaitable(value):
+        value = await value
+    return cast(T, value)

@@ -1,0 +1,82 @@
+"""The `cronwire` command: the parser and the entry point. Bad arguments or
+configuration: one stderr line, exit 2.
+
+The commands live beside it: operator.py (on the database), schedules.py and runs.py
+(tenants, over the API), harness_flags.py (`loadtest`, `chaos`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from cronwire.cli.harness_flags import add_harness_commands
+from cronwire.cli.operator import add_operator_commands
+from cronwire.cli.schedules import add_client_commands
+from cronwire.config import Settings, describe, load_settings
+from cronwire.domain.errors import ConfigError, CronwireError
+from cronwire.version import version
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors in one line (the default prints usage too). Every
+    sub-command's parser is one of these: argparse makes a parser's sub-commands of its
+    own class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"cronwire: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def _setup_logging(settings: Settings) -> None:
+    from cronwire.logs import configure_logging
+
+    configure_logging(settings, sys.stderr)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    variables = "\n".join(f"  {name:<40} default {default}" for name, default in describe())
+    parser = _Parser(
+        prog="cronwire",
+        description="Multi-tenant durable cron service.",
+        epilog="configuration (environment, or a TOML file via SCHEDULER_CONFIG_FILE):\n"
+        + variables,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"cronwire {version()}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_operator_commands(commands)
+    add_client_commands(commands)
+    add_harness_commands(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        _fail(str(exc))
+    _setup_logging(settings)
+    try:
+        result: int = args.handler(settings, args)
+    except ConfigError as exc:
+        _fail(str(exc))
+    except CronwireError as exc:
+        print(f"cronwire: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # e.g. the database refuses connections: one line, no traceback
+        print(f"cronwire: {exc}", file=sys.stderr)
+        return 1
+    return result
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Operator commands, straight on the database: `cronwire serve`, `migrate`,
+`tenant create|token|list|tokens|revoke` and `partitions maintain`.
+
+Which database, and when an embedded one may be started, is database.py's rule. Errors a
+user can fix are a ConfigError (one line, exit 2, from main.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from typing import Any
+
+from cronwire.cli.database import (
+    any_database,
+    database_label,
+    existing_database,
+    on_tenants,
+    run_async,
+    warn_if_new_database,
+    with_tenants,
+)
+from cronwire.cli.output import Column, field, print_json, render_table, wants_json
+from cronwire.config import Settings
+from cronwire.domain.errors import ConfigError, NotFound
+
+TENANT_COLUMNS = [
+    Column("ID", field("id")), Column("NAME", field("name")),
+    Column("CREATED (UTC)", field("created_at")), Column("SCHEDULES", field("schedules")),
+    Column("LIVE TOKENS", field("live_tokens")),
+]
+TOKEN_COLUMNS = [
+    Column("ID", field("id")), Column("PREFIX", field("prefix")),
+    Column("CREATED (UTC)", field("created_at")), Column("REVOKED (UTC)", field("revoked_at")),
+]
+_JSON_HELP = "print a JSON list of objects (the default when stdout is not a terminal)"
+
+
+def cmd_serve(settings: Settings, _args: argparse.Namespace) -> int:
+    from cronwire.bootstrap.replica import serve
+
+    serve(settings)
+    return 0
+
+
+def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
+    from cronwire.bootstrap.factories import migrate
+
+    with any_database(settings) as ready:
+        assert ready.database_url is not None
+        dsn = ready.database_url
+        applied = run_async(lambda: migrate(dsn))
+    print(json.dumps({"applied": applied}))
+    return 0
+
+
+def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
+    name = args.name.strip()
+    if not 1 <= len(name) <= 200:
+        raise ConfigError("NAME: must be 1..200 characters")
+    warn_if_new_database(settings)
+    with any_database(settings) as ready:
+        issued = run_async(lambda: with_tenants(ready, lambda s: s.create(name)))
+    print(json.dumps(issued.as_json()))
+    return 0
+
+
+def cmd_tenant_token(settings: Settings, args: argparse.Namespace) -> int:
+    tenant_id = _uuid("TENANT_ID", args.tenant_id)
+    with existing_database(settings) as ready:
+        try:
+            issued = run_async(
+                lambda: with_tenants(ready, lambda s: s.issue_token(tenant_id))
+            )
+        except NotFound as exc:
+            raise ConfigError(f"{exc} in {database_label(settings)}") from None
+    print(json.dumps(issued.as_json()))
+    return 0
+
+
+def cmd_partitions_maintain(settings: Settings, _args: argparse.Namespace) -> int:
+    from cronwire.bootstrap.factories import partition_upkeep
+
+    with any_database(settings) as ready:
+        report = run_async(lambda: partition_upkeep(ready))
+    print(json.dumps(report))
+    return 0
+
+
+def _uuid(label: str, text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise ConfigError(f"{label}: not a UUID: {text!r}") from None
+
+
+def _print_rows(args: argparse.Namespace, rows: list[dict[str, Any]],
+                columns: list[Column]) -> int:
+    if wants_json(args.json):
+        print_json(rows)
+    else:
+        print(render_table(rows, columns))
+    return 0
+
+
+def cmd_tenant_list(settings: Settings, args: argparse.Namespace) -> int:
+    found = on_tenants(settings, lambda store: store.list_tenants())
+    return _print_rows(args, [tenant.as_json() for tenant in found], TENANT_COLUMNS)
+
+
+def cmd_tenant_tokens(settings: Settings, args: argparse.Namespace) -> int:
+    tenant_id = _uuid("TENANT_ID", args.tenant_id)
+    found = on_tenants(settings, lambda store: store.list_tokens(tenant_id))
+    return _print_rows(args, [token.as_json() for token in found], TOKEN_COLUMNS)
+
+
+def cmd_tenant_revoke(settings: Settings, args: argparse.Namespace) -> int:
+    token_id = _uuid("TOKEN_ID", args.token_id)
+    revoked = on_tenants(settings, lambda store: store.revoke(token_id))
+    print_json(revoked.as_json())
+    return 0
+
+
+def add_operator_commands(commands: argparse._SubParsersAction[Any]) -> None:
+    """`serve`, `migrate`, `tenant ...` and `partitions maintain` as commands of `cronwire`."""
+    serve = commands.add_parser(
+        "serve", help="run one replica: API + planner + executor (SCHEDULER_ROLES selects)"
+    )
+    serve.set_defaults(handler=cmd_serve)
+
+    migrate = commands.add_parser("migrate", help="apply pending migrations (idempotent)")
+    migrate.set_defaults(handler=cmd_migrate)
+
+    tenant = commands.add_parser("tenant", help="manage tenants and API tokens")
+    tenant_commands = tenant.add_subparsers(dest="tenant_command", required=True)
+    create = tenant_commands.add_parser("create", help="create a tenant and its first token")
+    create.add_argument("name", metavar="NAME", help="display name of the tenant")
+    create.set_defaults(handler=cmd_tenant_create)
+    token = tenant_commands.add_parser("token", help="issue another token for a tenant")
+    token.add_argument("tenant_id", metavar="TENANT_ID", help="the tenant's UUID")
+    token.set_defaults(handler=cmd_tenant_token)
+
+    listing = tenant_commands.add_parser(
+        "list", help="list tenants: id, name, created, live schedules and live tokens")
+    listing.add_argument("--json", action="store_true", help=_JSON_HELP)
+    listing.set_defaults(handler=cmd_tenant_list)
+
+    tokens = tenant_commands.add_parser(
+        "tokens", help="list a tenant's tokens: id, prefix, created, revoked (never the token)")
+    tokens.add_argument("tenant_id", metavar="TENANT_ID", help="the tenant's UUID")
+    tokens.add_argument("--json", action="store_true", help=_JSON_HELP)
+    tokens.set_defaults(handler=cmd_tenant_tokens)
+
+    revoke = tenant_commands.add_parser(
+        "revoke", help="revoke a token at once, on every replica (idempotent); prints it as JSON",
+        description="Revoke a token by its id (from `cronwire tenant tokens`). The API checks "
+        "revocation on every request, so the next request with it answers 401 on every replica.")
+    revoke.add_argument("token_id", metavar="TOKEN_ID", help="the token's id (not the token)")
+    revoke.set_defaults(handler=cmd_tenant_revoke)
+
+    partitions = commands.add_parser("partitions", help="run-history partition upkeep")
+    partition_commands = partitions.add_subparsers(dest="partitions_command", required=True)
+    maintain = partition_commands.add_parser(
+        "maintain",
+        help="create future job_run partitions, detach and drop those past "
+        "SCHEDULER_RETENTION_MONTHS (also runs hourly inside serve)",
+    )
+    maintain.set_defaults(handler=cmd_partitions_maintain)

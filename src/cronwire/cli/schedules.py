@@ -1,0 +1,292 @@
+"""Tenant commands: `cronwire schedules ...` (and, from runs.py, `cronwire runs ...`),
+an HTTP client of /v1.
+
+The API is the only authority: these commands build request bodies from flags named
+after the API's fields and print what the API answers. An API refusal prints the API's
+own message (it names the field) and exits 1; a flag the CLI can check itself (an id that
+is not a UUID, a header without a colon) is a usage error, exit 2, before any request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from cronwire.cli.api_client import (
+    DEFAULT_URL,
+    ENV_TOKEN,
+    ENV_URL,
+    ApiClient,
+    Handler,
+    client_command,
+    connection_options,
+    id_argument,
+)
+from cronwire.cli.observability import (
+    add_alert_commands,
+    add_alert_rule_flags,
+    add_schedule_insight,
+    alert_rules_body,
+)
+from cronwire.cli.output import (
+    Column,
+    field,
+    render_fields,
+    render_table,
+    show,
+    show_page,
+    wants_json,
+)
+from cronwire.cli.runs import add_run_commands
+from cronwire.domain.errors import ConfigError
+from cronwire.domain.schedule_rules import METHODS, MISFIRE_POLICIES
+
+# ---- flags ---------------------------------------------------------------------------
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME:VALUE, got {text!r}")
+    return name.strip(), value.strip()
+
+
+# ---- output --------------------------------------------------------------------------
+
+SCHEDULE_COLUMNS = [
+    Column("ID", field("id")), Column("NAME", field("name")), Column("CRON", field("cron")),
+    Column("TIMEZONE", field("timezone")), Column("STATUS", field("status")),
+    Column("NEXT FIRE (UTC)", field("next_fire_at")),
+    Column("URL", lambda s: s.get("target", {}).get("url")),
+]
+PREVIEW_COLUMNS = [Column("UTC", field("utc")), Column("LOCAL", field("local"))]
+
+
+# ---- schedules -----------------------------------------------------------------------
+
+
+def _target_and_retry(args: argparse.Namespace,
+                      current: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The `target` and `retry` objects the flags change, starting from the schedule's
+    current values (``current``) on an update. PATCH merges both (RFC 7396), so sending
+    unchanged members again is harmless."""
+    body: dict[str, Any] = {}
+    target = dict(current["target"]) if current else {}
+    given = {"url": args.url, "method": args.method, "body": args.body}
+    target.update({k: v for k, v in given.items() if v is not None})
+    if args.header is not None:
+        # PATCH merges headers by name (RFC 7396): null out the current ones so the flags
+        # replace the set, as they always have.
+        dropped = {name: None for name in (current["target"]["headers"] if current else {})}
+        target["headers"] = {**dropped, **dict(args.header)}
+    if getattr(args, "no_headers", False):
+        target["headers"] = None if current else {}
+    if getattr(args, "no_body", False):
+        target["body"] = None
+    if target != (dict(current["target"]) if current else {}):
+        body["target"] = target
+    retry = dict(current["retry"]) if current else {}
+    given = {"max_attempts": args.max_attempts,
+             "initial_backoff_seconds": args.initial_backoff_seconds,
+             "max_backoff_seconds": args.max_backoff_seconds}
+    changed = {k: v for k, v in given.items() if v is not None}
+    if changed:
+        body["retry"] = {**retry, **changed}
+    return body
+
+
+def _timing(args: argparse.Namespace) -> dict[str, Any]:
+    given = {"name": args.name, "cron": args.cron, "timezone": args.timezone,
+             "misfire_policy": args.misfire_policy,
+             "catchup_window_seconds": args.catchup_window_seconds,
+             "starts_at": args.starts_at, "ends_at": args.ends_at}
+    return {**{k: v for k, v in given.items() if v is not None}, **alert_rules_body(args)}
+
+
+def schedules_create(client: ApiClient, args: argparse.Namespace) -> None:
+    body = {**_timing(args), **_target_and_retry(args, None), "paused": args.paused}
+    created = client.call("POST", "/v1/schedules", body=body)
+    show(args, created, render_fields)
+    if not wants_json(args.json):
+        print("(the signing secret is shown only now; `schedules rotate-secret` makes a new "
+              "one)", file=sys.stderr)
+
+
+# Flags (argparse dests) that change `target` or `retry`, objects the API replaces whole.
+TARGET_AND_RETRY_FLAGS = frozenset({
+    "url", "method", "body", "header", "no_headers", "no_body", "max_attempts",
+    "initial_backoff_seconds", "max_backoff_seconds",
+})
+
+
+def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
+    changes = _timing(args)
+    given = {name for name, value in vars(args).items() if value not in (None, False)}
+    if given & TARGET_AND_RETRY_FLAGS:
+        current = client.call("GET", f"/v1/schedules/{args.id}")
+        changes.update(_target_and_retry(args, current))
+    if not changes:
+        raise ConfigError("schedules update: nothing to change; give at least one flag "
+                          "(see `cronwire schedules update --help`)")
+    show(args, client.call("PATCH", f"/v1/schedules/{args.id}", body=changes), render_fields)
+
+
+def schedules_list(client: ApiClient, args: argparse.Namespace) -> None:
+    page = client.call("GET", "/v1/schedules", params={"limit": args.limit,
+                                                        "cursor": args.cursor})
+    items = list(page["items"])
+    while args.all and page.get("next_cursor"):
+        page = client.call("GET", "/v1/schedules",
+                           params={"limit": args.limit, "cursor": page["next_cursor"]})
+        items += page["items"]
+    show_page(args, {"items": items, "next_cursor": page.get("next_cursor")},
+               SCHEDULE_COLUMNS)
+
+
+def _on_schedule(method: str, action: str = "") -> Handler:
+    def handler(client: ApiClient, args: argparse.Namespace) -> None:
+        path = f"/v1/schedules/{args.id}" + (f"/{action}" if action else "")
+        show(args, client.call(method, path), render_fields)
+
+    return handler
+
+
+def schedules_delete(client: ApiClient, args: argparse.Namespace) -> None:
+    client.call("DELETE", f"/v1/schedules/{args.id}")
+    show(args, {"id": args.id, "deleted": True}, lambda _: f"deleted schedule {args.id}")
+
+
+def schedules_preview(client: ApiClient, args: argparse.Namespace) -> None:
+    preview = client.call("GET", f"/v1/schedules/{args.id}/preview",
+                          params={"count": args.count})
+    show(args, preview, lambda p: render_table(p["items"], PREVIEW_COLUMNS))
+
+
+# ---- parsers -------------------------------------------------------------------------
+
+CREATE_EXAMPLES = f"""\
+examples:
+  export {ENV_TOKEN}=cwt_...            # from `cronwire tenant create acme`
+  cronwire schedules create --name nightly-report --cron '0 3 * * *' \\
+      --timezone Europe/Berlin --url https://example.com/hook
+  cronwire schedules create --name every-10s --cron '*/10 * * * * *' \\
+      --url https://example.com/tick --method PUT --header 'x-team:ops' \\
+      --body '{{"k": 1}}' --max-attempts 5 --misfire-policy skip --paused
+
+Here --url is the target's URL (the API's `target.url` field); the API's address
+comes from --api-url or ${ENV_URL} (default {DEFAULT_URL}).
+"""
+
+
+def _schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
+    """Flags named after the API's fields; on update, absent means unchanged."""
+    keep = " (default: unchanged)"
+
+    def default(text: str) -> str:
+        return f" (default: {text})" if creating else keep
+
+    parser.add_argument("--name", required=creating, help="schedule name, 1..200 characters"
+                        + ("" if creating else keep))
+    parser.add_argument("--cron", required=creating, metavar="EXPR",
+                        help="5 fields, or 6 with seconds first ('*/10 * * * * *')"
+                        + ("" if creating else keep))
+    parser.add_argument("--url", required=creating, metavar="URL",
+                        help="target.url: where each run is delivered"
+                        + ("" if creating else keep))
+    parser.add_argument("--timezone", metavar="ZONE",
+                        help="IANA time zone the cron is read in" + default("UTC"))
+    parser.add_argument("--method", type=str.upper, choices=METHODS,
+                        help="target.method" + default("POST"))
+    parser.add_argument("--header", type=_header, action="append", metavar="NAME:VALUE",
+                        help="target.headers entry, repeatable"
+                        + (" (default: none)" if creating else "; replaces all headers"))
+    parser.add_argument("--body", metavar="TEXT",
+                        help="target.body" + default(
+                            'none: a JSON {"schedule_id", "run_id", "scheduled_for", '
+                            '"attempt"} is sent'))
+    parser.add_argument("--max-attempts", type=int, metavar="N",
+                        help="retry.max_attempts, 1..8" + default("3"))
+    parser.add_argument("--initial-backoff-seconds", type=float, metavar="SECONDS",
+                        help="retry.initial_backoff_seconds" + default("10"))
+    parser.add_argument("--max-backoff-seconds", type=float, metavar="SECONDS",
+                        help="retry.max_backoff_seconds" + default("3600"))
+    parser.add_argument("--misfire-policy", choices=MISFIRE_POLICIES,
+                        help="what to do with occurrences missed while nothing ran"
+                        + default("fire_all"))
+    parser.add_argument("--catchup-window-seconds", type=int, metavar="SECONDS",
+                        help="how far back fire_all replays missed occurrences"
+                        + default("3600"))
+    parser.add_argument("--starts-at", metavar="TIME",
+                        help="RFC 3339, no fires before it" + default("none"))
+    parser.add_argument("--ends-at", metavar="TIME",
+                        help="RFC 3339, no fires after it" + default("none"))
+    add_alert_rule_flags(parser)
+    if creating:
+        parser.add_argument("--paused", action="store_true",
+                            help="create it paused (default: active)")
+    else:
+        parser.add_argument("--no-headers", action="store_true",
+                            help="remove every target header")
+        parser.add_argument("--no-body", action="store_true",
+                            help="send the default JSON body instead of target.body")
+
+
+def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
+    """`schedules ...` and `runs ...` as top-level commands of `cronwire`."""
+    api = connection_options(url_is_api=True)
+    api_only = connection_options(url_is_api=False)
+    group_help = (f"API at --api-url/${ENV_URL} (default {DEFAULT_URL}), token from "
+                  f"--token/${ENV_TOKEN}; a table on a terminal, JSON with --json or when "
+                  "piped; an API refusal prints its message and exits 1")
+
+    schedules = commands.add_parser("schedules", help="tenants: manage schedules over the API",
+                                    description="Manage schedules over the API. " + group_help)
+    actions = schedules.add_subparsers(dest="schedules_command", required=True,
+                                       parser_class=type(schedules), metavar="ACTION")
+
+    def action(name: str, help_text: str, handler: Handler, *,
+               parents: argparse.ArgumentParser = api, **extra: Any) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = actions.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
+            parents=[parents], **extra)
+        parser.set_defaults(handler=client_command(handler))
+        return parser
+
+    create = action("create", "create a schedule; prints it with its signing secret (once)",
+                    schedules_create, parents=api_only, epilog=CREATE_EXAMPLES,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    _schedule_flags(create, creating=True)
+
+    listing = action("list", "list schedules, in pages ordered by id", schedules_list)
+    listing.add_argument("--limit", type=int, default=50, metavar="N",
+                         help="schedules per page, 1..200 (default: 50)")
+    listing.add_argument("--cursor", metavar="CURSOR",
+                         help="start after this page (next_cursor of the previous one)")
+    listing.add_argument("--all", action="store_true", help="follow every page to the end")
+
+    id_argument(action("get", "show one schedule", _on_schedule("GET")), "schedule")
+
+    update = action("update", "change a schedule's fields; the others stay as they are",
+                    schedules_update, parents=api_only)
+    id_argument(update, "schedule")
+    _schedule_flags(update, creating=False)
+
+    for name, help_text in [
+        ("pause", "pause a schedule: no new runs are planned"),
+        ("resume", "resume a schedule; missed occurrences follow its misfire policy"),
+        ("rotate-secret", "new signing secret; the old one also signs for 24 hours"),
+    ]:
+        id_argument(action(name, help_text, _on_schedule("POST", name)), "schedule")
+    id_argument(action("trigger", "run a schedule now (a manual run); prints the run",
+                        _on_schedule("POST", "trigger")), "schedule")
+    id_argument(action("delete", "delete a schedule; runs not yet started are cancelled",
+                        schedules_delete), "schedule")
+    preview = action("preview", "the next fire times, in UTC and the schedule's zone",
+                     schedules_preview)
+    id_argument(preview, "schedule")
+    preview.add_argument("--count", type=int, default=10, metavar="N",
+                         help="how many fire times, 1..1000 (default: 10)")
+    add_schedule_insight(action)
+    add_run_commands(commands, api, group_help)
+    add_alert_commands(commands, group_help)

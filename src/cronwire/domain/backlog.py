@@ -1,0 +1,10 @@
+"""Kafka mode under a backlog: the one figure the claim and the outbox share (ADR 0025).
+
+While a partition's keys arrive faster than a replica takes them, the hybrid claim
+source's fair polling claim takes runs due at least this long, and the outbox relay
+publishes only runs fresher than this: the two take different rows, so neither waits on
+the other. A key is normally consumed within ~0.1 s of its run falling due, so a run 1 s
+late has a key stuck behind the backlog (or none).
+"""
+
+BACKLOG_GRACE_SECONDS = 1.0

@@ -1,0 +1,39 @@
+"""The harnesses' figures: percentiles of lags, and CPU seconds used by processes (Linux
+/proc). Per-run CPU is a comparison that a shared machine disturbs far less than runs/s,
+which also measure everyone else's load."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def percentile(values: Iterable[float], fraction: float) -> float:
+    """The value at ``fraction`` (0..1) of the sorted values, by the nearest index
+    (``round(fraction * (n - 1))``); 0.0 when there are none."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def cpu_seconds(pids: Iterable[int]) -> float | None:
+    """User + system CPU of ``pids`` so far; None where /proc cannot tell."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0
+    try:
+        for pid in pids:
+            # the command name (field 2) may hold spaces: split after its closing paren
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / ticks
+
+
+def per_run_us(before: float | None, after: float | None, runs: int) -> float | None:
+    if before is None or after is None or runs <= 0:
+        return None
+    return round((after - before) / runs * 1e6, 1)

@@ -1,0 +1,89 @@
+"""`cronwire loadtest`: real replicas, a real sink and a real Postgres on loopback.
+
+Two scenarios: ``burst`` (every schedule falls due once, at the same instant) and
+``steady`` (every schedule fires every second for ``duration`` seconds). The harness
+knows from the pure cron maths which occurrences must be delivered, so the receiver's
+records alone tell what was delivered, what was delivered twice (a 2xx for an
+already-acknowledged ``webhook-id``) and what was lost (a planned occurrence never
+acknowledged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from cronwire.domain.cron import occurrences_between
+from cronwire.domain.model import idempotency_key_for, run_id_for
+from cronwire.harness.fleet import Fleet
+from cronwire.loadtest.plan import LoadTestPlan
+from cronwire.loadtest.progress import Progress
+from cronwire.loadtest.report import Baselines, Report, build_report, write_chart
+from cronwire.loadtest.setup import note, prepare, seed, servers, sink_for, start_replicas
+from cronwire.loadtest.watch import watch
+
+# What a run leaves in --out besides the reports; removed unless --keep-data.
+DATA_ENTRIES = ("postgres", "broker.log", "replicas", "deliveries.jsonl", "bound-http.jsonl",
+                "pgqueuer.jsonl", "baselines")
+
+
+STOP_SECONDS = 30.0  # a process's drain at SIGTERM, before SIGKILL
+
+
+async def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | None,
+                        ) -> tuple[dict[str, datetime], Path, float]:
+    """(planned webhook-id -> instant, the sink's records, drain seconds)."""
+    dsn, tenant_id = await prepare(admin_dsn)
+    sink = await sink_for(plan, "deliveries").start()
+    fleet = Fleet(plan.out / "replicas")
+    try:
+        note(f"starting {plan.replicas} {plan.mode} replica{'s' if plan.replicas != 1 else ''}")
+        await start_replicas(fleet, plan, dsn, bootstrap)
+        schedule_ids, first, horizon = await seed(dsn, plan, tenant_id, sink.url)
+        occurrences = occurrences_between(plan.cron, "UTC", first - timedelta(microseconds=1),
+                                          horizon, 1_000_000)
+        planned = {idempotency_key_for(run_id_for(sid, at)): at
+                   for sid in schedule_ids for at in occurrences}
+        note(f"{plan.scenario}: {plan.schedules} schedules x {len(occurrences)} occurrences "
+            f"from {first:%H:%M:%S}Z")
+        progress = Progress([at.timestamp() for at in occurrences], plan.schedules)
+        pids = [replica.proc.pid for replica in fleet.replicas if replica.proc is not None]
+        drain = await watch(dsn, tenant_id, horizon, sink, progress, pids, first)
+    finally:
+        for replica in fleet.replicas:
+            await replica.stop(STOP_SECONDS)
+        await asyncio.to_thread(sink.stop, STOP_SECONDS)
+    assert sink.out is not None
+    return planned, sink.out, drain
+
+
+def run_loadtest(plan: LoadTestPlan) -> Report:
+    plan.out.mkdir(parents=True, exist_ok=True)
+    baselines: Baselines | None = None
+    with servers(plan) as (admin_dsn, bootstrap):
+        planned, records, drain = asyncio.run(_run_cronwire(plan, admin_dsn, bootstrap))
+        if plan.compare:
+            from cronwire.loadtest.compare import measure_baselines
+
+            baselines = measure_baselines(plan, admin_dsn, len(planned))
+    report = build_report(plan.mode, plan.scenario, plan.schedules, plan.replicas, planned,
+                          records, drain, baselines)
+    (plan.out / "report.json").write_text(json.dumps(report.summary, indent=2))
+    write_chart(report, plan.out / "report.png")
+    if not plan.keep_data:
+        _keep_only_reports(plan.out)
+    return report
+
+
+def _keep_only_reports(out: Path) -> None:
+    """Remove what this run created besides the reports (the Postgres data directory
+    alone is ~70 MB); anything else in --out is not ours to delete."""
+    for name in DATA_ENTRIES:
+        entry = out / name
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)

@@ -1,0 +1,52 @@
+"""Every seam the services depend on, as small ``typing.Protocol`` classes.
+
+Services import these and the domain, never an adapter. Each method says what it
+means and how it fails. Adapter errors are translated to :mod:`cronwire.domain.errors` at the
+adapter boundary; a Protocol method never leaks a driver exception type.
+
+Lease rule 3 (seed ADR): every RunStore write on a leased run takes the ``owner`` and
+applies only where ``claimed_by = owner`` still holds; the return value tells the
+caller which writes landed so it can count lost leases instead of guessing.
+
+The core ports live in :mod:`cronwire.ports.core`, kafka mode's in
+:mod:`cronwire.ports.kafka`, the tenant API's in :mod:`cronwire.ports.tenant` and
+observability's (tracing, stats, alerts) in :mod:`cronwire.ports.observability`; every one
+is re-exported here, so services import any port from ``cronwire.ports``.
+"""
+
+from cronwire.ports.core import (
+    BreakerStore,
+    ClaimSource,
+    Clock,
+    Deliverer,
+    MaintenanceStore,
+    Metrics,
+    PlannerStore,
+    RunStore,
+)
+from cronwire.ports.kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
+from cronwire.ports.observability import AlertOutbox, AlertStore, StatsReader, Tracer
+from cronwire.ports.tenant import RunHistory, ScheduleStore, TokenVerifier
+
+__all__ = [
+    "AlertOutbox",
+    "AlertStore",
+    "BreakerStore",
+    "ClaimSource",
+    "Clock",
+    "Deliverer",
+    "KeyedClaimStore",
+    "MaintenanceStore",
+    "Metrics",
+    "OutboxStore",
+    "PlannerStore",
+    "RunHints",
+    "RunHistory",
+    "RunKey",
+    "RunPublisher",
+    "RunStore",
+    "ScheduleStore",
+    "StatsReader",
+    "TokenVerifier",
+    "Tracer",
+]

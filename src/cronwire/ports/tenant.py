@@ -1,0 +1,93 @@
+"""The tenant API's ports: tokens, schedules, run history. Re-exported by
+:mod:`cronwire.ports`, where services import them from.
+
+Every method takes the tenant id and confines itself to that tenant's rows: another
+tenant's object is indistinguishable from a missing one (NotFound), never a 403.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Protocol
+from uuid import UUID
+
+from cronwire.domain.history import RunDetail, RunQuery, RunView
+from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+
+
+class TokenVerifier(Protocol):
+    async def tenant_for_token(self, token: str) -> UUID | None:
+        """The tenant owning ``token`` (compared in constant time), or None."""
+        ...
+
+
+class ScheduleStore(Protocol):
+    """Schedules as tenants edit them. Every fire-time computation uses the database
+    clock read inside the writing transaction. Raises NotFound for a missing, deleted or
+    foreign schedule and StorageError when the database fails."""
+
+    async def limits_and_now(
+        self, tenant_id: UUID, defaults: TenantLimits
+    ) -> tuple[TenantLimits, datetime]:
+        """The tenant's effective limits (its own columns over ``defaults``) and ``now()``."""
+        ...
+
+    async def create(
+        self, tenant_id: UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
+        max_schedules: int,
+    ) -> ScheduleRecord:
+        """Insert a validated schedule with its first ``next_fire_at``; LimitExceeded
+        ("max_schedules") when the tenant already has ``max_schedules`` live ones."""
+        ...
+
+    async def db_now(self) -> datetime:
+        """Postgres ``now()`` (previews count from it)."""
+        ...
+
+    async def get(self, tenant_id: UUID, schedule_id: UUID) -> ScheduleRecord: ...
+
+    async def list(
+        self, tenant_id: UUID, *, after: UUID | None, limit: int
+    ) -> Sequence[ScheduleRecord]:
+        """Live schedules ordered by id, strictly after ``after`` (keyset)."""
+        ...
+
+    async def update(
+        self, tenant_id: UUID, schedule_id: UUID, revise: Callable[[ScheduleSpec], ScheduleSpec]
+    ) -> ScheduleRecord:
+        """Lock the row, apply ``revise`` (pure; may raise a domain error, which rolls
+        back), recompute ``next_fire_at`` if the timing changed, write."""
+        ...
+
+    async def delete(self, tenant_id: UUID, schedule_id: UUID) -> int:
+        """Soft-delete; cancels the schedule's pending/retrying runs. Running ones finish
+        the request in flight (recorded) and then end cancelled: no attempt starts after
+        the delete. Returns how many runs were cancelled or so marked. History stays
+        readable."""
+        ...
+
+    async def set_paused(self, tenant_id: UUID, schedule_id: UUID, paused: bool) -> ScheduleRecord:
+        """Pause or resume. Resuming keeps ``next_fire_at`` so the planner's misfire
+        policy decides what happens to the occurrences missed while paused."""
+        ...
+
+    async def trigger(self, tenant_id: UUID, schedule_id: UUID) -> RunView:
+        """A manual run due now, at an instant no cron occurrence can take."""
+        ...
+
+    async def rotate_secret(
+        self, tenant_id: UUID, schedule_id: UUID, new_secret: str, overlap_seconds: int
+    ) -> ScheduleRecord:
+        """Install ``new_secret``; the old one keeps signing for ``overlap_seconds``."""
+        ...
+
+
+class RunHistory(Protocol):
+    """The tenant-facing run history (reads only)."""
+
+    async def list(self, tenant_id: UUID, query: RunQuery) -> Sequence[RunView]: ...
+
+    async def get(self, tenant_id: UUID, run_id: UUID) -> RunDetail:
+        """The run and its attempts (oldest first); NotFound if not this tenant's."""
+        ...

@@ -1,0 +1,146 @@
+"""The executor's requests in flight: one task per claimed run the breaker let through.
+
+Each request leaves only inside its claim's send window (``send_deadline``): a replica
+stalled between its claim and the send gives the run back unsent rather than send after
+another replica may have re-claimed it. A request whose lease the keeper finds lost is
+cancelled and its result discarded; every other result goes to the resolution writer,
+together with the fire lag and duration figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from cronwire.domain.attempts import internal_failure, request_for
+from cronwire.domain.breaker import health_signal
+from cronwire.domain.delivery import DeliveryResult
+from cronwire.domain.errors import RequestNotSent, StorageError
+from cronwire.domain.model import ClaimedRun
+from cronwire.domain.retry import Uniform, resolve_attempt
+from cronwire.ports import Clock, Deliverer, Metrics, RunStore, Tracer
+from cronwire.ports.observability import TRACING_OFF
+from cronwire.service.executor.claim_wake import ClaimWake
+from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
+from cronwire.service.executor.resolution_writer import Finished, ResolutionWriter
+from cronwire.service.signals import ExecutorSignals
+
+log = logging.getLogger("cronwire.service.executor")
+
+
+class Deliveries:
+    def __init__(
+        self,
+        deliverer: Deliverer,
+        run_store: RunStore,
+        keeper: LeaseKeeper,
+        writer: ResolutionWriter,
+        metrics: Metrics,
+        clock: Clock,
+        wake: ClaimWake,
+        *,
+        owner: str,
+        delivery_timeout: float,
+        rng: Uniform,
+        signals: ExecutorSignals,
+        tracer: Tracer = TRACING_OFF,
+    ) -> None:
+        self._deliverer = deliverer
+        self._runs = run_store
+        self._keeper = keeper
+        self._writer = writer
+        self._metrics = metrics
+        self._clock = clock
+        self._wake = wake  # a finished delivery frees a slot: the claim loop may claim again
+        self._owner = owner
+        self._delivery_timeout = delivery_timeout
+        self._rng = rng
+        self._signals = signals
+        # Off: the hot path reads this one attribute and calls nothing else (ADR 0035).
+        self._tracer = tracer
+        self.leases: set[Lease] = set()  # the requests in flight
+        # Replica clock minus the database's, measured by the claim loop at each claim:
+        # fire lag is a database-clock figure (scheduled_for is one), so the replica's
+        # send time is corrected by it. Off by at most the claim's latency.
+        self.clock_offset = timedelta(0)
+
+    def start(self, run: ClaimedRun, breaker_key: str, send_by: float) -> None:
+        """Send ``run`` now, in a task of its own, under the lease this replica holds."""
+        stale = self._keeper.get(run.id)
+        if stale is not None and stale.in_flight and stale.task is not None:
+            # Our own earlier lease on this run expired and the claim handed it back to us:
+            # that older request is the one to abandon.
+            self._keeper.lose(stale)
+        lease = Lease(run.id, run.scheduled_for, run.lease_generation)
+        lease.task = asyncio.create_task(self._deliver(run, lease, breaker_key, send_by))
+        self.leases.add(lease)
+        self._keeper.hold(lease)
+
+    async def _deliver(
+        self, run: ClaimedRun, lease: Lease, breaker_key: str, send_by: float
+    ) -> None:
+        try:
+            if self._clock.monotonic() > send_by:
+                await self._give_back_unsent(lease)
+                return
+            self._signals.started.add([run.id])
+            lease.started = True  # the next renewal records it (the attempt is used)
+            try:
+                result = await self._attempt(run, send_by)
+            except RequestNotSent:
+                # The deliverer found the same window closed just before writing.
+                await self._give_back_unsent(lease)
+                return
+        except asyncio.CancelledError:
+            if not lease.lost:
+                raise
+            # Abandoned: the result is discarded, the loss was counted when it was found.
+            self._signals.abandoned.add([run.id])
+            return
+        finally:
+            self.leases.discard(lease)
+            self._wake.set()
+        if lease.lost:
+            return
+        if run.attempt == 1:  # on the database's clock, like scheduled_for
+            started_at = result.started_at - self.clock_offset
+            self._metrics.fire_lag((started_at - run.scheduled_for).total_seconds())
+        self._metrics.delivery_duration(result.duration_ms / 1000)
+        resolution = resolve_attempt(run, result, self._rng)
+        self._writer.submit(
+            Finished(run, lease, resolution, breaker_key, health_signal(result))
+        )
+
+    async def _give_back_unsent(self, lease: Lease) -> None:
+        """Abandon a lease whose request never left: nothing was sent, so no attempt is
+        used. Released where it is still ours (due again at once); otherwise its new owner
+        has it."""
+        self._keeper.lose(lease, unsent=True)
+        log.warning("run %s: lease too old to send (stalled?); not sent, given back",
+                    lease.run_id, extra={"run_id": str(lease.run_id)})
+        try:
+            await self._runs.release(self._owner, [lease.key])
+        except StorageError:
+            log.warning("releasing unsent run %s failed; its lease will expire", lease.run_id,
+                        exc_info=True)
+
+    async def _attempt(self, run: ClaimedRun, send_by: float | None = None) -> DeliveryResult:
+        """One request. The Deliverer enforces the per-attempt timeout (its contract
+        suite tests it) and reports failures as outcomes; should it raise anyway, the
+        attempt is recorded as a retryable failure rather than leaving a lease that is
+        renewed for ever with nothing in flight."""
+        started_at = self._clock.now()
+        tracing = self._tracer.enabled
+        request = request_for(run, self._delivery_timeout, send_by,
+                              self._tracer.traceparent(run) if tracing else None)
+        try:
+            result = await self._deliverer.deliver(request)
+        except RequestNotSent:
+            raise
+        except Exception as exc:
+            log.exception("deliverer raised for run %s", run.id)
+            result = internal_failure(exc, started_at, self._clock.now())
+        if tracing:
+            self._tracer.attempt(run, request, result)
+        return result

@@ -1,0 +1,146 @@
+"""HybridClaimSource: kafka mode's claim step — hints from the broker, the sweeper beside.
+
+The executor does not know which mode it runs in; it sees a ClaimSource. Here:
+
+* keys the consumer delivered are claimed in one statement per batch (``claim_keys``); the
+  offsets are acknowledged only after that transaction committed, and a failed claim
+  rewinds the consumer to its committed offsets;
+* every ``sweep_seconds`` a SKIP LOCKED sweep claims runs due longer than the grace that
+  no message delivered (broker restart, lost partition, crash before publish) and leases
+  whose owner vanished — nothing depends on the broker being perfect;
+* while a partition this replica owns is backlogged (its key buffer full), each claim
+  runs two statements at once: the polling claim, fair across tenants, of runs due at
+  least ``BACKLOG_GRACE_SECONDS`` (so a tenant sharing the partition with another tenant's
+  burst is not held behind the burst's keys), and the claim by key of up to half the
+  limit. Fresh runs are left to their keys, and in that state the outbox publishes only
+  fresh runs (OutboxRelay), so the two take different rows and neither waits on the
+  other; the claim loop's wait per batch is the slower of the two, not their sum (ADR 0025);
+* while the broker is unreachable the polling claim does all the work (labelled
+  ``sweeper``), with no grace: nothing is being published, so nothing is worth waiting for.
+
+Every batch says where its runs came from in ``ClaimBatch.sources``
+(scheduler_claims_total{source="kafka"|"sweeper"}); a backlogged claim, which draws on
+both, names both. ``name`` is the source's own label, "kafka", whatever a claim drew on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from cronwire.domain.backlog import BACKLOG_GRACE_SECONDS
+from cronwire.domain.errors import StorageError
+from cronwire.domain.model import ClaimBatch
+from cronwire.ports import ClaimSource, Clock, KeyedClaimStore, RunHints
+
+log = logging.getLogger(__name__)
+
+KAFKA = "kafka"
+SWEEPER = "sweeper"
+
+
+class HybridClaimSource:
+    name = KAFKA
+
+    def __init__(
+        self,
+        hints: RunHints,
+        keyed: KeyedClaimStore,
+        polling: ClaimSource,
+        clock: Clock,
+        *,
+        grace_seconds: float,
+        sweep_seconds: float = 1.0,
+    ) -> None:
+        self._hints = hints
+        self._keyed = keyed
+        self._polling = polling
+        self._clock = clock
+        self._grace = grace_seconds
+        self._sweep_seconds = sweep_seconds
+        self._next_sweep = clock.monotonic() + sweep_seconds
+
+    async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
+        if limit <= 0:
+            return ClaimBatch()
+        if not self._hints.healthy:
+            degraded = await self._polling.claim(owner, limit, lease_seconds)
+            return degraded.labelled(SWEEPER)
+        if self._hints.backlogged:
+            both = await self._claim_backlogged(owner, limit, lease_seconds)
+            if both.runs or both.ended:
+                return both
+        now = self._clock.monotonic()
+        if now >= self._next_sweep:
+            self._next_sweep = now + self._sweep_seconds
+            swept = await self._keyed.sweep(owner, limit, lease_seconds, self._grace)
+            if swept.runs or swept.ended:  # a batch the claim only ended is counted too
+                return swept.labelled(SWEEPER)
+        keys = self._hints.take(limit)
+        if not keys:
+            # Whatever was taken was unreadable messages (skipped): settled, so their
+            # offsets are committed even where no readable key ever follows them.
+            self._hints.acknowledge()
+            return ClaimBatch()
+        try:
+            batch = await self._keyed.claim_keys(owner, keys, lease_seconds)
+        except StorageError:
+            self._hints.rewind()
+            raise
+        # Keys that found nothing claimable (finished, leased elsewhere, deleted) are
+        # acknowledged with the rest: dropped, as a hint may be.
+        self._hints.acknowledge()
+        return batch.labelled(KAFKA)
+
+    async def _claim_backlogged(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
+        """A partition this replica owns is behind (one tenant's burst), so the tenants whose
+        keys queue behind it would wait for the whole burst: the fair polling claim (runs
+        due at least BACKLOG_GRACE_SECONDS; fresher ones are left to their keys, here or on
+        another replica) and the claim of up to half the limit by key, concurrently."""
+        keys = self._hints.take(max(1, limit // 2))
+        fair_limit = limit - len(keys)
+        fair, keyed = await asyncio.gather(
+            self._keyed.claim_fair(owner, fair_limit, lease_seconds, BACKLOG_GRACE_SECONDS)
+            if fair_limit > 0 else _nothing(),
+            self._keyed.claim_keys(owner, keys, lease_seconds) if keys else _nothing(),
+            return_exceptions=True,
+        )
+        if isinstance(keyed, BaseException):
+            self._hints.rewind()
+        else:
+            self._hints.acknowledge()
+        failed = [part for part in (fair, keyed) if isinstance(part, BaseException)]
+        for failure in failed:
+            if not isinstance(failure, StorageError):
+                raise failure
+        if len(failed) == 2:
+            raise failed[0]
+        if failed:
+            # The other statement's leases are taken: deliver them rather than let them expire.
+            log.warning("one of a backlogged claim's two statements failed; the other's runs "
+                        "go ahead", exc_info=failed[0])
+        fair_batch = ClaimBatch() if isinstance(fair, BaseException) else fair
+        keyed_batch = ClaimBatch() if isinstance(keyed, BaseException) else keyed
+        return ClaimBatch(fair_batch.runs + keyed_batch.runs,
+                          fair_batch.ended + keyed_batch.ended,
+                          ((SWEEPER, len(fair_batch.runs)), (KAFKA, len(keyed_batch.runs))))
+
+    async def seconds_until_due(self) -> float | None:
+        """Degraded: the polling source's answer. Otherwise the time to the next sweep
+        (hints end the executor's wait early through ``wait_for_work``)."""
+        if not self._hints.healthy:
+            return await self._polling.seconds_until_due()
+        return max(0.0, self._next_sweep - self._clock.monotonic())
+
+    async def wait_for_work(self, seconds: float) -> None:
+        if not self._hints.healthy:
+            await asyncio.sleep(seconds)
+            return
+        await self._hints.wait(seconds)
+
+    async def close(self) -> None:
+        return None  # the clients belong to the container's resources
+
+
+async def _nothing() -> ClaimBatch:
+    return ClaimBatch()

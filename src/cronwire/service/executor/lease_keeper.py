@@ -1,0 +1,151 @@
+"""Keeps this replica's leases alive while their requests are in flight (lease rule 2).
+
+All leases are renewed together in ONE statement every ``lease_seconds / 3`` seconds, not
+one per run. A lease the renewal cannot find any more (reaped and re-claimed by another
+replica, or finished by someone else) is lost: its request is cancelled and its result
+discarded, because writing it would record a second executor's outcome for the run.
+:meth:`LeaseKeeper.lose` is the one place a lost lease is counted, whoever finds it: the
+renewal, the resolution writer (a write that no longer matched), or the claim loop (a
+request too late to send, or an older lease of a run claimed again).
+
+The same statement records which leases' requests have started (the claim's exhaustion
+rule counts only attempts that started), so that costs no round trip of its own. A
+renewal that fails (a database outage) is retried soon, with backoff, rather than a
+whole interval later: a lease outlives an outage shorter than itself only if the first
+renewal after the outage comes before it expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from cronwire.domain.model import LeaseKey
+from cronwire.ports import Metrics, RunStore
+from cronwire.service.periodic import every
+from cronwire.service.signals import ExecutorSignals, quiet_signals
+
+log = logging.getLogger(__name__)
+RENEW_RETRY_SECONDS = 0.25  # first retry after a failed renewal; doubles up to the interval
+
+
+@dataclass(slots=True, eq=False)
+class Lease:
+    """One held lease; ``task`` is its delivery while the request is in flight."""
+
+    run_id: UUID
+    scheduled_for: datetime
+    generation: int = 0
+    task: asyncio.Task[None] | None = None
+    lost: bool = False
+    started: bool = False  # the request has been handed to the deliverer
+
+    @property
+    def key(self) -> LeaseKey:
+        return (self.run_id, self.scheduled_for, self.generation)
+
+    @property
+    def in_flight(self) -> bool:
+        return self.task is not None and not self.task.done()
+
+
+def send_deadline(asked_at_monotonic: float, lease_seconds: float) -> float:
+    """The monotonic instant after which no request of a claim asked at
+    ``asked_at_monotonic`` may leave: half its lease later.
+
+    Normally a request leaves right after its claim. A replica stalled in between
+    (SIGSTOP, a long pause of the event loop) may wake after its lease expired and
+    another replica re-claimed and delivered the run; sending then would be a second
+    delivery that no renewal could stop, because the renewal that would find the lease
+    gone comes later. Every lease of a claim expires a full lease after the database ran
+    the claim, which is after it was asked, so half a lease after asking leaves the other
+    half as the margin. The deadline is fixed before the claim is sent and is an instant,
+    not a duration: a stall anywhere after that reading (during the claim's round trip,
+    before the delivery task ran, between the executor's check and the deliverer's) only
+    uses up the window, never stretches it (ADR 0022). The deadline is on the Clock's
+    ``monotonic``: ``time.monotonic()`` for the system
+    clock (and the chaos suite's skewed one), which is what the lean deliverer reads."""
+    return asked_at_monotonic + lease_seconds / 2
+
+
+class LeaseKeeper:
+    def __init__(
+        self,
+        run_store: RunStore,
+        metrics: Metrics,
+        *,
+        owner: str,
+        lease_seconds: float,
+        signals: ExecutorSignals | None = None,
+    ) -> None:
+        self._store = run_store
+        self._metrics = metrics
+        self._owner = owner
+        self._lease_seconds = lease_seconds
+        self._signals = signals or quiet_signals()
+        self._held: dict[UUID, Lease] = {}
+
+    @property
+    def interval(self) -> float:
+        return self._lease_seconds / 3
+
+    def hold(self, lease: Lease) -> None:
+        self._held[lease.run_id] = lease
+
+    def drop(self, lease: Lease) -> None:
+        if self._held.get(lease.run_id) is lease:
+            del self._held[lease.run_id]
+
+    def get(self, run_id: UUID) -> Lease | None:
+        return self._held.get(run_id)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def lose(self, lease: Lease, *, unsent: bool = False) -> None:
+        """Count ``lease`` lost (scheduler_lease_lost_total) and let it go. A request still
+        in flight is cancelled and its result discarded (signalled ``lost``). A lease given
+        up before its request left (``unsent``: its send window had closed) is signalled
+        ``abandoned``; nothing is cancelled, the caller being that delivery itself."""
+        lease.lost = True
+        self.drop(lease)
+        self._metrics.lease_lost()
+        if unsent:
+            self._signals.abandoned.add([lease.run_id])
+            return
+        self._signals.lost.add([lease.run_id])
+        if lease.in_flight and lease.task is not None:
+            lease.task.cancel()
+
+    async def run(self) -> None:
+        """Renew until cancelled. A failed renewal does not prove a lease lost: it is
+        logged and retried after a short backoff (at most one interval) for as long as the
+        database stays away. A lease that expired meanwhile but was not re-claimed is
+        still ours and is renewed; one re-claimed elsewhere is found gone."""
+        await every(
+            self.interval, None, self.renew, "lease renewal",
+            first_delay=self.interval, backoff=self._retry_after,
+        )
+
+    def _retry_after(self, failures: int) -> float:
+        return min(self.interval, RENEW_RETRY_SECONDS * float(2 ** min(failures - 1, 8)))
+
+    async def renew(self) -> None:
+        leases = list(self._held.values())
+        if not leases:
+            return
+        still_ours = await self._store.renew_leases(
+            self._owner, [lease.key for lease in leases], self._lease_seconds,
+            {lease.run_id for lease in leases if lease.started},
+        )
+        self._signals.renewals.add([len(still_ours)])
+        for lease in leases:
+            if lease.run_id in still_ours or self._held.get(lease.run_id) is not lease:
+                continue
+            # A lease whose request already finished is left to the resolution write: its
+            # predicate decides, and it may well have landed just before this renewal ran.
+            if lease.in_flight:
+                self.lose(lease)
