@@ -38,8 +38,8 @@ from cronwire.adapters.postgres.sql import queries
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
+from cronwire.bootstrap.runtime import default_limits
 from cronwire.config import Settings
-from cronwire.container import default_limits
 
 WARMUP = 10
 STATUSES = ["succeeded"] * 17 + ["failed", "skipped", "cancelled"]

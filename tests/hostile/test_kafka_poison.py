@@ -29,17 +29,17 @@ from cronwire.adapters.kafka.hints import (
     read_run_key,
 )
 from cronwire.adapters.kafka.link import KafkaLink
-from tests.support.kafka import FAST_GROUP, kafka_mode
-from tests.support.polling import wait_until
-from tests.support.replicas import ReplicaSet
-from tests.support.runs import (
+from cronwire.harness.seeding import (
     non_terminal,
     seed_due_runs,
     seed_schedule,
     seed_tenant,
     status_counts,
 )
-from tests.support.sink import Sink
+from cronwire.harness.sink import Sink
+from tests.support.kafka import FAST_GROUP, kafka_mode
+from tests.support.polling import wait_until
+from tests.support.replicas import ReplicaSet
 
 RUN = uuid.UUID("00000000-0000-4000-8000-000000000001")
 POISON = [

@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.harness.seeding import SeededSchedule, non_terminal, seed_due_runs, seed_schedule
 from tests.support.hostile import (
     SMUGGLED_REQUEST,
     Conn,
@@ -38,7 +39,6 @@ from tests.support.hostile import (
     keep_alive_ok,
 )
 from tests.support.replicas import Replica, ReplicaSet
-from tests.support.runs import SeededSchedule, non_terminal, seed_due_runs, seed_schedule
 
 pytestmark = pytest.mark.slow
 ONE_ATTEMPT = {"max_attempts": 1, "initial_backoff_seconds": 0.05, "max_backoff_seconds": 0.2}

@@ -8,8 +8,14 @@ import argparse
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cronwire.cli_http import ApiClient, Handler, client_command, connection_options, id_argument
-from cronwire.cli_output import Column, field, render_fields, show, show_page
+from cronwire.cli.api_client import (
+    ApiClient,
+    Handler,
+    client_command,
+    connection_options,
+    id_argument,
+)
+from cronwire.cli.output import Column, field, render_fields, show, show_page
 from cronwire.domain.alerts import EVENT_TYPES
 from cronwire.domain.stats import DEFAULT_WINDOW, WINDOWS
 
