@@ -27,7 +27,7 @@ from uuid import uuid4
 
 from aiohttp import web
 
-from cronwire.adapters.http import http1
+from cronwire.adapters.http import http1, response_reader
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
@@ -63,7 +63,7 @@ async def _bench(
 
         http1.Connection.reader_class = H11ResponseReader  # type: ignore[assignment]
     elif hasattr(http1, "ResponseReader"):
-        http1.Connection.reader_class = http1.ResponseReader
+        http1.Connection.reader_class = response_reader.ResponseReader
     deliverer = ADAPTERS[name](TargetGuard(allow_private=True), max_connections=concurrency)
     await deliverer.start()
     secret = new_signing_secret()

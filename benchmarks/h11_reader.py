@@ -1,5 +1,5 @@
 """The lean deliverer's response reader written over h11 instead of llhttp: the candidate
-ADR 0026 measured and did not keep. Same interface as ``http1.ResponseReader`` and the
+ADR 0026 measured and did not keep. Same interface as ``response_reader.ResponseReader`` and the
 same limits (h11 enforces the head size itself), so ``bench_http_clients.py --adapters
 lean-h11`` runs the real LeanDeliverer with it in place of llhttp.
 """
@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import h11
 
-from cronwire.adapters.http.http1 import (
+from cronwire.adapters.http.limits import (
     MAX_BODY_BYTES,
     MAX_HEAD_BYTES,
     MAX_HEADERS,
     MAX_INTERIM,
     MAX_RESPONSE_BYTES,
-    Answer,
-    ProtocolError,
 )
+from cronwire.adapters.http.response_reader import Answer, ProtocolError
 from cronwire.domain.delivery import EXCERPT_BYTES
 
 

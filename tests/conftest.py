@@ -4,7 +4,11 @@ Fixtures for tests:
 - ``database_url``: DSN of a fresh, migrated database of its own (cloned from a template).
 - ``db_pool``: an asyncpg pool on that database (UTC, jsonb codecs).
 - ``admin_dsn``: the server's admin DSN, for tests that create databases themselves.
-- ``kafka_bootstrap``: a running Kafka-wire broker (started on first use).
+- ``kafka_bootstrap``: a running Kafka broker, once per kind in
+  ``tests.support.brokers.KAFKA_BROKERS`` (tansu and one Apache Kafka node; started on
+  first use). ``tansu_bootstrap``, ``apache_kafka`` and ``apache_kafka_cluster`` (3 nodes)
+  are the session brokers behind it.
+- ``own_kafka``: a broker of each kind for one test to stop and start (not started).
 """
 
 from __future__ import annotations
@@ -16,7 +20,18 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.postgres.pool import create_pool
+from tests.support.apache_kafka import KafkaCluster
+from tests.support.brokers import (
+    KAFKA_BROKERS,
+    OWN_BROKERS,
+    StandaloneKafka,
+    apache_kafka_server,
+    bootstrap_of,
+    broker_params,
+    own_broker,
+)
 from tests.support.servers import DatabaseFactory, kafka_server, postgres_server
 
 # platformdirs (via testcontainers/embedded packages) warns without XDG_RUNTIME_DIR.
@@ -57,6 +72,33 @@ async def db_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(servers_dir: Path) -> Iterator[str]:
+def tansu_bootstrap(servers_dir: Path) -> Iterator[str]:
     with kafka_server(servers_dir) as bootstrap:
         yield bootstrap
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(servers_dir: Path) -> Iterator[KafkaCluster | str]:
+    with apache_kafka_server(servers_dir, nodes=1) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_cluster(servers_dir: Path) -> Iterator[KafkaCluster | str]:
+    with apache_kafka_server(servers_dir, nodes=3) as server:
+        yield server
+
+
+@pytest.fixture(params=broker_params(*KAFKA_BROKERS))
+def kafka_bootstrap(request: pytest.FixtureRequest) -> str:
+    return bootstrap_of(request, request.param)
+
+
+@pytest.fixture(params=OWN_BROKERS)
+def own_kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmbeddedBroker | StandaloneKafka]:
+    """A broker of each kind this test owns (it may stop and start it), not started yet."""
+    broker = own_broker(request.param, tmp_path)
+    try:
+        yield broker
+    finally:
+        broker.stop()

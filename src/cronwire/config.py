@@ -44,6 +44,7 @@ class Settings:
     kafka_bootstrap_servers: str | None = None
     kafka_topic: str = "cronwire.runs"
     kafka_partitions: int = 12
+    kafka_replication_factor: int | None = None  # None: 3, or the number of brokers if fewer
     kafka_consumer_group: str = "cronwire-executors"
     kafka_sweep_grace_seconds: float = 5.0
     planner_tick_seconds: float = 1.0
@@ -204,6 +205,13 @@ def _bootstrap(name: str, raw: str) -> str:
     return value
 
 
+def _replication_factor(name: str, raw: str) -> int:
+    value = _positive_int(name, raw)
+    if value > 32767:  # an INT16 in the protocol
+        raise ConfigError(f"{name}: at most 32767, got {value}")
+    return value
+
+
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "database_url": _dsn,
     "home": lambda _n, raw: Path(raw),
@@ -215,6 +223,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "kafka_bootstrap_servers": _bootstrap,
     "kafka_topic": _text,
     "kafka_partitions": _positive_int,
+    "kafka_replication_factor": _replication_factor,
     "kafka_consumer_group": _text,
     "kafka_sweep_grace_seconds": _non_negative_float,
     "planner_tick_seconds": _positive_float,
@@ -295,6 +304,7 @@ def _check_consistency(settings: Settings) -> None:
 _DEFAULT_TEXT = {
     "database_url": "unset: embedded Postgres in SCHEDULER_HOME",
     "kafka_bootstrap_servers": "unset: embedded broker (kafka mode)",
+    "kafka_replication_factor": "3, or the number of brokers if fewer",
     "home": "./.cronwire",
     "instance_id": "<hostname>-<pid>",
 }

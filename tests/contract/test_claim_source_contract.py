@@ -13,6 +13,7 @@ import pytest
 
 from cronwire.domain.model import ClaimedRun, RunStatus
 from cronwire.ports import ClaimSource
+from tests.support.brokers import KAFKA_BROKERS, bootstrap_of, broker_params
 from tests.support.kafka import kafka_mode
 from tests.support.worlds import URL, MemoryWorld, PostgresWorld, World
 
@@ -36,14 +37,17 @@ async def _nothing() -> None:
     return None
 
 
-@pytest.fixture(params=["postgres", "kafka", "memory"])
+@pytest.fixture(params=["postgres", *(f"kafka-{k}" for k in broker_params(*KAFKA_BROKERS)),
+                        "memory"])
 def store(request: pytest.FixtureRequest) -> tuple[str, object, str | None]:
-    """(name, what the contract is built on, broker) - resolved outside the event loop."""
+    """(name, what the contract is built on, broker) - resolved outside the event loop.
+    Kafka mode runs on every broker kind (tansu, Apache Kafka)."""
     if request.param == "memory":
         return "memory", None, None
     pool = request.getfixturevalue("db_pool")
-    bootstrap = request.getfixturevalue("kafka_bootstrap") if request.param == "kafka" else None
-    return request.param, pool, bootstrap
+    if request.param == "postgres":
+        return "postgres", pool, None
+    return "kafka", pool, bootstrap_of(request, request.param.removeprefix("kafka-"))
 
 
 @pytest.fixture

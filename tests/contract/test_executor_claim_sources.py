@@ -25,6 +25,7 @@ from cronwire.harness.sink import Reply, Sink, by_attempt
 from cronwire.ports import ClaimSource
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
+from tests.support.brokers import KAFKA_BROKERS, bootstrap_of, broker_params
 from tests.support.kafka import kafka_mode
 
 
@@ -35,12 +36,20 @@ class Mode:
     labels: frozenset[str]
 
 
-@pytest.fixture(params=["postgres", "kafka"])
-async def mode(request: pytest.FixtureRequest, db_pool: asyncpg.Pool) -> AsyncIterator[Mode]:
+@pytest.fixture(params=["postgres", *(f"kafka-{k}" for k in broker_params(*KAFKA_BROKERS))])
+def broker(request: pytest.FixtureRequest) -> str | None:
+    """The mode's broker (kafka mode on every broker kind), resolved outside the loop."""
     if request.param == "postgres":
+        return None
+    return bootstrap_of(request, request.param.removeprefix("kafka-"))
+
+
+@pytest.fixture
+async def mode(broker: str | None, db_pool: asyncpg.Pool) -> AsyncIterator[Mode]:
+    if broker is None:
         yield Mode("postgres", PostgresClaimSource(db_pool), frozenset({"postgres"}))
         return
-    async with kafka_mode(db_pool, request.getfixturevalue("kafka_bootstrap")) as kafka:
+    async with kafka_mode(db_pool, broker) as kafka:
         stopping = asyncio.Event()
         relay = asyncio.create_task(kafka.relay.run(stopping))
         try:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.brokers import APACHE, bootstrap_of
 from tests.support.processes import clean_env, run_cli
 
 CONTRACT_KEYS = {
@@ -44,9 +45,16 @@ def test_postgres_burst_delivers_every_run_exactly_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_kafka_burst_delivers_every_run_exactly_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("broker", ["embedded", "apache"])
+def test_kafka_burst_delivers_every_run_exactly_once(
+    tmp_path: Path, broker: str, request: pytest.FixtureRequest
+) -> None:
+    """On the embedded broker, and with --kafka-bootstrap on Apache Kafka the user runs."""
+    given = []
+    if broker == "apache":
+        given = ["--kafka-bootstrap", bootstrap_of(request, APACHE)]
     report = _loadtest(tmp_path, "--mode", "kafka", "--scenario", "burst",
-                       "--schedules", "2000", "--replicas", "1")
+                       "--schedules", "2000", "--replicas", "1", *given)
     assert (report["planned"], report["delivered"]) == (2000, 2000)
     assert (report["duplicates"], report["lost"]) == (0, 0)
 

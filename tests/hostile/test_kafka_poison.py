@@ -20,15 +20,16 @@ from aiokafka import AIOKafkaProducer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cronwire.adapters.kafka.codec import encode_key
-from cronwire.adapters.kafka.hints import (
+from cronwire.adapters.kafka.codec import (
     MALFORMED,
     OUT_OF_RANGE,
     UNKNOWN_VERSION,
-    KafkaRunHints,
+    encode_key,
     read_run_key,
 )
+from cronwire.adapters.kafka.hints import KafkaRunHints
 from cronwire.adapters.kafka.link import KafkaLink
+from cronwire.domain.model import ClaimBatch
 from cronwire.harness.seeding import (
     non_terminal,
     seed_due_runs,
@@ -93,13 +94,13 @@ async def test_poison_is_skipped_counted_and_committed_and_good_keys_still_flow(
     async with kafka_mode(db_pool, kafka_bootstrap, sweep_seconds=3600, partitions=1) as mode:
         await _publish(kafka_bootstrap, mode.link.topic, POISON)
         assert await mode.settle() == 3  # the three real keys arrive behind the poison
-        runs = await mode.source.claim("a", 10, 30)
-        assert len(runs) == 3 and mode.source.name == "kafka"
+        batch = await mode.source.claim("a", 10, 30)
+        assert len(batch.runs) == 3 and batch.sources == (("kafka", 3),)
         assert mode.hints.skipped == len(POISON) and mode.hints.consuming
         await _publish(kafka_bootstrap, mode.link.topic, POISON[:2])  # only poison behind
         await wait_until(lambda: mode.hints.skipped == len(POISON) + 2, within=30)
-        assert await mode.source.claim("a", 10, 30) == []  # takes and settles the poison
-        await wait_until(lambda: not mode.hints._settled, within=10)  # committed
+        assert await mode.source.claim("a", 10, 30) == ClaimBatch()  # takes and settles the poison
+        await wait_until(lambda: not mode.hints._keys.has_settled(), within=10)  # committed
         topic, group = mode.link.topic, f"group-{mode.link.topic}"
     # A new member of the group starts after the committed offsets: nothing is re-read.
     again = KafkaLink(kafka_bootstrap, topic, 1, probe_seconds=0.5, request_timeout_ms=3000)
@@ -136,7 +137,7 @@ async def test_a_failed_consumer_task_is_restarted_and_reported_meanwhile(
         await wait_until(lambda: hints.consuming and hints.healthy, within=30)
         await seed_due_runs(db_pool, schedule, 2)
         assert await mode.settle() == 2
-        assert len(await mode.source.claim("a", 10, 30)) == 2
+        assert len((await mode.source.claim("a", 10, 30)).runs) == 2
 
 
 @pytest.fixture

@@ -117,13 +117,13 @@ async def test_a_receiver_streaming_after_its_answer_cannot_grow_a_replica(
         tenant, _ = await _tenant(db_pool, "streamed-at")
         schedule = await _schedule(db_pool, tenant, receiver.url())
         replica = await fleet.spawn("r", executor_workers=8)
-        baseline = _rss_bytes(replica.process.pid)
+        baseline = _rss_bytes(replica.pid)
         await seed_due_runs(db_pool, schedule, 8)
         await _settled(db_pool, replica, within=60)
         worst = baseline
         until = time.monotonic() + 6  # the replica reached 1.2 GB in 6 s
         while time.monotonic() < until:
-            worst = max(worst, _rss_bytes(replica.process.pid))
+            worst = max(worst, _rss_bytes(replica.pid))
             await asyncio.sleep(0.1)
         await receiver.wait_closed_by_clients(within=20)  # every streamer was cut off
     assert worst - baseline < 150 * 1024 * 1024, (baseline, worst)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cronwire.adapters.http.http1 import ResponseReader
 from cronwire.adapters.http.limits import MAX_HEADERS, MAX_RESPONSE_BYTES
+from cronwire.adapters.http.response_reader import ResponseReader
 from cronwire.domain.delivery import EXCERPT_BYTES
 from tests.support.response_streams import THEIRS, mutated, split, streams
 

@@ -6,14 +6,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
-from pathlib import Path
 from uuid import UUID
 
 import asyncpg
 from aiokafka.partitioner import DefaultPartitioner
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
-from cronwire.adapters.embedded.postgres import free_port
 from cronwire.adapters.kafka.codec import decode_key, encode_key
 from cronwire.adapters.memory import MemoryHints
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
@@ -21,6 +19,7 @@ from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 from cronwire.service.outbox_relay import OutboxRelay
+from tests.support.brokers import StandaloneKafka
 from tests.support.kafka import kafka_mode
 from tests.support.polling import wait_until
 
@@ -253,14 +252,14 @@ async def test_the_sweeper_claims_a_run_no_message_delivered_after_the_grace(
 
 
 async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_restart(
-    db_pool: asyncpg.Pool, tmp_path: Path
+    db_pool: asyncpg.Pool, own_kafka: EmbeddedBroker | StandaloneKafka
 ) -> None:
-    broker = EmbeddedBroker(tmp_path / "tansu.log", port=free_port("127.0.0.1"))
+    broker = own_kafka
     broker.start()
     try:
         async with kafka_mode(db_pool, broker.bootstrap, probe_seconds=0.3, sweep_seconds=3600) as mode:
             schedule = await _schedule(db_pool)
-            broker.stop()
+            await asyncio.to_thread(broker.stop)  # Apache Kafka takes seconds to stop
 
             async def down() -> bool:
                 return not mode.link.healthy
@@ -270,7 +269,7 @@ async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_rest
             batch = await mode.source.claim("a", 10, 30)
             assert len(batch.runs) == 3 and batch.sources == (("sweeper", 3),)  # polling, no grace
             generation = mode.link.generation
-            broker.start()  # memory storage: the topic is gone
+            await asyncio.to_thread(broker.start)  # tansu: memory storage, the topic is gone; Apache: it is kept
 
             async def up() -> bool:
                 return mode.link.healthy

@@ -61,8 +61,9 @@ async def kafka_mode(
     buffer_limit: int = 500,
     partitions: int = 3,
     probe_seconds: float = 0.5,
+    topic: str | None = None,
 ) -> AsyncIterator[KafkaMode]:
-    topic = f"runs-{uuid.uuid4().hex[:10]}"
+    topic = topic or f"runs-{uuid.uuid4().hex[:10]}"
     link = KafkaLink(bootstrap, topic, partitions, probe_seconds=probe_seconds,
                      request_timeout_ms=3000)
     await link.start()

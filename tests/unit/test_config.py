@@ -17,6 +17,7 @@ def test_defaults_match_the_contract() -> None:
     assert (s.http_host, s.http_port) == ("127.0.0.1", 8080)
     assert s.roles == {"api", "planner", "executor"}
     assert s.claim_source == "postgres" and s.kafka_topic == "cronwire.runs"
+    assert s.kafka_partitions == 12 and s.kafka_replication_factor is None  # 3 or fewer brokers
     assert (s.planner_tick_seconds, s.planner_lookahead_seconds, s.planner_batch) == (1, 5, 500)
     assert s.executor_batch == 500 and s.delivery_timeout_seconds == 10
     assert s.lease_seconds == 20
@@ -34,12 +35,13 @@ def test_environment_overrides() -> None:
         "SCHEDULER_CLAIM_SOURCE": "KAFKA",
         "SCHEDULER_KAFKA_BOOTSTRAP_SERVERS": "k1:9092,k2:9092",
         "SCHEDULER_EXECUTOR_WORKERS": "64",
+        "SCHEDULER_KAFKA_REPLICATION_FACTOR": "2",
         "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true",
         "SCHEDULER_INSTANCE_ID": "pod-a",
     })
     assert s.database_url == "postgresql://u:p@db:5432/cron"
     assert s.roles == {"planner", "executor"}
-    assert s.claim_source == "kafka"
+    assert s.claim_source == "kafka" and s.kafka_replication_factor == 2
     assert s.executor_workers == 64 and s.allow_private_targets and s.instance_id == "pod-a"
 
 
@@ -54,6 +56,8 @@ def test_environment_overrides() -> None:
         ("SCHEDULER_DELIVERY_TIMEOUT_SECONDS", "nan"),
         ("SCHEDULER_HTTP_PORT", "70000"),
         ("SCHEDULER_PLANNER_BATCH", "0"),
+        ("SCHEDULER_KAFKA_REPLICATION_FACTOR", "0"),
+        ("SCHEDULER_KAFKA_REPLICATION_FACTOR", "40000"),
         ("SCHEDULER_EXECUTOR_WORKERS", "many"),
         ("SCHEDULER_ROLES", "api,cook"),
         ("SCHEDULER_ROLES", "0\n0"),  # found by test_config_fuzz: a line break in the role

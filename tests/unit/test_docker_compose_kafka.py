@@ -8,6 +8,14 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]
 
+from tests.support.apache_kafka import (
+    APACHE_KAFKA_VERSION,
+    KRAFT_SETTINGS,
+    TEST_ONLY_SETTINGS,
+    as_environment,
+    replication_settings,
+)
+
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.kafka.yml"
 
 
@@ -37,6 +45,17 @@ def test_the_stack_has_postgres_kraft_kafka_and_two_kafka_mode_replicas() -> Non
         }
         assert "/readyz" in " ".join(replica["healthcheck"]["test"])
     assert len(ids) == 2
+
+
+def test_the_broker_is_the_apache_kafka_release_and_kraft_settings_the_tests_run() -> None:
+    """The compose file's broker is what tests/support/apache_kafka.py starts for a single
+    node (the listeners differ: containers name each other; test-only settings stay out)."""
+    kafka = _services()["kafka"]
+    assert kafka["image"] == f"apache/kafka:{APACHE_KAFKA_VERSION}"
+    environment = {name: str(value) for name, value in kafka["environment"].items()}
+    tested = as_environment({**KRAFT_SETTINGS, **replication_settings(1)})
+    assert {name: environment.get(name) for name in tested} == tested
+    assert not set(as_environment(TEST_ONLY_SETTINGS)) & set(environment)
 
 
 def test_every_service_has_a_healthcheck() -> None:

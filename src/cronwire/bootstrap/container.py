@@ -89,7 +89,7 @@ async def _kafka_link_resource(
     assert settings.kafka_bootstrap_servers is not None, "serve resolves the embedded broker"
     link = KafkaLink(
         settings.kafka_bootstrap_servers, settings.kafka_topic, settings.kafka_partitions,
-        on_change=metrics.set_broker_up,
+        replication_factor=settings.kafka_replication_factor, on_change=metrics.set_broker_up,
     )
     await link.start()
     try:

@@ -17,6 +17,14 @@ from cronwire.domain.errors import ConfigError
 T = TypeVar("T")
 
 
+def _host_ports(raw: str) -> str:
+    for server in raw.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise argparse.ArgumentTypeError(f"expected host:port[,host:port...], got {raw!r}")
+    return raw
+
+
 def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
     import dataclasses
     import importlib.util
@@ -32,11 +40,17 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
         parse_cron(args.cron)
     except InvalidCron as exc:
         raise ConfigError(f"--cron: {exc}") from None
+    if args.kafka_bootstrap is not None and args.mode != "kafka":
+        raise ConfigError("--kafka-bootstrap: only with --mode kafka")
     try:  # refuse what the replicas would refuse, before starting anything
         check_buildable(dataclasses.replace(
-            settings, claim_source=args.mode, roles=frozenset({"planner", "executor"})
+            settings, claim_source=args.mode, roles=frozenset({"planner", "executor"}),
+            kafka_bootstrap_servers=args.kafka_bootstrap,
         ))
     except ConfigError as exc:
+        if args.kafka_bootstrap:
+            reason = str(exc).removeprefix("SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: ")
+            raise ConfigError(f"--kafka-bootstrap: {reason}") from None
         raise ConfigError(f"--mode {args.mode}: {exc}") from None
     if args.compare and importlib.util.find_spec("pgqueuer") is None:
         raise ConfigError("--compare: pgqueuer is not installed; pip install 'cronwire[bench]'")
@@ -45,7 +59,7 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
         replicas=args.replicas, duration=args.duration, out=args.out, cron=args.cron,
         workers=args.workers, dsn=settings.database_url, sink_latency_ms=args.sink_latency_ms,
         sink_failure_rate=args.sink_failure_rate, compare=args.compare,
-        keep_data=args.keep_data,
+        keep_data=args.keep_data, kafka_bootstrap=args.kafka_bootstrap,
     )
     try:
         report = run_loadtest(plan)
@@ -113,6 +127,11 @@ def add_harness_commands(commands: argparse._SubParsersAction[Any]) -> None:
     )
     loadtest.add_argument("--mode", choices=["postgres", "kafka"], default="postgres",
                           help="the replicas' claim source (SCHEDULER_CLAIM_SOURCE)")
+    loadtest.add_argument("--kafka-bootstrap", type=_host_ports, default=None,
+                          metavar="HOST:PORT[,HOST:PORT...]",
+                          help="--mode kafka against a broker you run (any Kafka; a fresh "
+                          "topic and consumer group per run, left on the broker); by "
+                          "default the embedded broker")
     loadtest.add_argument("--scenario", choices=["burst", "steady"], default="steady",
                           help="burst: every schedule due once at one instant (--duration "
                           "ignored); steady: every schedule fires every second")

@@ -87,6 +87,12 @@ class Replica:
         return self.log_dir / f"{self.name}.{self.starts}.log"
 
     @property
+    def pid(self) -> int:
+        """The current process's id (AssertionError before the first start)."""
+        assert self.proc is not None, f"{self.name} was never started"
+        return self.proc.pid
+
+    @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 

@@ -28,6 +28,7 @@ class LoadTestPlan:
     sink_failure_rate: float = 0.0
     compare: bool = False
     keep_data: bool = False
+    kafka_bootstrap: str | None = None  # kafka mode on the user's broker, else the embedded one
 
     def warmup_seconds(self) -> float:
         """From seeding to the first instant: the replicas' planner must have written

@@ -40,10 +40,10 @@ def servers(plan: LoadTestPlan) -> Iterator[tuple[str, str | None]]:
         if admin_dsn is None:
             pg = EmbeddedPostgres(plan.out / "postgres")
             admin_dsn = pg.start()
-        if plan.mode == "kafka":
+        if plan.mode == "kafka" and plan.kafka_bootstrap is None:
             broker = EmbeddedBroker(plan.out / "broker.log")
             broker.start()
-        yield admin_dsn, broker.bootstrap if broker else None
+        yield admin_dsn, broker.bootstrap if broker else plan.kafka_bootstrap
     finally:
         if broker is not None:
             broker.stop()
@@ -103,9 +103,12 @@ def start_sink(plan: LoadTestPlan, name: str) -> SinkProcess:
 async def start_replicas(fleet: Fleet, plan: LoadTestPlan, dsn: str,
                          bootstrap: str | None) -> None:
     # The caller's SCHEDULER_DELIVERER is kept, so two deliverers can be compared.
+    # A topic and consumer group of this run's own: the broker may be the user's.
+    run = f"cronwire-loadtest-{dsn.rsplit('/', 1)[-1].split('?')[0]}" if bootstrap else None
     env = replica_env(dsn, keep={"SCHEDULER_DELIVERER"}, roles="planner,executor",
                       claim_source=plan.mode, executor_workers=plan.workers,
-                      kafka_bootstrap_servers=bootstrap)
+                      kafka_bootstrap_servers=bootstrap, kafka_topic=run,
+                      kafka_consumer_group=run)
     (plan.out / "replicas").mkdir(exist_ok=True)
     for index in range(plan.replicas):
         await fleet.add(f"replica-{index}", env).start(within=REPLICA_START_SECONDS)

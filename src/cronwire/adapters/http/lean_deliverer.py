@@ -32,7 +32,8 @@ from yarl import URL
 from cronwire.adapters.http.attempt_timer import AttemptTimer
 from cronwire.adapters.http.connection_pool import IdlePool, PoolKey
 from cronwire.adapters.http.guard import TargetGuard
-from cronwire.adapters.http.http1 import Answer, Connection, decoded, request_bytes
+from cronwire.adapters.http.http1 import Connection, decoded, request_bytes
+from cronwire.adapters.http.response_reader import Answer
 from cronwire.adapters.http.target_url import parse_target
 from cronwire.domain.delivery import (
     DeliveryRequest,

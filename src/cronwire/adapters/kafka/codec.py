@@ -30,3 +30,21 @@ def decode_key(value: bytes | None) -> RunKey | None:
     if version != _VERSION:
         return None
     return UUID(bytes=raw_id), _EPOCH + timedelta(microseconds=micros)
+
+
+MALFORMED, UNKNOWN_VERSION, OUT_OF_RANGE = "malformed", "unknown_version", "out_of_range"
+
+
+def read_run_key(value: bytes | None) -> RunKey | str:
+    """The run key a message carries, or why it cannot be read (MALFORMED,
+    UNKNOWN_VERSION, OUT_OF_RANGE). Total: anyone who can write to the topic can write
+    any bytes, so this never raises, whatever they are (ADR 0027)."""
+    if value is None or len(value) != _FORMAT.size:
+        return MALFORMED
+    if value[0] != _VERSION:
+        return UNKNOWN_VERSION
+    try:
+        key = decode_key(bytes(value))
+    except (OverflowError, ValueError):  # a time no datetime can hold
+        return OUT_OF_RANGE
+    return key if key is not None else MALFORMED

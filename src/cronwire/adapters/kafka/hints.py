@@ -16,7 +16,7 @@ happen there); the executor's claim only takes keys from the buffer and reports 
   a run, so a key delivered twice is only a claim that finds nothing;
 * a message is anyone's input: :func:`read_run_key` never raises, and a message it cannot
   read (malformed, an unknown version, a time out of range) is counted, skipped and its
-  offset committed with the keys around it, so no message can stop a replica (issue 22);
+  offset committed with the keys around it, so no message can stop a replica (ADR 0027);
 * the consumer task is supervised: a failure it did not expect is logged, the consumer is
   rebuilt after a pause, and ``consuming`` is False (``/readyz`` names it) meanwhile.
 """
@@ -26,39 +26,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
-from uuid import UUID
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
-from cronwire.adapters.kafka.codec import decode_key, encode_key
+from cronwire.adapters.kafka.codec import read_run_key
+from cronwire.adapters.kafka.key_buffer import KeyBuffer
 from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink, bounded
 from cronwire.ports import RunKey
 
 log = logging.getLogger(__name__)
 
-MALFORMED, UNKNOWN_VERSION, OUT_OF_RANGE = "malformed", "unknown_version", "out_of_range"
-# The wire format's size and version byte, as the codec writes them.
-_SAMPLE_KEY = encode_key(UUID(int=0), datetime(1970, 1, 1, tzinfo=UTC))
-_KEY_BYTES, _KEY_VERSION = len(_SAMPLE_KEY), _SAMPLE_KEY[0]
 RESTART_SECONDS = 1.0  # pause before a consumer task that failed is started again
-
-
-def read_run_key(value: bytes | None) -> RunKey | str:
-    """The run key a message carries, or why it cannot be read (MALFORMED,
-    UNKNOWN_VERSION, OUT_OF_RANGE). Total: never raises, whatever the bytes."""
-    if value is None or len(value) != _KEY_BYTES:
-        return MALFORMED
-    if value[0] != _KEY_VERSION:
-        return UNKNOWN_VERSION
-    try:
-        key = decode_key(bytes(value))
-    except (OverflowError, ValueError):  # a time no datetime can hold
-        return OUT_OF_RANGE
-    return key if key is not None else MALFORMED
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -89,19 +69,12 @@ class KafkaRunHints:
     ) -> None:
         self._link = link
         self._group = group
-        self._buffer_limit = max(1, buffer_limit)
+        self._keys = KeyBuffer(buffer_limit)
         self._poll_ms = poll_ms
         self._session_timeout_ms = session_timeout_ms
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._max_poll_interval_ms = max_poll_interval_ms
         self._client_id = client_id
-        # Per partition: (offset, key or None for an unreadable message), oldest first.
-        self._buffers: dict[TopicPartition, deque[tuple[int, RunKey | None]]] = {}
-        self._taken: dict[TopicPartition, int] = {}  # highest offset taken, not yet settled
-        self._settled: dict[TopicPartition, int] = {}  # next offsets to commit
-        # Keys still in the broker beyond what was fetched (high watermark - next offset),
-        # from the latest fetch of each partition.
-        self._behind: dict[TopicPartition, int] = {}
         self._rewind = False
         self._arrived = asyncio.Event()
         self._consumer: AIOKafkaConsumer | None = None
@@ -158,58 +131,31 @@ class KafkaRunHints:
 
     @property
     def buffered(self) -> int:
-        return sum(len(queue) for queue in self._buffers.values())
+        return self._keys.buffered
 
     @property
     def backlogged(self) -> bool:
-        """A partition's buffer is full (so it is paused) and at least as many keys again
-        wait in the broker behind it: its keys come faster than this replica claims them,
-        and whatever is behind them in the partition waits. A buffer full of keys that
-        are all here (the keys republished after a broker restart) is not a backlog: they
-        are worked through in a few claims."""
-        return any(len(queue) >= self._buffer_limit
-                   and self._behind.get(tp, 0) >= self._buffer_limit
-                   for tp, queue in self._buffers.items())
+        """See :attr:`KeyBuffer.backlogged`: this replica's keys come faster than it claims."""
+        return self._keys.backlogged
 
     def take(self, limit: int) -> list[RunKey]:
-        """Up to ``limit`` keys, one partition at a time in turn (oldest first within each
-        partition, so the offsets taken from a partition stay contiguous)."""
-        keys: list[RunKey] = []
-        taken = 0
-        while taken < limit and self._buffers:
-            for tp in list(self._buffers):
-                queue = self._buffers[tp]
-                if not queue:  # never expected (entries are queued only when read)
-                    del self._buffers[tp]
-                    continue
-                offset, key = queue.popleft()
-                taken += 1
-                self._taken[tp] = max(offset, self._taken.get(tp, -1))
-                if key is not None:
-                    keys.append(key)
-                if not queue:
-                    del self._buffers[tp]
-                if taken >= limit:
-                    break
-        if not self._buffers:
+        """Up to ``limit`` keys, one partition at a time in turn."""
+        keys = self._keys.take(limit)
+        if not self._keys:
             self._arrived.clear()
         return keys
 
     async def wait(self, seconds: float) -> None:
-        if self._buffers:
+        if self._keys:
             return
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._arrived.wait(), seconds)
 
     def acknowledge(self) -> None:
-        for tp, offset in self._taken.items():
-            self._settled[tp] = max(offset + 1, self._settled.get(tp, 0))
-        self._taken.clear()
+        self._keys.settle_taken()
 
     def rewind(self) -> None:
-        self._taken.clear()
-        self._buffers.clear()
-        self._behind.clear()
+        self._keys.drop_unsettled()
         self._arrived.clear()
         self._rewind = True
 
@@ -229,7 +175,7 @@ class KafkaRunHints:
                     if consumer.assignment():
                         await consumer.seek_to_committed()
                 self._flow(consumer)
-                batches = await self._fetch(consumer, self._buffer_limit)
+                batches = await self._fetch(consumer, self._keys.limit)
             except KAFKA_FAILURES as exc:
                 log.warning("kafka consumer: %s: %s", type(exc).__name__, exc)
                 self._link.suspect()
@@ -239,12 +185,11 @@ class KafkaRunHints:
                 if not messages:
                     continue
                 highwater = consumer.highwater(tp)
-                if highwater is not None:
-                    self._behind[tp] = max(0, highwater - (messages[-1].offset + 1))
+                behind = None if highwater is None else highwater - (messages[-1].offset + 1)
                 entries = [(message.offset, self._read(message.value)) for message in messages]
-                self._buffers.setdefault(tp, deque()).extend(entries)
+                self._keys.add(tp, entries, behind)
                 self.delivered += len(messages)
-            if self._buffers:
+            if self._keys:
                 self._arrived.set()
 
     def _read(self, value: bytes | None) -> RunKey | None:
@@ -277,8 +222,7 @@ class KafkaRunHints:
         assigned = consumer.assignment()
         if not assigned:
             return
-        full = {tp for tp in assigned
-                if len(self._buffers.get(tp, ())) >= self._buffer_limit}
+        full = {tp for tp in assigned if self._keys.full(tp)}
         if full:
             consumer.pause(*full)
         room = [tp for tp in consumer.paused() if tp not in full]
@@ -313,15 +257,17 @@ class KafkaRunHints:
 
     async def _commit(self) -> None:
         consumer = self._consumer
-        if consumer is None or not self._settled:
+        if consumer is None or not self._keys.has_settled():
             return
-        assigned = consumer.assignment()
-        offsets = {tp: offset for tp, offset in self._settled.items() if tp in assigned}
-        self._settled.clear()
+        offsets = self._keys.pop_settled(consumer.assignment())
         if not offsets:
             return
         try:
-            await consumer.commit(offsets)
+            # Bounded: aiokafka's commit looks for a coordinator for as long as it takes,
+            # and with the broker gone that is for ever — this task would never reach its
+            # next consumer when the broker returns (seen on a restarted Apache Kafka).
+            async with asyncio.timeout(self._session_timeout_ms / 1000 + 5.0):
+                await consumer.commit(offsets)
         except KAFKA_FAILURES as exc:
             # A rebalance moved the partition on: its new owner re-reads those keys, and
             # the claim finds their runs leased or finished. Nothing is lost.
@@ -329,19 +275,13 @@ class KafkaRunHints:
 
     async def _revoked(self, revoked: set[TopicPartition]) -> None:
         await self._commit()
-        for tp in revoked:
-            self._buffers.pop(tp, None)
-            self._taken.pop(tp, None)
-            self._settled.pop(tp, None)
-            self._behind.pop(tp, None)
-        if not self._buffers:
+        self._keys.drop(revoked)
+        if not self._keys:
             self._arrived.clear()
 
     async def _stop_consumer(self) -> None:
         consumer, self._consumer = self._consumer, None
-        self._buffers.clear()
-        self._taken.clear()
-        self._settled.clear()
+        self._keys.clear()
         self._arrived.clear()
         if consumer is not None:
             await bounded(consumer.stop(), 5.0)

@@ -1,8 +1,11 @@
 """KafkaLink: one replica's view of the broker — reachable or not — and the topic.
 
-It creates the topic (``SCHEDULER_KAFKA_PARTITIONS``) before any client of ours asks for
-its metadata: some brokers (tansu) create an unknown topic on a metadata request, with
-their own default partition count. It then probes the broker every ``probe_seconds``:
+It finds or creates the topic (``topic``: partitions, replication factor)
+before any client of ours asks for its metadata: some brokers (tansu) create an unknown
+topic on a metadata request, with their own default partition count; a topic that is
+missing and that the broker refuses to create is a start-up error naming why. It asks
+the broker whether it grants producer ids (``capabilities``: the publisher is idempotent
+only then). It then probes the broker every ``probe_seconds``:
 
 * probe fails -> down: listeners close their clients (a client left reconnecting would
   re-create a lost topic with the broker's defaults the moment the broker returns), the
@@ -21,55 +24,23 @@ import socket
 import time
 from collections.abc import Awaitable, Callable
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError
+from aiokafka.admin import AIOKafkaAdminClient
 
-from cronwire.domain.errors import BrokerError
+from cronwire.adapters.kafka.calls import KAFKA_FAILURES, bounded, finish_lingering
+from cronwire.adapters.kafka.capabilities import grants_producer_ids
+from cronwire.adapters.kafka.metadata import MetadataProbe
+from cronwire.adapters.kafka.topic import (
+    TopicLayout,
+    TopicRefused,
+    create_topic,
+    existing_layout,
+    partitions_in,
+    replication_factor_for,
+)
+from cronwire.domain.errors import BrokerError, ConfigError
 
 log = logging.getLogger(__name__)
-TOPIC_ALREADY_EXISTS = 36
-KAFKA_FAILURES = (KafkaError, OSError, TimeoutError, AssertionError)
-_LINGERING: set[asyncio.Future[object]] = set()
-
-
-def _settle_lingering(task: asyncio.Future[object]) -> None:
-    _LINGERING.discard(task)
-    if not task.cancelled():
-        task.exception()  # retrieved: a late failure of a background stop is expected
-
-
-async def finish_lingering(seconds: float) -> None:
-    """Give client calls that outlived their bound ``seconds`` more to end (so their
-    connections close), then cancel what is still running."""
-    loop = asyncio.get_running_loop()
-    mine = {task for task in _LINGERING if task.get_loop() is loop}
-    if not mine:
-        return
-    _, pending = await asyncio.wait(mine, timeout=seconds)
-    for task in pending:
-        task.cancel()
-
-
-async def bounded(awaitable: Awaitable[object], seconds: float) -> None:
-    """Await a client's start/stop/close for at most ``seconds``, swallowing its failure.
-    One that outlives the bound is left to end in the background: aiokafka's stop can wait
-    on a dead coordinator, and waiting for it (or for its cancellation, as
-    ``asyncio.wait_for`` does) would stall the caller — the link's probe loop included."""
-    task = asyncio.ensure_future(awaitable)
-    done, _ = await asyncio.wait({task}, timeout=seconds)
-    if not done:
-        # Not cancelled: a stop interrupted half-way leaves its connections open. It goes on
-        # in the background; KafkaLink.close() waits a bounded time for what is left.
-        _LINGERING.add(task)
-        task.add_done_callback(_settle_lingering)
-        log.info("a kafka client call did not finish within %ss; left to the background", seconds)
-        return
-    if not task.cancelled() and task.exception() is not None:
-        exc = task.exception()
-        if not isinstance(exc, KAFKA_FAILURES):
-            log.warning("kafka client call failed: %r", exc)
-
-
+__all__ = ["KAFKA_FAILURES", "KafkaLink", "bounded", "finish_lingering", "unreachable_servers"]
 class KafkaLink:
     def __init__(
         self,
@@ -77,13 +48,18 @@ class KafkaLink:
         topic: str,
         partitions: int,
         *,
+        replication_factor: int | None = None,
         probe_seconds: float = 1.0,
         request_timeout_ms: int = 5000,
         on_change: Callable[[bool], None] | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self._probe = MetadataProbe(bootstrap, request_timeout_ms)
         self.topic = topic
         self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.layout: TopicLayout | None = None  # the topic as found or created, latest join
+        self.idempotent = False  # the broker granted a producer id at the latest join
         self.request_timeout_ms = request_timeout_ms
         self._probe_seconds = probe_seconds
         self._on_change = on_change
@@ -116,17 +92,20 @@ class KafkaLink:
         return self._up
 
     async def start(self, within: float = 15.0) -> None:
-        """Reach the broker and create the topic if missing; BrokerError after ``within`` s."""
+        """Reach the broker and create the topic if missing; BrokerError after ``within`` s,
+        ConfigError at once if the topic is missing and the broker refuses to create it."""
         deadline = asyncio.get_running_loop().time() + within
         while True:
             try:
                 await self._ensure_topic()
                 break
+            except TopicRefused as refused:
+                raise ConfigError(f"SCHEDULER_KAFKA_TOPIC: {refused}") from refused
             except BrokerError:
                 if asyncio.get_running_loop().time() >= deadline:
                     raise
                 await asyncio.sleep(0.5)
-        self._set_up(True, new_generation=True)
+        await self._join()
         self._task = asyncio.create_task(self._watch(), name="kafka-link")
 
     async def close(self) -> None:
@@ -150,10 +129,10 @@ class KafkaLink:
                     log.warning("kafka topic %s is gone (broker restarted?); creating it again",
                                 self.topic)
                     await self._ensure_topic()
-                    self._set_up(True, new_generation=True)
+                    await self._join()
                 elif not self._up:
                     log.info("kafka broker %s is back; resuming kafka claims", self.bootstrap)
-                    self._set_up(True, new_generation=True)
+                    await self._join()
             except BrokerError as exc:
                 if self._up:
                     log.warning("kafka broker %s lost (%s); claiming by sweeper only",
@@ -161,6 +140,17 @@ class KafkaLink:
                     self._set_up(False)
                     for listener in self._down_listeners:
                         await bounded(listener(), 6.0)
+
+    async def _join(self) -> None:
+        """A new generation: clients start afresh, idempotent if the broker allows it.
+        A broker that granted a producer id once is not asked again: a restarted Apache
+        Kafka answers COORDINATOR_NOT_AVAILABLE for seconds, and waiting for it here
+        would hold back the consumer too (the producer's own start waits for its id,
+        within the publisher's bound)."""
+        if not self.idempotent:
+            self.idempotent = await grants_producer_ids(
+                self.bootstrap, request_timeout_ms=self.request_timeout_ms)
+        self._set_up(True, new_generation=True)
 
     def _set_up(self, up: bool, *, new_generation: bool = False) -> None:
         if new_generation:
@@ -174,58 +164,39 @@ class KafkaLink:
         if changed and self._on_change is not None:
             self._on_change(up)
 
-    def _admin(self) -> AIOKafkaAdminClient:
-        return AIOKafkaAdminClient(
-            bootstrap_servers=self.bootstrap, client_id="cronwire-admin",
-            request_timeout_ms=self.request_timeout_ms,
-        )
-
     async def _describe(self) -> int | None:
-        """Partitions of the topic, None if it does not exist. Asks for every topic (never
-        for ours by name), because a metadata request naming it may create it."""
-        admin = self._admin()
-        try:
-            async with asyncio.timeout(self.request_timeout_ms / 1000):
-                await admin.start()
-                topics = await admin.describe_topics()
-        except KAFKA_FAILURES as exc:
-            raise BrokerError(f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            await bounded(admin.close(), 3.0)
-        for topic in topics:
-            if topic.get("topic") == self.topic and topic.get("error_code", 0) == 0:
-                return len(topic.get("partitions") or [])
-        return None
+        """Partitions of the topic, None if it does not exist."""
+        return partitions_in(await self._probe.fetch(), self.topic)
 
     async def _ensure_topic(self) -> None:
-        admin = self._admin()
+        """Find the topic, or create it with a replication factor the cluster can hold."""
+        for _ in range(2):  # again once if another replica created it meanwhile
+            metadata = await self._probe.fetch()
+            found = partitions_in(metadata, self.topic)
+            if found is not None:
+                self.layout = existing_layout(self.topic, found, self.partitions)
+                return
+            factor = replication_factor_for(self.replication_factor,
+                                            len(metadata.get("brokers") or []))
+            created = await self._create(factor)
+            if created is not None:
+                self.layout = created
+                return
+        raise BrokerError(f"kafka topic {self.topic} was created elsewhere but is not listed")
+
+    async def _create(self, factor: int) -> TopicLayout | None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=self._probe.servers,
+                                    client_id="cronwire-admin",
+                                    request_timeout_ms=self.request_timeout_ms)
         try:
-            async with asyncio.timeout(self.request_timeout_ms / 1000):
+            async with asyncio.timeout(2 * self.request_timeout_ms / 1000):
                 await admin.start()
-                response = await admin.create_topics(
-                    [NewTopic(self.topic, num_partitions=self.partitions, replication_factor=1)]
-                )
+                return await create_topic(admin, self.topic, self.partitions, factor)
         except KAFKA_FAILURES as exc:
-            raise BrokerError(
-                f"cannot reach a Kafka broker at {self.bootstrap}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise BrokerError(f"creating kafka topic {self.topic}: {type(exc).__name__}: "
+                              f"{exc}") from exc
         finally:
             await bounded(admin.close(), 3.0)
-        for topic, code, message in _topic_errors(response):
-            if code not in (0, TOPIC_ALREADY_EXISTS):
-                raise BrokerError(f"creating topic {topic} failed: error {code}: {message}")
-            if code == 0:
-                log.info("created kafka topic %s with %d partitions", topic, self.partitions)
-
-
-def _topic_errors(response: object) -> list[tuple[str, int, str | None]]:
-    errors = getattr(response, "topic_errors", None) or []
-    out = []
-    for entry in errors:
-        topic, code = entry[0], entry[1]
-        message = entry[2] if len(entry) > 2 else None
-        out.append((str(topic), int(code), message))
-    return out
 
 
 def unreachable_servers(bootstrap: str, within: float) -> list[str]:

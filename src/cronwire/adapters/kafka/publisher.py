@@ -1,8 +1,20 @@
-"""KafkaRunPublisher: run keys to the topic, keyed by tenant_id, in record batches, acks=all.
+"""KafkaRunPublisher: run keys to the topic, keyed by tenant_id, in record batches.
 
-Idempotence is off on purpose: a duplicated key is harmless (the claim re-checks the run
-in Postgres) and tansu refuses the idempotent producer's InitProducerId. The producer is
-created per link generation and closed while the broker is down.
+Settings for a real cluster (ADR 0031):
+
+* ``acks=all``: a key counts as published once every in-sync replica has it (with the
+  topic's ``min.insync.replicas``), so a leader that dies right after acknowledging
+  does not take the key with it;
+* idempotent where the broker grants producer ids (``KafkaLink.idempotent``, asked of
+  the broker at each link generation): a retried batch is not written twice. tansu
+  grants none, so there the producer is plain — a duplicated key is harmless anyway
+  (the claim re-checks the run in Postgres);
+* bounded: aiokafka retries a batch (``retry_backoff_ms`` apart, after a metadata
+  refresh: a leader election) until its ``request_timeout_ms`` runs out, and the whole
+  publish is bounded by ``send_timeout_seconds`` (the delivery timeout). Keys not
+  acknowledged by then stay unpublished in the outbox and are sent again next round.
+
+The producer is created per link generation and closed while the broker is down.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from cronwire.domain.errors import BrokerError
 from cronwire.ports import RunKey
 
 log = logging.getLogger(__name__)
+RETRY_BACKOFF_MS = 100  # between tries of a batch; a leader election takes longer
 
 
 class KafkaRunPublisher:
@@ -35,6 +48,7 @@ class KafkaRunPublisher:
         self._max_batch_bytes = max_batch_bytes
         self._producer: AIOKafkaProducer | None = None
         self._generation = 0
+        self._idempotent = False
         self._lock = asyncio.Lock()
         self._partitioner = DefaultPartitioner()
         link.on_down(self._drop_producer)
@@ -42,6 +56,12 @@ class KafkaRunPublisher:
     @property
     def healthy(self) -> bool:
         return self._link.healthy
+
+    @property
+    def idempotent(self) -> bool:
+        """The running producer is idempotent (False while none runs)."""
+        return self._producer is not None and self._idempotent
+
 
     async def publish(self, runs: Sequence[tuple[UUID, datetime, UUID]]) -> list[RunKey]:
         """Send every run's key; the keys the broker acknowledged (in ``runs``' order)."""
@@ -114,11 +134,12 @@ class KafkaRunPublisher:
             await self._stop(self._producer)
             producer = AIOKafkaProducer(
                 bootstrap_servers=self._link.bootstrap, client_id="cronwire-publisher",
-                acks="all", enable_idempotence=False, linger_ms=self._linger_ms,
-                max_batch_size=self._max_batch_bytes,
-                request_timeout_ms=self._link.request_timeout_ms,
+                acks="all", enable_idempotence=self._link.idempotent,
+                linger_ms=self._linger_ms, max_batch_size=self._max_batch_bytes,
+                request_timeout_ms=self._link.request_timeout_ms, retry_backoff_ms=RETRY_BACKOFF_MS,
             )
             self._producer, self._generation = None, self._link.generation
+            self._idempotent = self._link.idempotent
             try:
                 await producer.start()
             except BaseException:

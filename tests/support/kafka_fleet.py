@@ -1,0 +1,89 @@
+"""Kafka-mode fleets of real ``cronwire serve`` processes, for the chaos tests: settings,
+seeding in waves of many tenants, waiting for the consumer group to settle, and the
+fleet's claim counters by source."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import asyncpg
+
+from cronwire.harness.seeding import non_terminal, seed_due_runs, seed_schedule, seed_tenant
+from tests.support.replicas import Replica
+
+PARTITIONS = 6
+_ASSIGNED = re.compile(r"kafka partitions assigned: ([0-9,]*|none)")
+
+
+def kafka_settings(bootstrap: str, topic: str, **more: Any) -> dict[str, Any]:
+    return dict(claim_source="kafka", kafka_bootstrap_servers=bootstrap, kafka_topic=topic,
+                kafka_consumer_group=f"group-{topic}", kafka_partitions=PARTITIONS, **more)
+
+
+def new_topic() -> str:
+    return f"runs-{uuid.uuid4().hex[:10]}"
+
+
+async def until(check: Callable[[], Awaitable[bool]], within: float) -> None:
+    async with asyncio.timeout(within):
+        while not await check():  # noqa: ASYNC110 - processes and databases have no event
+            await asyncio.sleep(0.1)
+
+
+async def seed(pool: asyncpg.Pool, url: str, count: int, tenants: int, first: int = 0) -> None:
+    async with pool.acquire() as conn:
+        for n in range(tenants):
+            schedule = await seed_schedule(conn, await seed_tenant(conn, f"t{n}"), url)
+            await seed_due_runs(conn, schedule, count // tenants, first=first)
+
+
+async def settled(pool: asyncpg.Pool, within: float) -> None:
+    async def done() -> bool:
+        return await non_terminal(pool) == 0
+
+    await until(done, within)
+
+
+async def group_stable(replicas: list[Replica], within: float = 60.0) -> None:
+    """Every replica's latest assignment is non-empty and together they hold every
+    partition once (so a seeded key is consumed at once, not after a rebalance)."""
+
+    async def stable() -> bool:
+        held: list[int] = []
+        for replica in replicas:
+            found = _ASSIGNED.findall(replica.log())
+            if not found or found[-1] in ("", "none"):
+                return False
+            held.extend(int(p) for p in found[-1].split(","))
+        return sorted(held) == list(range(PARTITIONS))
+
+    await until(stable, within)
+
+
+async def claims_by_source(replicas: list[Replica]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for replica in replicas:
+        if not replica.running:
+            continue
+        for name, value in (await replica.metrics()).items():
+            match = re.fullmatch(r'scheduler_claims_total\{source="(\w+)"\}', name)
+            if match:
+                totals[match[1]] = totals.get(match[1], 0) + value
+    return totals
+
+
+async def readyz(replica: Replica) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession() as session, session.get(
+        f"{replica.base_url}/readyz", timeout=aiohttp.ClientTimeout(total=5)
+    ) as response:
+        return response.status, await response.json()
+
+
+def report(name: str, **figures: object) -> None:
+    print(f"{name}: {json.dumps(figures, sort_keys=True)}")
