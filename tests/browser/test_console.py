@@ -11,6 +11,7 @@ from playwright.async_api import expect
 
 from cronwire.harness.sink import Reply, by_attempt
 from tests.support.browser import Console, needs_chromium
+from tests.support.polling import wait_until
 
 pytestmark = [needs_chromium, pytest.mark.asyncio(loop_scope="module")]
 
@@ -279,7 +280,8 @@ async def test_runs_stay_newest_first_while_they_arrive_and_outlive_their_schedu
     await expect(page.locator("ol.preview li")).to_have_count(10)
     first_fire = await page.locator("ol.preview li .utc").first.inner_text()
     await expect(page.locator("#next-fire-utc")).to_have_text(first_fire)
-    await expect(page.locator("dl.facts")).to_contain_text("Planned up to (UTC)")
+    await expect(page.locator("dl.facts:not(#stats-facts)").first).to_contain_text(
+        "Planned up to (UTC)")
 
     when = page.locator("tr[data-run-id] td[data-label='Scheduled for (UTC)']")
     await expect(when.first).to_be_visible(timeout=30_000)
@@ -310,4 +312,39 @@ async def test_runs_stay_newest_first_while_they_arrive_and_outlive_their_schedu
     await expect(page.locator("tr[data-run-id]").first).to_be_visible()
     assert unexpected_errors(console) == [f for f in unexpected_errors(console)
                                           if "404 (Not Found)" in f]  # the schedule's own 404
+    assert console.watched.external_requests == []
+
+
+async def test_schedule_page_shows_stats_and_explains_an_instant(console: Console) -> None:
+    page = console.page
+    created = await console.api("POST", "/v1/schedules", {
+        "name": "wall-clock-0230", "cron": "30 2 * * *", "timezone": "Europe/Berlin",
+        "target": {"url": console.sink.url}})
+    run = await console.api("POST", f"/v1/schedules/{created['id']}/trigger")
+
+    async def delivered() -> bool:
+        found = await console.api("GET", f"/v1/runs/{run['id']}")
+        return bool(found["status"] == "succeeded")
+
+    await wait_until(delivered, within=60)
+    await console.sign_in()
+    await page.get_by_role("link", name="wall-clock-0230", exact=True).click()
+    stats = page.locator("#stats-facts")
+    await expect(stats).to_contain_text("Succeeded1")
+    await expect(stats).to_contain_text("Success rate100.0 %")
+    await expect(stats).to_contain_text("0 overlap, 0 misfire")
+    await page.get_by_label("Stats window").select_option("1h")
+    await expect(stats).to_contain_text("Runs1")
+
+    # 01:00 CET on the spring-forward day: 02:30 does not exist, 03:00 CEST fires instead.
+    await page.get_by_role("textbox", name="Instant").fill("2027-03-28T00:00:00Z")
+    await page.get_by_role("button", name="Explain").click()
+    result = page.locator("#explain-result")
+    await expect(result.locator(".badge")).to_have_text("not_planned_yet")
+    await expect(result).to_contain_text("DST moved it: 02:30 did not exist on 2027-03-28")
+    await expect(result).to_contain_text("2027-03-28 01:00:00")
+    await page.get_by_role("textbox", name="Instant").fill("next tuesday")
+    await page.get_by_role("button", name="Explain").click()
+    await expect(result.locator(".error")).to_contain_text("at")
+    assert [e for e in unexpected_errors(console) if "422" not in e] == []
     assert console.watched.external_requests == []

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.brokers import APACHE, APACHE_CLUSTER
 
-# -- running in parallel (pytest-xdist, `-n` in pyproject's addopts; ADR 0041) -------
+# -- running in parallel (pytest-xdist, `-n` in pyproject's addopts; ADR 0037) -------
 
 
 def _apache_group(item: pytest.Item) -> str | None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronwire.api.schemas import RetryIn, ScheduleCreate, TargetIn
+from cronwire.api.schemas import AlertsIn, RetryIn, ScheduleCreate, TargetIn
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.history import RunDetail, RunView
 from cronwire.domain.model import RetryPolicy, ScheduleStatus, Target
@@ -27,12 +28,24 @@ def retry_from(given: RetryIn) -> RetryPolicy:
                        given.max_backoff_seconds)
 
 
+def alerts_from(given: AlertsIn | None) -> AlertRules:
+    if given is None:
+        return AlertRules()
+    return AlertRules(given.after_failures, given.late_after_seconds, given.max_duration_ms)
+
+
+def alerts_out(rules: AlertRules) -> dict[str, Any]:
+    return {"after_failures": rules.after_failures,
+            "late_after_seconds": rules.late_after_seconds,
+            "max_duration_ms": rules.max_duration_ms}
+
+
 def spec_from(body: ScheduleCreate) -> ScheduleSpec:
     return ScheduleSpec(
         name=body.name, cron=body.cron, timezone=body.timezone, target=target_from(body.target),
         retry=retry_from(body.retry), misfire_policy=parse_misfire_policy(body.misfire_policy),
         catchup_window_seconds=body.catchup_window_seconds, starts_at=body.starts_at,
-        ends_at=body.ends_at,
+        ends_at=body.ends_at, alerts=alerts_from(body.alerts),
     )
 
 
@@ -50,6 +63,7 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
         "next_fire_at": record.next_fire_at, "last_fire_at": record.last_fire_at,
         "previous_secret_expires_at": record.previous_secret_expires_at,
         "created_at": record.created_at, "updated_at": record.updated_at,
+        "alerts": alerts_out(spec.alerts),
     }
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cronwire.api.schemas import RetryPatch, SchedulePatch, TargetPatch
+from cronwire.api.schemas import AlertsIn, RetryPatch, SchedulePatch, TargetPatch
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.errors import RuleViolation
 from cronwire.domain.model import RetryPolicy, Target
 from cronwire.domain.schedule_rules import parse_misfire_policy
 from cronwire.domain.schedules import ScheduleSpec
 
-NULLABLE = frozenset({"starts_at", "ends_at"})
+NULLABLE = frozenset({"starts_at", "ends_at", "alerts"})
 DEFAULT_METHOD = "POST"
 
 
@@ -36,6 +37,8 @@ def patched_spec(spec: ScheduleSpec, patch: SchedulePatch) -> ScheduleSpec:
             value = _patched_retry(spec.retry, value)
         elif name == "misfire_policy":
             value = parse_misfire_policy(value)
+        elif name == "alerts":
+            value = _patched_alerts(spec.alerts, value)
         changes[name] = value
     return spec.with_changes(changes)
 
@@ -83,3 +86,10 @@ def _patched_retry(retry: RetryPolicy, patch: RetryPatch) -> RetryPolicy:
         value = getattr(patch, name)
         values[name] = getattr(defaults, name) if value is None else value
     return replace(retry, **values)
+
+
+def _patched_alerts(rules: AlertRules, patch: AlertsIn | None) -> AlertRules:
+    """Rule by rule: a rule present replaces (null removes it); null removes them all."""
+    if patch is None:
+        return AlertRules()
+    return replace(rules, **{name: getattr(patch, name) for name in patch.model_fields_set})

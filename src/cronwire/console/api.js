@@ -79,6 +79,10 @@ export const api = {
   rotateSecret: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/rotate-secret`),
   preview: (scheduleId, count) =>
     call("GET", `/v1/schedules/${id(scheduleId)}/preview`, { query: { count } }),
+  stats: (scheduleId, window) =>
+    call("GET", `/v1/schedules/${id(scheduleId)}/stats`, { query: { window } }),
+  explain: (scheduleId, at) =>
+    call("GET", `/v1/schedules/${id(scheduleId)}/explain`, { query: { at } }),
   listRuns: (query) => call("GET", "/v1/runs", { query }),
   getRun: (runId) => call("GET", `/v1/runs/${id(runId)}`),
 };

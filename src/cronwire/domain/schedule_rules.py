@@ -75,6 +75,7 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime) -> Sc
     if spec.starts_at is not None and spec.ends_at is not None:
         if not spec.starts_at < spec.ends_at:
             raise RuleViolation("ends_at", "must be later than starts_at")
+    spec.alerts.checked()
     gap = min_gap_seconds(spec.cron, spec.timezone, now)
     if gap < limits.min_interval_seconds:
         raise LimitExceeded(

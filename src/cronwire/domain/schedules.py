@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.model import MisfirePolicy, RetryPolicy, ScheduleStatus, Target
 
 DEFAULT_CATCHUP_WINDOW_SECONDS = 3600
@@ -21,7 +22,7 @@ TIMING_FIELDS = frozenset({"cron", "timezone", "starts_at", "ends_at"})
 # Fields a PATCH may carry (pause/resume have their own routes).
 EDITABLE_FIELDS = frozenset(
     {"name", "cron", "timezone", "target", "retry", "misfire_policy",
-     "catchup_window_seconds", "starts_at", "ends_at"}
+     "catchup_window_seconds", "starts_at", "ends_at", "alerts"}
 )
 
 
@@ -51,6 +52,7 @@ class ScheduleSpec:
     catchup_window_seconds: int = DEFAULT_CATCHUP_WINDOW_SECONDS
     starts_at: datetime | None = None
     ends_at: datetime | None = None
+    alerts: AlertRules = field(default_factory=AlertRules)
 
     def with_changes(self, changes: dict[str, Any]) -> ScheduleSpec:
         """A copy with the PATCHed fields replaced (unknown names raise KeyError)."""

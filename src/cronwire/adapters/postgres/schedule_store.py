@@ -15,6 +15,7 @@ import asyncpg
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.run_history import run_view
 from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import (
     retry_from_document,
     retry_to_document,
@@ -36,6 +37,11 @@ Q = queries()
 NIL_ID = uuid.UUID(int=0)
 # A manual instant collides only with another manual trigger in the same microsecond.
 MANUAL_INSERT_TRIES = 5
+
+
+def _alert_columns(spec: ScheduleSpec) -> list[object]:
+    rules = spec.alerts
+    return [rules.after_failures, rules.late_after_seconds, rules.max_duration_ms]
 
 
 def _spec_columns(spec: ScheduleSpec) -> list[object]:
@@ -69,6 +75,8 @@ def _record(row: asyncpg.Record) -> ScheduleRecord:
         catchup_window_seconds=row["catchup_window_seconds"],
         starts_at=row["starts_at"],
         ends_at=row["ends_at"],
+        alerts=AlertRules(row["alert_after_failures"], row["alert_late_after_seconds"],
+                          row["alert_max_duration_ms"]),
     )
     return ScheduleRecord(
         id=row["id"], tenant_id=row["tenant_id"], spec=spec,
@@ -124,7 +132,7 @@ class PostgresScheduleStore:
                 row = await conn.fetchrow(
                     Q["schedule_insert"], uuid.uuid4(), tenant_id, *_spec_columns(spec),
                     status.value, next_fire_after(spec, tenant["db_now"]), spec.starts_at,
-                    spec.ends_at, signing_secret,
+                    spec.ends_at, signing_secret, *_alert_columns(spec),
                 )
         return _record(_found(row, tenant_id, "tenant"))
 
@@ -165,6 +173,7 @@ class PostgresScheduleStore:
                 updated = await conn.fetchrow(
                     Q["schedule_update"], tenant_id, schedule_id, *_spec_columns(spec),
                     spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
+                    *_alert_columns(spec),
                 )
         return _record(_found(updated, schedule_id))
 

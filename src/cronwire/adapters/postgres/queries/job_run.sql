@@ -186,6 +186,10 @@ RETURNING j.id
 -- of it, whoever made that claim. A retry of a run whose schedule was deleted while it
 -- ran (cancel_requested) ends it 'cancelled' instead: no attempt starts after a delete.
 -- Returns each landed id with the status written.
+-- The same statement decides the alert transitions of the schedules whose runs ended
+-- here (issue 26, ADR 0036): only schedules with an alert rule are read and locked (in id
+-- order, so two batches sharing schedules queue instead of deadlocking); a schedule with
+-- no rule costs one primary-key probe that matches nothing.
 WITH outcome AS (
     SELECT *
       FROM unnest($2::uuid[], $3::timestamptz[], $4::text[], $5::integer[], $6::float8[],
@@ -208,12 +212,14 @@ landed AS (
            last_status_code = o.status_code,
            last_error       = o.error,
            published_at     = NULL,  -- kafka mode: a retry is published again when due
+           last_duration_ms = COALESCE(o.duration_ms, j.last_duration_ms),
            updated_at       = now()
       FROM outcome o
      WHERE j.id = o.id AND j.scheduled_for = o.scheduled_for
        AND j.claimed_by = $1 AND j.status = 'running' AND j.attempt_count = o.attempt_count
        AND j.lease_generation = o.generation
-    RETURNING j.id, j.scheduled_for, j.status
+    RETURNING j.id, j.scheduled_for, j.status, j.schedule_id, j.last_duration_ms,
+              j.last_status_code, j.last_error
 ),
 evidence AS (
     INSERT INTO job_run_attempt (run_id, scheduled_for, tenant_id, attempt, started_at,
@@ -225,6 +231,91 @@ evidence AS (
       JOIN landed l ON l.id = o.id AND l.scheduled_for = o.scheduled_for
      WHERE o.started_at IS NOT NULL
     ON CONFLICT DO NOTHING
+),
+ended AS (
+    SELECT * FROM landed WHERE status IN ('succeeded', 'failed')
+),
+watched AS (
+    SELECT s.id, s.tenant_id, s.name, s.alert_after_failures, s.alert_max_duration_ms,
+           s.alert_failures, s.alert_failing, s.alert_slow
+      FROM schedule s
+     WHERE s.id = ANY (ARRAY(SELECT DISTINCT schedule_id FROM ended))
+       AND (s.alert_after_failures IS NOT NULL OR s.alert_max_duration_ms IS NOT NULL)
+     ORDER BY s.id
+       FOR UPDATE
+),
+batch AS (
+    -- Per schedule, in occurrence order: its latest success in this batch and the
+    -- failures after it (consecutive failures continue the stored count only when the
+    -- batch has no success).
+    SELECT e.schedule_id,
+           max(e.scheduled_for) FILTER (WHERE e.status = 'succeeded') AS success_at,
+           (array_agg(e.id ORDER BY e.scheduled_for DESC)
+               FILTER (WHERE e.status = 'succeeded'))[1] AS success_run,
+           (array_agg(e.last_duration_ms ORDER BY e.scheduled_for DESC)
+               FILTER (WHERE e.status = 'succeeded'))[1] AS success_ms,
+           (array_agg(e.id ORDER BY e.last_duration_ms DESC NULLS LAST)
+               FILTER (WHERE e.status = 'succeeded'))[1] AS slowest_run,
+           max(e.last_duration_ms) FILTER (WHERE e.status = 'succeeded') AS slowest_ms,
+           (array_agg(e.id ORDER BY e.scheduled_for DESC)
+               FILTER (WHERE e.status = 'failed'))[1] AS failed_run,
+           (array_agg(e.last_status_code ORDER BY e.scheduled_for DESC)
+               FILTER (WHERE e.status = 'failed'))[1] AS failed_code,
+           (array_agg(e.last_error ORDER BY e.scheduled_for DESC)
+               FILTER (WHERE e.status = 'failed'))[1] AS failed_error
+      FROM ended e
+     WHERE e.schedule_id IN (SELECT id FROM watched)
+     GROUP BY e.schedule_id
+),
+next_state AS (
+    SELECT w.*, b.*, f.failures,
+           w.alert_after_failures IS NOT NULL AND f.failures >= w.alert_after_failures
+               AS failing_now,
+           CASE WHEN w.alert_max_duration_ms IS NULL OR b.success_at IS NULL THEN w.alert_slow
+                ELSE b.success_ms > w.alert_max_duration_ms END AS slow_now
+      FROM watched w
+      JOIN batch b ON b.schedule_id = w.id
+     CROSS JOIN LATERAL (
+        SELECT CASE WHEN b.success_at IS NULL THEN w.alert_failures ELSE 0 END
+               + (SELECT count(*) FROM ended e
+                   WHERE e.schedule_id = w.id AND e.status = 'failed'
+                     AND e.scheduled_for > COALESCE(b.success_at, '-infinity'))::integer
+               AS failures) f
+),
+alert_state AS (
+    UPDATE schedule s
+       SET alert_failures = n.failures, alert_failing = n.failing_now, alert_slow = n.slow_now
+      FROM next_state n
+     WHERE s.id = n.id
+       AND (s.alert_failures, s.alert_failing, s.alert_slow)
+           IS DISTINCT FROM (n.failures, n.failing_now, n.slow_now)
+),
+alert_events AS (
+    -- Once per transition: recovered (a success while failing), failing (the count
+    -- reached the rule, from not failing or after a recovery in this same batch), slow
+    -- (a success over the rule while not already slow).
+    INSERT INTO alert_event (id, tenant_id, schedule_id, schedule_name, type, run_id, detail,
+                             status)
+    SELECT gen_random_uuid(), n.tenant_id, n.id, n.name, e.type, e.run_id, e.detail,
+           CASE WHEN e.type = ANY (d.events) THEN 'pending' ELSE 'undelivered' END
+      FROM next_state n
+     CROSS JOIN LATERAL (VALUES
+        (1, 'schedule.recovered', n.alert_failing AND n.success_at IS NOT NULL, n.success_run,
+         jsonb_build_object('after_failures', n.alert_after_failures)),
+        (2, 'schedule.failing',
+         n.failing_now AND (NOT n.alert_failing OR n.success_at IS NOT NULL), n.failed_run,
+         jsonb_build_object('consecutive_failures', n.failures,
+                            'after_failures', n.alert_after_failures,
+                            'last_status_code', n.failed_code, 'last_error', n.failed_error)),
+        (3, 'schedule.slow',
+         n.alert_max_duration_ms IS NOT NULL AND NOT n.alert_slow
+             AND n.slowest_ms > n.alert_max_duration_ms, n.slowest_run,
+         jsonb_build_object('duration_ms', n.slowest_ms,
+                            'max_duration_ms', n.alert_max_duration_ms))
+     ) AS e(ord, type, fires, run_id, detail)
+      LEFT JOIN tenant_alert_destination d ON d.tenant_id = n.tenant_id
+     WHERE e.fires
+     ORDER BY n.id, e.ord
 )
 SELECT id, status FROM landed
 
@@ -624,3 +715,55 @@ WHERE id = $2 AND tenant_id = $1
 SELECT (SELECT count(*) FROM job_run
          WHERE status IN ('pending', 'retrying') AND fire_after <= now())
      + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
+
+-- name: job_run_stats_window
+-- One schedule's finished runs with scheduled_for in (now() - $2 seconds, now()]: counts
+-- and percentiles in one pass over job_run_schedule_stats_idx (migration 0011, partial on
+-- the terminal statuses), whose payload columns make it an index-only scan where the
+-- visibility map allows (ADR 0036). Ordered-set aggregates skip NULLs: runs never started
+-- (skipped, cancelled before a try) have no lag. $1 schedule.
+SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
+       count(*) FILTER (WHERE status = 'failed') AS failed,
+       count(*) FILTER (WHERE status = 'skipped') AS skipped,
+       count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
+       -- date_part, not EXTRACT: float8 arithmetic, where EXTRACT's numeric took as long
+       -- as the whole scan of 100,000 runs.
+       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
+           ORDER BY date_part('epoch', first_attempt_at - scheduled_for) * 1000) AS lag_ms,
+       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY last_duration_ms)
+           AS duration_ms
+  FROM job_run
+ WHERE schedule_id = $1 AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
+   AND scheduled_for > now() - make_interval(secs => $2) AND scheduled_for <= now()
+
+-- name: job_run_stats_unfinished
+-- The same window's runs not finished yet, through the runnable and lease indexes (a few
+-- rows, except while the tenant has a backlog): $1 tenant, $2 schedule, $3 window seconds.
+SELECT (SELECT count(*) FROM job_run
+         WHERE tenant_id = $1 AND status IN ('pending', 'retrying') AND schedule_id = $2
+           AND scheduled_for > now() - make_interval(secs => $3) AND scheduled_for <= now())
+     + (SELECT count(*) FROM job_run
+         WHERE status = 'running' AND claim_expires_at IS NOT NULL AND schedule_id = $2
+           AND tenant_id = $1
+           AND scheduled_for > now() - make_interval(secs => $3) AND scheduled_for <= now())
+       AS unfinished
+
+-- name: job_run_outcome_streak
+-- Past any window: the failed runs after the latest succeeded one (by occurrence), and
+-- when the latest success and failure finished. Index-only over the same index, backwards.
+-- $1 schedule.
+WITH last_success AS (
+    SELECT scheduled_for, finished_at FROM job_run
+     WHERE schedule_id = $1 AND status = 'succeeded'
+       AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')  -- the partial index
+     ORDER BY scheduled_for DESC LIMIT 1
+)
+SELECT (SELECT count(*) FROM job_run
+         WHERE schedule_id = $1 AND status = 'failed'
+           AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
+           AND scheduled_for > COALESCE((SELECT scheduled_for FROM last_success), '-infinity'))
+           AS consecutive_failures,
+       (SELECT finished_at FROM last_success) AS last_success_at,
+       (SELECT finished_at FROM job_run WHERE schedule_id = $1 AND status = 'failed'
+           AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
+         ORDER BY scheduled_for DESC LIMIT 1) AS last_failure_at

@@ -52,16 +52,19 @@ WHERE s.id = a.id AND s.id = ANY($1::uuid[])
 -- name: schedule_insert
 INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
                       catchup_window_seconds, status, next_fire_at, starts_at, ends_at,
-                      signing_secret)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                      signing_secret, alert_after_failures, alert_late_after_seconds,
+                      alert_max_duration_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-          signing_secret, previous_secret_expires_at, created_at, updated_at
+          signing_secret, previous_secret_expires_at, created_at, updated_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 
 -- name: schedule_get
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-       signing_secret, previous_secret_expires_at, created_at, updated_at
+       signing_secret, previous_secret_expires_at, created_at, updated_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 
@@ -70,7 +73,8 @@ WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 -- planner's SKIP LOCKED passes over it until we commit), with the clock of this edit.
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-       signing_secret, previous_secret_expires_at, created_at, updated_at, now() AS db_now
+       signing_secret, previous_secret_expires_at, created_at, updated_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR UPDATE
@@ -79,7 +83,8 @@ FOR UPDATE
 -- Keyset on schedule_tenant_idx (tenant_id, id); $2 is the last id of the previous page.
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-       signing_secret, previous_secret_expires_at, created_at, updated_at
+       signing_secret, previous_secret_expires_at, created_at, updated_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 FROM schedule
 WHERE tenant_id = $1 AND id > $2 AND status <> 'deleted'
 ORDER BY id
@@ -89,11 +94,18 @@ LIMIT $3
 UPDATE schedule
 SET name = $3, cron = $4, timezone = $5, target = $6, retry = $7, misfire_policy = $8,
     catchup_window_seconds = $9, starts_at = $10, ends_at = $11, next_fire_at = $12,
-    last_fire_at = $13, updated_at = now()
+    last_fire_at = $13, alert_after_failures = $14, alert_late_after_seconds = $15,
+    alert_max_duration_ms = $16,
+    -- a rule removed or changed starts its state afresh (no stale "failing" to recover)
+    alert_failing = alert_failing AND $14::integer IS NOT DISTINCT FROM alert_after_failures,
+    alert_slow = alert_slow AND $16::integer IS NOT DISTINCT FROM alert_max_duration_ms,
+    alert_late = alert_late AND $15::integer IS NOT DISTINCT FROM alert_late_after_seconds,
+    updated_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-          signing_secret, previous_secret_expires_at, created_at, updated_at
+          signing_secret, previous_secret_expires_at, created_at, updated_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 
 -- name: schedule_set_status
 -- Pause/resume. next_fire_at is left alone on purpose: after a resume the planner finds
@@ -104,7 +116,8 @@ SET status = $3, updated_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-          signing_secret, previous_secret_expires_at, created_at, updated_at
+          signing_secret, previous_secret_expires_at, created_at, updated_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 
 -- name: schedule_rewind
 -- After a pause took back occurrences written ahead (job_run_unplan_ahead): the cursor
@@ -115,7 +128,8 @@ SET next_fire_at = LEAST(next_fire_at, $3), last_fire_at = $4
 WHERE tenant_id = $1 AND id = $2
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-          signing_secret, previous_secret_expires_at, created_at, updated_at
+          signing_secret, previous_secret_expires_at, created_at, updated_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 
 -- name: schedule_rotate_secret
 -- Two slots only: rotating again within the overlap drops the oldest secret.
@@ -127,7 +141,8 @@ SET previous_signing_secret = signing_secret,
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-          signing_secret, previous_secret_expires_at, created_at, updated_at
+          signing_secret, previous_secret_expires_at, created_at, updated_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 
 -- name: schedule_soft_delete
 UPDATE schedule
