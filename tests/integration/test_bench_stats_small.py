@@ -32,3 +32,26 @@ async def test_bench_stats_answers_match_sql(database_url: str) -> None:
     assert report["runs_in_window"] == 5000 and report["samples"] == 20
     assert 0 < report["p50_ms"] <= report["p95_ms"] <= report["p99_ms"]
     assert report["index_only_scan"] and report["heap_fetches"] == 0
+
+
+SHAPES = SCRIPT.with_name("bench_stats_shapes.py")
+
+
+@pytest.mark.benchmark
+async def test_bench_stats_shapes_times_every_shape(database_url: str) -> None:
+    """The query-shape comparison behind ADR 0036 still runs: every shape is valid SQL
+    against the current schema and is timed."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(SHAPES), "--runs", "2000", "--other-runs", "2000",
+        "--rounds", "3", "--dsn", database_url,
+        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=150)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    report = json.loads(out.decode().strip().splitlines()[-1])
+    print("bench_stats_shapes (reduced):", report)
+    shapes = {"counts_only", "counts_lag_expr", "current", "hash_histogram_int",
+              "hash_histogram_log"}
+    assert shapes <= report.keys() and report["rounds"] == 3
+    for name in shapes:
+        assert 0 < report[name]["min_ms"] <= report[name]["median_ms"] <= report[name]["p95_ms"]
