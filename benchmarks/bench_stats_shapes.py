@@ -8,7 +8,10 @@ aggregates have no partial form):
 - counts_only: the index-only scan and the four status counts, no percentile (the floor
   of any single pass over the window);
 - counts_lag_expr: the same plus the fire-lag expression summed (its per-row cost);
-- current: the query the API runs (job_run_stats_window: two percentile_disc sorts);
+- sorts: the window query the API ran until kept days (counts and two percentile_disc
+  sorts, exact);
+- day_values: the API's job_run_stats_values over the whole window (what a request pays
+  when no closed day is kept yet: a hashed pass per day, status, lag and duration);
 - hash_histogram_int: the counts and both histograms in the same pass, one hashed
   GROUPING SETS (status, lag, duration) and one count(*), on whole milliseconds (the
   cheapest hash histogram: no bounded-error bucketing at all);
@@ -56,7 +59,15 @@ LOG_BUCKET = ("CASE WHEN {x} >= 1 THEN floor(ln({x}) / 0.0198026)::int"
 SHAPES: dict[str, str] = {
     "counts_only": f"SELECT {COUNTS} {WINDOW}",
     "counts_lag_expr": f"SELECT {COUNTS}, sum({LAG}) AS lag {WINDOW}",
-    "current": queries()["job_run_stats_window"],
+    "sorts": f"""
+SELECT {COUNTS},
+       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY {LAG}) AS lag_ms,
+       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY last_duration_ms)
+           AS duration_ms
+  {WINDOW}""",
+    "day_values": queries()["job_run_stats_values"].replace(
+        "scheduled_for >= $2 AND scheduled_for < $3",
+        "scheduled_for > now() - make_interval(secs => $2) AND scheduled_for <= now()"),
     "hash_histogram_int": f"""
 SELECT status, lag, dur, count(*) AS n
   FROM (SELECT status, ({LAG})::int AS lag, last_duration_ms AS dur {WINDOW}) AS r
