@@ -134,3 +134,19 @@ def test_kept_days_drop_the_least_recently_used_beyond_their_bucket_budget() -> 
     kept.put(schedule, day + 2 * DAY, summary(9))
     assert kept.get(schedule, day + DAY) is None and len(kept) == 2
     assert kept.get(schedule, day) is not None
+
+
+def test_the_merge_of_a_set_of_kept_days_is_kept_and_leaves_its_parts_alone() -> None:
+    kept = KeptDays()
+    schedule, day = uuid.uuid4(), datetime(2026, 11, 3, tzinfo=UTC)
+    parts = {}
+    for n in range(3):
+        part = RunSummary()
+        part.add_status("succeeded", n + 1)
+        part.add_lag(10.0 * (n + 1), n + 1)
+        kept.put(schedule, day + n * DAY, part)
+        parts[day + n * DAY] = part
+    total = kept.merged(schedule, parts)
+    assert total.counts["succeeded"] == 6 and total.lag_ms == {10.0: 1, 20.0: 2, 30.0: 3}
+    assert kept.merged(schedule, dict(reversed(parts.items()))) is total
+    assert parts[day].lag_ms == {10.0: 1} and len(kept) == 3

@@ -25,39 +25,61 @@ Q = queries()
 # A closed day with fewer finished runs is cheaper to scan than to keep.
 KEEP_MIN_RUNS = 1_000
 # Bound on the kept summaries' histogram buckets, all schedules together (a bucket is a
-# float key and an int count in a dict: about 100 bytes; 500,000 of them ~ 50 MB).
-KEEP_MAX_BUCKETS = 500_000
+# float key and an int count in a dict: about 100 bytes; 200,000 of them ~ 20 MB).
+KEEP_MAX_BUCKETS = 200_000
 
 _LAG, _DURATION, _STATUS = 5, 6, 3  # job_run_stats_values' kinds (GROUPING bitmasks)
 
 
 class KeptDays:
-    """Summaries of closed days, least recently used dropped first, bounded by buckets.
-    A closed day's runs do not change (domain.stats_summary.closed_days), so a summary
-    never goes stale; one that falls out of retention is no longer asked for."""
+    """Summaries of closed days, and of the sets of them a window merges (merging ~30
+    days' histograms per request cost more than the scan it saves), least recently used
+    dropped first, bounded by buckets. A closed day's runs do not change
+    (domain.stats_summary.closed_days), so a summary never goes stale; one that falls out
+    of retention is no longer asked for."""
 
     def __init__(self, max_buckets: int = KEEP_MAX_BUCKETS) -> None:
-        self._days: OrderedDict[tuple[UUID, datetime], RunSummary] = OrderedDict()
+        self._entries: OrderedDict[tuple[UUID, tuple[datetime, ...]], RunSummary] = (
+            OrderedDict())
         self._buckets = 0
+        self._days = 0
         self._max_buckets = max_buckets
 
     def get(self, schedule_id: UUID, day: datetime) -> RunSummary | None:
-        summary = self._days.get((schedule_id, day))
-        if summary is not None:
-            self._days.move_to_end((schedule_id, day))
-        return summary
+        return self._get((schedule_id, (day,)))
 
     def put(self, schedule_id: UUID, day: datetime, summary: RunSummary) -> None:
-        if (schedule_id, day) in self._days:
+        self._put((schedule_id, (day,)), summary)
+
+    def merged(self, schedule_id: UUID, days: dict[datetime, RunSummary]) -> RunSummary:
+        """The kept days' summaries merged (the parts are never changed)."""
+        key = (schedule_id, tuple(sorted(days)))
+        found = self._get(key)
+        if found is None:
+            found = merged(days.values())
+            self._put(key, found)
+        return found
+
+    def _get(self, key: tuple[UUID, tuple[datetime, ...]]) -> RunSummary | None:
+        summary = self._entries.get(key)
+        if summary is not None:
+            self._entries.move_to_end(key)
+        return summary
+
+    def _put(self, key: tuple[UUID, tuple[datetime, ...]], summary: RunSummary) -> None:
+        if key in self._entries:
             return
-        self._days[(schedule_id, day)] = summary
+        self._entries[key] = summary
         self._buckets += _size(summary)
-        while self._buckets > self._max_buckets and self._days:
-            _, dropped = self._days.popitem(last=False)
+        self._days += len(key[1]) == 1
+        while self._buckets > self._max_buckets and self._entries:
+            (_, days), dropped = self._entries.popitem(last=False)
             self._buckets -= _size(dropped)
+            self._days -= len(days) == 1
 
     def __len__(self) -> int:
-        return len(self._days)
+        """How many single days are kept."""
+        return self._days
 
 
 def _size(summary: RunSummary) -> int:
@@ -127,7 +149,7 @@ class PostgresStatsReader:
         closed = closed_days(start, now, head["open_days"], head["next_fire_at"], retained)
         kept = {day: s for day in closed
                 if (s := self.kept.get(schedule_id, day)) is not None}
-        parts = list(kept.values())
+        parts = [self.kept.merged(schedule_id, kept)] if kept else []
         for low, high in spans_to_scan(start, now, kept):
             scanned = await _scan(conn, schedule_id, low, high)
             parts.extend(scanned.values())
