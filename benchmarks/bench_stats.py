@@ -56,13 +56,14 @@ VALUES ($1, $2, 'bench', '* * * * *', '{"url": "http://127.0.0.1:9/"}',
         'whsec_bench', NULL)
 """
 # $3 runs of schedule $1 spread evenly over the 29.9 days before now, statuses cycling,
-# lag 5..104 ms, durations 20..519 ms: what the terminal write leaves.
+# lag 5..105 ms to the microsecond (as a clock reads it), durations 20..519 ms: what the
+# terminal write leaves.
 INSERT_RUNS = """
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, status,
                      attempt_count, fire_after, first_attempt_at, finished_at,
                      last_duration_ms, last_status_code)
 SELECT gen_random_uuid(), $2, $1, at, 'bench', st, 1, at,
-       CASE WHEN st IN ('succeeded', 'failed') THEN at + make_interval(secs => (5 + g % 100) / 1000.0) END,
+       CASE WHEN st IN ('succeeded', 'failed') THEN at + make_interval(secs => (5 + g % 100) / 1000.0 + (g * 7919 % 1000) / 1e6) END,
        CASE WHEN st IN ('succeeded', 'failed') THEN at + interval '1 second' ELSE at END,
        CASE WHEN st IN ('succeeded', 'failed') THEN 20 + (g * 37) % 500 END,
        CASE WHEN st = 'succeeded' THEN 200 WHEN st = 'failed' THEN 500 END
