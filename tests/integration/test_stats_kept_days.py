@@ -1,5 +1,5 @@
-"""Stats from kept summaries of closed days (ADR 0036), over real Postgres: a kept day gives
-the answer a scan gives, and a day that may still change is never kept."""
+"""Stats from kept summaries of closed days and hours (ADR 0036), over real Postgres: a kept
+period gives the answer a scan gives, and one that may still change is never kept."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.schedule_stats import KEEP_MIN_RUNS, PostgresStatsReader
 from cronwire.domain.stats import WINDOWS
-from cronwire.domain.stats_summary import RELATIVE_ERROR
+from cronwire.domain.stats_summary import DAY, HOUR, RELATIVE_ERROR
 from tests.support.api import Api, api_fixture  # noqa: F401 - fixture
 
 # $4 finished runs of schedule $2 one second apart from $3 (a UTC midnight), statuses
@@ -80,7 +80,8 @@ async def test_kept_days_answer_what_a_scan_answers_within_the_stated_error(api:
     reader = PostgresStatsReader(api.pool)
 
     cold = await _stats(reader, tenant, schedule)
-    assert len(reader.kept) == 3
+    assert reader.kept.periods(schedule) == [(today - timedelta(days=back), DAY)
+                                             for back in (6, 4, 3)]
     warm = await _stats(reader, tenant, schedule)
     assert warm == cold  # kept or scanned, the same answer
 
@@ -104,14 +105,14 @@ async def test_a_day_with_a_run_not_finished_is_not_kept(api: Api) -> None:
         tenant, schedule, late)
     reader = PostgresStatsReader(api.pool)
     before = await _stats(reader, tenant, schedule)
-    assert len(reader.kept) == 0
+    assert (day, DAY) not in reader.kept.periods(schedule)
     await api.pool.execute(
         """UPDATE job_run SET status = 'succeeded', first_attempt_at = scheduled_for,
                               finished_at = now(), last_duration_ms = 900000
            WHERE schedule_id = $1 AND scheduled_for = $2""", schedule, late)
     after = await _stats(reader, tenant, schedule)
     assert after[0] == before[0] and after[1] == before[1] + 1
-    assert len(reader.kept) == 1  # closed now, and kept from here on
+    assert (day, DAY) in reader.kept.periods(schedule)  # closed now, and kept from here on
 
 
 async def test_a_day_the_planner_has_not_passed_is_not_kept(api: Api) -> None:
@@ -124,7 +125,7 @@ async def test_a_day_the_planner_has_not_passed_is_not_kept(api: Api) -> None:
                            schedule, day + timedelta(hours=23))
     reader = PostgresStatsReader(api.pool)
     before = await _stats(reader, tenant, schedule)
-    assert len(reader.kept) == 0
+    assert (day, DAY) not in reader.kept.periods(schedule)
     # The planner catches up: the occurrences after its cursor, skipped by the policy.
     await api.pool.execute(
         """INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key,
@@ -136,4 +137,27 @@ async def test_a_day_the_planner_has_not_passed_is_not_kept(api: Api) -> None:
                            "WHERE id = $1", schedule)
     after = await _stats(reader, tenant, schedule)
     assert after[0] == before[0] + 10
-    assert len(reader.kept) == 1
+    assert (day, DAY) in reader.kept.periods(schedule)
+
+
+async def test_the_closed_hours_of_the_windows_first_and_last_day_are_kept(api: Api) -> None:
+    """Once the whole days are kept, a request scans only the window's edges; their closed
+    hours are kept too, so that it scans an hour or two."""
+    tenant, schedule, today = await _setup(api)
+    now: datetime = await api.pool.fetchval("SELECT now()")
+    head = (now - timedelta(days=30)).replace(minute=0, second=0, microsecond=0)
+    for back in range(1, 30):  # every whole day of the window, each worth keeping
+        await _fill(api.pool, tenant, schedule, today - timedelta(days=back),
+                    KEEP_MIN_RUNS, [5.0], [20])
+    edge = head + 2 * HOUR  # an hour of the window's first, partial day
+    if edge.date() != head.date():  # the window starts late in a day: one of the last day
+        edge = today + HOUR
+    await _fill(api.pool, tenant, schedule, edge, 100, [7.5], [30])
+    reader = PostgresStatsReader(api.pool)
+    first = await _stats(reader, tenant, schedule)
+    second = await _stats(reader, tenant, schedule)
+    periods = reader.kept.periods(schedule)
+    assert (edge, HOUR) in periods
+    assert sum(1 for _, length in periods if length == DAY) >= 28
+    assert await _stats(reader, tenant, schedule) == second == first
+    assert first[0] >= 28 * KEEP_MIN_RUNS + 100

@@ -10,14 +10,15 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cronwire.adapters.postgres.schedule_stats import KeptDays
+from cronwire.adapters.postgres.schedule_stats import KeptPeriods
 from cronwire.domain.stats_summary import (
     DAY,
+    HOUR,
     QUANTILES,
     RELATIVE_ERROR,
     RunSummary,
     bucket,
-    closed_days,
+    closed_periods,
     merged,
     percentile_disc,
     spans_to_scan,
@@ -84,69 +85,75 @@ START = NOW - timedelta(days=30)
 RETAINED = datetime(2026, 10, 1, tzinfo=UTC)
 
 
-def test_closed_days_are_the_whole_days_inside_the_window_that_ended_an_hour_ago() -> None:
-    days = closed_days(START, NOW, [], None, RETAINED)
+def _at(day: int, hour: int = 0, month: int = 11) -> datetime:
+    return datetime(2026, month, day, hour, tzinfo=UTC)
+
+
+def test_closed_periods_are_whole_days_inside_the_window_and_hours_at_its_edges() -> None:
+    periods = closed_periods(START, NOW, [], None, RETAINED)
+    days = [p for p, length in periods if length == DAY]
+    hours = [p for p, length in periods if length == HOUR]
     # (Nov 2 06:30, Dec 2 06:30]: Nov 3 .. Dec 1 whole; Dec 1 ended 6.5 h ago.
-    assert days[0] == datetime(2026, 11, 3, tzinfo=UTC)
-    assert days[-1] == datetime(2026, 12, 1, tzinfo=UTC) and len(days) == 29
-    just_after_midnight = datetime(2026, 12, 2, 0, 30, tzinfo=UTC)
-    assert closed_days(just_after_midnight - timedelta(days=30), just_after_midnight, [],
-                       None, RETAINED)[-1] == datetime(2026, 11, 30, tzinfo=UTC)
+    assert days[0] == _at(3) and days[-1] == _at(1, month=12) and len(days) == 29
+    # the first day from 07:00, the last one up to an hour ago
+    assert hours == [_at(2, h) for h in range(7, 24)] + [_at(2, h, 12) for h in range(5)]
 
 
-def test_a_day_with_unfinished_runs_before_the_cursor_or_out_of_retention_is_not_closed(
+def test_a_period_with_unfinished_runs_before_the_cursor_or_out_of_retention_is_not_closed(
         ) -> None:
-    open_day = datetime(2026, 11, 20, 13, 5, tzinfo=UTC)  # any instant of that day
-    days = closed_days(START, NOW, [open_day], None, RETAINED)
-    assert datetime(2026, 11, 20, tzinfo=UTC) not in days and len(days) == 28
-    cursor = datetime(2026, 11, 25, 12, tzinfo=UTC)  # occurrences from here not written
-    assert closed_days(START, NOW, [], cursor, RETAINED)[-1] == datetime(2026, 11, 24,
-                                                                         tzinfo=UTC)
-    assert closed_days(START, NOW, [], None, datetime(2026, 12, 1, tzinfo=UTC)) == [
-        datetime(2026, 12, 1, tzinfo=UTC)]
-    assert closed_days(START, NOW, [], None, None) == []  # no partition: nothing kept
+    open_hour = datetime(2026, 11, 20, 13, 5, tzinfo=UTC)  # any instant of that hour
+    periods = closed_periods(START, NOW, [open_hour], None, RETAINED)
+    assert (_at(20), DAY) not in periods and (_at(20, 13), HOUR) not in periods
+    assert (_at(20, 12), HOUR) in periods and (_at(20, 14), HOUR) in periods
+    cursor = datetime(2026, 11, 25, 12, 30, tzinfo=UTC)  # occurrences from here not written
+    last = closed_periods(START, NOW, [], cursor, RETAINED)[-1]
+    assert last == (_at(25, 11), HOUR)
+    assert (_at(25), DAY) not in closed_periods(START, NOW, [], cursor, RETAINED)
+    assert [p for p in closed_periods(START, NOW, [], None, _at(1, month=12))
+            if p[1] == DAY] == [(_at(1, month=12), DAY)]
+    assert closed_periods(START, NOW, [], None, None) == []  # no partition: nothing kept
 
 
-def test_the_spans_to_scan_cover_the_window_less_the_kept_days() -> None:
+def test_the_spans_to_scan_cover_the_window_less_the_kept_periods() -> None:
     tick = timedelta(microseconds=1)
-    kept = [datetime(2026, 11, 5, tzinfo=UTC), datetime(2026, 11, 4, tzinfo=UTC),
-            datetime(2026, 11, 10, tzinfo=UTC)]
+    kept = [(_at(5), DAY), (_at(4), DAY), (_at(10, 3), HOUR)]
     assert spans_to_scan(START, NOW, kept) == [
-        (START + tick, datetime(2026, 11, 4, tzinfo=UTC)),
-        (datetime(2026, 11, 6, tzinfo=UTC), datetime(2026, 11, 10, tzinfo=UTC)),
-        (datetime(2026, 11, 11, tzinfo=UTC), NOW + tick),
+        (START + tick, _at(4)),
+        (_at(6), _at(10, 3)),
+        (_at(10, 4), NOW + tick),
     ]
     assert spans_to_scan(START, NOW, []) == [(START + tick, NOW + tick)]
 
 
-def test_kept_days_drop_the_least_recently_used_beyond_their_bucket_budget() -> None:
+def test_kept_periods_drop_the_least_recently_used_beyond_their_bucket_budget() -> None:
     def summary(buckets: int) -> RunSummary:
         s = RunSummary()
         for value in range(buckets):
             s.add_lag(float(value + 1), 1)
         return s
 
-    kept = KeptDays(max_buckets=25)
+    kept = KeptPeriods(max_buckets=25)
     schedule, day = uuid.uuid4(), datetime(2026, 11, 3, tzinfo=UTC)
-    kept.put(schedule, day, summary(9))  # 10 with its counts
-    kept.put(schedule, day + DAY, summary(9))
-    assert kept.get(schedule, day) is not None  # now the most recent
-    kept.put(schedule, day + 2 * DAY, summary(9))
-    assert kept.get(schedule, day + DAY) is None and len(kept) == 2
-    assert kept.get(schedule, day) is not None
+    kept.put(schedule, (day, DAY), summary(9))  # 10 with its counts
+    kept.put(schedule, (day + DAY, DAY), summary(9))
+    assert kept.get(schedule, (day, DAY)) is not None  # now the most recent
+    kept.put(schedule, (day + 2 * DAY, DAY), summary(9))
+    assert kept.get(schedule, (day + DAY, DAY)) is None and len(kept) == 2
+    assert kept.get(schedule, (day, DAY)) is not None
+    assert kept.get(schedule, (day, HOUR)) is None  # an hour is not its day
 
 
-def test_the_merge_of_a_set_of_kept_days_is_kept_and_leaves_its_parts_alone() -> None:
-    kept = KeptDays()
+def test_the_merge_of_a_set_of_kept_periods_is_kept_and_leaves_its_parts_alone() -> None:
+    kept = KeptPeriods()
     schedule, day = uuid.uuid4(), datetime(2026, 11, 3, tzinfo=UTC)
     parts = {}
     for n in range(3):
         part = RunSummary()
         part.add_status("succeeded", n + 1)
         part.add_lag(10.0 * (n + 1), n + 1)
-        kept.put(schedule, day + n * DAY, part)
-        parts[day + n * DAY] = part
+        kept.put(schedule, (day + n * DAY, DAY), part)
+        parts[(day + n * DAY, DAY)] = part
     total = kept.merged(schedule, parts)
     assert total.counts["succeeded"] == 6 and total.lag_ms == {10.0: 1, 20.0: 2, 30.0: 3}
     assert kept.merged(schedule, dict(reversed(parts.items()))) is total
-    assert parts[day].lag_ms == {10.0: 1} and len(kept) == 3
+    assert parts[(day, DAY)].lag_ms == {10.0: 1} and len(kept) == 3

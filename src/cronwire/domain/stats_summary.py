@@ -99,49 +99,64 @@ def percentiles(histogram: Mapping[float, int]) -> Percentiles:
     return Percentiles(p50, p95, p99)
 
 
-# Days are UTC days; a closed day's summary can be kept (ADR 0036).
+# Periods are UTC days, and UTC hours where no whole closed day covers them (the window's
+# first and last day); a closed period's summary can be kept (ADR 0036).
 DAY = timedelta(days=1)
-# A day must have ended this long ago: the margin covers clocks (a manual run takes the
+HOUR = timedelta(hours=1)
+# A period must have ended this long ago: the margin covers clocks (a manual run takes the
 # primary's clock_timestamp(); a standby's now() trails it).
 CLOSED_AFTER = timedelta(hours=1)
 
-
-def day_of(instant: datetime) -> datetime:
-    return instant.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+Period = tuple[datetime, timedelta]  # start (a UTC midnight or hour) and length
 
 
-def closed_days(start: datetime, now: datetime, open_days: Iterable[datetime],
-                next_fire_at: datetime | None, retained_since: datetime | None,
-                ) -> list[datetime]:
-    """The UTC days wholly inside the window ``(start, now]`` whose finished runs can no
+def hour_of(instant: datetime) -> datetime:
+    return instant.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def closed_periods(start: datetime, now: datetime, open_hours: Iterable[datetime],
+                   next_fire_at: datetime | None, retained_since: datetime | None,
+                   ) -> list[Period]:
+    """The periods wholly inside the window ``(start, now]`` whose finished runs can no
     longer change: ended ``CLOSED_AFTER`` ago, no run of theirs still pending, retrying or
     running (a finished run is never reopened), every occurrence in them already written
     (the planner's cursor ``next_fire_at`` is past their end, or nothing more fires), and
-    their partition still retained. Anything else may still gain or lose runs."""
+    their partition still retained. Whole days where they are closed, else their closed
+    hours. Anything else may still gain or lose runs."""
     if retained_since is None:
         return []
-    still_open = {day_of(d) for d in open_days}
-    days = []
-    day = day_of(start) + DAY
-    while day + DAY <= now - CLOSED_AFTER:
-        if (day not in still_open and day >= retained_since
-                and (next_fire_at is None or next_fire_at >= day + DAY)):
-            days.append(day)
-        day += DAY
-    return days
+    still_open = sorted({hour_of(h) for h in open_hours})
+
+    def closed(low: datetime, length: timedelta) -> bool:
+        high = low + length
+        return (high <= now - CLOSED_AFTER and low >= retained_since
+                and (next_fire_at is None or next_fire_at >= high)
+                and not any(low <= h < high for h in still_open))
+
+    periods: list[Period] = []
+    hour = hour_of(start) + HOUR  # the first whole hour after start
+    while hour + HOUR <= now - CLOSED_AFTER:
+        if hour.hour == 0 and closed(hour, DAY):
+            periods.append((hour, DAY))
+            hour += DAY
+            continue
+        if closed(hour, HOUR):
+            periods.append((hour, HOUR))
+        hour += HOUR
+    return periods
 
 
-def spans_to_scan(start: datetime, now: datetime, kept: Iterable[datetime],
+def spans_to_scan(start: datetime, now: datetime, kept: Iterable[Period],
                   ) -> list[tuple[datetime, datetime]]:
-    """The window ``(start, now]`` less the kept days, as half-open ``[low, high)`` spans
-    (timestamps are whole microseconds, so ``(a, b]`` is ``[a + 1 µs, b + 1 µs)``)."""
+    """The window ``(start, now]`` less the kept periods, as half-open ``[low, high)``
+    spans (timestamps are whole microseconds, so ``(a, b]`` is ``[a + 1 µs, b + 1 µs)``)."""
     tick = timedelta(microseconds=1)
     spans = []
     low = start + tick
-    for day in sorted(kept):
-        if day > low:
-            spans.append((low, day))
-        low = max(low, day + DAY)
+    for period_start, length in sorted(kept):
+        if period_start > low:
+            spans.append((low, period_start))
+        low = max(low, period_start + length)
     if now + tick > low:
         spans.append((low, now + tick))
     return spans

@@ -1,5 +1,5 @@
-"""StatsReader on Postgres: the window from kept summaries of its closed days plus one
-scan of the rest, in one snapshot; one look past the window (ADR 0036)."""
+"""StatsReader on Postgres: the window from kept summaries of its closed days and hours
+plus a scan of the rest, in one snapshot; one look past the window (ADR 0036)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.stats import SKIP_REASONS, Percentiles, ScheduleStats
 from cronwire.domain.stats_summary import (
+    DAY,
+    HOUR,
+    Period,
     RunSummary,
-    closed_days,
+    closed_periods,
     merged,
     percentiles,
     spans_to_scan,
@@ -22,7 +25,7 @@ from cronwire.domain.stats_summary import (
 
 Q = queries()
 
-# A closed day with fewer finished runs is cheaper to scan than to keep.
+# A closed day with fewer finished runs is cheaper to scan than to keep (an hour: 1/24th).
 KEEP_MIN_RUNS = 1_000
 # Bound on the kept summaries' histogram buckets, all schedules together (a bucket is a
 # float key and an int count in a dict: about 100 bytes; 200,000 of them ~ 20 MB).
@@ -31,55 +34,58 @@ KEEP_MAX_BUCKETS = 200_000
 _LAG, _DURATION, _STATUS = 5, 6, 3  # job_run_stats_values' kinds (GROUPING bitmasks)
 
 
-class KeptDays:
-    """Summaries of closed days, and of the sets of them a window merges (merging ~30
+class KeptPeriods:
+    """Summaries of closed periods, and of the sets of them a window merges (merging ~30
     days' histograms per request cost more than the scan it saves), least recently used
-    dropped first, bounded by buckets. A closed day's runs do not change
-    (domain.stats_summary.closed_days), so a summary never goes stale; one that falls out
-    of retention is no longer asked for."""
+    dropped first, bounded by buckets. A closed period's runs do not change
+    (domain.stats_summary.closed_periods), so a summary never goes stale; one that falls
+    out of retention is no longer asked for."""
 
     def __init__(self, max_buckets: int = KEEP_MAX_BUCKETS) -> None:
-        self._entries: OrderedDict[tuple[UUID, tuple[datetime, ...]], RunSummary] = (
+        self._entries: OrderedDict[tuple[UUID, tuple[Period, ...]], RunSummary] = (
             OrderedDict())
         self._buckets = 0
-        self._days = 0
+        self._single = 0
         self._max_buckets = max_buckets
 
-    def get(self, schedule_id: UUID, day: datetime) -> RunSummary | None:
-        return self._get((schedule_id, (day,)))
+    def get(self, schedule_id: UUID, period: Period) -> RunSummary | None:
+        return self._get((schedule_id, (period,)))
 
-    def put(self, schedule_id: UUID, day: datetime, summary: RunSummary) -> None:
-        self._put((schedule_id, (day,)), summary)
+    def put(self, schedule_id: UUID, period: Period, summary: RunSummary) -> None:
+        self._put((schedule_id, (period,)), summary)
 
-    def merged(self, schedule_id: UUID, days: dict[datetime, RunSummary]) -> RunSummary:
-        """The kept days' summaries merged (the parts are never changed)."""
-        key = (schedule_id, tuple(sorted(days)))
+    def merged(self, schedule_id: UUID, parts: dict[Period, RunSummary]) -> RunSummary:
+        """Kept periods' summaries merged (the parts are never changed)."""
+        key = (schedule_id, tuple(sorted(parts)))
         found = self._get(key)
         if found is None:
-            found = merged(days.values())
+            found = merged(parts.values())
             self._put(key, found)
         return found
 
-    def _get(self, key: tuple[UUID, tuple[datetime, ...]]) -> RunSummary | None:
+    def _get(self, key: tuple[UUID, tuple[Period, ...]]) -> RunSummary | None:
         summary = self._entries.get(key)
         if summary is not None:
             self._entries.move_to_end(key)
         return summary
 
-    def _put(self, key: tuple[UUID, tuple[datetime, ...]], summary: RunSummary) -> None:
+    def _put(self, key: tuple[UUID, tuple[Period, ...]], summary: RunSummary) -> None:
         if key in self._entries:
             return
         self._entries[key] = summary
         self._buckets += _size(summary)
-        self._days += len(key[1]) == 1
+        self._single += len(key[1]) == 1
         while self._buckets > self._max_buckets and self._entries:
-            (_, days), dropped = self._entries.popitem(last=False)
+            (_, periods), dropped = self._entries.popitem(last=False)
             self._buckets -= _size(dropped)
-            self._days -= len(days) == 1
+            self._single -= len(periods) == 1
 
     def __len__(self) -> int:
-        """How many single days are kept."""
-        return self._days
+        """How many single periods are kept."""
+        return self._single
+
+    def periods(self, schedule_id: UUID) -> list[Period]:
+        return sorted(p[0] for (s, p) in self._entries if s == schedule_id and len(p) == 1)
 
 
 def _size(summary: RunSummary) -> int:
@@ -91,11 +97,12 @@ def _rounded(p: Percentiles) -> Percentiles:
 
 
 async def _scan(conn: asyncpg.Connection, schedule_id: UUID, low: datetime,
-                high: datetime) -> dict[datetime, RunSummary]:
-    """Per-day summaries of the finished runs with scheduled_for in [low, high)."""
+                high: datetime, length: timedelta) -> dict[datetime, RunSummary]:
+    """Per-period summaries (days or hours) of the finished runs with scheduled_for in
+    [low, high)."""
     days: dict[datetime, RunSummary] = {}
-    for row in await conn.fetch(Q["job_run_stats_values"], schedule_id, low, high):
-        summary = days.setdefault(row["day"], RunSummary())
+    for row in await conn.fetch(Q["job_run_stats_values"], schedule_id, low, high, length):
+        summary = days.setdefault(row["period"], RunSummary())
         if row["kind"] == _STATUS:
             summary.add_status(row["status"], row["runs"])
         elif row["kind"] == _LAG and row["lag_ms"] is not None:
@@ -106,9 +113,9 @@ async def _scan(conn: asyncpg.Connection, schedule_id: UUID, low: datetime,
 
 
 class PostgresStatsReader:
-    def __init__(self, pool: asyncpg.Pool, kept: KeptDays | None = None) -> None:
+    def __init__(self, pool: asyncpg.Pool, kept: KeptPeriods | None = None) -> None:
         self._pool = pool
-        self.kept = KeptDays() if kept is None else kept
+        self.kept = KeptPeriods() if kept is None else kept
 
     async def schedule_stats(self, tenant_id: UUID, schedule_id: UUID, window: str,
                              window_seconds: int) -> ScheduleStats:
@@ -139,24 +146,31 @@ class PostgresStatsReader:
 
     async def _window(self, conn: asyncpg.Connection, tenant_id: UUID, schedule_id: UUID,
                       seconds: float) -> RunSummary:
-        head = await conn.fetchrow(Q["job_run_stats_open_days"], tenant_id, schedule_id,
+        head = await conn.fetchrow(Q["job_run_stats_open_hours"], tenant_id, schedule_id,
                                    seconds)
         assert head is not None
         now: datetime = head["db_now"]
         start = now - timedelta(seconds=seconds)
         bounds = await conn.fetch(Q["job_run_partition_bounds"])
         retained = min((row["lower_bound"] for row in bounds), default=None)
-        closed = closed_days(start, now, head["open_days"], head["next_fire_at"], retained)
-        kept = {day: s for day in closed
-                if (s := self.kept.get(schedule_id, day)) is not None}
-        parts = [self.kept.merged(schedule_id, kept)] if kept else []
+        closed = closed_periods(start, now, head["open_hours"], head["next_fire_at"],
+                                retained)
+        kept = {period: s for period in closed
+                if (s := self.kept.get(schedule_id, period)) is not None}
+        # Days change once a day, hours every hour: merged apart, each merge kept.
+        parts = [self.kept.merged(schedule_id, group) for length in (DAY, HOUR)
+                 if (group := {p: s for p, s in kept.items() if p[1] == length})]
         for low, high in spans_to_scan(start, now, kept):
-            scanned = await _scan(conn, schedule_id, low, high)
+            # By day where the span holds a closed day to keep (the first request), else
+            # by hour (the window's first and last day).
+            length = DAY if any(p[1] == DAY and low <= p[0] < high for p in closed) else HOUR
+            scanned = await _scan(conn, schedule_id, low, high, length)
             parts.extend(scanned.values())
-            for day in closed:
-                summary = scanned.get(day)
-                if summary is not None and summary.finished >= KEEP_MIN_RUNS:
-                    self.kept.put(schedule_id, day, summary)
+            for period in closed:
+                summary = scanned.get(period[0])
+                if (period[1] == length and summary is not None
+                        and summary.finished >= KEEP_MIN_RUNS * (length / DAY)):
+                    self.kept.put(schedule_id, period, summary)
         return merged(parts)
 
     async def retained_since(self) -> datetime | None:
