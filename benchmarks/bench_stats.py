@@ -172,7 +172,7 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         now = await pool.fetchval("SELECT now()")
         plan = "\n".join(r[0] for r in await pool.fetch(
             "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + queries()["job_run_stats_values"],
-            schedule, now - timedelta(days=30), now))
+            schedule, now - timedelta(days=30), now, timedelta(days=1)))
     finally:
         await pool.close()
     return {
