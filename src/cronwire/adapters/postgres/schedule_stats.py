@@ -124,9 +124,8 @@ class PostgresStatsReader:
             async with self._pool.acquire() as conn:
                 # One snapshot: which days are closed, and the runs of the others.
                 async with conn.transaction(isolation="repeatable_read", readonly=True):
-                    total = await self._window(conn, tenant_id, schedule_id, seconds)
-                    unfinished = await conn.fetchval(Q["job_run_stats_unfinished"],
-                                                     tenant_id, schedule_id, seconds)
+                    total, unfinished = await self._window(conn, tenant_id, schedule_id,
+                                                           seconds)
                     streak = await conn.fetchrow(Q["job_run_outcome_streak"], schedule_id)
         assert streak is not None  # aggregates always answer one row
         counts = total.counts
@@ -145,7 +144,8 @@ class PostgresStatsReader:
         )
 
     async def _window(self, conn: asyncpg.Connection, tenant_id: UUID, schedule_id: UUID,
-                      seconds: float) -> RunSummary:
+                      seconds: float) -> tuple[RunSummary, int]:
+        """The window's finished runs summed, and how many are not finished."""
         head = await conn.fetchrow(Q["job_run_stats_open_hours"], tenant_id, schedule_id,
                                    seconds)
         assert head is not None
@@ -171,7 +171,7 @@ class PostgresStatsReader:
                 if (period[1] == length and summary is not None
                         and summary.finished >= KEEP_MIN_RUNS * (length / DAY)):
                     self.kept.put(schedule_id, period, summary)
-        return merged(parts)
+        return merged(parts), head["unfinished"]
 
     async def retained_since(self) -> datetime | None:
         with storage_errors("reading the oldest run partition"):

@@ -739,29 +739,21 @@ SELECT period, GROUPING(status, lag_ms, duration_ms) AS kind, status, lag_ms, du
 -- name: job_run_stats_open_hours
 -- What decides which periods of the window (now() - $3 seconds, now()] are closed (ADR
 -- 0036): the database clock, the planner's cursor (occurrences before it are all written)
--- and the UTC hours that still hold a run not finished, through the tenant's status index.
--- $1 tenant, $2 schedule.
+-- and the UTC hours that still hold a run not finished; and how many runs are not
+-- finished. Through the tenant's status index: a few rows, except while the tenant has a
+-- backlog. $1 tenant, $2 schedule.
 SELECT now() AS db_now,
        (SELECT next_fire_at FROM schedule WHERE tenant_id = $1 AND id = $2) AS next_fire_at,
-       ARRAY(SELECT DISTINCT date_bin('1 hour', scheduled_for,
-                                      TIMESTAMPTZ '2000-01-01 00:00:00+00')
-               FROM job_run
-              WHERE tenant_id = $1 AND status IN ('pending', 'retrying', 'running')
-                AND schedule_id = $2
-                AND scheduled_for > now() - make_interval(secs => $3)
-                AND scheduled_for <= now()) AS open_hours
-
--- name: job_run_stats_unfinished
--- The same window's runs not finished yet, through the runnable and lease indexes (a few
--- rows, except while the tenant has a backlog): $1 tenant, $2 schedule, $3 window seconds.
-SELECT (SELECT count(*) FROM job_run
-         WHERE tenant_id = $1 AND status IN ('pending', 'retrying') AND schedule_id = $2
-           AND scheduled_for > now() - make_interval(secs => $3) AND scheduled_for <= now())
-     + (SELECT count(*) FROM job_run
-         WHERE status = 'running' AND claim_expires_at IS NOT NULL AND schedule_id = $2
-           AND tenant_id = $1
-           AND scheduled_for > now() - make_interval(secs => $3) AND scheduled_for <= now())
-       AS unfinished
+       u.unfinished, COALESCE(u.open_hours, '{}') AS open_hours
+  FROM (SELECT count(*) FILTER (WHERE status <> 'running' OR claim_expires_at IS NOT NULL)
+                   AS unfinished,
+               array_agg(DISTINCT date_bin('1 hour', scheduled_for,
+                                           TIMESTAMPTZ '2000-01-01 00:00:00+00')) AS open_hours
+          FROM job_run
+         WHERE tenant_id = $1 AND status IN ('pending', 'retrying', 'running')
+           AND schedule_id = $2
+           AND scheduled_for > now() - make_interval(secs => $3)
+           AND scheduled_for <= now()) AS u
 
 -- name: job_run_outcome_streak
 -- Past any window: the failed runs after the latest succeeded one (by occurrence), and
