@@ -85,6 +85,7 @@ class KeptPeriods:
         return self._single
 
     def periods(self, schedule_id: UUID) -> list[Period]:
+        """The single periods kept for a schedule (for tests and operators' curiosity)."""
         return sorted(p[0] for (s, p) in self._entries if s == schedule_id and len(p) == 1)
 
 
@@ -100,16 +101,16 @@ async def _scan(conn: asyncpg.Connection, schedule_id: UUID, low: datetime,
                 high: datetime, length: timedelta) -> dict[datetime, RunSummary]:
     """Per-period summaries (days or hours) of the finished runs with scheduled_for in
     [low, high)."""
-    days: dict[datetime, RunSummary] = {}
+    periods: dict[datetime, RunSummary] = {}
     for row in await conn.fetch(Q["job_run_stats_values"], schedule_id, low, high, length):
-        summary = days.setdefault(row["period"], RunSummary())
+        summary = periods.setdefault(row["period"], RunSummary())
         if row["kind"] == _STATUS:
             summary.add_status(row["status"], row["runs"])
         elif row["kind"] == _LAG and row["lag_ms"] is not None:
             summary.add_lag(row["lag_ms"], row["runs"])
         elif row["kind"] == _DURATION and row["duration_ms"] is not None:
             summary.add_duration(float(row["duration_ms"]), row["runs"])
-    return days
+    return periods
 
 
 class PostgresStatsReader:
@@ -122,7 +123,7 @@ class PostgresStatsReader:
         seconds = float(window_seconds)
         with storage_errors("reading schedule stats"):
             async with self._pool.acquire() as conn:
-                # One snapshot: which days are closed, and the runs of the others.
+                # One snapshot: which periods are closed, and the runs of the others.
                 async with conn.transaction(isolation="repeatable_read", readonly=True):
                     total, unfinished = await self._window(conn, tenant_id, schedule_id,
                                                            seconds)
