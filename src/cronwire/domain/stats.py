@@ -26,8 +26,10 @@ class ScheduleStats:
 
     ``fire_lag_ms``: first attempt start minus ``scheduled_for`` (database clock) of the
     finished runs that started; ``duration_ms``: the duration of the attempt that ended
-    each finished run (runs still in flight join both once they end). ``consecutive_failures`` and the last success and failure look past the
-    window (the latest ones the history still holds)."""
+    each finished run (runs still in flight join both once they end). Both percentiles are
+    rounded to three significant digits (within 0.5 %: ``domain.stats_summary``).
+    ``consecutive_failures`` and the last success and failure look past the window (the
+    latest ones the history still holds)."""
 
     window: str
     occurrences: int

@@ -716,37 +716,44 @@ SELECT (SELECT count(*) FROM job_run
          WHERE status IN ('pending', 'retrying') AND fire_after <= now())
      + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
 
--- name: job_run_stats_window
--- One schedule's finished runs with scheduled_for in (now() - $2 seconds, now()]: counts
--- and percentiles in one pass over job_run_schedule_stats_idx (migration 0011, partial on
--- the terminal statuses), whose payload columns make it an index-only scan where the
--- visibility map allows (ADR 0036). Ordered-set aggregates skip NULLs: runs never started
--- (skipped, cancelled before a try) have no lag. $1 schedule.
-SELECT count(*) FILTER (WHERE status = 'succeeded') AS succeeded,
-       count(*) FILTER (WHERE status = 'failed') AS failed,
-       count(*) FILTER (WHERE status = 'skipped') AS skipped,
-       count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
-       -- date_part, not EXTRACT: float8 arithmetic, where EXTRACT's numeric took as long
-       -- as the whole scan of 100,000 runs.
-       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
-           ORDER BY date_part('epoch', first_attempt_at - scheduled_for) * 1000) AS lag_ms,
-       percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY last_duration_ms)
-           AS duration_ms
-  FROM job_run
- WHERE schedule_id = $1 AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
-   AND scheduled_for > now() - make_interval(secs => $2) AND scheduled_for <= now()
+-- name: job_run_stats_values
+-- One schedule's finished runs with scheduled_for in [$2, $3), summed per UTC period of $4
+-- (a day or an hour, date_bin from a midnight) by one hashed pass over
+-- job_run_schedule_stats_idx: the count per status (kind 3), per distinct fire lag in ms
+-- (kind 5; NULL: never started) and per distinct duration (kind 6; NULL: none recorded).
+-- The index's payload columns make it an index-only scan where the visibility map allows.
+-- The reader buckets the values and keeps the closed periods' summaries (ADR 0036).
+-- date_part, not EXTRACT: float8 arithmetic, where EXTRACT's numeric took as long as the
+-- whole scan of 100,000 runs. $1 schedule.
+SELECT period, GROUPING(status, lag_ms, duration_ms) AS kind, status, lag_ms, duration_ms,
+       count(*) AS runs
+  FROM (SELECT date_bin($4::interval, scheduled_for, TIMESTAMPTZ '2000-01-01 00:00:00+00')
+                   AS period,
+               status, date_part('epoch', first_attempt_at - scheduled_for) * 1000 AS lag_ms,
+               last_duration_ms AS duration_ms
+          FROM job_run
+         WHERE schedule_id = $1 AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
+           AND scheduled_for >= $2 AND scheduled_for < $3) AS r
+ GROUP BY GROUPING SETS ((period, status), (period, lag_ms), (period, duration_ms))
 
--- name: job_run_stats_unfinished
--- The same window's runs not finished yet, through the runnable and lease indexes (a few
--- rows, except while the tenant has a backlog): $1 tenant, $2 schedule, $3 window seconds.
-SELECT (SELECT count(*) FROM job_run
-         WHERE tenant_id = $1 AND status IN ('pending', 'retrying') AND schedule_id = $2
-           AND scheduled_for > now() - make_interval(secs => $3) AND scheduled_for <= now())
-     + (SELECT count(*) FROM job_run
-         WHERE status = 'running' AND claim_expires_at IS NOT NULL AND schedule_id = $2
-           AND tenant_id = $1
-           AND scheduled_for > now() - make_interval(secs => $3) AND scheduled_for <= now())
-       AS unfinished
+-- name: job_run_stats_open_hours
+-- What decides which periods of the window (now() - $3 seconds, now()] are closed (ADR
+-- 0036): the database clock, the planner's cursor (occurrences before it are all written)
+-- and the UTC hours that still hold a run not finished; and how many runs are not
+-- finished. Through the tenant's status index: a few rows, except while the tenant has a
+-- backlog. $1 tenant, $2 schedule.
+SELECT now() AS db_now,
+       (SELECT next_fire_at FROM schedule WHERE tenant_id = $1 AND id = $2) AS next_fire_at,
+       u.unfinished, COALESCE(u.open_hours, '{}') AS open_hours
+  FROM (SELECT count(*) FILTER (WHERE status <> 'running' OR claim_expires_at IS NOT NULL)
+                   AS unfinished,
+               array_agg(DISTINCT date_bin('1 hour', scheduled_for,
+                                           TIMESTAMPTZ '2000-01-01 00:00:00+00')) AS open_hours
+          FROM job_run
+         WHERE tenant_id = $1 AND status IN ('pending', 'retrying', 'running')
+           AND schedule_id = $2
+           AND scheduled_for > now() - make_interval(secs => $3)
+           AND scheduled_for <= now()) AS u
 
 -- name: job_run_outcome_streak
 -- Past any window: the failed runs after the latest succeeded one (by occurrence), and
