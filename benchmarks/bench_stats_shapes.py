@@ -28,7 +28,6 @@ include the machine's contention.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import sys
@@ -40,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_stats  # the seeding is shared with the API benchmark
 
-from cronwire.adapters.embedded.postgres import throwaway_cluster
+from cronwire.adapters.embedded.postgres import run_on_database
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.sql import queries
@@ -117,11 +116,7 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.dsn:
-        result = asyncio.run(bench(args.dsn, args))
-    else:
-        with throwaway_cluster("cronwire-bench-") as server:
-            result = asyncio.run(bench(server.dsn, args))
+    result = run_on_database(args.dsn, lambda dsn: bench(dsn, args))
     print(json.dumps(result), flush=True)
 
 

@@ -10,6 +10,7 @@ says how it reaches the data and the binaries).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib.util
 import logging
@@ -20,12 +21,15 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from cronwire.adapters.embedded.service_user import binaries_for, open_parents, service_user
 from cronwire.domain.errors import EmbeddedServerError
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -210,3 +214,12 @@ def throwaway_cluster(prefix: str = "cronwire-") -> Iterator[EmbeddedPostgres]:
             yield server
         finally:
             server.stop()
+
+
+def run_on_database(dsn: str | None, work: Callable[[str], Coroutine[Any, Any, T]]) -> T:
+    """``work`` run to its end on ``dsn``, or on a throwaway cluster when there is none
+    (the benchmarks' ``--dsn`` option)."""
+    if dsn:
+        return asyncio.run(work(dsn))
+    with throwaway_cluster("cronwire-bench-") as server:
+        return asyncio.run(work(server.dsn))
