@@ -9,6 +9,8 @@ Fixtures for tests:
   first use). ``tansu_bootstrap``, ``apache_kafka`` and ``apache_kafka_cluster`` (3 nodes)
   are the session brokers behind it.
 - ``own_kafka``: a broker of each kind for one test to stop and start (not started).
+- ``pg_pair`` / ``async_pg_pair``: a Postgres failover pair (primary and hot standby,
+  synchronous or not) of one test's own, to kill and promote (tests/support/pg_ha.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
+from cronwire.adapters.embedded.postgres_pair import EmbeddedPostgresPair
 from cronwire.adapters.postgres.pool import create_pool
 from tests.support.apache_kafka import KafkaCluster
 from tests.support.brokers import (
@@ -32,6 +35,7 @@ from tests.support.brokers import (
     broker_params,
     own_broker,
 )
+from tests.support.pg_ha import postgres_pair
 from tests.support.servers import DatabaseFactory, kafka_server, postgres_server
 
 # platformdirs (via testcontainers/embedded packages) warns without XDG_RUNTIME_DIR.
@@ -102,3 +106,17 @@ def own_kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Embedd
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def pg_pair() -> Iterator[EmbeddedPostgresPair]:
+    """A synchronous failover pair of this test's own."""
+    with postgres_pair(synchronous=True) as pair:
+        yield pair
+
+
+@pytest.fixture
+def async_pg_pair() -> Iterator[EmbeddedPostgresPair]:
+    """An asynchronous failover pair of this test's own."""
+    with postgres_pair(synchronous=False) as pair:
+        yield pair

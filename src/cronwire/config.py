@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
+from cronwire.adapters.postgres.dsn import WRITABLE_ATTRS, DsnError, parse_dsn
 from cronwire.domain.errors import ConfigError
 
 PREFIX = "SCHEDULER_"
@@ -35,6 +35,8 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Settings:
     database_url: str | None = None
+    database_read_url: str | None = None  # a hot standby for the history API's reads
+    read_max_lag_seconds: float = 5.0
     home: Path = Path("./.cronwire")
     http_host: str = "127.0.0.1"
     http_port: int = 8080
@@ -169,19 +171,23 @@ def _roles(name: str, raw: str) -> frozenset[str]:
 
 
 def _dsn(name: str, raw: str) -> str:
+    """A connection URL, libpq style, with one host or several (pure parsing, dsn.py)."""
     value = raw.strip()
     try:
-        parts = urlsplit(value)
-    except ValueError as exc:  # e.g. "Invalid IPv6 URL" for an unclosed or bad [host]
-        raise ConfigError(f"{name}: malformed DSN: {exc}") from None
-    if parts.scheme not in {"postgres", "postgresql"}:
-        raise ConfigError(f"{name}: must be a postgresql:// URL, got scheme {parts.scheme!r}")
-    try:
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError:
-        raise ConfigError(f"{name}: malformed port in DSN") from None
-    if not parts.hostname and "host=" not in parts.query:
-        raise ConfigError(f"{name}: DSN names no host")
+        parse_dsn(value)
+    except DsnError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+    return value
+
+
+def _primary_dsn(name: str, raw: str) -> str:
+    """The URL every write uses: its target_session_attrs must be able to reach a primary
+    (the pool connects with read-write unless it says primary, see connect.py)."""
+    value = _dsn(name, raw)
+    attrs = parse_dsn(value).target_session_attrs
+    if attrs is not None and attrs not in WRITABLE_ATTRS | {"any"}:
+        raise ConfigError(f"{name}: target_session_attrs={attrs} never reaches the primary; "
+                          "use read-write, primary or any")
     return value
 
 
@@ -209,7 +215,9 @@ def _replication_factor(name: str, raw: str) -> int:
 
 
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "database_url": _dsn,
+    "database_url": _primary_dsn,
+    "database_read_url": _dsn,
+    "read_max_lag_seconds": _positive_float,
     "home": lambda _n, raw: Path(raw),
     "http_host": _text,
     "http_port": _port,
@@ -292,11 +300,15 @@ def load_settings(
 def _check_consistency(settings: Settings) -> None:
     if settings.executor_batch < 1 or settings.executor_workers < 1:
         raise ConfigError(f"{PREFIX}EXECUTOR_WORKERS: must be at least 1")
+    if settings.database_read_url is not None and settings.database_url is None:
+        raise ConfigError(f"{PREFIX}DATABASE_READ_URL: needs {PREFIX}DATABASE_URL (the "
+                          "embedded database has no standby to read from)")
 
 
 # Defaults that are not a plain value, worded as CONTRACT.md words them.
 _DEFAULT_TEXT = {
     "database_url": "unset: embedded Postgres in SCHEDULER_HOME",
+    "database_read_url": "unset: the primary serves every read",
     "kafka_bootstrap_servers": "unset: embedded broker (kafka mode)",
     "kafka_replication_factor": "3, or the number of brokers if fewer",
     "home": "./.cronwire",

@@ -119,6 +119,7 @@ def configure_logging(settings: Settings, stream: IO[str] | None = None) -> None
     """Replace the root handlers with one redacting handler on ``stream`` (stderr)."""
     out = stream or sys.stderr
     register_secret(_dsn_password(settings.database_url))
+    register_secret(_dsn_password(settings.database_read_url))
     fmt = settings.log_format
     if fmt == "auto":
         fmt = "text" if out.isatty() else "json"

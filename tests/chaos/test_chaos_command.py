@@ -9,17 +9,16 @@ firing every second, 30 s per fault, a 50,000-run burst) instead.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.chaos_command import FULL, run_chaos
+
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-FULL = os.environ.get("CRONWIRE_CHAOS_FULL") == "1"
 POSTGRES_FAULTS = "kill,stall,pg-restart,connection-cuts,lease-cut,clock-skew,fairness"
 # lease-cut runs at full size only: reduced (20 schedules) on a busy machine the cut-off
 # replica's claims sometimes lost every race, so there was nothing to cut off (1 run in 2).
@@ -30,25 +29,6 @@ KAFKA_FAULTS = "kill,stall,broker-kill,broker-stall,rolling-restart,fairness"
 # Kafka-mode fairness runs at full size only (reduced, it measured a p99 of 1.8 s against
 # the 2 s bound on an idle machine: too close to hold in a shared CI run).
 KAFKA_FAULTS_REDUCED = "stall,broker-stall"
-
-
-def _size() -> list[str]:
-    if FULL:
-        return ["--schedules", "300", "--duration", "30", "--burst", "50000"]
-    return ["--schedules", "20", "--duration", "8", "--burst", "3000"]
-
-
-def run_chaos(out: Path, mode: str, faults: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
-    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
-    done = subprocess.run(
-        [sys.executable, "-m", "cronwire.cli", "chaos", "--mode", mode, "--faults", faults,
-         "--replicas", "3", "--out", str(out), *_size()],
-        env=env, capture_output=True, text=True, timeout=3000 if FULL else 600,
-    )
-    report_file = out / "report.json"
-    assert report_file.exists(), done.stderr[-3000:]
-    return done, json.loads(report_file.read_text())
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,8 @@ from tests.support.processes import clean_env, cronwire_executable, run_cli, wai
         ("SCHEDULER_CLAIM_SOURCE", "rabbitmq"),
         ("SCHEDULER_DATABASE_URL", "mysql://root@localhost/db"),
         ("SCHEDULER_DATABASE_URL", "postgresql://db:port/x"),
+        ("SCHEDULER_DATABASE_URL", "postgresql://h1:5432,h2:x/cw?target_session_attrs=read-write"),
+        ("SCHEDULER_DATABASE_READ_URL", "postgresql://standby:5432/cw"),
         ("SCHEDULER_DELIVERY_TIMEOUT_SECONDS", "-3"),
     ],
 )

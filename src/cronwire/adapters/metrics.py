@@ -50,6 +50,11 @@ class PrometheusMetrics:
             "Months after the current one with run partitions in place (-1: current missing)",
             registry=r,
         )
+        self._history_reads = Counter(
+            "scheduler_history_reads_total",
+            "Run-history reads by the server that answered (standby: SCHEDULER_DATABASE_READ_URL)",
+            ["server"], registry=r,
+        )
         self._readiness = Gauge(
             "scheduler_readiness", "Last /readyz outcome per check (1 passing, 0 failing)",
             ["check"], registry=r,
@@ -94,6 +99,11 @@ class PrometheusMetrics:
 
     def set_partitions_ahead(self, months: int) -> None:
         self._partitions_ahead.set(months)
+
+    def history_read(self, server: str) -> None:
+        """A history read answered by ``server`` ("standby" or "primary")."""
+        self._history_reads.labels(server=server).inc()
+
     def set_broker_up(self, up: bool) -> None:
         if self._broker_up is None:
             self._broker_up = Gauge(

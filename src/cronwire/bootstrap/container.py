@@ -31,6 +31,8 @@ from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
+from cronwire.adapters.postgres.standby_freshness import StandbyFreshness
+from cronwire.adapters.postgres.standby_history import StandbyRunHistory
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import replica_clock
 from cronwire.bootstrap.factories import uses_kafka
@@ -50,6 +52,33 @@ async def _pool_resource(dsn: str, size: int) -> AsyncIterator[asyncpg.Pool]:
         yield pool
     finally:
         await pool.close()
+
+
+async def _read_pool_resource(settings: Settings) -> AsyncIterator[asyncpg.Pool | None]:
+    """The history's pool on SCHEDULER_DATABASE_READ_URL; None without one, or where no
+    API runs. It connects on its first read, so a standby that is down delays nothing."""
+    if settings.database_read_url is None or "api" not in settings.roles:
+        yield None
+        return
+    pool = await create_pool(settings.database_read_url, settings.db_pool_size, read_only=True)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+def _run_history(primary_pool: asyncpg.Pool, read_pool: asyncpg.Pool | None,
+                 max_lag_seconds: float,
+                 metrics: PrometheusMetrics) -> PostgresRunHistory | StandbyRunHistory:
+    """The history on the primary, or on a standby while it is fresh enough (ADR 0039)."""
+    primary = PostgresRunHistory(primary_pool)
+    if read_pool is None:
+        return primary
+    return StandbyRunHistory(
+        primary, PostgresRunHistory(read_pool),
+        StandbyFreshness(primary_pool, read_pool, max_lag_seconds),
+        on_read=metrics.history_read,
+    )
 
 
 async def _deliverer_resource(
@@ -209,7 +238,11 @@ class Container(containers.DeclarativeContainer):
 
     # -- api providers --
     schedule_store = providers.Singleton(PostgresScheduleStore, pool=db_pool)
-    run_history = providers.Singleton(PostgresRunHistory, pool=db_pool)
+    read_pool = providers.Resource(_read_pool_resource, settings=settings)
+    run_history = providers.Singleton(
+        _run_history, primary_pool=db_pool, read_pool=read_pool,
+        max_lag_seconds=settings.provided.read_max_lag_seconds, metrics=metrics,
+    )
     run_commands = providers.Singleton(PostgresRunCommands, pool=db_pool)
 
 

@@ -11,10 +11,11 @@ import logging
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
+from cronwire.adapters.embedded.postgres_pair import EmbeddedPostgresPair
 from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
 
-__all__ = ["FAST_UNSAFE_SETTINGS", "EmbeddedBroker", "EmbeddedPostgres",
+__all__ = ["FAST_UNSAFE_SETTINGS", "EmbeddedBroker", "EmbeddedPostgres", "EmbeddedPostgresPair",
            "start_embedded_broker", "start_embedded_postgres"]
 
 log = logging.getLogger("cronwire")

@@ -18,6 +18,7 @@ import asyncpg
 from cronwire.adapters.kafka.link import unreachable_servers
 from cronwire.adapters.postgres.databases import create_database
 from cronwire.adapters.postgres.driver_errors import DRIVER_ERRORS
+from cronwire.adapters.postgres.dsn import parse_dsn
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.migrator import is_current, migrate
 from cronwire.adapters.postgres.pool import create_pool
@@ -44,7 +45,7 @@ CLOCK_SKEW_VARIABLE = SKEW_VARIABLE
 __all__ = [
     "CLOCK_SKEW_VARIABLE", "DATABASE_ERRORS", "Pool", "TenantAdmin", "blank_database",
     "check_buildable", "database_checks", "fresh_database", "harness_queries", "migrate",
-    "open_pool", "partition_upkeep", "tenant_admin", "uses_kafka",
+    "open_pool", "partition_upkeep", "redacted_dsn", "tenant_admin", "uses_kafka",
 ]
 
 
@@ -74,6 +75,12 @@ def check_buildable(settings: Settings) -> None:
 async def open_pool(dsn: str, size: int = COMMAND_POOL_SIZE) -> asyncpg.Pool:
     """A pool with cronwire's session settings and jsonb codecs; the caller closes it."""
     return await create_pool(dsn, size)
+
+
+def redacted_dsn(dsn: str) -> str:
+    """A connection URL (every host) for messages: no password, no parameters."""
+    parsed = parse_dsn(dsn)
+    return parsed.redacted().partition("?")[0]
 
 
 async def database_checks(pool: asyncpg.Pool, checks: dict[str, bool]) -> None:

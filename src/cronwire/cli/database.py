@@ -17,7 +17,6 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from cronwire.config import Settings
 from cronwire.domain.errors import ConfigError, CronwireError, NotFound, StorageError
@@ -32,12 +31,9 @@ def database_label(settings: Settings) -> str:
     """Which database a command uses, for messages; a DSN's password is never shown."""
     if settings.embedded_database:
         return f"the embedded database in {(settings.home / 'postgres').resolve()}"
-    parts = urlsplit(settings.database_url or "")
-    if parts.password is not None:
-        host = parts.hostname or ""
-        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        parts = parts._replace(netloc=netloc)
-    return f"database {urlunsplit(parts._replace(query=''))}"
+    from cronwire.bootstrap.factories import redacted_dsn
+
+    return f"database {redacted_dsn(settings.database_url or '')}"
 
 
 @contextlib.contextmanager

