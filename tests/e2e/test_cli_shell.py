@@ -369,6 +369,10 @@ def test_the_scheduling_flags_and_commands_round_trip_through_the_api(
     assert (done["occurrences"], done["created"], done["existing"]) == (5, 5, 0)
     again = cli.ok("schedules", "backfill", sid, *window, token=token)
     assert (again["created"], again["existing"]) == (0, 5)
+    every = cli.ok("runs", "list", "--schedule-id", sid, "--since", window[1], "--until",
+                   window[3], "--limit", "2", "--all", token=token)  # three pages of 2, 2, 1
+    assert [run["trigger"] for run in every["items"]] == ["backfill"] * 5
+    assert every["next_cursor"] is None
     line = cli.refused("schedules", "backfill", sid, "--start", "2001-01-01T00:00:00Z",
                        "--end", "2001-01-01T01:00:00Z", token=token, code=1)
     assert line.startswith("cronwire: start:") or "start:" in line
@@ -423,7 +427,8 @@ def test_runs_replay_repeats_a_failed_run_and_the_dead_letters(live: Live, cli: 
      ["schedules", "update", str(uuid.uuid4()), "--max-runs", "3", "--no-max-runs"],
      ["schedules", "backfill", str(uuid.uuid4()), "--start", "2030-01-01T00:00:00Z"],
      ["runs", "replay"], ["runs", "replay", "--status", "succeeded"],
-     ["runs", "replay", str(uuid.uuid4()), "--status", "failed"]],
+     ["runs", "replay", str(uuid.uuid4()), "--status", "failed"],
+     ["runs", "list", "--all", "--follow"]],
 )
 def test_scheduling_usage_errors_exit_2_with_one_line(args: list[str], cli: InProcess) -> None:
     cli.refused(*args, token="cwt_any", code=2)

@@ -69,6 +69,17 @@ class ApiClient:
                              f"(HTTP {response.status_code}); is {self.base_url} cronwire?"
                              ) from None
 
+    def listing(self, path: str, params: Mapping[str, Any], *, every: bool) -> dict[str, Any]:
+        """One page of a keyset-paged list, or with ``every`` all pages from there on,
+        as one ``{"items", "next_cursor"}`` (the cursor then null)."""
+        page = self.call("GET", path, params=params)
+        items = list(page["items"])
+        while every and page.get("next_cursor"):
+            page = self.call("GET", path, params={**params, "cursor": page["next_cursor"]})
+            items += page["items"]
+        return {"items": items, "next_cursor": page.get("next_cursor")}
+
+
 
 def _reason(exc: Exception) -> str:
     text = str(exc).strip()

@@ -51,10 +51,12 @@ def runs_list(client: ApiClient, args: argparse.Namespace) -> None:
     if args.follow:
         if args.cursor:
             raise ConfigError("--cursor: not with --follow, which watches the newest runs")
+        if args.all:
+            raise ConfigError("--all: not with --follow, which watches the newest runs")
         follow_runs(client, args)
         return
     params = {**_run_filters(args), "limit": args.limit, "cursor": args.cursor}
-    show_page(args, client.call("GET", "/v1/runs", params=params), RUN_COLUMNS)
+    show_page(args, client.listing("/v1/runs", params, every=args.all), RUN_COLUMNS)
 
 
 def follow_runs(client: ApiClient, args: argparse.Namespace) -> None:
@@ -125,6 +127,8 @@ def add_run_commands(commands: argparse._SubParsersAction[Any], api: argparse.Ar
                           help=f"runs per page, 1..{MAX_PAGE} (default: 50)")
     run_list.add_argument("--cursor", metavar="CURSOR",
                           help="continue after this page (next_cursor of the previous one)")
+    run_list.add_argument("--all", action="store_true",
+                          help="follow every page to the end (not with --follow)")
     run_list.add_argument("--follow", "-f", action="store_true",
                           help="keep printing new runs and status changes until Ctrl-C")
     run_list.add_argument("--interval", type=seconds_flag, default=2.0, metavar="SECONDS",

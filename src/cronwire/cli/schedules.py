@@ -135,15 +135,8 @@ def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
 
 
 def schedules_list(client: ApiClient, args: argparse.Namespace) -> None:
-    page = client.call("GET", "/v1/schedules", params={"limit": args.limit,
-                                                        "cursor": args.cursor})
-    items = list(page["items"])
-    while args.all and page.get("next_cursor"):
-        page = client.call("GET", "/v1/schedules",
-                           params={"limit": args.limit, "cursor": page["next_cursor"]})
-        items += page["items"]
-    show_page(args, {"items": items, "next_cursor": page.get("next_cursor")},
-               SCHEDULE_COLUMNS)
+    params = {"limit": args.limit, "cursor": args.cursor}
+    show_page(args, client.listing("/v1/schedules", params, every=args.all), SCHEDULE_COLUMNS)
 
 
 def _on_schedule(method: str, action: str = "") -> Handler:
