@@ -68,6 +68,10 @@ class Settings:
     db_pool_size: int = 10
     log_level: str = "info"
     log_format: str = "auto"
+    # Alerts (issue 26): how often each replica checks for late schedules and sends due
+    # alert events, and the first retry backoff of an alert delivery.
+    alert_check_seconds: float = 5.0
+    alert_retry_initial_seconds: float = 10.0
 
     @property
     def lease_seconds(self) -> float:
@@ -249,6 +253,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "db_pool_size": _positive_int,
     "log_level": _choice(LOG_LEVELS),
     "log_format": _choice(LOG_FORMATS),
+    "alert_check_seconds": _positive_float,
+    "alert_retry_initial_seconds": _positive_float,
 }
 
 

@@ -11,6 +11,7 @@ from playwright.async_api import expect
 
 from cronwire.harness.sink import Reply, by_attempt
 from tests.support.browser import Console, needs_chromium
+from tests.support.polling import wait_until
 
 pytestmark = [needs_chromium, pytest.mark.asyncio(loop_scope="module")]
 
@@ -266,3 +267,38 @@ async def test_preview_marks_dst_changes_and_the_form_edits(console: Console) ->
     assert await page.evaluate("sessionStorage.length") == 0
     assert unexpected_errors(console) == []
     assert console.watched.dialogs == [] and console.watched.external_requests == []
+
+
+async def test_schedule_page_shows_stats_and_explains_an_instant(console: Console) -> None:
+    page = console.page
+    created = await console.api("POST", "/v1/schedules", {
+        "name": "wall-clock-0230", "cron": "30 2 * * *", "timezone": "Europe/Berlin",
+        "target": {"url": console.sink.url}})
+    run = await console.api("POST", f"/v1/schedules/{created['id']}/trigger")
+
+    async def delivered() -> bool:
+        found = await console.api("GET", f"/v1/runs/{run['id']}")
+        return bool(found["status"] == "succeeded")
+
+    await wait_until(delivered, within=60)
+    await console.sign_in()
+    await page.get_by_role("link", name="wall-clock-0230", exact=True).click()
+    stats = page.locator("#stats-facts")
+    await expect(stats).to_contain_text("Succeeded1")
+    await expect(stats).to_contain_text("Success rate100.0 %")
+    await expect(stats).to_contain_text("0 overlap, 0 misfire")
+    await page.get_by_label("Stats window").select_option("1h")
+    await expect(stats).to_contain_text("Runs1")
+
+    # 01:00 CET on the spring-forward day: 02:30 does not exist, 03:00 CEST fires instead.
+    await page.get_by_role("textbox", name="Instant").fill("2027-03-28T00:00:00Z")
+    await page.get_by_role("button", name="Explain").click()
+    result = page.locator("#explain-result")
+    await expect(result.locator(".badge")).to_have_text("not_planned_yet")
+    await expect(result).to_contain_text("DST moved it: 02:30 did not exist on 2027-03-28")
+    await expect(result).to_contain_text("2027-03-28 01:00:00")
+    await page.get_by_role("textbox", name="Instant").fill("next tuesday")
+    await page.get_by_role("button", name="Explain").click()
+    await expect(result.locator(".error")).to_contain_text("at")
+    assert [e for e in unexpected_errors(console) if "422" not in e] == []
+    assert console.watched.external_requests == []

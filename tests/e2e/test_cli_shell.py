@@ -432,3 +432,35 @@ def test_runs_replay_repeats_a_failed_run_and_the_dead_letters(live: Live, cli: 
 )
 def test_scheduling_usage_errors_exit_2_with_one_line(args: list[str], cli: InProcess) -> None:
     cli.refused(*args, token="cwt_any", code=2)
+
+
+def test_explain_stats_and_alerts_commands_round_trip_through_the_api(
+    live: Live, cli: InProcess
+) -> None:
+    token = cli.ok("tenant", "create", "watcher")["token"]
+    sid = cli.ok("schedules", "create", "--name", "wall", "--cron", "30 2 * * *",
+                 "--timezone", "Europe/Berlin", *_hook(live), "--paused", token=token)["id"]
+    explained = cli.ok("schedules", "explain", sid, "--at", "2027-03-28T00:00:00Z", token=token)
+    assert explained["occurrence"] == "2027-03-28T01:00:00Z"
+    assert explained["verdict"] == "paused" and explained["reason"].startswith("DST moved it")
+    stats = cli.ok("schedules", "stats", sid, "--window", "7d", token=token)
+    assert stats["window"] == "7d" and stats["occurrences"] == 0
+    assert cli.ok("schedules", "stats", sid, token=token)["window"] == "24h"
+    assert "invalid choice" in cli.refused("schedules", "stats", sid, "--window", "2h",
+                                           token=token, code=2)
+    assert "--at" in cli.refused("schedules", "explain", sid, token=token, code=2)
+
+    alerts = cli.ok("alerts", "set", "--url", f"{live.url}/healthz", "--event",
+                    "schedule.failing", "--event", "schedule.late", token=token)
+    assert alerts["events"] == ["schedule.failing", "schedule.late"]
+    assert alerts["signing_secret"].startswith("whsec_")
+    shown = cli.ok("alerts", "get", token=token)
+    assert shown["url"] == f"{live.url}/healthz" and "signing_secret" not in shown
+    assert cli.ok("alerts", "events", token=token) == {"items": [], "next_cursor": None}
+    ruled = cli.ok("schedules", "update", sid, "--alert-after-failures", "3",
+                   "--alert-max-duration-ms", "900", token=token)
+    assert ruled["alerts"] == {"after_failures": 3, "late_after_seconds": None,
+                               "max_duration_ms": 900}
+    ruled = cli.ok("schedules", "update", sid, "--alert-after-failures", "none", token=token)
+    assert ruled["alerts"]["after_failures"] is None and ruled["alerts"]["max_duration_ms"] == 900
+    assert "url" in cli.refused("alerts", "set", "--url", "ftp://x", token=token, code=1)

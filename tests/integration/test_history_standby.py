@@ -20,8 +20,9 @@ import pytest
 from cronwire.adapters.embedded.postgres_pair import EmbeddedPostgresPair
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
+from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.standby_freshness import StandbyFreshness
-from cronwire.adapters.postgres.standby_history import StandbyRunHistory
+from cronwire.adapters.postgres.standby_history import StandbyRunHistory, StandbyStatsReader
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.domain.history import RunQuery
 from cronwire.harness.seeding import SeededSchedule, seed_due_run_ids, seed_schedule, seed_tenant
@@ -36,6 +37,7 @@ MAX_LAG = 2.0
 @dataclass
 class Reads:
     history: StandbyRunHistory
+    stats: StandbyStatsReader
     primary: asyncpg.Pool
     standby: asyncpg.Pool  # a plain connection pool on the standby, for the test's own use
     schedule: SeededSchedule
@@ -61,10 +63,14 @@ async def reads(pg_pair: EmbeddedPostgresPair) -> AsyncIterator[Reads]:
         tenant = await seed_tenant(primary)
         schedule = await seed_schedule(primary, tenant, "http://127.0.0.1:9/hook")
         servers: list[str] = []
+        freshness = StandbyFreshness(primary, read_pool, MAX_LAG)
         history = StandbyRunHistory(
-            PostgresRunHistory(primary), PostgresRunHistory(read_pool),
-            StandbyFreshness(primary, read_pool, MAX_LAG), on_read=servers.append)
-        yield Reads(history, primary, standby, schedule, servers)
+            PostgresRunHistory(primary), PostgresRunHistory(read_pool), freshness,
+            on_read=servers.append)
+        stats = StandbyStatsReader(
+            PostgresStatsReader(primary), PostgresStatsReader(read_pool), freshness,
+            on_read=servers.append)
+        yield Reads(history, stats, primary, standby, schedule, servers)
     finally:
         await standby.close()
         await read_pool.close()
@@ -84,6 +90,26 @@ async def test_a_fresh_standby_serves_the_history(reads: Reads) -> None:
     await _standby_serves(reads, first)
     detail = await reads.history.get(reads.schedule.tenant_id, first)
     assert detail.run.id == first and reads.servers[-1] == "standby"
+
+
+async def test_a_fresh_standby_serves_the_stats_and_a_stale_one_leaves_them_to_the_primary(
+    reads: Reads,
+) -> None:
+    await _standby_serves(reads, await reads.add_run(0))
+    tenant, schedule = reads.schedule.tenant_id, reads.schedule.id
+    on_standby = await reads.stats.schedule_stats(tenant, schedule, "24h", 86_400)
+    assert on_standby.occurrences == 1 and reads.servers[-1] == "standby"
+    await reads.standby.execute("SELECT pg_wal_replay_pause()")
+    try:
+        await reads.add_run(1)
+
+        async def primary_counts_both() -> bool:
+            found = await reads.stats.schedule_stats(tenant, schedule, "24h", 86_400)
+            return found.occurrences == 2 and reads.servers[-1] == "primary"
+
+        await wait_until(primary_counts_both, within=4 * MAX_LAG + 10, every=0.1)
+    finally:
+        await reads.standby.execute("SELECT pg_wal_replay_resume()")
 
 
 async def test_a_standby_further_behind_than_the_bound_is_skipped(reads: Reads) -> None:

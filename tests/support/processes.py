@@ -25,8 +25,8 @@ def cronwire_executable() -> str:
 
 
 def clean_env(**overrides: str) -> dict[str, str]:
-    """The test process environment without SCHEDULER_* leaking in, plus overrides."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
+    """The test process environment without SCHEDULER_* or OTEL_* leaking in, plus overrides."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SCHEDULER_", "OTEL_"))}
     env.update(overrides)
     return env
 

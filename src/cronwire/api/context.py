@@ -6,7 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cronwire.domain.schedules import TenantLimits
-from cronwire.ports import RunCommands, RunHistory, ScheduleStore, TokenVerifier
+from cronwire.ports import (
+    AlertStore,
+    Metrics,
+    RunCommands,
+    RunHistory,
+    ScheduleStore,
+    StatsReader,
+    TokenVerifier,
+)
 from cronwire.service.schedule_commands import UrlCheck
 
 
@@ -20,3 +28,7 @@ class ApiContext:
     default_limits: TenantLimits
     max_request_bytes: int = 262_144  # SCHEDULER_API_MAX_REQUEST_BYTES
     secret_overlap_seconds: int = 24 * 3600
+    # Issue 26's readers and stores; their routes are served only when given.
+    stats: StatsReader | None = None
+    alerts: AlertStore | None = None
+    metrics: Metrics | None = None  # the stats queries' latency (scheduler_stats_query_seconds)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronwire.api.schemas import RetryIn, ScheduleCreate, TargetIn
+from cronwire.api.schemas import AlertsIn, RetryIn, ScheduleCreate, TargetIn
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.history import RunDetail, RunView
 from cronwire.domain.model import RetryPolicy, ScheduleStatus, Target
@@ -27,6 +28,18 @@ def retry_from(given: RetryIn) -> RetryPolicy:
                        given.max_backoff_seconds)
 
 
+def alerts_from(given: AlertsIn | None) -> AlertRules:
+    if given is None:
+        return AlertRules()
+    return AlertRules(given.after_failures, given.late_after_seconds, given.max_duration_ms)
+
+
+def alerts_out(rules: AlertRules) -> dict[str, Any]:
+    return {"after_failures": rules.after_failures,
+            "late_after_seconds": rules.late_after_seconds,
+            "max_duration_ms": rules.max_duration_ms}
+
+
 def spec_from(body: ScheduleCreate) -> ScheduleSpec:
     return ScheduleSpec(
         name=body.name, cron=body.cron, timezone=body.timezone, target=target_from(body.target),
@@ -35,7 +48,7 @@ def spec_from(body: ScheduleCreate) -> ScheduleSpec:
         ends_at=body.ends_at, at=body.at,
         overlap_policy=parse_overlap_policy(body.overlap_policy),
         jitter_seconds=body.jitter_seconds, max_runs=body.max_runs,
-        pause_after_failures=body.pause_after_failures,
+        pause_after_failures=body.pause_after_failures, alerts=alerts_from(body.alerts),
     )
 
 
@@ -58,6 +71,7 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
         "next_fire_at": record.next_fire_at, "last_fire_at": record.last_fire_at,
         "previous_secret_expires_at": record.previous_secret_expires_at,
         "created_at": record.created_at, "updated_at": record.updated_at,
+        "alerts": alerts_out(spec.alerts),
     }
 
 

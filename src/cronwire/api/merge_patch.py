@@ -15,13 +15,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cronwire.api.schemas import RetryPatch, SchedulePatch, TargetPatch
+from cronwire.api.schemas import AlertsIn, RetryPatch, SchedulePatch, TargetPatch
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.errors import RuleViolation
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
 from cronwire.domain.schedule_rules import parse_misfire_policy, parse_overlap_policy
 from cronwire.domain.schedules import ScheduleSpec
 
-NULLABLE = frozenset({"starts_at", "ends_at", "cron", "at", "max_runs", "pause_after_failures"})
+NULLABLE = frozenset({"starts_at", "ends_at", "cron", "at", "max_runs", "pause_after_failures",
+                      "alerts"})
 # A null puts these back to their defaults.
 DEFAULTS: dict[str, Any] = {"overlap_policy": OverlapPolicy.ALLOW, "jitter_seconds": 0}
 DEFAULT_METHOD = "POST"
@@ -44,6 +46,8 @@ def patched_spec(spec: ScheduleSpec, patch: SchedulePatch) -> ScheduleSpec:
             value = parse_misfire_policy(value)
         elif name == "overlap_policy":
             value = parse_overlap_policy(value)
+        elif name == "alerts":
+            value = _patched_alerts(spec.alerts, value)
         changes[name] = value
     return spec.with_changes(changes)
 
@@ -91,3 +95,10 @@ def _patched_retry(retry: RetryPolicy, patch: RetryPatch) -> RetryPolicy:
         value = getattr(patch, name)
         values[name] = getattr(defaults, name) if value is None else value
     return replace(retry, **values)
+
+
+def _patched_alerts(rules: AlertRules, patch: AlertsIn | None) -> AlertRules:
+    """Rule by rule: a rule present replaces (null removes it); null removes them all."""
+    if patch is None:
+        return AlertRules()
+    return replace(rules, **{name: getattr(patch, name) for name in patch.model_fields_set})

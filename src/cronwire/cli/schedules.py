@@ -24,6 +24,12 @@ from cronwire.cli.api_client import (
     connection_options,
     id_argument,
 )
+from cronwire.cli.observability import (
+    add_alert_commands,
+    add_alert_rule_flags,
+    add_schedule_insight,
+    alert_rules_body,
+)
 from cronwire.cli.output import (
     Column,
     field,
@@ -102,7 +108,7 @@ def _timing(args: argparse.Namespace) -> dict[str, Any]:
              "misfire_policy": args.misfire_policy,
              "catchup_window_seconds": args.catchup_window_seconds,
              "starts_at": args.starts_at, "ends_at": args.ends_at}
-    return {k: v for k, v in given.items() if v is not None}
+    return {**{k: v for k, v in given.items() if v is not None}, **alert_rules_body(args)}
 
 
 def schedules_create(client: ApiClient, args: argparse.Namespace) -> None:
@@ -218,6 +224,7 @@ def _schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     parser.add_argument("--ends-at", metavar="TIME",
                         help="RFC 3339, no fires after it" + default("none"))
     add_semantics_flags(parser, creating=creating)
+    add_alert_rule_flags(parser)
     if creating:
         parser.add_argument("--paused", action="store_true",
                             help="create it paused (default: active)")
@@ -282,4 +289,6 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     id_argument(preview, "schedule")
     preview.add_argument("--count", type=int, default=10, metavar="N",
                          help="how many fire times, 1..1000 (default: 10)")
+    add_schedule_insight(action)
     add_run_commands(commands, api, group_help)
+    add_alert_commands(commands, group_help)

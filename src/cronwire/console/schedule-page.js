@@ -1,4 +1,5 @@
-// One schedule: its settings, actions, the next fire times (DST changes marked) and runs.
+// One schedule: its settings, actions, the next fire times (DST changes marked), its stats,
+// an "explain an instant" box and its runs.
 
 import { api } from "./api.js";
 import { scheduleActions } from "./actions.js";
@@ -6,6 +7,7 @@ import { backfillDialog } from "./dialogs.js";
 import { el, focusHeading } from "./dom.js";
 import { announce, confirmAction, secretPanel } from "./feedback.js";
 import { inZone, localText, offsetAt, offsetOfLocal, utc } from "./format.js";
+import { explainSection, statsSection } from "./insight.js";
 import { renderRuns } from "./runs.js";
 
 function details(schedule) {
@@ -150,7 +152,8 @@ export async function renderSchedulePage(root, { id, secret, onCleanup }) {
     el("div", { class: "columns" },
       el("section", { class: "card", "aria-labelledby": "facts-title" },
         el("h2", { id: "facts-title", text: "Settings" }), factsSlot),
-      previewSection(schedule)));
+      previewSection(schedule)),
+    el("div", { class: "columns" }, statsSection(schedule), explainSection(schedule)));
   root.append(section);
   runs = renderRuns(section, schedule, { onCleanup });
   focusHeading(root);

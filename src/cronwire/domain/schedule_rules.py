@@ -85,6 +85,7 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime) -> Sc
         if not spec.starts_at < spec.ends_at:
             raise RuleViolation("ends_at", "must be later than starts_at")
     _check_semantics(spec)
+    spec.alerts.checked()
     if spec.cron is None:  # a one-time schedule has no interval to limit
         return replace(spec, name=spec.name.strip(), target=target)
     gap = min_gap_seconds(spec.cron, spec.timezone, now)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.model import (
     MisfirePolicy,
     OverlapPolicy,
@@ -28,7 +29,7 @@ TIMING_FIELDS = frozenset({"cron", "at", "timezone", "starts_at", "ends_at"})
 EDITABLE_FIELDS = frozenset(
     {"name", "cron", "at", "timezone", "target", "retry", "misfire_policy",
      "catchup_window_seconds", "starts_at", "ends_at", "overlap_policy", "jitter_seconds",
-     "max_runs", "pause_after_failures"}
+     "max_runs", "pause_after_failures", "alerts"}
 )
 
 
@@ -63,6 +64,7 @@ class ScheduleSpec:
     jitter_seconds: int = 0
     max_runs: int | None = None
     pause_after_failures: int | None = None
+    alerts: AlertRules = field(default_factory=AlertRules)
 
     def with_changes(self, changes: dict[str, Any]) -> ScheduleSpec:
         """A copy with the PATCHed fields replaced (unknown names raise KeyError)."""

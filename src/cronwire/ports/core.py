@@ -184,6 +184,15 @@ class Metrics(Protocol):
         """Kafka mode: whether this replica reaches the broker (scheduler_kafka_broker_up)."""
         ...
 
+    def alert_delivered(self, outcome: str) -> None:
+        """One alert delivery attempt ended: delivered, retrying, failed or undelivered
+        (scheduler_alert_deliveries_total{outcome})."""
+        ...
+
+    def stats_query(self, seconds: float) -> None:
+        """One stats request's queries took this long (scheduler_stats_query_seconds)."""
+        ...
+
 
 # -- executor: circuit breaker store (stage 2) --
 

@@ -16,6 +16,7 @@ import asyncpg
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.run_history import run_view
 from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import (
     retry_from_document,
     retry_to_document,
@@ -38,6 +39,11 @@ Q = queries()
 NIL_ID = uuid.UUID(int=0)
 # A manual instant collides only with another manual trigger in the same microsecond.
 MANUAL_INSERT_TRIES = 5
+
+
+def _alert_columns(spec: ScheduleSpec) -> list[object]:
+    rules = spec.alerts
+    return [rules.after_failures, rules.late_after_seconds, rules.max_duration_ms]
 
 
 def _spec_columns(spec: ScheduleSpec) -> list[object]:
@@ -97,6 +103,8 @@ def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
         jitter_seconds=row["jitter_seconds"],
         max_runs=row["max_runs"],
         pause_after_failures=row["pause_after_failures"],
+        alerts=AlertRules(row["alert_after_failures"], row["alert_late_after_seconds"],
+                          row["alert_max_duration_ms"]),
     )
     return ScheduleRecord(
         id=row["id"], tenant_id=row["tenant_id"], spec=spec,
@@ -155,6 +163,7 @@ class PostgresScheduleStore:
                     Q["schedule_insert"], uuid.uuid4(), tenant_id, *_spec_columns(spec),
                     status.value, first_fire(spec, tenant["db_now"]), spec.starts_at,
                     spec.ends_at, signing_secret, *_semantics_columns(spec),
+                    *_alert_columns(spec),
                 )
         return schedule_record(found_row(row, tenant_id, "tenant"))
 
@@ -197,7 +206,7 @@ class PostgresScheduleStore:
                 updated = await conn.fetchrow(
                     Q["schedule_update"], tenant_id, schedule_id, *_spec_columns(spec),
                     spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
-                    *_semantics_columns(spec), status.value,
+                    *_semantics_columns(spec), status.value, *_alert_columns(spec),
                 )
         return schedule_record(found_row(updated, schedule_id))
 
