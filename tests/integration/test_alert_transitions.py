@@ -93,5 +93,5 @@ async def test_failures_in_one_batch_and_across_batches_make_one_failing_event(
     assert [(e["type"], e["run_id"]) for e in events] == [
         ("schedule.failing", runs[2][0]), ("schedule.recovered", runs[3][0])]
     assert events[0]["detail"]["consecutive_failures"] == 3
-    assert await db_pool.fetchval("SELECT alert_failures FROM schedule WHERE id = $1",
+    assert await db_pool.fetchval("SELECT consecutive_failures FROM schedule WHERE id = $1",
                                   schedule.id) == 2

@@ -201,7 +201,8 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-       consecutive_failures, paused_reason, paused_at, now() AS db_now
+       consecutive_failures, paused_reason, paused_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR SHARE
