@@ -1,4 +1,5 @@
-"""StatsReader on Postgres: one aggregate over the window, one look past it."""
+"""StatsReader on Postgres: one aggregate over the window, its skips by reason, one look
+past it."""
 
 from __future__ import annotations
 
@@ -32,12 +33,13 @@ class PostgresStatsReader:
         with storage_errors("reading schedule stats"):
             async with self._pool.acquire() as conn:
                 row = await conn.fetchrow(Q["job_run_stats_window"], schedule_id, seconds)
+                reasons = await conn.fetch(Q["job_run_stats_skipped"], schedule_id, seconds)
                 unfinished = await conn.fetchval(Q["job_run_stats_unfinished"], tenant_id,
                                                  schedule_id, seconds)
                 streak = await conn.fetchrow(Q["job_run_outcome_streak"], schedule_id)
         assert row is not None and streak is not None  # aggregates always answer one row
         skipped = dict.fromkeys(SKIP_REASONS, 0)
-        skipped["misfire"] = row["skipped"]  # the only reason a run is skipped today
+        skipped.update((r["reason"], r["runs"]) for r in reasons)
         return ScheduleStats(
             window=window,
             occurrences=row["succeeded"] + row["failed"] + row["skipped"] + row["cancelled"]
