@@ -356,19 +356,29 @@ woken AS (
 ended AS (
     SELECT * FROM landed WHERE status IN ('succeeded', 'failed')
 ),
+candidates AS (
+    -- The schedules whose count, pause or alert state this batch can change: those with a
+    -- failure here, and those with a success whose count is above zero or that have a rule,
+    -- each found through its nearly empty partial index (schedule_failing_idx,
+    -- schedule_alert_rules_idx), so a schedule that is none of these costs two probes
+    -- that match nothing, not a read of its row.
+    SELECT schedule_id AS id FROM ended WHERE status = 'failed'
+    UNION
+    SELECT s.id FROM schedule s
+     WHERE s.id = ANY (ARRAY(SELECT DISTINCT schedule_id FROM ended))
+       AND s.consecutive_failures > 0
+    UNION
+    SELECT s.id FROM schedule s
+     WHERE s.id = ANY (ARRAY(SELECT DISTINCT schedule_id FROM ended))
+       AND (s.alert_after_failures IS NOT NULL OR s.alert_max_duration_ms IS NOT NULL)
+),
 watched AS (
-    -- The schedules whose count, pause or alert state this batch can change. Deleted
-    -- schedules neither count nor alert.
+    -- Locked in id order. Deleted schedules neither count nor alert.
     SELECT s.id, s.tenant_id, s.name, s.status, s.consecutive_failures,
            s.pause_after_failures, s.alert_after_failures, s.alert_max_duration_ms,
            s.alert_failing, s.alert_slow
       FROM schedule s
-     WHERE s.id = ANY (ARRAY(SELECT DISTINCT schedule_id FROM ended))
-       AND s.status <> 'deleted'
-       AND (s.consecutive_failures > 0
-            OR s.alert_after_failures IS NOT NULL OR s.alert_max_duration_ms IS NOT NULL
-            OR s.id = ANY (ARRAY(SELECT DISTINCT schedule_id FROM ended
-                                  WHERE status = 'failed')))
+     WHERE s.id = ANY (ARRAY(SELECT id FROM candidates)) AND s.status <> 'deleted'
      ORDER BY s.id
        FOR UPDATE
 ),
