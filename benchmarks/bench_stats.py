@@ -31,6 +31,7 @@ from cronwire.adapters.embedded.postgres import throwaway_cluster
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.adapters.postgres.pool import create_pool
+from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
@@ -125,7 +126,8 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         expected = dict(await pool.fetchrow(EXPECTED, schedule))
         ctx = ApiContext(
             tokens=PostgresTenantStore(pool), schedules=PostgresScheduleStore(pool),
-            runs=PostgresRunHistory(pool), check_url=TargetGuard(allow_private=True).check_url,
+            runs=PostgresRunHistory(pool), commands=PostgresRunCommands(pool),
+            check_url=TargetGuard(allow_private=True).check_url,
             default_limits=default_limits(Settings()), stats=PostgresStatsReader(pool),
         )
         app = create_app(_ready, lambda: b"", build_tenant_routers(ctx))

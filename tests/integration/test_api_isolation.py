@@ -223,6 +223,7 @@ NOT_TENANT_SCOPED = {
     "tenant_alert_destination_upsert": "writes the authenticated tenant id ($1)",
     "job_run_stats_window": "one schedule ($1), read after schedule_get found it the tenant's",
     "job_run_outcome_streak": "one schedule ($1), read after schedule_get found it the tenant's",
+    "job_run_stats_skipped": "one schedule ($1), read after schedule_get found it the tenant's",
     "job_run_partition_bounds": "reads the partition catalog only",
 }
 
