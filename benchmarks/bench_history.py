@@ -39,6 +39,7 @@ from cronwire.adapters.embedded.postgres import run_on_database
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.adapters.postgres.pool import create_pool
+from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
@@ -191,6 +192,7 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
             tokens=PostgresTenantStore(pool),
             schedules=PostgresScheduleStore(pool),
             runs=PostgresRunHistory(pool),
+            commands=PostgresRunCommands(pool),
             check_url=TargetGuard(allow_private=True).check_url,
             default_limits=default_limits(Settings()),
         )

@@ -35,6 +35,7 @@ from cronwire.adapters.embedded.postgres import run_on_database
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.adapters.postgres.pool import create_pool
+from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
@@ -141,7 +142,8 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         stats = PostgresStatsReader(pool)
         ctx = ApiContext(
             tokens=PostgresTenantStore(pool), schedules=PostgresScheduleStore(pool),
-            runs=PostgresRunHistory(pool), check_url=TargetGuard(allow_private=True).check_url,
+            runs=PostgresRunHistory(pool), commands=PostgresRunCommands(pool),
+            check_url=TargetGuard(allow_private=True).check_url,
             default_limits=default_limits(Settings()), stats=stats,
         )
         app = create_app(_ready, lambda: b"", build_tenant_routers(ctx))

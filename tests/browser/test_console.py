@@ -120,6 +120,8 @@ async def test_sign_in_create_watch_deliveries_and_manage_a_schedule(console: Co
 
     # Pause, resume, trigger now.
     await page.get_by_role("button", name="Pause heartbeat").click()
+    await expect(page.get_by_label("Note (optional)")).to_be_focused()
+    await page.get_by_role("dialog").get_by_role("button", name="Pause schedule").click()
     await expect(page.locator("dl.facts .state-paused")).to_have_text("paused")
     await page.get_by_role("button", name="Resume heartbeat").click()
     await expect(page.locator("dl.facts .state-active")).to_have_text("active")
@@ -214,7 +216,7 @@ async def test_api_docs_render_offline(console: Console) -> None:
     assert re.search(r"<script>|<script [^>]*(?<!\.js\")>", await response.text()) is None
     await expect(page.locator(".opblock-summary-path", has_text="/v1/schedules/{id}/preview")
                  ).to_be_visible()
-    await expect(page.locator(".opblock-summary-path", has_text="/v1/runs/{id}")).to_be_visible()
+    await expect(page.locator('.opblock-summary-path[data-path="/v1/runs/{id}"]')).to_be_visible()
     await console.screenshot("docs.png", full_page=False)
 
     response = await page.goto(f"{console.base_url}/redoc")

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 import pytest
@@ -26,18 +25,6 @@ from cronwire.harness.sink import Reply, Sink, always, by_attempt
 from tests.support.replicas import ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
-
-
-@pytest.fixture
-async def sink() -> AsyncIterator[Sink]:
-    async with Sink() as running:
-        yield running
-
-
-@pytest.fixture
-async def fleet(database_url: str, tmp_path: Path) -> AsyncIterator[ReplicaSet]:
-    async with ReplicaSet(database_url, log_dir=tmp_path) as replicas:
-        yield replicas
 
 
 async def _seed(pool: asyncpg.Pool, url: str, count: int, tenants: int = 1) -> list[SeededSchedule]:

@@ -22,7 +22,6 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import asyncpg
 import pytest
@@ -64,12 +63,6 @@ async def sink() -> AsyncIterator[Sink]:
     async with Sink() as running:
         running.behaviour = always(Reply(delay=0.01))
         yield running
-
-
-@pytest.fixture
-async def fleet(database_url: str, tmp_path: Path) -> AsyncIterator[ReplicaSet]:
-    async with ReplicaSet(database_url, log_dir=tmp_path) as replicas:
-        yield replicas
 
 
 async def _admin(bootstrap: str) -> AIOKafkaAdminClient:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -52,18 +51,6 @@ def kafka_bootstrap(request: pytest.FixtureRequest) -> str:
     """This module's fleets run on tansu and on the 3-node cluster (a test added here that
     takes ``kafka_bootstrap`` runs on both)."""
     return bootstrap_of(request, request.param)
-
-
-@pytest.fixture
-async def sink() -> AsyncIterator[Sink]:
-    async with Sink() as running:
-        yield running
-
-
-@pytest.fixture
-async def fleet(database_url: str, tmp_path: Path) -> AsyncIterator[ReplicaSet]:
-    async with ReplicaSet(database_url, log_dir=tmp_path) as replicas:
-        yield replicas
 
 
 async def test_a_healthy_kafka_fleet_claims_by_message_and_the_sweeper_stays_small(

@@ -9,13 +9,12 @@ import pytest
 
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import (
-    AttemptRecord,
     ClaimBatch,
     ClaimedRun,
     LeaseKey,
-    RunResolution,
     RunStatus,
 )
+from tests.support.resolutions import resolution
 from tests.support.worlds import STORES, World, world_for
 
 RETRY8 = {"max_attempts": 8, "initial_backoff_seconds": 1, "max_backoff_seconds": 1}
@@ -24,25 +23,6 @@ RETRY8 = {"max_attempts": 8, "initial_backoff_seconds": 1, "max_backoff_seconds"
 @pytest.fixture(params=STORES)
 def world(request: pytest.FixtureRequest) -> World:
     return world_for(request)
-
-
-def resolution(
-    run: ClaimedRun, status: RunStatus, *, delay: float | None = None, excerpt: str | None = "ok"
-) -> RunResolution:
-    now = datetime.now(UTC)
-    attempt = AttemptRecord(
-        run_id=run.id, scheduled_for=run.scheduled_for, tenant_id=run.tenant_id,
-        attempt=run.attempt, started_at=now, finished_at=now + timedelta(milliseconds=5),
-        outcome="success" if status is RunStatus.SUCCEEDED else "http_error",
-        status_code=200 if status is RunStatus.SUCCEEDED else 503, error=None,
-        duration_ms=5, response_excerpt=excerpt,
-    )
-    return RunResolution(
-        run_id=run.id, scheduled_for=run.scheduled_for, status=status,
-        attempt_count=run.attempt, retry_delay_seconds=delay,
-        last_status_code=attempt.status_code, last_error=None, attempt=attempt,
-        lease_generation=run.lease_generation,
-    )
 
 
 def key(run: ClaimedRun) -> list[LeaseKey]:

@@ -13,6 +13,7 @@ import pty
 import subprocess
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -332,6 +333,99 @@ def test_embedded_database_commands_say_which_one_in_one_line_and_refuse_a_missi
         assert f"does not exist in the embedded database in {data_dir}" in line
     finally:
         server.stop()
+
+
+def test_the_scheduling_flags_and_commands_round_trip_through_the_api(
+    live: Live, cli: InProcess,
+) -> None:
+    """`schedules create|update --overlap-policy --jitter-seconds --at --max-runs
+    --pause-after-failures`, `schedules pause --note`, `schedules backfill`."""
+    token = cli.ok("tenant", "create", "sched")["token"]
+    created = cli.ok("schedules", "create", "--name", "hourly", "--cron", "0 * * * *",
+                     *_hook(live), "--overlap-policy", "skip", "--jitter-seconds", "30",
+                     "--max-runs", "500", "--pause-after-failures", "3", token=token)
+    sid = created["id"]
+    assert (created["overlap_policy"], created["jitter_seconds"], created["max_runs"],
+            created["pause_after_failures"]) == ("skip", 30, 500, 3)
+    updated = cli.ok("schedules", "update", sid, "--overlap-policy", "buffer_all",
+                     "--no-max-runs", token=token)
+    assert (updated["overlap_policy"], updated["max_runs"]) == ("buffer_all", None)
+    paused = cli.ok("schedules", "pause", sid, "--note", "vendor outage, ticket 42", token=token)
+    assert (paused["status"], paused["paused_reason"]) == ("paused", "vendor outage, ticket 42")
+    assert cli.ok("schedules", "resume", sid, token=token)["paused_reason"] is None
+
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    window = ["--start", (now - timedelta(hours=6)).isoformat(),
+              "--end", (now - timedelta(hours=1)).isoformat()]
+    dry = cli.ok("schedules", "backfill", sid, *window, "--dry-run", token=token)
+    assert (dry["occurrences"], dry["created"], dry["existing"]) == (5, 0, 0)
+    done = cli.ok("schedules", "backfill", sid, *window, "--overlap-policy", "allow", token=token)
+    assert (done["occurrences"], done["created"], done["existing"]) == (5, 5, 0)
+    again = cli.ok("schedules", "backfill", sid, *window, token=token)
+    assert (again["created"], again["existing"]) == (0, 5)
+    every = cli.ok("runs", "list", "--schedule-id", sid, "--since", window[1], "--until",
+                   window[3], "--limit", "2", "--all", token=token)  # three pages of 2, 2, 1
+    assert [run["trigger"] for run in every["items"]] == ["backfill"] * 5
+    assert every["next_cursor"] is None
+    line = cli.refused("schedules", "backfill", sid, "--start", "2001-01-01T00:00:00Z",
+                       "--end", "2001-01-01T01:00:00Z", token=token, code=1)
+    assert line.startswith("cronwire: start:") or "start:" in line
+
+    at = (now + timedelta(days=3)).isoformat()
+    once = cli.ok("schedules", "create", "--name", "once", "--at", at, *_hook(live), token=token)
+    assert once["cron"] is None and once["at"] is not None
+    back = cli.ok("schedules", "update", once["id"], "--cron", "0 5 * * *", token=token)
+    assert back["at"] is None and back["cron"] == "0 5 * * *"
+    again_once = cli.ok("schedules", "update", once["id"], "--at", at, token=token)
+    assert again_once["cron"] is None
+
+
+def test_runs_replay_repeats_a_failed_run_and_the_dead_letters(live: Live, cli: InProcess) -> None:
+    token = cli.ok("tenant", "create", "replayer")["token"]
+    closed = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens: every attempt fails
+    sid = cli.ok("schedules", "create", "--name", "dead", "--cron", "0 3 * * *", "--url", closed,
+                 "--max-attempts", "1", token=token)["id"]
+    first = cli.ok("schedules", "trigger", sid, token=token)["id"]
+    second = cli.ok("schedules", "trigger", sid, token=token)["id"]
+
+    def failed() -> bool:
+        runs = cli.ok("runs", "list", "--schedule-id", sid, "--status", "failed", token=token)
+        return len(runs["items"]) == 2
+
+    wait_until_sync(failed, within=60, every=0.5)
+    replay = cli.ok("runs", "replay", first, token=token)
+    assert (replay["trigger"], replay["replay_of"]) == ("replay", first)
+    assert "replayed already" in cli.refused("runs", "replay", first, token=token, code=1)
+
+    def replay_failed() -> bool:
+        return bool(cli.ok("runs", "get", replay["id"], token=token)["status"] == "failed")
+
+    wait_until_sync(replay_failed, within=60, every=0.5)  # the target still refuses
+    # The dead letters now: the second run and the failed replay (a replay that fails is
+    # a dead letter itself); the first is replayed already.
+    bulk = cli.ok("runs", "replay", "--status", "failed", "--schedule-id", sid, token=token)
+    assert bulk["replayed"] == 2
+    repeated = {cli.ok("runs", "get", run_id, token=token)["replay_of"] for run_id in bulk["runs"]}
+    assert repeated == {second, replay["id"]}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["schedules", "create", "--name", "x", "--url", "http://a/"],  # neither --cron nor --at
+     ["schedules", "create", "--name", "x", "--url", "http://a/", "--cron", "* * * * *",
+      "--at", "2030-01-01T00:00:00Z"],
+     ["schedules", "create", "--name", "x", "--url", "http://a/", "--cron", "* * * * *",
+      "--overlap-policy", "queue"],
+     ["schedules", "create", "--name", "x", "--url", "http://a/", "--cron", "* * * * *",
+      "--jitter-seconds", "soon"],
+     ["schedules", "update", str(uuid.uuid4()), "--max-runs", "3", "--no-max-runs"],
+     ["schedules", "backfill", str(uuid.uuid4()), "--start", "2030-01-01T00:00:00Z"],
+     ["runs", "replay"], ["runs", "replay", "--status", "succeeded"],
+     ["runs", "replay", str(uuid.uuid4()), "--status", "failed"],
+     ["runs", "list", "--all", "--follow"]],
+)
+def test_scheduling_usage_errors_exit_2_with_one_line(args: list[str], cli: InProcess) -> None:
+    cli.refused(*args, token="cwt_any", code=2)
 
 
 def test_explain_stats_and_alerts_commands_round_trip_through_the_api(

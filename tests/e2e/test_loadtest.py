@@ -47,6 +47,21 @@ def test_postgres_burst_delivers_every_run_exactly_once(server_dir: Path) -> Non
 
 
 @pytest.mark.slow
+def test_a_jittered_burst_spreads_over_the_window_and_is_measured_from_fire_after(
+    tmp_path: Path,
+) -> None:
+    """--jitter-seconds 10: the burst's 1,000 runs arrive over ten seconds, not at once, and
+    the lag (from each run's jittered fire_after) stays small. Without the jitter the same
+    burst would have been done in about a second."""
+    report = _loadtest(tmp_path, "--scenario", "burst", "--schedules", "1000",
+                       "--replicas", "1", "--jitter-seconds", "10")
+    assert (report["planned"], report["delivered"]) == (1000, 1000)
+    assert (report["duplicates"], report["lost"]) == (0, 0)
+    assert 60 <= float(report["runs_per_second"]) <= 130  # about 1,000 / 10 s
+    assert float(report["fire_lag_p50_ms"]) < 1000
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("broker", ["embedded", "apache"])
 def test_kafka_burst_delivers_every_run_exactly_once(
     server_dir: Path, broker: str, request: pytest.FixtureRequest

@@ -182,7 +182,7 @@ WITHOUT_INPUTS = {("GET", "/v1/alerts")}
 def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
     operations = _schema(live_api)
     tenant_paths = sorted({op.path for op in operations})
-    assert len(tenant_paths) == 13, tenant_paths
+    assert len(tenant_paths) == 16, tenant_paths
     failures: list[str] = []
     tried = 0
     for operation in operations:
@@ -196,7 +196,7 @@ def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
             except Exception as exc:  # collect every operation's failure, then report all
                 failures.append(f"{operation.method.upper()} {operation.path} [{mode.value}]:"
                                 f"\n{exc}")
-    assert tried == 33
+    assert tried == 39
     assert not failures, "\n\n".join(failures)
     # The real objects were exercised: the run still reads back as the schema says.
     detail = httpx.get(f"{live_api.base_url}/v1/runs/{live_api.run_id}",
@@ -296,7 +296,7 @@ def test_a_second_tenants_token_finds_none_of_the_first_tenants_objects(
     failures: list[str] = []
     statuses: list[tuple[int, int]] = []
     by_id = [op for op in _schema(live_api) if "{id}" in op.path]
-    assert len(by_id) == 11, [f"{op.method} {op.path}" for op in by_id]
+    assert len(by_id) == 13, [f"{op.method} {op.path}" for op in by_id]
     for operation in by_id:
         try:
             _foreign(operation, live_api, statuses)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cronwire.domain.jitter import jittered
 from cronwire.domain.model import idempotency_key_for, run_id_for
 from tests.support.api import Api, Tenant, api_fixture  # noqa: F401 - fixture
 
@@ -169,3 +170,77 @@ async def test_explain_refuses_a_missing_instant_and_another_tenants_schedule(ap
     foreign = await api.client.get(f"/v1/schedules/{schedule['id']}/explain",
                                    params={"at": "2027-01-01T00:00:00Z"}, headers=other.headers)
     assert foreign.status_code == 404
+
+
+async def test_a_run_skipped_by_the_overlap_policy_says_so(api: Api) -> None:
+    tenant = await api.tenant()
+    schedule, occurrence = await _with_run(api, tenant, "skipped")
+    await api.pool.execute("UPDATE job_run SET skip_reason = 'overlap' WHERE schedule_id = $1",
+                           uuid.UUID(schedule["id"]))
+    patched = await api.client.patch(f"/v1/schedules/{schedule['id']}",
+                                     json={"overlap_policy": "skip"}, headers=tenant.headers)
+    assert patched.status_code == 200, patched.text
+    body = await _explain(api, tenant, schedule, occurrence)
+    assert body["verdict"] == "skipped" and body["run"]["skip_reason"] == "overlap"
+    assert "skipped by the overlap policy" in body["reason"]
+    assert "overlap_policy is now skip" in body["reason"]
+    assert "misfire" not in body["reason"]
+
+
+async def test_a_paused_schedule_gives_its_pause_note(api: Api) -> None:
+    tenant = await api.tenant()
+    now: datetime = await api.pool.fetchval("SELECT now()")
+    schedule = await api.create_schedule(tenant, cron="0 * * * *", timezone="UTC")
+    paused = await api.client.post(f"/v1/schedules/{schedule['id']}/pause",
+                                   json={"note": "vendor outage, ticket 42"},
+                                   headers=tenant.headers)
+    assert paused.status_code == 200, paused.text
+    body = await _explain(api, tenant, schedule, now + timedelta(days=2))
+    assert body["verdict"] == "paused"
+    assert f"paused since {paused.json()['paused_at']} (vendor outage, ticket 42)" in (
+        body["reason"])
+
+
+async def test_a_completed_schedule_says_completed(api: Api) -> None:
+    tenant = await api.tenant()
+    now: datetime = await api.pool.fetchval("SELECT now()")
+    limited = await api.create_schedule(tenant, cron="0 * * * *", timezone="UTC", max_runs=2)
+    last = now.replace(minute=0, second=0, microsecond=0)
+    # What the planner leaves once it planned max_runs occurrences (schedule_advance).
+    await api.pool.execute("UPDATE schedule SET status = 'completed', runs_planned = 2, "
+                           "last_fire_at = $2, next_fire_at = $2::timestamptz + interval '1 hour' "
+                           "WHERE id = $1", uuid.UUID(limited["id"]), last)
+    body = await _explain(api, tenant, limited, now + timedelta(days=1))
+    assert body["verdict"] == "completed"
+    assert f"max_runs (2) occurrences were planned, the last at {_z(last)}" in body["reason"]
+
+    at = (now + timedelta(days=3)).replace(microsecond=0)
+    once = await api.create_schedule(tenant, cron=None, at=_z(at), timezone="UTC")
+    body = await _explain(api, tenant, once, now)
+    assert (body["verdict"], body["occurrence"]) == ("not_planned_yet", _z(at))
+    assert body["previous_occurrence"] is None and body["next_occurrence"] is None
+    await api.pool.execute("UPDATE schedule SET status = 'completed', runs_planned = 1, "
+                           "last_fire_at = run_at WHERE id = $1", uuid.UUID(once["id"]))
+    body = await _explain(api, tenant, once, at + timedelta(hours=1))
+    assert (body["verdict"], body["occurrence"]) == ("completed", None)
+    assert "one-time schedule fires once" in body["reason"]
+    assert body["previous_occurrence"] == _z(at)
+
+
+async def test_jitter_shows_when_an_occurrence_is_delivered(api: Api) -> None:
+    tenant = await api.tenant()
+    now: datetime = await api.pool.fetchval("SELECT now()")
+    schedule = await api.create_schedule(tenant, cron="0 * * * *", timezone="UTC",
+                                         jitter_seconds=600)
+    later = (now + timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
+    body = await _explain(api, tenant, schedule, later)
+    delivered = jittered(uuid.UUID(schedule["id"]), later, 600)
+    assert body["verdict"] == "not_planned_yet"
+    assert f"with jitter_seconds 600 it is delivered at {_z(delivered)}" in body["reason"]
+
+    jittered_run, occurrence = await _with_run(api, tenant, "pending")  # fire_after +1 minute
+    await api.client.patch(f"/v1/schedules/{jittered_run['id']}", json={"jitter_seconds": 120},
+                           headers=tenant.headers)
+    body = await _explain(api, tenant, jittered_run, occurrence)
+    assert body["run"]["fire_after"] == _z(occurrence + timedelta(minutes=1))
+    assert "(its occurrence plus 60.000s of jitter)" in body["reason"]

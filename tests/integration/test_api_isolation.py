@@ -21,7 +21,8 @@ class Call:
     path: str  # "{schedule}" / "{run}" are filled with A's ids
     json: Any = None
     params: dict[str, str] | None = None
-    # What B may see: "404" (not found), "empty" (an empty page), "own" (B's own new object).
+    # What B may see: "404" (not found), "empty" (an empty page), "own" (B's own new object),
+    # "none" (a bulk action that found nothing of B's to act on).
     expect: str = "404"
 
 
@@ -45,6 +46,10 @@ CALLS = [
     Call("GET", "/v1/runs", params={"cursor": "{run_cursor}"}, expect="empty"),
     Call("GET", "/v1/schedules", params={"cursor": "{schedule_cursor}"}, expect="empty"),
     Call("GET", "/v1/runs/{run}"),
+    Call("POST", "/v1/schedules/{schedule}/backfill",
+         json={"start": "2000-01-01T00:00:00Z", "end": "2000-01-02T00:00:00Z"}),
+    Call("POST", "/v1/runs/{run}/replay"),
+    Call("POST", "/v1/runs/replay", json={"status": "failed"}, expect="none"),
     Call("GET", "/v1/schedules/{schedule}/stats", params={"window": "30d"}),
     Call("GET", "/v1/schedules/{schedule}/explain", params={"at": "2027-01-01T00:00:00Z"}),
     Call("GET", "/v1/alerts"),  # B has set no destination; A's is not B's
@@ -97,8 +102,9 @@ async def tenant_a(api: Api) -> tuple[Tenant, dict[str, str]]:
     first = await api.create_schedule(a, name="alpha-one")
     await api.create_schedule(a, name="alpha-two")
     newest = await api.pool.fetchval("SELECT date_trunc('minute', now())")
+    # Failed ones too: the bulk replay must find none of them with B's token.
     await insert_runs(api.pool, a.id, uuid.UUID(first["id"]), 5, newest=newest,
-                      step=timedelta(minutes=1), statuses=["succeeded"])
+                      step=timedelta(minutes=1), statuses=["failed", "succeeded"])
     runs = (await api.client.get("/v1/runs", params={"limit": 2}, headers=a.headers)).json()
     schedules = (await api.client.get("/v1/schedules", params={"limit": 1},
                                       headers=a.headers)).json()
@@ -118,7 +124,7 @@ async def test_the_walk_covers_every_tenant_route(api: Api) -> None:
     spec = (await api.client.get("/openapi.json")).json()
     routes = {(method.upper(), path) for path, operations in spec["paths"].items()
               if path.startswith("/v1") for method in operations}
-    assert len(routes) == 17
+    assert len(routes) == 20
     walked = {(c.method, c.path.replace("{schedule}", "{id}").replace("{run}", "{id}"))
               for c in CALLS}
     assert walked == routes
@@ -147,6 +153,8 @@ async def test_another_tenants_objects_answer_404_or_empty_and_stay_untouched(
         elif call.expect == "empty":
             ok = response.status_code == 200 and response.json() == {"items": [],
                                                                      "next_cursor": None}
+        elif call.expect == "none":
+            ok = response.status_code == 202 and response.json() == {"replayed": 0, "runs": []}
         elif call.path == "/v1/alerts":  # B's own destination, A's untouched
             ok = response.status_code == 200 and response.json()["url"].endswith("/b-alerts")
         else:
@@ -215,6 +223,7 @@ NOT_TENANT_SCOPED = {
     "tenant_alert_destination_upsert": "writes the authenticated tenant id ($1)",
     "job_run_stats_values": "one schedule ($1), read after schedule_get found it the tenant's",
     "job_run_outcome_streak": "one schedule ($1), read after schedule_get found it the tenant's",
+    "job_run_stats_skipped": "one schedule ($1), read after schedule_get found it the tenant's",
     "job_run_partition_bounds": "reads the partition catalog only",
 }
 

@@ -84,7 +84,8 @@ async def test_history_is_newest_first_and_pages_cover_it_exactly(
     item = first["items"][0]
     assert set(item) == {"id", "schedule_id", "scheduled_for", "status", "attempt_count",
                          "fire_after", "first_attempt_at", "finished_at", "last_status_code",
-                         "last_error", "trigger"}
+                         "last_error", "trigger", "skip_reason", "replay_of",
+                         "replayed_by"}
     assert item["trigger"] == "schedule" and item["scheduled_for"].endswith("Z")
 
 

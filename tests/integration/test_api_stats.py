@@ -95,3 +95,25 @@ async def test_stats_refuse_an_unknown_window_and_another_tenants_schedule(api: 
     foreign = await api.client.get(f"/v1/schedules/{schedule['id']}/stats",
                                    headers=other.headers)
     assert foreign.status_code == 404
+
+
+async def test_skipped_runs_are_counted_by_their_skip_reason(api: Api) -> None:
+    """Issue 25's skip_reason: the overlap policy's skips apart from the misfire policy's
+    (a skip recorded before the column existed counts as misfire, as migration 0010 says)."""
+    tenant = await api.tenant()
+    schedule = await api.create_schedule(tenant, paused=True)
+    await api.pool.executemany(
+        """INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key,
+                                status, fire_after, finished_at, skip_reason)
+           SELECT gen_random_uuid(), $1, $2, t, 'k' || $3::text, 'skipped', t, t, $4
+             FROM (SELECT date_trunc('second', now()) - make_interval(mins => $3) AS t) AS s""",
+        [(tenant.id, uuid.UUID(schedule["id"]), minutes, reason)
+         for minutes, reason in [(5, "overlap"), (6, "overlap"), (7, "misfire"), (8, None),
+                                 (90, "overlap")]])  # the last one: outside 1h
+    hour = (await api.client.get(f"/v1/schedules/{schedule['id']}/stats?window=1h",
+                                 headers=tenant.headers)).json()
+    assert hour["skipped"] == {"overlap": 2, "misfire": 2}
+    assert hour["occurrences"] == 4
+    day = (await api.client.get(f"/v1/schedules/{schedule['id']}/stats?window=24h",
+                                headers=tenant.headers)).json()
+    assert day["skipped"] == {"overlap": 3, "misfire": 2}

@@ -293,7 +293,10 @@ async def test_malformed_json_and_wrong_types_name_the_body(api: Api) -> None:
     response = await api.client.post("/v1/schedules", json=[1, 2], headers=tenant.headers)
     assert response.status_code == 422 and response.json()["error"]["field"] == "body"
     missing = await api.client.post("/v1/schedules", json={"name": "x"}, headers=tenant.headers)
-    assert missing.status_code == 422 and missing.json()["error"]["field"] == "cron"
+    assert missing.status_code == 422 and missing.json()["error"]["field"] == "target"
+    untimed = await api.client.post("/v1/schedules", headers=tenant.headers, json={
+        "name": "x", "target": {"url": "http://127.0.0.1:9/"}})
+    assert untimed.status_code == 422 and untimed.json()["error"]["field"] == "cron"
 
 
 @pytest.mark.parametrize(("params", "field"), [

@@ -54,6 +54,32 @@ async def test_keeper_creates_ahead_and_drops_expired_partitions(db_pool: asyncp
     assert await keeper.run_once() == (0, [])  # idempotent
 
 
+async def test_dropping_a_partition_releases_the_overlap_gates_its_runs_held(
+    db_pool: asyncpg.Pool,
+) -> None:
+    """A run holding a schedule's overlap gate whose partition retention drops can never be
+    seen to end: the gate is released with the drop (a recent holder keeps it)."""
+    now = datetime.now(UTC)
+    old_index = now.year * 12 + now.month - 1 - 6
+    old_start = datetime.fromisoformat(f"{old_index // 12:04d}-{old_index % 12 + 1:02d}-01"
+                                       "T12:00:00+00:00")
+    await db_pool.execute("SELECT cronwire_ensure_partitions($1::date, 1)", old_start.date())
+    tenant = await db_pool.fetchval("INSERT INTO tenant (id, name) VALUES (gen_random_uuid(), "
+                                    "'t') RETURNING id")
+    gates = {}
+    for name, held_at in (("old", old_start), ("recent", now)):
+        gates[name] = await db_pool.fetchval(
+            "INSERT INTO schedule (id, tenant_id, name, cron, target, retry, signing_secret, "
+            "overlap_policy, overlap_run, overlap_run_at) VALUES (gen_random_uuid(), $1, $2, "
+            "'* * * * *', '{}', '{}', 'x', 'skip', gen_random_uuid(), $3) RETURNING id",
+            tenant, name, held_at)
+    _, dropped = await PartitionKeeper(PostgresMaintenanceStore(db_pool), retention_months=3,
+                                       interval_seconds=3600).run_once()
+    assert f"job_run_{_month(-6)}" in dropped
+    held = dict(await db_pool.fetch("SELECT name, overlap_run IS NOT NULL FROM schedule"))
+    assert held == {"old": False, "recent": True}
+
+
 async def test_only_one_keeper_does_ddl_at_a_time(db_pool: asyncpg.Pool) -> None:
     store = PostgresMaintenanceStore(db_pool)
     results = await asyncio.gather(*(store.maintain_partitions(6, 3) for _ in range(4)))

@@ -20,6 +20,7 @@ import pytest
 
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.postgres.alert_store import PostgresAlertStore
+from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
@@ -87,6 +88,7 @@ def api_context(pool: asyncpg.Pool, *, allow_private: bool = True,
         tokens=PostgresTenantStore(pool),
         schedules=PostgresScheduleStore(pool),
         runs=PostgresRunHistory(pool),
+        commands=PostgresRunCommands(pool),
         check_url=TargetGuard(allow_private=allow_private).check_url,
         default_limits=limits,
         max_request_bytes=max_request_bytes,

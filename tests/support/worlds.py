@@ -5,6 +5,7 @@ fake's :class:`MemoryClock`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +22,7 @@ from cronwire.adapters.memory import (
     MemoryKeyedClaims,
     MemoryPlannerStore,
     MemoryRun,
+    MemoryRunCommands,
     MemoryRunStore,
     MemoryScheduleStore,
 )
@@ -28,21 +30,31 @@ from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
+from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
-from cronwire.domain.model import RetryPolicy, RunStatus
+from cronwire.domain.model import OverlapPolicy, RetryPolicy, RunStatus
 from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 from cronwire.ports import (
     BreakerStore,
     ClaimSource,
     KeyedClaimStore,
     PlannerStore,
+    RunCommands,
     RunStore,
     ScheduleStore,
 )
 
 URL = "http://127.0.0.1:9/hook"
 STORES = ["postgres", "memory"]
+
+
+@dataclass(frozen=True)
+class ScheduleFacts:
+    status: str
+    paused_reason: str | None
+    consecutive_failures: int
+    overlap_run: uuid.UUID | None  # the run holding the overlap gate
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,7 @@ class World(Protocol):
     breakers: BreakerStore
     keyed: KeyedClaimStore
     planner: PlannerStore
+    commands: RunCommands
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -98,6 +111,18 @@ class World(Protocol):
     async def pending_of(self, schedule_id: uuid.UUID) -> list[datetime]:
         """Occurrences of the schedule written and still pending, oldest first."""
 
+    async def gate(self, schedule_id: uuid.UUID, policy: str | None,
+                   pause_after_failures: int | None = None) -> None:
+        """Put the schedule and every run of it under an overlap policy (None: allow), and
+        set its pause_after_failures, as the planner would have written them."""
+
+    async def skip_reason(self, run_id: uuid.UUID) -> str | None: ...
+
+    async def keys(self) -> list[tuple[uuid.UUID, datetime]]:
+        """(id, scheduled_for) of every run, oldest occurrence first."""
+
+    async def schedule_facts(self, schedule_id: uuid.UUID) -> ScheduleFacts: ...
+
 
 def _retry(doc: dict[str, float] | None) -> RetryPolicy:
     doc = doc or {"max_attempts": 3, "initial_backoff_seconds": 0.05, "max_backoff_seconds": 0.2}
@@ -114,6 +139,7 @@ class MemoryWorld:
         self.breakers: BreakerStore = MemoryBreakerStore(self.db)
         self.keyed: KeyedClaimStore = MemoryKeyedClaims(self.db)
         self.planner: PlannerStore = MemoryPlannerStore(self.db)
+        self.commands: RunCommands = MemoryRunCommands(self.db)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -183,6 +209,29 @@ class MemoryWorld:
     async def count(self, status: str) -> int:
         return sum(1 for r in self.db.runs.values() if r.status == status)
 
+    async def gate(self, schedule_id: uuid.UUID, policy: str | None,
+                   pause_after_failures: int | None = None) -> None:
+        schedule = self.db.schedules[schedule_id]
+        schedule.spec = dataclasses.replace(
+            schedule.spec, overlap_policy=OverlapPolicy(policy or "allow"),
+            pause_after_failures=pause_after_failures)
+        for run in self.db.runs.values():
+            if run.schedule_id == schedule_id:
+                run.overlap_policy = OverlapPolicy(policy) if policy else None
+
+    async def skip_reason(self, run_id: uuid.UUID) -> str | None:
+        reason = self._run(run_id).skip_reason
+        return str(reason) if reason else None
+
+    async def keys(self) -> list[tuple[uuid.UUID, datetime]]:
+        return sorted(((r.id, r.scheduled_for) for r in self.db.runs.values()),
+                      key=lambda key: key[1])
+
+    async def schedule_facts(self, schedule_id: uuid.UUID) -> ScheduleFacts:
+        s = self.db.schedules[schedule_id]
+        return ScheduleFacts(str(s.status), s.paused_reason, s.consecutive_failures,
+                             s.overlap_run[0] if s.overlap_run else None)
+
 
 ROW = """SELECT status, claimed_by, attempt_count,
                 extract(epoch FROM claim_expires_at - now())::float8 AS lease_left,
@@ -200,6 +249,7 @@ class PostgresWorld:
         self.breakers: BreakerStore = PostgresBreakerStore(pool)
         self.keyed: KeyedClaimStore = PostgresKeyedClaims(pool)
         self.planner: PlannerStore = PostgresPlannerStore(pool)
+        self.commands: RunCommands = PostgresRunCommands(pool)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -257,6 +307,30 @@ class PostgresWorld:
             "SELECT scheduled_for FROM job_run WHERE schedule_id = $1 AND status = 'pending'"
             " ORDER BY scheduled_for", schedule_id)
         return [row["scheduled_for"] for row in rows]
+
+    async def gate(self, schedule_id: uuid.UUID, policy: str | None,
+                   pause_after_failures: int | None = None) -> None:
+        await self.pool.execute(
+            "UPDATE schedule SET overlap_policy = $2, pause_after_failures = $3 WHERE id = $1",
+            schedule_id, policy or "allow", pause_after_failures)
+        await self.pool.execute(
+            "UPDATE job_run SET overlap_policy = $2 WHERE schedule_id = $1", schedule_id, policy)
+
+    async def skip_reason(self, run_id: uuid.UUID) -> str | None:
+        reason: str | None = await self.pool.fetchval(
+            "SELECT skip_reason FROM job_run WHERE id = $1", run_id)
+        return reason
+
+    async def keys(self) -> list[tuple[uuid.UUID, datetime]]:
+        rows = await self.pool.fetch("SELECT id, scheduled_for FROM job_run ORDER BY scheduled_for")
+        return [(r["id"], r["scheduled_for"]) for r in rows]
+
+    async def schedule_facts(self, schedule_id: uuid.UUID) -> ScheduleFacts:
+        row = await self.pool.fetchrow(
+            "SELECT status, paused_reason, consecutive_failures, overlap_run FROM schedule "
+            "WHERE id = $1", schedule_id)
+        assert row is not None
+        return ScheduleFacts(**dict(row))
 
 
 def world_for(request: pytest.FixtureRequest) -> World:

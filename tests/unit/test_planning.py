@@ -79,7 +79,7 @@ def test_on_time_schedule_fires_within_lookahead_and_advances() -> None:
     runs, advance = plan(s)
     assert times(runs, RunStatus.PENDING) == [at(12, 0), at(12, 0, 2), at(12, 0, 4)]
     assert times(runs, RunStatus.SKIPPED) == []
-    assert advance == ScheduleAdvance(s.id, at(12, 0, 6), at(12, 0, 4))
+    assert advance == ScheduleAdvance(s.id, at(12, 0, 6), at(12, 0, 4), planned=3)
 
 
 def test_nothing_due_in_window_still_moves_cursor_to_next_occurrence() -> None:
@@ -108,7 +108,7 @@ def test_fire_all_after_two_hour_outage_keeps_the_catchup_window() -> None:
     runs, advance = plan(s)
     assert times(runs, RunStatus.SKIPPED) == every_minute(at(10, 1), at(11, 0))
     assert times(runs, RunStatus.PENDING) == every_minute(at(11, 1), at(12, 0))
-    assert advance == ScheduleAdvance(s.id, at(12, 1), at(12, 0))
+    assert advance == ScheduleAdvance(s.id, at(12, 1), at(12, 0), planned=60)
 
 
 def test_fire_all_with_zero_window_fires_only_on_time_occurrences() -> None:
@@ -176,7 +176,7 @@ def test_skip_records_every_missed_occurrence_as_skipped() -> None:
     runs, advance = plan(s)
     assert times(runs, RunStatus.SKIPPED) == every_minute(at(10, 1), at(11, 59))
     assert times(runs, RunStatus.PENDING) == [at(12, 0)]
-    assert advance == ScheduleAdvance(s.id, at(12, 1), at(12, 0))
+    assert advance == ScheduleAdvance(s.id, at(12, 1), at(12, 0), planned=1)
 
 
 @pytest.mark.parametrize("policy", list(MisfirePolicy))
@@ -240,7 +240,7 @@ def test_ends_at_is_inclusive_and_ends_the_schedule() -> None:
     s = schedule("* * * * * *", next_fire_at=at(12, 0), ends_at=at(12, 0, 3))
     runs, advance = plan(s)
     assert times(runs, RunStatus.PENDING) == [at(12, 0, i) for i in range(4)]
-    assert advance == ScheduleAdvance(s.id, None, at(12, 0, 3))
+    assert advance == ScheduleAdvance(s.id, None, at(12, 0, 3), planned=4)
 
 
 def test_ends_at_inside_an_outage_bounds_the_skipped_runs_too() -> None:

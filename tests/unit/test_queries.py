@@ -29,16 +29,19 @@ def test_the_claims_retry_defaults_are_the_domains() -> None:
 
 
 def _lease_taking(statement: str) -> str:
-    """A claim's text from its verdict on (``decided AS (``) to the end."""
-    return statement[statement.index("\ndecided AS (") + 1:]
+    """A claim's text from its picked candidates on (``picked AS (``: the overlap gate, the
+    verdict, the lease) to the end."""
+    return statement[statement.index("\npicked AS (") + 1:]
 
 
 def test_every_claim_takes_its_leases_with_the_polling_claims_text() -> None:
     # Kafka mode's claims are whole statements; only their candidate rows differ, so the
-    # expired-lease reclaim and the exhaustion rule must be the polling claim's, word for word.
+    # overlap gate, the expired-lease reclaim and the exhaustion rule must be the polling
+    # claim's, word for word.
     named = queries("job_run")
     tail = _lease_taking(named["job_run_claim"])
     assert "UPDATE job_run j" in tail and "RETURNING" in tail
+    assert "cronwire_overlap_gate(" in tail and "decided AS (" in tail
     for kafka_claim in ("job_run_claim_keys", "job_run_sweep"):
         assert _lease_taking(named[kafka_claim]) == tail, kafka_claim
 

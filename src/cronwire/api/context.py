@@ -9,6 +9,7 @@ from cronwire.domain.schedules import TenantLimits
 from cronwire.ports import (
     AlertStore,
     Metrics,
+    RunCommands,
     RunHistory,
     ScheduleStore,
     StatsReader,
@@ -22,6 +23,7 @@ class ApiContext:
     tokens: TokenVerifier
     schedules: ScheduleStore
     runs: RunHistory
+    commands: RunCommands  # backfill and replay
     check_url: UrlCheck
     default_limits: TenantLimits
     max_request_bytes: int = 262_144  # SCHEDULER_API_MAX_REQUEST_BYTES

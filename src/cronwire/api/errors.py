@@ -16,7 +16,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from cronwire.domain.errors import DomainError, LimitExceeded, NotFound, RuleViolation, StorageError
+from cronwire.domain.errors import (
+    DomainError,
+    LimitExceeded,
+    NotFound,
+    RuleViolation,
+    StateConflict,
+    StorageError,
+)
 from cronwire.domain.schedule_rules import field_of
 
 log = logging.getLogger(__name__)
@@ -67,6 +74,7 @@ def _described(description: str) -> dict[str, Any]:
 ERROR_DOCS: dict[int, dict[str, Any]] = {
     401: _described("Missing or unknown bearer token."),
     404: _described("No such object for this tenant (another tenant's object included)."),
+    409: _described("The object's state does not allow this (the message says why)."),
     413: _described("Request body larger than the server's cap; refused before parsing."),
     422: _described("Invalid input; `field` names what to fix, `limit` a per-tenant limit."),
     429: _described("A per-tenant quota (max_schedules) is used up; `limit` names it."),
@@ -137,6 +145,10 @@ async def _not_found(_: Request, exc: Exception) -> JSONResponse:
     return error_response(404, str(exc))
 
 
+async def _conflict(_: Request, exc: Exception) -> JSONResponse:
+    return error_response(409, str(exc))
+
+
 async def _storage(_: Request, exc: Exception) -> JSONResponse:
     log.warning("storage failure answered 503: %s", exc)
     return error_response(503, "the database is unavailable; retry shortly",
@@ -149,4 +161,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api)
     app.add_exception_handler(DomainError, _domain)
     app.add_exception_handler(NotFound, _not_found)
+    app.add_exception_handler(StateConflict, _conflict)
     app.add_exception_handler(StorageError, _storage)

@@ -14,7 +14,7 @@ from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.history import RunDetail, RunView
 from cronwire.domain.model import RetryPolicy, ScheduleStatus, Target
-from cronwire.domain.schedule_rules import parse_misfire_policy
+from cronwire.domain.schedule_rules import parse_misfire_policy, parse_overlap_policy
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec
 
 
@@ -45,7 +45,10 @@ def spec_from(body: ScheduleCreate) -> ScheduleSpec:
         name=body.name, cron=body.cron, timezone=body.timezone, target=target_from(body.target),
         retry=retry_from(body.retry), misfire_policy=parse_misfire_policy(body.misfire_policy),
         catchup_window_seconds=body.catchup_window_seconds, starts_at=body.starts_at,
-        ends_at=body.ends_at, alerts=alerts_from(body.alerts),
+        ends_at=body.ends_at, at=body.at,
+        overlap_policy=parse_overlap_policy(body.overlap_policy),
+        jitter_seconds=body.jitter_seconds, max_runs=body.max_runs,
+        pause_after_failures=body.pause_after_failures, alerts=alerts_from(body.alerts),
     )
 
 
@@ -53,12 +56,17 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
     spec = record.spec
     return {
         "id": record.id, "tenant_id": record.tenant_id, "name": spec.name, "cron": spec.cron,
-        "timezone": spec.timezone,
+        "at": spec.at, "timezone": spec.timezone,
         "target": target_to_document(spec.target),
         "retry": retry_to_document(spec.retry),
         "misfire_policy": spec.misfire_policy.value,
         "catchup_window_seconds": spec.catchup_window_seconds,
+        "overlap_policy": spec.overlap_policy.value, "jitter_seconds": spec.jitter_seconds,
+        "max_runs": spec.max_runs, "pause_after_failures": spec.pause_after_failures,
         "status": record.status.value, "paused": record.status is ScheduleStatus.PAUSED,
+        "paused_reason": record.paused_reason, "paused_at": record.paused_at,
+        "runs_planned": record.runs_planned,
+        "consecutive_failures": record.consecutive_failures,
         "starts_at": spec.starts_at, "ends_at": spec.ends_at,
         "next_fire_at": record.next_fire_at, "last_fire_at": record.last_fire_at,
         "previous_secret_expires_at": record.previous_secret_expires_at,
@@ -74,6 +82,8 @@ def run_out(run: RunView) -> dict[str, Any]:
         "fire_after": run.fire_after, "first_attempt_at": run.first_attempt_at,
         "finished_at": run.finished_at, "last_status_code": run.last_status_code,
         "last_error": run.last_error, "trigger": run.trigger.value,
+        "skip_reason": run.skip_reason.value if run.skip_reason else None,
+        "replay_of": run.replay_of, "replayed_by": run.replayed_by,
     }
 
 

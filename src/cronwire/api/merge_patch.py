@@ -4,8 +4,10 @@ Only the members present change. ``target`` and ``retry`` are objects, so they a
 member by member, and ``target.headers`` name by name. A null removes what it names where
 removing means something: a header, ``target.body`` (back to the default JSON body),
 ``target.method`` and the ``retry`` numbers (back to their defaults), ``starts_at`` and
-``ends_at`` (no bound). A null for anything a schedule cannot lack (``name``, ``cron``,
-``target.url``, ...) is a 422 naming it.
+``ends_at`` (no bound), ``cron`` or ``at`` (when the other is given: a cron schedule
+becomes one-time or back), ``max_runs`` and ``pause_after_failures`` (no limit),
+``overlap_policy`` and ``jitter_seconds`` (back to ``allow`` and 0). A null for anything
+a schedule cannot lack (``name``, ``target.url``, ...) is a 422 naming it.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from typing import Any
 from cronwire.api.schemas import AlertsIn, RetryPatch, SchedulePatch, TargetPatch
 from cronwire.domain.alerts import AlertRules
 from cronwire.domain.errors import RuleViolation
-from cronwire.domain.model import RetryPolicy, Target
-from cronwire.domain.schedule_rules import parse_misfire_policy
+from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
+from cronwire.domain.schedule_rules import parse_misfire_policy, parse_overlap_policy
 from cronwire.domain.schedules import ScheduleSpec
 
-NULLABLE = frozenset({"starts_at", "ends_at", "alerts"})
+NULLABLE = frozenset({"starts_at", "ends_at", "cron", "at", "max_runs", "pause_after_failures",
+                      "alerts"})
+# A null puts these back to their defaults.
+DEFAULTS: dict[str, Any] = {"overlap_policy": OverlapPolicy.ALLOW, "jitter_seconds": 0}
 DEFAULT_METHOD = "POST"
 
 
@@ -29,14 +34,18 @@ def patched_spec(spec: ScheduleSpec, patch: SchedulePatch) -> ScheduleSpec:
     changes: dict[str, Any] = {}
     for name in sorted(patch.model_fields_set):
         value = getattr(patch, name)
-        if value is None and name not in NULLABLE:
+        if value is None and name in DEFAULTS:
+            value = DEFAULTS[name]
+        elif value is None and name not in NULLABLE:
             raise RuleViolation(name, "must not be null")
-        if isinstance(value, TargetPatch):
+        elif isinstance(value, TargetPatch):
             value = _patched_target(spec.target, value)
         elif isinstance(value, RetryPatch):
             value = _patched_retry(spec.retry, value)
         elif name == "misfire_policy":
             value = parse_misfire_policy(value)
+        elif name == "overlap_policy":
+            value = parse_overlap_policy(value)
         elif name == "alerts":
             value = _patched_alerts(spec.alerts, value)
         changes[name] = value

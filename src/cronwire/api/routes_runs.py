@@ -13,11 +13,27 @@ from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
 from cronwire.api.mapping import run_detail_out, run_out
-from cronwire.api.schemas import Instant, RunDetailOut, RunPage, RunStatusName
+from cronwire.api.schemas import (
+    Instant,
+    RunDetailOut,
+    RunOut,
+    RunPage,
+    RunStatusName,
+)
+from cronwire.api.schemas_commands import ReplayIn, ReplayOut
 from cronwire.domain.history import MAX_PAGE, RunQuery
 from cronwire.domain.keyset import decode_run_cursor, encode_run_cursor
 from cronwire.domain.model import RunStatus
-from cronwire.service import run_queries
+from cronwire.domain.replay import MAX_REPLAY, ReplayQuery
+from cronwire.service import run_commands, run_queries
+
+RunId = Annotated[uuid.UUID, Path(alias="id", description="The run's id.")]
+REPLAY_HELP = (
+    "A replay is a new run (`trigger: \"replay\"`, `replay_of`: the failed run) due now, "
+    "with a new `webhook-id` (it is meant to be processed again); the delivery carries the "
+    "original occurrence in `x-cronwire-scheduled-for` and the default body. Its own "
+    "`scheduled_for` is the instant it was made (never a whole second, so never an "
+    "occurrence's slot). A failed run is replayed once; a replay that fails can be replayed.")
 
 
 def runs_router(ctx: ApiContext) -> APIRouter:
@@ -50,10 +66,26 @@ def runs_router(ctx: ApiContext) -> APIRouter:
 
     @router.get("/{id}", response_model=RunDetailOut, responses=responses(404, 422),
                 summary="One run with its delivery attempts")
-    async def get_run(
-        run_id: Annotated[uuid.UUID, Path(alias="id", description="The run's id.")],
-        tenant: Tenant,
-    ) -> dict[str, Any]:
+    async def get_run(run_id: RunId, tenant: Tenant) -> dict[str, Any]:
         return run_detail_out(await run_queries.get_run(ctx.runs, tenant, run_id))
+
+    @router.post("/replay", status_code=202, response_model=ReplayOut,
+                 responses=responses(422), summary="Replay the dead letters (failed runs)",
+                 description=f"Replays this tenant's failed runs not replayed yet (of live "
+                 f"schedules; optionally one schedule, a scheduled_for window), oldest "
+                 f"first, at most `limit` (1..{MAX_REPLAY:,}, default 100); call again for "
+                 "more. " + REPLAY_HELP)
+    async def replay_failed(body: ReplayIn, tenant: Tenant) -> dict[str, Any]:
+        query = ReplayQuery(limit=body.limit, schedule_id=body.schedule_id, since=body.since,
+                            until=body.until)
+        replayed = await run_commands.replay_failed(ctx.commands, tenant, query)
+        return {"replayed": len(replayed), "runs": replayed}
+
+    @router.post("/{id}/replay", status_code=202, response_model=RunOut,
+                 responses=responses(404, 409, 422), summary="Replay one failed run",
+                 description=REPLAY_HELP + " 409 if the run did not fail, was replayed "
+                 "already, or its schedule was deleted.")
+    async def replay(run_id: RunId, tenant: Tenant) -> dict[str, Any]:
+        return run_out(await run_commands.replay(ctx.commands, tenant, run_id))
 
     return router

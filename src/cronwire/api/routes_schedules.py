@@ -28,9 +28,12 @@ from cronwire.api.schemas import (
     SchedulePatch,
     SecretRotated,
 )
+from cronwire.api.schemas_commands import BackfillIn, BackfillOut, PauseIn
+from cronwire.domain.backfill import MAX_BACKFILL, BackfillRequest
 from cronwire.domain.cron import load_timezone
 from cronwire.domain.keyset import decode_id_cursor, encode_id_cursor
-from cronwire.domain.schedule_rules import PREVIEW_MAX
+from cronwire.domain.schedule_rules import PREVIEW_MAX, parse_overlap_policy
+from cronwire.service import run_commands
 from cronwire.service import schedule_commands as commands
 
 ScheduleId = Annotated[uuid.UUID, Path(alias="id", description="The schedule's id.")]
@@ -102,19 +105,26 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
         return Response(status_code=204)
 
     @router.post("/{id}/pause", response_model=ScheduleOut, summary="Pause firing",
-                 responses=responses(404, 422),
-                 description="No new runs are planned. Runs already planned (the planner "
-                 "works a few seconds ahead) are still delivered.")
-    async def pause(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return schedule_out(
-            await commands.set_paused(ctx.schedules, tenant, schedule_id, paused=True))
+                 responses=responses(404, 409, 422),
+                 description="No new runs are planned, and the occurrences the planner "
+                 "already wrote ahead are taken back (a run already started finishes). An "
+                 "optional body `{\"note\": \"...\"}` is kept as `paused_reason`. A "
+                 "completed schedule cannot be paused (409).")
+    async def pause(schedule_id: ScheduleId, tenant: Tenant,
+                    body: PauseIn | None = None) -> dict[str, Any]:
+        note = body.note if body is not None else None
+        return schedule_out(await commands.set_paused(ctx.schedules, tenant, schedule_id,
+                                                      paused=True, note=note))
 
-    @router.post("/{id}/resume", response_model=ScheduleOut, responses=responses(404, 422),
+    @router.post("/{id}/resume", response_model=ScheduleOut,
+                 responses=responses(404, 409, 422),
                  summary="Resume; occurrences missed meanwhile follow the misfire policy",
                  description="`next_fire_at` is left where the pause found it, so the "
                  "occurrences missed while paused are handled by `misfire_policy` "
                  "(`fire_all` within `catchup_window_seconds`, `fire_once`, or `skip`; "
-                 "skipped ones appear in the history as `skipped` runs).")
+                 "skipped ones appear in the history as `skipped` runs). Clears "
+                 "`paused_reason` and `consecutive_failures`. A completed schedule cannot "
+                 "be resumed (409): give it a new `at` or a higher `max_runs`.")
     async def resume(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
         return schedule_out(
             await commands.set_paused(ctx.schedules, tenant, schedule_id, paused=False))
@@ -126,6 +136,30 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  "the slot of a cron occurrence (those are whole seconds).")
     async def trigger(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
         return run_out(await commands.trigger_run(ctx.schedules, tenant, schedule_id))
+
+    @router.post("/{id}/backfill", status_code=202, response_model=BackfillOut,
+                 responses={**responses(404, 422),
+                            200: {"model": BackfillOut, "description": "A dry run."}},
+                 summary="Runs for the occurrences of [start, end) that have none",
+                 description="Every occurrence of the schedule in `[start, end)` (its cron, "
+                 "time zone and DST rules, within `starts_at`/`ends_at`) that has no run "
+                 "gets one, `trigger: \"backfill\"`, due now; an occurrence that already "
+                 "has a run keeps it (one run per occurrence). The runs are fair to other "
+                 "tenants (the claim takes each tenant's runs in turn) and are gated by "
+                 "`overlap_policy` (default: the schedule's). At most "
+                 f"{MAX_BACKFILL:,} occurrences per request (422 `max_backfill_occurrences` "
+                 "beyond); `end` not later than now; `start` within the run history kept. "
+                 "`dry_run: true` writes nothing and answers 200.")
+    async def backfill(schedule_id: ScheduleId, body: BackfillIn, tenant: Tenant,
+                       response: Response) -> dict[str, Any]:
+        policy = parse_overlap_policy(body.overlap_policy) if body.overlap_policy else None
+        result = await run_commands.backfill(
+            ctx.commands, tenant, schedule_id,
+            BackfillRequest(body.start, body.end, policy, body.dry_run))
+        if result.dry_run:
+            response.status_code = 200
+        return {"occurrences": result.occurrences, "created": result.created,
+                "existing": result.existing, "first": result.first}
 
     @router.get("/{id}/preview", response_model=Preview, responses=responses(404, 422),
                 summary="The next fire times, in UTC and in the schedule's zone")

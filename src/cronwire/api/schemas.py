@@ -26,13 +26,17 @@ from pydantic import (
 )
 
 from cronwire.domain.alerts import RULE_BOUNDS
+from cronwire.domain.jitter import MAX_JITTER_SECONDS
 from cronwire.domain.model import MAX_ATTEMPTS
 from cronwire.domain.schedule_rules import (
     MAX_BACKOFF_SECONDS,
     MAX_CATCHUP_WINDOW_SECONDS,
+    MAX_PAUSE_AFTER_FAILURES,
+    MAX_RUNS,
     METHODS,
     MISFIRE_POLICIES,
     NAME_MAX_CHARS,
+    OVERLAP_POLICIES,
 )
 from cronwire.domain.schedules import DEFAULT_CATCHUP_WINDOW_SECONDS
 
@@ -105,7 +109,8 @@ EXAMPLE_SCHEDULE: dict[str, Any] = {
     "id": "0b7f3c52-8d7e-4a36-9d55-0f3c5a1e2b44",
     "tenant_id": "5d9f1a0e-2b3c-4d5e-8f90-1a2b3c4d5e6f",
     **{k: v for k, v in EXAMPLE_CREATE.items() if k != "paused"},
-    "catchup_window_seconds": 3600, "status": "active", "paused": False,
+    "catchup_window_seconds": 3600, "status": "active", "paused": False, "at": None,
+    "runs_planned": 0, "consecutive_failures": 0, "paused_reason": None, "paused_at": None,
     "next_fire_at": "2027-03-28T01:00:00Z", "last_fire_at": None,
     "previous_secret_expires_at": None,
     "created_at": "2027-03-27T12:00:00Z", "updated_at": "2027-03-27T12:00:00Z",
@@ -118,6 +123,7 @@ EXAMPLE_RUN: dict[str, Any] = {
     "status": "succeeded", "attempt_count": 1, "fire_after": "2027-03-28T01:00:00Z",
     "first_attempt_at": "2027-03-28T01:00:00.012Z", "finished_at": "2027-03-28T01:00:00.140Z",
     "last_status_code": 200, "last_error": None, "trigger": "schedule",
+    "skip_reason": None, "replay_of": None, "replayed_by": None,
 }
 EXAMPLE_ATTEMPT: dict[str, Any] = {
     "attempt": 1, "started_at": "2027-03-28T01:00:00.012Z",
@@ -188,16 +194,36 @@ class AlertsOut(BaseModel):
 
 
 _NAME: dict[str, Any] = {"minLength": 1, "maxLength": NAME_MAX_CHARS}
-_CRON_HELP = "5 fields, or 6 with seconds first (`*/10 * * * * *`); @hourly-style macros."
+_CRON_HELP = ("5 fields, or 6 with seconds first (`*/10 * * * * *`); @hourly-style macros. "
+              "Exactly one of `cron` and `at`.")
+_AT_HELP = ("A one-time schedule: fires once at this instant (RFC 3339), given instead of "
+            "`cron`; its status is then `completed`. No `starts_at`, `ends_at`, `max_runs`.")
 _MISFIRE: dict[str, Any] = {"enum": list(MISFIRE_POLICIES)}
 _CATCHUP: dict[str, Any] = {"minimum": 0, "maximum": MAX_CATCHUP_WINDOW_SECONDS}
+_OVERLAP: dict[str, Any] = {"enum": list(OVERLAP_POLICIES)}
+_OVERLAP_HELP = (
+    "What an occurrence does while the schedule's previous run is running or retrying: "
+    "`allow` starts it anyway; `skip` records it `skipped` (skip_reason `overlap`); "
+    "`buffer_one` lets one wait and start when the previous run ends (more are skipped); "
+    "`buffer_all` lets up to 100 wait and start in order; `cancel_other` ends the previous "
+    "run `cancelled` (a request in flight finishes and is recorded) and starts this one.")
+_JITTER: dict[str, Any] = {"minimum": 0, "maximum": MAX_JITTER_SECONDS}
+_JITTER_HELP = ("Each occurrence is delivered at scheduled_for + an offset in [0, "
+                "jitter_seconds), the same on every replica (fire_after shows it).")
+_MAX_RUNS: dict[str, Any] = {"minimum": 1, "maximum": MAX_RUNS}
+_MAX_RUNS_HELP = ("Completed after this many scheduled occurrences (manual, backfill and "
+                  "replay runs do not count).")
+_PAUSE_AFTER: dict[str, Any] = {"minimum": 1, "maximum": MAX_PAUSE_AFTER_FAILURES}
+_PAUSE_AFTER_HELP = ("After this many consecutive failed runs the schedule pauses itself, "
+                     "with a paused_reason saying so.")
 
 
 class ScheduleCreate(BaseModel):
     model_config = _INPUT | _examples(EXAMPLE_CREATE)
 
     name: Text = Field(json_schema_extra=_NAME)
-    cron: Text = Field(description=_CRON_HELP)
+    cron: Text | None = Field(None, description=_CRON_HELP)
+    at: Instant | None = Field(None, description=_AT_HELP)
     timezone: Text = Field("UTC", description="IANA time zone name.")
     target: TargetIn
     retry: RetryIn = RetryIn.model_validate({})
@@ -208,6 +234,12 @@ class ScheduleCreate(BaseModel):
     starts_at: Instant | None = None
     ends_at: Instant | None = Field(None, description="Must be later than starts_at.")
     paused: StrictBool = False
+    overlap_policy: Text = Field("allow", description=_OVERLAP_HELP, json_schema_extra=_OVERLAP)
+    jitter_seconds: StrictInt = Field(0, description=_JITTER_HELP, json_schema_extra=_JITTER)
+    max_runs: StrictInt | None = Field(None, description=_MAX_RUNS_HELP,
+                                       json_schema_extra=_MAX_RUNS)
+    pause_after_failures: StrictInt | None = Field(None, description=_PAUSE_AFTER_HELP,
+                                                   json_schema_extra=_PAUSE_AFTER)
     alerts: AlertsIn | None = None
 
 
@@ -248,7 +280,10 @@ class SchedulePatch(BaseModel):
                                       {"target": {"headers": {"x-old": None}}})
 
     name: Text | None = Field(None, json_schema_extra=_NAME)
-    cron: Text | None = Field(None, description=_CRON_HELP)
+    cron: Text | None = Field(None, description=_CRON_HELP + " null (with an `at`): "
+                              "becomes a one-time schedule.")
+    at: Instant | None = Field(None, description=_AT_HELP + " null (with a `cron`): "
+                               "becomes a cron schedule.")
     timezone: Text | None = None
     target: TargetPatch | None = None
     retry: RetryPatch | None = None
@@ -256,6 +291,15 @@ class SchedulePatch(BaseModel):
     catchup_window_seconds: StrictInt | None = Field(None, json_schema_extra=_CATCHUP)
     starts_at: Instant | None = None
     ends_at: Instant | None = None
+    overlap_policy: Text | None = Field(None, description="null: back to allow.",
+                                        json_schema_extra=_OVERLAP)
+    jitter_seconds: StrictInt | None = Field(None, description="null: back to 0.",
+                                             json_schema_extra=_JITTER)
+    max_runs: StrictInt | None = Field(None, description="null: no limit. A value above "
+                                       "runs_planned makes a completed schedule active again.",
+                                       json_schema_extra=_MAX_RUNS)
+    pause_after_failures: StrictInt | None = Field(None, description="null: never pauses "
+                                                   "itself.", json_schema_extra=_PAUSE_AFTER)
     alerts: AlertsIn | None = Field(None, description="Merged rule by rule; a null rule "
                                     "removes it, null removes them all.")
 
@@ -279,14 +323,28 @@ class ScheduleOut(BaseModel):
     id: uuid.UUID
     tenant_id: uuid.UUID
     name: str
-    cron: str
+    cron: str | None = Field(description="null for a one-time schedule (see `at`).")
+    at: datetime | None = Field(description="A one-time schedule's instant, else null.")
     timezone: str
     target: TargetOut
     retry: RetryOut
     misfire_policy: Literal["fire_all", "fire_once", "skip"]
     catchup_window_seconds: int
-    status: Literal["active", "paused"]
+    overlap_policy: Literal["allow", "skip", "buffer_one", "buffer_all", "cancel_other"]
+    jitter_seconds: int
+    max_runs: int | None
+    pause_after_failures: int | None
+    status: Literal["active", "paused", "completed"] = Field(
+        description="`completed`: a one-time schedule's occurrence, or `max_runs` "
+        "occurrences, were planned; nothing fires after.")
     paused: bool
+    paused_reason: str | None = Field(
+        description="The pause note, or why the schedule paused itself "
+        "(pause_after_failures); null unless paused.")
+    paused_at: datetime | None
+    runs_planned: int = Field(description="Scheduled occurrences planned so far (what "
+                              "max_runs counts).")
+    consecutive_failures: int = Field(description="Failed runs since the last success.")
     starts_at: datetime | None
     ends_at: datetime | None
     next_fire_at: datetime | None = Field(
@@ -352,7 +410,14 @@ class RunOut(BaseModel):
     finished_at: datetime | None
     last_status_code: int | None
     last_error: str | None
-    trigger: Literal["schedule", "manual"]
+    trigger: Literal["schedule", "manual", "backfill", "replay"]
+    skip_reason: str | None = Field(description="On a skipped run: `overlap` (the overlap "
+                                    "policy) or `misfire` (missed while nothing ran); else "
+                                    "null.")
+    replay_of: uuid.UUID | None = Field(description="On a replay: the failed run it "
+                                        "repeats; else null.")
+    replayed_by: uuid.UUID | None = Field(description="On a failed run that was replayed: "
+                                          "its replay; else null.")
 
 
 class AttemptOut(BaseModel):
@@ -379,3 +444,10 @@ class RunPage(BaseModel):
 
     items: list[RunOut]
     next_cursor: str | None
+
+
+
+# For the other schema modules (schemas_commands): the same input policy, examples and enum.
+INPUT_CONFIG = _INPUT
+OVERLAP_ENUM = _OVERLAP
+with_examples = _examples

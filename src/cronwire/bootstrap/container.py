@@ -31,6 +31,7 @@ from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStor
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
+from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
@@ -252,6 +253,7 @@ class Container(containers.DeclarativeContainer):
         delivery_timeout=settings.provided.delivery_timeout_seconds,
         retry_initial_seconds=settings.provided.alert_retry_initial_seconds,
     )
+    run_commands = providers.Singleton(PostgresRunCommands, pool=db_pool)
 
 
 def build_container(settings: Settings) -> Container:

@@ -52,6 +52,7 @@ async def build_runtime(container: Container) -> Runtime:
     tenants = await resolved(container.tenant_store)
     schedules = await resolved(container.schedule_store)
     runs = await resolved(container.run_history)
+    commands = await resolved(container.run_commands)
     stats = await resolved(container.stats_reader)
     alerts: PostgresAlertStore = await resolved(container.alert_store)
     return Runtime(
@@ -65,6 +66,7 @@ async def build_runtime(container: Container) -> Runtime:
             tokens=tenants,
             schedules=schedules,
             runs=runs,
+            commands=commands,
             check_url=container.target_guard().check_url,
             default_limits=default_limits(settings),
             max_request_bytes=settings.api_max_request_bytes,

@@ -60,6 +60,7 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
         workers=args.workers, dsn=settings.database_url, sink_latency_ms=args.sink_latency_ms,
         sink_failure_rate=args.sink_failure_rate, compare=args.compare,
         keep_data=args.keep_data, kafka_bootstrap=args.kafka_bootstrap,
+        jitter_seconds=args.jitter_seconds,
     )
     try:
         report = run_loadtest(plan)
@@ -159,6 +160,9 @@ def add_harness_commands(commands: argparse._SubParsersAction[Any]) -> None:
                           help="the cron every schedule shares (steady)")
     loadtest.add_argument("--workers", type=_bounded(int, 1, 10_000), default=256,
                           help="SCHEDULER_EXECUTOR_WORKERS per replica")
+    loadtest.add_argument("--jitter-seconds", type=_bounded(int, 0, 3600), default=0,
+                          help="every schedule's jitter_seconds; fire lag is then measured "
+                          "from each occurrence's fire_after (its jittered time)")
     loadtest.set_defaults(handler=cmd_loadtest)
 
     chaos = commands.add_parser(

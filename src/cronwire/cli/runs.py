@@ -29,6 +29,7 @@ from cronwire.cli.output import (
     stream_row,
     wants_json,
 )
+from cronwire.cli.scheduling import add_replay_command, run_status
 from cronwire.domain.errors import ConfigError
 from cronwire.domain.history import MAX_PAGE
 
@@ -36,7 +37,7 @@ RUN_STATUSES = ("pending", "running", "retrying", "succeeded", "failed", "skippe
 RUN_COLUMNS = [
     Column("ID", field("id"), 36), Column("SCHEDULE", field("schedule_id"), 36),
     Column("SCHEDULED FOR (UTC)", field("scheduled_for"), 20),
-    Column("STATUS", field("status"), 9), Column("ATTEMPTS", field("attempt_count")),
+    Column("STATUS", run_status, 19), Column("ATTEMPTS", field("attempt_count")),
     Column("CODE", field("last_status_code"), 4), Column("TRIGGER", field("trigger"), 8),
     Column("ERROR", field("last_error")),
 ]
@@ -134,7 +135,8 @@ def add_run_commands(commands: argparse._SubParsersAction[Any], api: argparse.Ar
     run_list.add_argument("--cursor", metavar="CURSOR",
                           help="continue after this page (next_cursor of the previous one)")
     run_list.add_argument("--all", action="store_true",
-                          help="follow every page to the end (newest scheduled_for first)")
+                          help="follow every page to the end (newest scheduled_for first; "
+                               "not with --follow)")
     run_list.add_argument("--follow", "-f", action="store_true",
                           help="keep printing new runs and status changes until Ctrl-C")
     run_list.add_argument("--interval", type=seconds_flag, default=2.0, metavar="SECONDS",
@@ -143,3 +145,4 @@ def add_run_commands(commands: argparse._SubParsersAction[Any], api: argparse.Ar
                                      description="One run with its delivery attempts.")
     run_get.set_defaults(handler=client_command(runs_get))
     id_argument(run_get, "run")
+    add_replay_command(run_actions, api)

@@ -41,6 +41,12 @@ from cronwire.cli.output import (
     wants_json,
 )
 from cronwire.cli.runs import add_run_commands
+from cronwire.cli.scheduling import (
+    add_schedule_actions,
+    add_semantics_flags,
+    semantics_fields,
+    timetable,
+)
 from cronwire.domain.errors import ConfigError
 from cronwire.domain.model import METHODS, MisfirePolicy
 
@@ -59,7 +65,7 @@ def _header(text: str) -> tuple[str, str]:
 # ---- output --------------------------------------------------------------------------
 
 SCHEDULE_COLUMNS = [
-    Column("ID", field("id")), Column("NAME", field("name")), Column("CRON", field("cron")),
+    Column("ID", field("id")), Column("NAME", field("name")), Column("CRON", timetable),
     Column("TIMEZONE", field("timezone")), Column("STATUS", field("status")),
     Column("NEXT FIRE (UTC)", field("next_fire_at")),
     Column("URL", lambda s: s.get("target", {}).get("url")),
@@ -109,7 +115,8 @@ def _timing(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def schedules_create(client: ApiClient, args: argparse.Namespace) -> None:
-    body = {**_timing(args), **_target_and_retry(args, None), "paused": args.paused}
+    body = {**_timing(args), **semantics_fields(args, creating=True),
+            **_target_and_retry(args, None), "paused": args.paused}
     created = client.call("POST", "/v1/schedules", body=body)
     show(args, created, render_fields)
     if not wants_json(args.json):
@@ -125,7 +132,7 @@ TARGET_AND_RETRY_FLAGS = frozenset({
 
 
 def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
-    changes = _timing(args)
+    changes = {**_timing(args), **semantics_fields(args, creating=False)}
     given = {name for name, value in vars(args).items() if value not in (None, False)}
     if given & TARGET_AND_RETRY_FLAGS:
         current = client.call("GET", f"/v1/schedules/{args.id}")
@@ -185,9 +192,10 @@ def _schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
 
     parser.add_argument("--name", required=creating, help="schedule name, 1..200 characters"
                         + ("" if creating else keep))
-    parser.add_argument("--cron", required=creating, metavar="EXPR",
+    parser.add_argument("--cron", metavar="EXPR",
                         help="5 fields, or 6 with seconds first ('*/10 * * * * *')"
-                        + ("" if creating else keep))
+                        + ("; or --at for a one-time schedule" if creating
+                           else "; makes a one-time schedule a cron one" + keep))
     parser.add_argument("--url", required=creating, metavar="URL",
                         help="target.url: where each run is delivered"
                         + ("" if creating else keep))
@@ -218,6 +226,7 @@ def _schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
                         help="RFC 3339, no fires before it" + default("none"))
     parser.add_argument("--ends-at", metavar="TIME",
                         help="RFC 3339, no fires after it" + default("none"))
+    add_semantics_flags(parser, creating=creating)
     add_alert_rule_flags(parser)
     if creating:
         parser.add_argument("--paused", action="store_true",
@@ -268,8 +277,8 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     id_argument(update, "schedule")
     _schedule_flags(update, creating=False)
 
+    add_schedule_actions(action)
     for name, help_text in [
-        ("pause", "pause a schedule: no new runs are planned"),
         ("resume", "resume a schedule; missed occurrences follow its misfire policy"),
         ("rotate-secret", "new signing secret; the old one also signs for 24 hours"),
     ]:

@@ -1,6 +1,7 @@
 // Pause, resume, trigger now and delete: the same buttons on the list and on a schedule.
 
 import { api } from "./api.js";
+import { pauseDialog } from "./dialogs.js";
 import { el } from "./dom.js";
 import { announce, confirmAction } from "./feedback.js";
 
@@ -25,7 +26,8 @@ export function scheduleActions(schedule, onChange, { withEdit = true, compact =
     });
     return node;
   };
-  const toggle = schedule.paused
+  // A completed schedule has nothing left to pause or resume (give it more in Edit).
+  const toggle = schedule.status === "completed" ? null : schedule.paused
     ? button("Resume", "Resume", async () => {
       try {
         const updated = await api.resume(schedule.id);
@@ -34,8 +36,10 @@ export function scheduleActions(schedule, onChange, { withEdit = true, compact =
       } catch (err) { failed("Resume", err); }
     })
     : button("Pause", "Pause", async () => {
+      const answer = await pauseDialog(name);
+      if (answer === null) return;
       try {
-        const updated = await api.pause(schedule.id);
+        const updated = await api.pause(schedule.id, answer.note);
         announce(`Paused ${name}.`);
         onChange(updated);
       } catch (err) { failed("Pause", err); }

@@ -73,16 +73,20 @@ export const api = {
   createSchedule: (body) => call("POST", "/v1/schedules", { body }),
   updateSchedule: (scheduleId, body) => call("PATCH", `/v1/schedules/${id(scheduleId)}`, { body }),
   deleteSchedule: (scheduleId) => call("DELETE", `/v1/schedules/${id(scheduleId)}`),
-  pause: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/pause`),
+  pause: (scheduleId, note) => call("POST", `/v1/schedules/${id(scheduleId)}/pause`,
+    { body: note ? { note } : undefined }),
   resume: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/resume`),
   trigger: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/trigger`),
   rotateSecret: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/rotate-secret`),
   preview: (scheduleId, count) =>
     call("GET", `/v1/schedules/${id(scheduleId)}/preview`, { query: { count } }),
+  backfill: (scheduleId, body) => call("POST", `/v1/schedules/${id(scheduleId)}/backfill`, { body }),
   stats: (scheduleId, window) =>
     call("GET", `/v1/schedules/${id(scheduleId)}/stats`, { query: { window } }),
   explain: (scheduleId, at) =>
     call("GET", `/v1/schedules/${id(scheduleId)}/explain`, { query: { at } }),
   listRuns: (query) => call("GET", "/v1/runs", { query }),
   getRun: (runId) => call("GET", `/v1/runs/${id(runId)}`),
+  replay: (runId) => call("POST", `/v1/runs/${id(runId)}/replay`),
+  replayFailed: (body) => call("POST", "/v1/runs/replay", { body: { status: "failed", ...body } }),
 };

@@ -3,6 +3,7 @@
 
 import { api, onUnauthorized, token } from "./api.js";
 import { el, focusHeading } from "./dom.js";
+import { renderFailedRuns } from "./failed.js";
 import { announce, clearAnnouncement, clearStaleAnnouncement } from "./feedback.js";
 import { renderScheduleForm } from "./schedule-form.js";
 import { renderSchedulePage } from "./schedule-page.js";
@@ -13,6 +14,7 @@ const UUID = "([0-9a-fA-F-]{36})";
 const ROUTES = [
   [new RegExp("^#?/?(schedules)?$"), () => ({ view: "list" })],
   [new RegExp("^#/new$"), () => ({ view: "new" })],
+  [new RegExp("^#/failed$"), () => ({ view: "failed" })],
   [new RegExp(`^#/schedules/${UUID}$`), (m) => ({ view: "schedule", id: m[1] })],
   [new RegExp(`^#/schedules/${UUID}/edit$`), (m) => ({ view: "edit", id: m[1] })],
 ];
@@ -56,6 +58,8 @@ async function render() {
   const target = route();
   if (target.view === "list") {
     await renderScheduleList(root);
+  } else if (target.view === "failed") {
+    await renderFailedRuns(root);
   } else if (target.view === "new") {
     renderScheduleForm(root, { onSaved: (created, secret) => {
       oneTimeSecret = { id: created.id, secret };

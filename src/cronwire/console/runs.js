@@ -4,6 +4,7 @@
 import { api } from "./api.js";
 import { renderChart } from "./chart.js";
 import { el, statusBadge } from "./dom.js";
+import { announce } from "./feedback.js";
 import { duration, fireLagMs, parseTime, runDurationMs, utc, utcInputToRfc3339 } from "./format.js";
 
 const STATUSES = ["pending", "running", "retrying", "succeeded", "failed", "skipped", "cancelled"];
@@ -49,6 +50,39 @@ function attemptsTable(detail) {
       el("td", { "data-label": "Response excerpt" },
         a.response_excerpt ? el("pre", { class: "excerpt", text: a.response_excerpt }) : "—"),
     )))), el("p", { class: "hint", text: REQUEST_TIME_HINT }));
+}
+
+/** The status badge, and why a skipped run was skipped (overlap, misfire). */
+export function runStatus(run) {
+  const badge = statusBadge(run.status);
+  return run.skip_reason ? [badge, el("span", { class: "skip-reason", text: run.skip_reason })]
+    : [badge];
+}
+
+/** "Replay" on a failed run not yet replayed; hidden otherwise. ``after()`` on success. */
+export function replayButton(entry, after) {
+  const button = el("button", { type: "button", class: "small replay",
+    "aria-label": `Replay the run at ${utc(entry.run.scheduled_for)}`, text: "Replay" });
+  const sync = () => {
+    button.hidden = entry.run.status !== "failed" || Boolean(entry.run.replayed_by);
+  };
+  sync();
+  entry.syncReplay = sync;
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const replay = await api.replay(entry.run.id);
+      entry.run = { ...entry.run, replayed_by: replay.id };
+      sync();
+      announce(`Replayed: run ${replay.id} is due now.`);
+      after(replay);
+    } catch (err) {
+      announce(`Replay failed: ${err.message}`, "error");
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return button;
 }
 
 export function renderRuns(parent, schedule, { onCleanup }) {
@@ -108,8 +142,9 @@ export function renderRuns(parent, schedule, { onCleanup }) {
   function fillCells(entry) {
     const run = entry.run;
     const cells = entry.cells;
-    cells.when.textContent = utc(run.scheduled_for, { millis: run.trigger === "manual" });
-    cells.status.replaceChildren(statusBadge(run.status));
+    cells.when.textContent = utc(run.scheduled_for, { millis: run.trigger === "manual"
+      || run.trigger === "replay" });
+    cells.status.replaceChildren(...runStatus(run));
     cells.trigger.textContent = run.trigger;
     cells.attempts.textContent = String(run.attempt_count);
     cells.code.textContent = run.last_status_code ?? "—";
@@ -144,6 +179,7 @@ export function renderRuns(parent, schedule, { onCleanup }) {
     const detailCell = el("td", { colspan: "8" });
     const detailRow = el("tr", { id: detailId, class: "run-detail", hidden: true }, detailCell);
     const entry = { run, tr, cells, toggle, detailRow, detailCell, open: false };
+    tr.lastChild.append(replayButton(entry, () => refreshNewest()));
     toggle.setAttribute("aria-label", `Attempts of the run at ${utc(run.scheduled_for)}`);
     toggle.addEventListener("click", async () => {
       entry.open = !entry.open;
@@ -167,6 +203,7 @@ export function renderRuns(parent, schedule, { onCleanup }) {
         known.run = run;
         if (changed) {
           fillCells(known);
+          if (known.syncReplay) known.syncReplay();
           if (known.open) showAttempts(known);
         }
         continue;

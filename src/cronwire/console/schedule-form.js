@@ -11,12 +11,22 @@ const MISFIRE = [
   ["fire_once", "fire_once: one run for the latest missed occurrence"],
   ["skip", "skip: missed occurrences are recorded as skipped"],
 ];
+const OVERLAP = [
+  ["allow", "allow: start anyway"],
+  ["skip", "skip: record it skipped (reason overlap)"],
+  ["buffer_one", "buffer_one: one waits for the running one, more are skipped"],
+  ["buffer_all", "buffer_all: up to 100 wait and start in order"],
+  ["cancel_other", "cancel_other: cancel the running one, start this one"],
+];
 
 // Fields by the API's dotted names, in form order.
 const FIELDS = [
   { name: "name", label: "Name", required: true },
-  { name: "cron", label: "Cron expression", required: true, mono: true,
+  { name: "cron", label: "Cron expression", mono: true,
     hint: "5 fields, or 6 with seconds first: */10 * * * * * fires every 10 seconds." },
+  { name: "at", label: "Run once at", mono: true,
+    hint: "Instead of a cron expression: fires once at this RFC 3339 instant, e.g. "
+      + "2027-01-01T09:00:00Z; the schedule is then completed." },
   { name: "timezone", label: "Time zone", hint: "IANA name, e.g. Europe/Berlin. Default UTC.",
     list: "zones" },
   { name: "target.url", label: "Target URL", required: true, type: "url", mono: true },
@@ -32,18 +42,33 @@ const FIELDS = [
   { name: "misfire_policy", label: "Misfire policy", options: MISFIRE },
   { name: "catchup_window_seconds", label: "Catch-up window (seconds)", type: "number",
     hint: "fire_all replays missed occurrences this far back." },
+  { name: "overlap_policy", label: "Overlap policy", options: OVERLAP,
+    hint: "What an occurrence does while the previous run is still running or retrying." },
+  { name: "jitter_seconds", label: "Jitter (seconds)", type: "number",
+    hint: "0 to 3600: each occurrence is delivered up to this late, spreading a herd." },
+  { name: "max_runs", label: "Max runs", type: "number",
+    hint: "Optional: completed after this many scheduled occurrences." },
+  { name: "pause_after_failures", label: "Pause after failures", type: "number",
+    hint: "Optional, 1 to 100: pause itself after this many failed runs in a row." },
   { name: "starts_at", label: "Starts at", mono: true,
     hint: "Optional, RFC 3339, e.g. 2027-01-01T00:00:00Z." },
   { name: "ends_at", label: "Ends at", mono: true, hint: "Optional, later than starts at." },
   { name: "paused", label: "Create paused", checkbox: true, createOnly: true },
 ];
 
-const INTEGER_FIELDS = new Set(["retry.max_attempts", "catchup_window_seconds"]);
+const INTEGER_FIELDS = new Set(["retry.max_attempts", "catchup_window_seconds", "jitter_seconds",
+  "max_runs", "pause_after_failures"]);
 const DEFAULTS = {
   timezone: "UTC", "target.method": "POST", "retry.max_attempts": "3",
   "retry.initial_backoff_seconds": "10", "retry.max_backoff_seconds": "3600",
-  misfire_policy: "fire_all", "catchup_window_seconds": "3600",
+  misfire_policy: "fire_all", "catchup_window_seconds": "3600", overlap_policy: "allow",
+  jitter_seconds: "0",
 };
+// Fieldsets by the names they start with (the blocks in between follow FIELDS' order).
+const GROUPS = [
+  ["Schedule", "name"], ["Target", "target.url"], ["Retries and misfires", "retry.max_attempts"],
+  ["Overlap and limits", "overlap_policy"], ["Active window", "starts_at"],
+];
 
 function fieldId(name) {
   return `f-${name.replace(/[^a-z0-9]+/gi, "-")}`;
@@ -80,7 +105,8 @@ function headersText(headers) {
 
 function valuesOf(schedule) {
   return {
-    name: schedule.name, cron: schedule.cron, timezone: schedule.timezone,
+    name: schedule.name, cron: schedule.cron ?? "", at: schedule.at ?? "",
+    timezone: schedule.timezone,
     "target.url": schedule.target.url, "target.method": schedule.target.method,
     "target.headers": headersText(schedule.target.headers),
     "target.body": schedule.target.body ?? "",
@@ -90,6 +116,10 @@ function valuesOf(schedule) {
     misfire_policy: schedule.misfire_policy,
     catchup_window_seconds: String(schedule.catchup_window_seconds),
     starts_at: schedule.starts_at ?? "", ends_at: schedule.ends_at ?? "",
+    overlap_policy: schedule.overlap_policy, jitter_seconds: String(schedule.jitter_seconds),
+    max_runs: schedule.max_runs === null ? "" : String(schedule.max_runs),
+    pause_after_failures: schedule.pause_after_failures === null ? ""
+      : String(schedule.pause_after_failures),
   };
 }
 
@@ -129,7 +159,8 @@ function bodyFrom(values) {
     if (value !== undefined) retry[key] = value;
   }
   const body = {
-    name: values.name, cron: values.cron.trim(), timezone: values.timezone.trim() || "UTC",
+    name: values.name, cron: values.cron.trim() || null, at: values.at.trim() || null,
+    timezone: values.timezone.trim() || "UTC",
     target: {
       url: values["target.url"].trim(), method: values["target.method"],
       headers: parseHeaders(values["target.headers"]),
@@ -140,20 +171,25 @@ function bodyFrom(values) {
   };
   const catchup = numberOf("catchup_window_seconds", values.catchup_window_seconds);
   if (catchup !== undefined) body.catchup_window_seconds = catchup;
+  body.overlap_policy = values.overlap_policy;
+  body.jitter_seconds = numberOf("jitter_seconds", values.jitter_seconds) ?? 0;
+  body.max_runs = numberOf("max_runs", values.max_runs) ?? null;
+  body.pause_after_failures = numberOf("pause_after_failures", values.pause_after_failures) ?? null;
   return body;
 }
 
 /** The PATCH body: only what changed (target and retry are replaced whole, as the API says). */
 function changesFrom(next, original) {
   const changes = {};
-  for (const key of ["name", "cron", "timezone", "misfire_policy", "catchup_window_seconds"]) {
+  for (const key of ["name", "cron", "timezone", "misfire_policy", "catchup_window_seconds",
+    "overlap_policy", "jitter_seconds", "max_runs", "pause_after_failures"]) {
     if (next[key] !== undefined && next[key] !== original[key]) changes[key] = next[key];
   }
   const target = { ...next.target };
   if (JSON.stringify(target) !== JSON.stringify(original.target)) changes.target = target;
   const retry = { ...original.retry, ...next.retry };
   if (JSON.stringify(retry) !== JSON.stringify(original.retry)) changes.retry = retry;
-  for (const key of ["starts_at", "ends_at"]) {
+  for (const key of ["starts_at", "ends_at", "at"]) {
     const before = original[key] ? Date.parse(original[key]) : null;
     const after = next[key] ? Date.parse(next[key]) : null;
     if (before !== after || (next[key] && Number.isNaN(after))) changes[key] = next[key];
@@ -186,13 +222,11 @@ export function renderScheduleForm(root, { schedule = null, onSaved }) {
   const submit = el("button", { type: "submit", text: editing ? "Save changes" : "Create schedule" });
   const cancel = el("a", { class: "button secondary", text: "Cancel",
     href: editing ? `#/schedules/${schedule.id}` : "#/schedules" });
+  const starts = GROUPS.map(([, first]) => blocks.findIndex((b) => b.dataset.field === first));
+  const fieldsets = GROUPS.map(([legend], i) => el("fieldset", {}, el("legend", { text: legend }),
+    ...blocks.slice(starts[i], starts[i + 1] ?? blocks.length)));
   const form = el("form", { class: "card schedule-form", novalidate: true, method: "post", action: "#" },
-    formError,
-    el("fieldset", {}, el("legend", { text: "Schedule" }), ...blocks.slice(0, 3)),
-    el("fieldset", {}, el("legend", { text: "Target" }), ...blocks.slice(3, 7)),
-    el("fieldset", {}, el("legend", { text: "Retries and misfires" }), ...blocks.slice(7, 12)),
-    el("fieldset", {}, el("legend", { text: "Active window" }), ...blocks.slice(12)),
-    zoneList(),
+    formError, ...fieldsets, zoneList(),
     el("div", { class: "actions" }, submit, cancel));
 
   function clearErrors() {

@@ -3,6 +3,7 @@
 
 import { api } from "./api.js";
 import { scheduleActions } from "./actions.js";
+import { backfillDialog } from "./dialogs.js";
 import { el, focusHeading } from "./dom.js";
 import { announce, confirmAction, secretPanel } from "./feedback.js";
 import { inZone, localText, offsetAt, offsetOfLocal, utc } from "./format.js";
@@ -13,10 +14,19 @@ function details(schedule) {
   const row = (term, ...value) => [el("dt", { text: term }), el("dd", {}, ...value)];
   const target = schedule.target;
   const headerCount = Object.keys(target.headers || {}).length;
+  const limit = schedule.max_runs === null ? "no limit"
+    : `${schedule.runs_planned} of ${schedule.max_runs} planned`;
+  const pauseAfter = schedule.pause_after_failures === null ? "never"
+    : `after ${schedule.pause_after_failures} failed runs in a row`
+      + ` (${schedule.consecutive_failures} now)`;
   return el("dl", { class: "facts" },
-    row("Cron", el("code", { text: schedule.cron })),
+    schedule.cron !== null ? row("Cron", el("code", { text: schedule.cron }))
+      : row("Runs once at", utc(schedule.at)),
     row("Time zone", schedule.timezone),
     row("State", el("span", { class: `badge state-${schedule.status}`, text: schedule.status })),
+    schedule.paused_reason && row("Paused because", el("span", { class: "paused-reason",
+      text: schedule.paused_reason })),
+    schedule.paused_at && row("Paused since", utc(schedule.paused_at)),
     // The next fire is the preview's first (filled in when it loads), so the two agree;
     // next_fire_at is the planner's cursor, which runs a few seconds ahead of it.
     row("Next fire (UTC)", el("span", { id: "next-fire-utc", text: "…" })),
@@ -32,6 +42,10 @@ function details(schedule) {
     row("Retries", `${schedule.retry.max_attempts} attempts, backoff ${schedule.retry.initial_backoff_seconds} s`
       + ` up to ${schedule.retry.max_backoff_seconds} s`),
     row("Misfire policy", `${schedule.misfire_policy} (catch-up ${schedule.catchup_window_seconds} s)`),
+    row("Overlap policy", schedule.overlap_policy),
+    row("Jitter", schedule.jitter_seconds ? `up to ${schedule.jitter_seconds} s` : "none"),
+    row("Max runs", limit),
+    row("Pauses itself", pauseAfter),
     row("Active window", `${schedule.starts_at ? utc(schedule.starts_at) : "from creation"} → `
       + `${schedule.ends_at ? utc(schedule.ends_at) : "no end"}`),
     schedule.previous_secret_expires_at
@@ -152,7 +166,14 @@ export async function renderSchedulePage(root, { id, secret, onCleanup }) {
       announce(`Rotate failed: ${err.message}`, "error");
     }
   });
+  const backfill = el("button", { type: "button", class: "secondary", text: "Backfill…",
+    "aria-label": `Backfill ${schedule.name}` });
   let runs = null;
+  backfill.addEventListener("click", () => backfillDialog(schedule, (result) => {
+    announce(`Backfill of ${schedule.name}: ${result.created} runs created, `
+      + `${result.existing} already had one.`);
+    if (runs) runs.refresh();
+  }));
   const showActions = () => actionsSlot.replaceChildren(scheduleActions(schedule, (updated) => {
     if (updated === null) {
       window.location.hash = "#/schedules";
@@ -168,7 +189,8 @@ export async function renderSchedulePage(root, { id, secret, onCleanup }) {
   showActions();
   const section = el("section", {},
     el("p", { class: "crumbs" }, el("a", { href: "#/schedules", text: "Schedules" })),
-    el("div", { class: "view-head" }, heading, el("div", { class: "inline" }, actionsSlot, rotate)),
+    el("div", { class: "view-head" }, heading,
+      el("div", { class: "inline" }, actionsSlot, backfill, rotate)),
     secretSlot,
     el("div", { class: "columns" },
       el("section", { class: "card", "aria-labelledby": "facts-title" },

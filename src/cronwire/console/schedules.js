@@ -47,7 +47,8 @@ function row(schedule, reload) {
   };
   return fill(tr, {},
     cell("Name", el("a", { href: `#/schedules/${schedule.id}`, text: schedule.name })),
-    cell("Cron", el("code", { text: schedule.cron })),
+    cell("Cron", schedule.cron !== null ? el("code", { text: schedule.cron })
+      : el("span", { text: `once at ${utc(schedule.at)}` })),
     cell("Time zone", schedule.timezone),
     cell("State", el("span", { class: `badge state-${schedule.status}`, text: schedule.status })),
     cell("Next fire", schedule.next_fire_at

@@ -58,18 +58,20 @@ def request_for(
     run: ClaimedRun, timeout_seconds: float, send_by_monotonic: float | None = None,
     traceparent: str | None = None,
 ) -> DeliveryRequest:
-    """What this attempt of ``run`` sends: the target's body, or the default JSON body."""
+    """What this attempt of ``run`` sends: the target's body, or the default JSON body.
+    A replay carries its original occurrence (``run.occurrence``), not its own instant."""
+    occurrence = run.occurrence or run.scheduled_for
     body = (
         run.target.body.encode("utf-8")
         if run.target.body is not None
-        else default_body(run.schedule_id, run.id, run.scheduled_for, run.attempt)
+        else default_body(run.schedule_id, run.id, occurrence, run.attempt)
     )
     return DeliveryRequest(
         run_id=run.id,
         schedule_id=run.schedule_id,
         tenant_id=run.tenant_id,
         idempotency_key=run.idempotency_key,
-        scheduled_for=run.scheduled_for,
+        scheduled_for=occurrence,
         attempt=run.attempt,
         method=run.target.method,
         url=run.target.url,

@@ -88,6 +88,12 @@ class NotFound(CronwireError):
     """The object does not exist for this tenant (another tenant's object included)."""
 
 
+class StateConflict(CronwireError):
+    """The object exists but its state does not allow the request (resume a completed
+    schedule, replay a run that did not fail or was replayed already): HTTP 409. The
+    message says what state it is in and what would allow it."""
+
+
 class EmbeddedServerError(CronwireError):
     """An embedded development server (Postgres, broker) failed to start or stop."""
 

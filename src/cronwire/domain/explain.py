@@ -1,9 +1,10 @@
 """Explain an instant: what happened (or will happen) to a schedule's first occurrence at or
 after it, in one sentence a tenant can act on (pure; the caller reads the facts).
 
-The verdict is the run's status when a run was recorded; otherwise why there is none:
-the schedule's bounds, its pause, the planner not there yet, retention, or the misfire
-policy. A DST rule that moved or dropped the local time asked about is said first, by
+The verdict is the run's status when a run was recorded (a skip says which policy made
+it); otherwise why there is none: the schedule's bounds, its completion (``at`` or
+``max_runs``), its pause and the pause note, the planner not there yet (with the jitter
+offset it will be delivered at), retention, or the misfire policy. A DST rule that moved or dropped the local time asked about is said first, by
 the same rule the planner applies (:mod:`cronwire.domain.dst`).
 """
 
@@ -15,8 +16,9 @@ from datetime import UTC, datetime, timedelta
 from cronwire.domain.cron import load_timezone, next_occurrences, occurrences_between, parse_cron
 from cronwire.domain.dst import EPOCH, EPOCH_UTC, gap_end, offsets
 from cronwire.domain.history import RunView
-from cronwire.domain.model import MisfirePolicy, RunStatus, ScheduleStatus
-from cronwire.domain.schedules import ScheduleRecord
+from cronwire.domain.jitter import jitter_ms
+from cronwire.domain.model import RunStatus, ScheduleStatus, SkipReason
+from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec
 
 _MICRO = timedelta(microseconds=1)
 # How far back the previous occurrence is looked for, widening until one is found.
@@ -53,13 +55,19 @@ def _local(instant: datetime, timezone: str) -> str:
 
 def first_at_or_after(record: ScheduleRecord, at: datetime) -> datetime | None:
     """The cron's first occurrence at or after ``at`` (bounds not applied: the verdict
-    says when starts_at or ends_at rules it out)."""
+    says when starts_at or ends_at rules it out); a one-time schedule's ``at`` if not
+    before it."""
+    if record.spec.cron is None:
+        once = record.spec.at
+        return once if once is not None and once >= at else None
     found = next_occurrences(record.spec.cron, record.spec.timezone, at - _MICRO, 1)
     return found[0] if found else None
 
 
 def _previous(record: ScheduleRecord, before: datetime) -> datetime | None:
     spec = record.spec
+    if spec.cron is None:
+        return spec.at if spec.at is not None and spec.at < before else None
     for window in _LOOKBACK:
         try:
             lo = before - window
@@ -77,6 +85,8 @@ def _previous(record: ScheduleRecord, before: datetime) -> datetime | None:
 
 def _next(record: ScheduleRecord, after: datetime) -> datetime | None:
     spec = record.spec
+    if spec.cron is None:
+        return spec.at if spec.at is not None and spec.at > after else None
     found = next_occurrences(spec.cron, spec.timezone, after, 1, starts_at=spec.starts_at,
                              ends_at=spec.ends_at)
     return found[0] if found else None
@@ -120,7 +130,28 @@ def dst_note(cron: str, timezone: str, at: datetime) -> str | None:
     return None
 
 
-def _run_reason(run: RunView, policy: MisfirePolicy) -> str:
+def _jitter(record: ScheduleRecord, occurrence: datetime) -> str:
+    """Where jitter moves the delivery of an occurrence, in words ('' without jitter)."""
+    seconds = record.spec.jitter_seconds
+    if seconds <= 0:
+        return ""
+    offset = timedelta(milliseconds=jitter_ms(record.id, occurrence, seconds))
+    return (f"; with jitter_seconds {seconds} it is delivered at "
+            f"{_iso(occurrence + offset)} ({offset.total_seconds():.3f}s after it)")
+
+
+def _skip_reason(run: RunView, spec: ScheduleSpec) -> str:
+    if run.skip_reason is SkipReason.OVERLAP:
+        return (f"Run {run.id} was skipped by the overlap policy: the schedule's previous "
+                f"run was still running or retrying when it was due (overlap_policy is now "
+                f"{spec.overlap_policy.value}); buffer_one, buffer_all or cancel_other "
+                f"deliver such occurrences, allow starts them alongside")
+    return (f"Run {run.id} was skipped by the misfire policy {spec.misfire_policy.value}: the "
+            f"occurrence was missed while no planner ran or the schedule was paused; "
+            f"choose fire_all or fire_once to have missed occurrences delivered")
+
+
+def _run_reason(run: RunView, spec: ScheduleSpec) -> str:
     attempts = f"{run.attempt_count} attempt{'s' if run.attempt_count != 1 else ''}"
     error = f" ({run.last_error})" if run.last_error else ""
     code = f" with HTTP {run.last_status_code}" if run.last_status_code is not None else ""
@@ -140,12 +171,14 @@ def _run_reason(run: RunView, policy: MisfirePolicy) -> str:
     if status is RunStatus.RUNNING:
         return f"Run {run.id} is being delivered now (attempt {run.attempt_count})"
     if status is RunStatus.PENDING:
-        return (f"Run {run.id} is planned and waits for its time, {_iso(run.fire_after)}, "
-                f"or for a free executor")
+        moved = ""
+        if run.fire_after > run.scheduled_for and spec.jitter_seconds > 0:
+            moved = (f" (its occurrence plus "
+                     f"{(run.fire_after - run.scheduled_for).total_seconds():.3f}s of jitter)")
+        return (f"Run {run.id} is planned and waits for its time, {_iso(run.fire_after)}"
+                f"{moved}, or for a free executor")
     if status is RunStatus.SKIPPED:
-        return (f"Run {run.id} was skipped by the misfire policy {policy.value}: the "
-                f"occurrence was missed while no planner ran or the schedule was paused; "
-                f"choose fire_all or fire_once to have missed occurrences delivered")
+        return _skip_reason(run, spec)
     return f"Run {run.id} was cancelled{error}"
 
 
@@ -154,17 +187,23 @@ def explain(record: ScheduleRecord, at: datetime, facts: Facts) -> Explanation:
     occurrence = first_at_or_after(record, at)
     previous = _previous(record, occurrence if occurrence is not None else at)
     following = _next(record, occurrence) if occurrence is not None else None
-    note = dst_note(spec.cron, spec.timezone, at)
+    note = dst_note(spec.cron, spec.timezone, at) if spec.cron is not None else None
 
     def answer(verdict: str, reason: str) -> Explanation:
         sentence = f"{note}; {reason[0].lower()}{reason[1:]}" if note else reason
         return Explanation(occurrence, verdict, sentence + ".", facts.run, previous, following)
 
+    if occurrence is None and record.status is ScheduleStatus.COMPLETED:
+        return answer("completed", _completed(record))
     if occurrence is None:
+        if spec.cron is None:
+            return answer("no_run_recorded",
+                          f"A one-time schedule fires once, at {_iso(spec.at or at)}, which "
+                          f"is before this instant")
         return answer("after_ends_at" if spec.ends_at is not None else "no_run_recorded",
                       "The cron expression has no occurrence after this instant")
     if facts.run is not None:
-        return answer(facts.run.status.value, _run_reason(facts.run, spec.misfire_policy))
+        return answer(facts.run.status.value, _run_reason(facts.run, spec))
     if spec.starts_at is not None and occurrence < spec.starts_at:
         return answer("before_starts_at",
                       f"It is before the schedule's starts_at, {_iso(spec.starts_at)}; the "
@@ -174,12 +213,16 @@ def explain(record: ScheduleRecord, at: datetime, facts: Facts) -> Explanation:
         return answer("after_ends_at",
                       f"It is after the schedule's ends_at, {_iso(spec.ends_at)}: nothing "
                       f"fires after that; PATCH ends_at to extend it")
+    if record.status is ScheduleStatus.COMPLETED and (
+            record.last_fire_at is None or occurrence > record.last_fire_at):
+        return answer("completed", _completed(record))
     if record.status is ScheduleStatus.PAUSED and (
             record.next_fire_at is None or occurrence >= record.next_fire_at):
         return answer("paused",
-                      f"The schedule is paused, so {_iso(occurrence)} is not planned; "
-                      f"resume it (POST /v1/schedules/{record.id}/resume), and its misfire "
-                      f"policy {spec.misfire_policy.value} decides about what was missed")
+                      f"The schedule is paused{_pause_note(record)}, so {_iso(occurrence)} "
+                      f"is not planned; resume it (POST /v1/schedules/{record.id}/resume), "
+                      f"and its misfire policy {spec.misfire_policy.value} decides about "
+                      f"what was missed")
     if facts.retained_since is not None and occurrence < facts.retained_since:
         return answer("no_run_recorded",
                       f"Its run history was removed by retention: runs before "
@@ -193,11 +236,31 @@ def explain(record: ScheduleRecord, at: datetime, facts: Facts) -> Explanation:
         return answer("not_planned_yet",
                       f"Not planned yet: the planner writes each run shortly before it is "
                       f"due, and this one is due at {_iso(occurrence)} "
-                      f"({_local(occurrence, spec.timezone)})")
+                      f"({_local(occurrence, spec.timezone)}){_jitter(record, occurrence)}")
     if record.next_fire_at is None and occurrence > facts.now:
-        return answer("not_planned_yet", f"Not planned yet: due at {_iso(occurrence)}")
+        return answer("not_planned_yet", f"Not planned yet: due at {_iso(occurrence)}"
+                      f"{_jitter(record, occurrence)}")
     return answer("no_run_recorded",
                   f"No run was recorded: it passed while the schedule was paused or no "
                   f"planner ran, beyond what the misfire policy {spec.misfire_policy.value} "
                   f"replays (catch-up window {spec.catchup_window_seconds}s), or before an "
                   f"edit of its timing")
+
+
+def _pause_note(record: ScheduleRecord) -> str:
+    """Since when and why, from the pause note or the automatic pause's explanation."""
+    since = f" since {_iso(record.paused_at)}" if record.paused_at is not None else ""
+    note = (record.paused_reason or "").strip().rstrip(".")
+    return f"{since} ({note})" if note else since
+
+
+def _completed(record: ScheduleRecord) -> str:
+    spec = record.spec
+    last = f", the last at {_iso(record.last_fire_at)}" if record.last_fire_at else ""
+    if spec.cron is None:
+        return (f"The schedule is completed: a one-time schedule fires once, at "
+                f"{_iso(spec.at or record.created_at)}, and that run was planned; nothing "
+                f"fires after it")
+    return (f"The schedule is completed: its max_runs ({spec.max_runs}) occurrences were "
+            f"planned{last}, and nothing fires after; PATCH max_runs higher (or null) to make "
+            f"it active again")

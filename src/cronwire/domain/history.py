@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cronwire.domain.keyset import HistoryPosition
-from cronwire.domain.model import AttemptRecord, RunStatus, Trigger
+from cronwire.domain.model import AttemptRecord, RunStatus, SkipReason, Trigger
 
 MAX_PAGE = 200
 
@@ -25,6 +25,9 @@ class RunView:
     last_status_code: int | None
     last_error: str | None
     trigger: Trigger
+    skip_reason: SkipReason | None = None  # on skipped runs: why
+    replay_of: uuid.UUID | None = None  # on a replay: the failed run it repeats
+    replayed_by: uuid.UUID | None = None  # on a replayed failed run: its replay
 
     @property
     def position(self) -> HistoryPosition:

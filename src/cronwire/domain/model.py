@@ -24,6 +24,7 @@ _UUID5_SET = (0x5000 << 64) | (0x8000 << 48)
 class ScheduleStatus(StrEnum):
     ACTIVE = "active"
     PAUSED = "paused"
+    COMPLETED = "completed"  # a one-time schedule ran, or max_runs occurrences were planned
     DELETED = "deleted"
 
 
@@ -55,6 +56,26 @@ TERMINAL_STATUSES = frozenset(
 class Trigger(StrEnum):
     SCHEDULE = "schedule"
     MANUAL = "manual"
+    BACKFILL = "backfill"
+    REPLAY = "replay"
+
+
+class OverlapPolicy(StrEnum):
+    """What an occurrence does while the schedule's previous run is running or retrying
+    (ADR 0033); the rules are :mod:`cronwire.domain.overlap`'s."""
+
+    ALLOW = "allow"
+    SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
+    BUFFER_ALL = "buffer_all"
+    CANCEL_OTHER = "cancel_other"
+
+
+class SkipReason(StrEnum):
+    """Why a run is ``skipped`` (job_run.skip_reason)."""
+
+    MISFIRE = "misfire"  # missed while nothing ran; the misfire policy dropped it
+    OVERLAP = "overlap"  # the overlap policy dropped it
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +146,7 @@ class DueSchedule:
 
     id: uuid.UUID
     tenant_id: uuid.UUID
-    cron: str
+    cron: str | None  # None: a one-time schedule, firing once at ``at``
     timezone: str
     misfire_policy: MisfirePolicy
     catchup_window_seconds: int
@@ -133,6 +154,11 @@ class DueSchedule:
     last_fire_at: datetime | None
     starts_at: datetime | None
     ends_at: datetime | None
+    at: datetime | None = None
+    overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
+    jitter_seconds: int = 0
+    max_runs: int | None = None
+    runs_planned: int = 0  # scheduled occurrences written so far (counted for max_runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +170,9 @@ class PlannedRun:
     scheduled_for: datetime
     status: RunStatus = RunStatus.PENDING  # SKIPPED for misfires the policy drops
     trigger: Trigger = Trigger.SCHEDULE
+    # The overlap policy the run is gated by; None for 'allow' (never gated).
+    overlap_policy: OverlapPolicy | None = None
+    jitter_ms: int = 0  # fire_after = scheduled_for + this (domain/jitter.py)
 
     @property
     def id(self) -> uuid.UUID:
@@ -161,6 +190,8 @@ class ScheduleAdvance:
     schedule_id: uuid.UUID
     next_fire_at: datetime | None
     last_fire_at: datetime | None
+    planned: int = 0  # scheduled occurrences written by this pass (runs_planned grows by it)
+    completed: bool = False  # no occurrence is left: the schedule's status becomes completed
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +230,9 @@ class ClaimedRun:
     lease_expires_at: datetime
     # The claim's lease generation: every write on this lease names it (lease identity).
     lease_generation: int = 0
+    # A replay's original occurrence, delivered in x-cronwire-scheduled-for and the default
+    # body in place of the replay's own scheduled_for (None: the run is its own occurrence).
+    occurrence: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

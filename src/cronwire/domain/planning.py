@@ -21,6 +21,11 @@ Rules (ADR 0003, "Misfires"):
   cursor stays in the past and the next tick picks it up again first.
 * ``starts_at`` / ``ends_at`` bound every occurrence (both inclusive); a schedule with no
   further occurrence gets ``next_fire_at = None``.
+* A one-time schedule (``at``) has one occurrence; ``max_runs`` caps the occurrences
+  planned to fire (``runs_planned`` counts them; misfire skips do not count). Once the
+  last one is written the schedule is ``completed``, in the same transaction.
+* Each run carries its schedule's overlap policy (None for ``allow``) and its jitter
+  offset (``domain/jitter.py``): ``fire_after = scheduled_for + offset``.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ from datetime import datetime, timedelta
 
 from cronwire.domain.cron import next_occurrences, occurrences_between
 from cronwire.domain.errors import DomainError
+from cronwire.domain.jitter import jitter_ms
 from cronwire.domain.model import (
     DueSchedule,
     MisfirePolicy,
+    OverlapPolicy,
     PlanDecision,
     PlannedRun,
     RunStatus,
@@ -138,7 +145,10 @@ def decide_ahead(
 
 def _spaced(s: DueSchedule, gap: timedelta) -> bool:
     """True when the schedule's next two occurrences are at least ``gap`` apart (or it
-    has fewer than two). A cron that no longer parses counts as spaced: ``decide`` parks it."""
+    has fewer than two). A cron that no longer parses counts as spaced: ``decide`` parks it.
+    A one-time schedule (``at``, no cron) has one occurrence."""
+    if s.cron is None:
+        return True
     cursor = s.next_fire_at if s.starts_at is None else max(s.next_fire_at, s.starts_at)
     try:
         fires = next_occurrences(s.cron, s.timezone, cursor - _TICK, 2,
@@ -168,17 +178,30 @@ class _Timetable:
     def apply(self, s: DueSchedule) -> tuple[list[PlannedRun], ScheduleAdvance]:
         if self.parked:
             return [], ScheduleAdvance(s.id, None, s.last_fire_at)
+        fires, next_fire = self.fires, self.next_fire
+        left = None if s.max_runs is None else max(0, s.max_runs - s.runs_planned)
+        if left is not None and len(fires) >= left:
+            fires, next_fire = fires[:left], None  # max_runs reached: nothing more
         runs = [
             PlannedRun(s.id, s.tenant_id, at, RunStatus.SKIPPED) for at in self.skipped
         ]
-        runs += [PlannedRun(s.id, s.tenant_id, at) for at in self.fires]
-        last_fire = self.fires[-1] if self.fires else s.last_fire_at
-        return runs, ScheduleAdvance(s.id, self.next_fire, last_fire)
+        gated = None if s.overlap_policy is OverlapPolicy.ALLOW else s.overlap_policy
+        if gated is None and not s.jitter_seconds:  # the common case, as cheap as before
+            runs += [PlannedRun(s.id, s.tenant_id, at) for at in fires]
+        else:
+            runs += [PlannedRun(s.id, s.tenant_id, at, overlap_policy=gated,
+                                jitter_ms=jitter_ms(s.id, at, s.jitter_seconds))
+                     for at in fires]
+        last_fire = fires[-1] if fires else s.last_fire_at
+        # Ends when nothing is left to fire: a one-time schedule once its occurrence is
+        # written (fired or dropped as a misfire), a limited one at max_runs.
+        completed = next_fire is None and (s.at is not None or left is not None)
+        return runs, ScheduleAdvance(s.id, next_fire, last_fire, len(fires), completed)
 
 
 def _timetable_key(s: DueSchedule) -> tuple[object, ...]:
-    return (s.cron, s.timezone, s.next_fire_at, s.starts_at, s.ends_at, s.misfire_policy,
-            s.catchup_window_seconds)
+    return (s.cron, s.at, s.timezone, s.next_fire_at, s.starts_at, s.ends_at,
+            s.misfire_policy, s.catchup_window_seconds)
 
 
 def _timetable(
@@ -217,11 +240,7 @@ def _plan(
         next_fire: datetime | None = fires[MAX_RUNS_PER_PASS]  # still due: next tick resumes
         fires = fires[:MAX_RUNS_PER_PASS]
     else:
-        following = next_occurrences(
-            s.cron, s.timezone, max(end, cursor - _TICK), 1, starts_at=s.starts_at,
-            ends_at=s.ends_at,
-        )
-        next_fire = following[0] if following else None
+        next_fire = _after(s, max(end, cursor - _TICK))
     return _Timetable(skipped, fires, next_fire)
 
 
@@ -241,10 +260,21 @@ def _first_kept(
     return missed_before  # SKIP
 
 
+def _after(s: DueSchedule, after: datetime) -> datetime | None:
+    """The first occurrence strictly after ``after`` (within the schedule's bounds)."""
+    if s.cron is None:
+        return s.at if s.at is not None and s.at > after else None
+    following = next_occurrences(s.cron, s.timezone, after, 1, starts_at=s.starts_at,
+                                 ends_at=s.ends_at)
+    return following[0] if following else None
+
+
 def _between(s: DueSchedule, lo: datetime, hi: datetime, limit: int) -> list[datetime]:
     """Occurrences in ``[lo, hi]``, oldest first, at most ``limit``."""
     if hi < lo:
         return []
+    if s.cron is None:
+        return [s.at] if s.at is not None and lo <= s.at <= hi and limit > 0 else []
     return occurrences_between(s.cron, s.timezone, lo - _TICK, hi, limit)
 
 
@@ -258,6 +288,8 @@ def _tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[dateti
     """
     if hi <= lo:
         return []
+    if s.cron is None:
+        return [s.at] if s.at is not None and lo <= s.at < hi and count > 0 else []
     span = _PROBE_FIRST
     while True:
         start = lo if span >= hi - lo else hi - span  # never computes a date before lo
@@ -272,6 +304,7 @@ def _walk_tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[d
     kept: deque[datetime] = deque(maxlen=count)
     after = lo - _TICK
     last = hi - _TICK
+    assert s.cron is not None  # _tail answers one-time schedules itself
     while True:
         page = occurrences_between(s.cron, s.timezone, after, last, _PROBE_PAGE)
         kept.extend(page)

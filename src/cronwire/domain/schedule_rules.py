@@ -23,12 +23,24 @@ from cronwire.domain.errors import (
     LimitExceeded,
     RuleViolation,
 )
-from cronwire.domain.model import MAX_ATTEMPTS, MisfirePolicy, RetryPolicy, Target
+from cronwire.domain.jitter import MAX_JITTER_SECONDS
+from cronwire.domain.model import (
+    MAX_ATTEMPTS,
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+    ScheduleStatus,
+    Target,
+)
 from cronwire.domain.model import METHODS as METHODS  # re-exported: api/schemas.py names it here
 from cronwire.domain.netpolicy import validate_target_url
-from cronwire.domain.schedules import ScheduleSpec, TenantLimits
+from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
 MISFIRE_POLICIES = tuple(policy.value for policy in MisfirePolicy)
+OVERLAP_POLICIES = tuple(policy.value for policy in OverlapPolicy)
+MAX_RUNS = 1_000_000
+MAX_PAUSE_AFTER_FAILURES = 100
+PAUSE_NOTE_MAX_CHARS = 1000
 NAME_MAX_CHARS = 200
 MAX_BACKOFF_SECONDS = 86_400.0
 MAX_CATCHUP_WINDOW_SECONDS = 7 * 86_400
@@ -58,10 +70,7 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime) -> Sc
     interval is measured on.
     """
     _check_name(spec.name)
-    try:
-        parse_cron(spec.cron)
-    except InvalidCron as exc:
-        raise RuleViolation("cron", str(exc).removeprefix("cron: ")) from None
+    _check_timetable(spec)
     try:
         load_timezone(spec.timezone)
     except InvalidTimezone as exc:
@@ -75,7 +84,10 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime) -> Sc
     if spec.starts_at is not None and spec.ends_at is not None:
         if not spec.starts_at < spec.ends_at:
             raise RuleViolation("ends_at", "must be later than starts_at")
+    _check_semantics(spec)
     spec.alerts.checked()
+    if spec.cron is None:  # a one-time schedule has no interval to limit
+        return replace(spec, name=spec.name.strip(), target=target)
     gap = min_gap_seconds(spec.cron, spec.timezone, now)
     if gap < limits.min_interval_seconds:
         raise LimitExceeded(
@@ -84,6 +96,43 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime) -> Sc
             f"{limits.min_interval_seconds}s",
         )
     return replace(spec, name=spec.name.strip(), target=target)
+
+
+def _check_timetable(spec: ScheduleSpec) -> None:
+    """Exactly one of ``cron`` and ``at``; a one-time schedule takes no bounds or limit."""
+    if spec.cron is not None and spec.at is not None:
+        raise RuleViolation("at", "give either cron or at, not both (at is a one-time "
+                            "schedule)")
+    if spec.cron is None and spec.at is None:
+        raise RuleViolation("cron", "give cron, or at for a one-time schedule")
+    if spec.at is not None:
+        for name in ("starts_at", "ends_at", "max_runs"):
+            if getattr(spec, name) is not None:
+                raise RuleViolation(name, "not with at: a one-time schedule fires once, at at")
+        return
+    assert spec.cron is not None
+    try:
+        parse_cron(spec.cron)
+    except InvalidCron as exc:
+        raise RuleViolation("cron", str(exc).removeprefix("cron: ")) from None
+
+
+def _check_semantics(spec: ScheduleSpec) -> None:
+    if not 0 <= spec.jitter_seconds <= MAX_JITTER_SECONDS:
+        raise RuleViolation("jitter_seconds", f"must be between 0 and {MAX_JITTER_SECONDS}")
+    if spec.max_runs is not None and not 1 <= spec.max_runs <= MAX_RUNS:
+        raise RuleViolation("max_runs", f"must be between 1 and {MAX_RUNS:,}")
+    if spec.pause_after_failures is not None and not (
+            1 <= spec.pause_after_failures <= MAX_PAUSE_AFTER_FAILURES):
+        raise RuleViolation("pause_after_failures",
+                            f"must be between 1 and {MAX_PAUSE_AFTER_FAILURES}")
+
+
+def parse_overlap_policy(value: str, field: str = "overlap_policy") -> OverlapPolicy:
+    try:
+        return OverlapPolicy(value)
+    except ValueError:
+        raise RuleViolation(field, f"must be one of {', '.join(OVERLAP_POLICIES)}") from None
 
 
 def parse_misfire_policy(value: str) -> MisfirePolicy:
@@ -157,10 +206,18 @@ def _check_retry(retry: RetryPolicy) -> None:
 
 def next_fire_after(spec: ScheduleSpec, after: datetime) -> datetime | None:
     """The first fire strictly after ``after`` inside [starts_at, ends_at]; None if none."""
+    if spec.cron is None:
+        return spec.at if spec.at is not None and spec.at > after else None
     fires = next_occurrences(
         spec.cron, spec.timezone, after, 1, starts_at=spec.starts_at, ends_at=spec.ends_at
     )
     return fires[0] if fires else None
+
+
+def first_fire(spec: ScheduleSpec, now: datetime) -> datetime | None:
+    """A new schedule's cursor: its ``at`` (even if past: the misfire policy then decides
+    about it, as for any occurrence missed), else its first cron fire after ``now``."""
+    return spec.at if spec.cron is None else next_fire_after(spec, now)
 
 
 def rescheduled_next_fire(
@@ -178,14 +235,43 @@ def rescheduled_next_fire(
     """
     if not old.timing_differs(new):
         return next_fire_at
+    if new.cron is None:
+        return new.at  # a new `at` is planned as given, past or not (see first_fire)
     after = now if last_fire_at is None else max(now, last_fire_at)
     return next_fire_after(new, after)
+
+
+def status_after_edit(
+    current: ScheduleRecord, new: ScheduleSpec, next_fire_at: datetime | None,
+    last_fire_at: datetime | None, now: datetime,
+) -> tuple[ScheduleStatus, datetime | None]:
+    """The status and cursor after an edit. A ``max_runs`` at or below the runs already
+    planned completes the schedule at once; a completed schedule given another occurrence
+    (a new ``at``, a higher ``max_runs``) is active again, from its next fire after both
+    now and its last planned occurrence. Paused stays paused."""
+    used_up = new.max_runs is not None and current.runs_planned >= new.max_runs
+    if current.status is ScheduleStatus.ACTIVE and used_up and new.cron is not None:
+        return ScheduleStatus.COMPLETED, None
+    if current.status is not ScheduleStatus.COMPLETED:
+        return current.status, next_fire_at
+    if new.cron is None:
+        if current.spec.at != new.at:
+            return ScheduleStatus.ACTIVE, new.at
+        return current.status, next_fire_at
+    if used_up:
+        return current.status, None
+    after = now if last_fire_at is None else max(now, last_fire_at)
+    following = next_fire_after(new, after)
+    return (ScheduleStatus.COMPLETED, None) if following is None else (
+        ScheduleStatus.ACTIVE, following)
 
 
 def preview(spec: ScheduleSpec, now: datetime, count: int) -> list[datetime]:
     """The next ``count`` fire times after ``max(now, starts_at)``, none after ``ends_at``."""
     if not 1 <= count <= PREVIEW_MAX:
         raise RuleViolation("count", f"must be between 1 and {PREVIEW_MAX}")
+    if spec.cron is None:
+        return [spec.at] if spec.at is not None and spec.at > now else []
     return next_occurrences(
         spec.cron, spec.timezone, now, count, starts_at=spec.starts_at, ends_at=spec.ends_at
     )

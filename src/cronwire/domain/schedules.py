@@ -13,16 +13,23 @@ from datetime import datetime
 from typing import Any
 
 from cronwire.domain.alerts import AlertRules
-from cronwire.domain.model import MisfirePolicy, RetryPolicy, ScheduleStatus, Target
+from cronwire.domain.model import (
+    MisfirePolicy,
+    OverlapPolicy,
+    RetryPolicy,
+    ScheduleStatus,
+    Target,
+)
 
 DEFAULT_CATCHUP_WINDOW_SECONDS = 3600
 
 # Changing any of these moves the fire times, so the planner's cursor is recomputed.
-TIMING_FIELDS = frozenset({"cron", "timezone", "starts_at", "ends_at"})
+TIMING_FIELDS = frozenset({"cron", "at", "timezone", "starts_at", "ends_at"})
 # Fields a PATCH may carry (pause/resume have their own routes).
 EDITABLE_FIELDS = frozenset(
-    {"name", "cron", "timezone", "target", "retry", "misfire_policy",
-     "catchup_window_seconds", "starts_at", "ends_at", "alerts"}
+    {"name", "cron", "at", "timezone", "target", "retry", "misfire_policy",
+     "catchup_window_seconds", "starts_at", "ends_at", "overlap_policy", "jitter_seconds",
+     "max_runs", "pause_after_failures", "alerts"}
 )
 
 
@@ -44,7 +51,7 @@ class TenantLimits:
 @dataclass(frozen=True, slots=True)
 class ScheduleSpec:
     name: str
-    cron: str
+    cron: str | None  # None for a one-time schedule: ``at`` instead (exactly one of them)
     target: Target
     timezone: str = "UTC"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -52,6 +59,11 @@ class ScheduleSpec:
     catchup_window_seconds: int = DEFAULT_CATCHUP_WINDOW_SECONDS
     starts_at: datetime | None = None
     ends_at: datetime | None = None
+    at: datetime | None = None
+    overlap_policy: OverlapPolicy = OverlapPolicy.ALLOW
+    jitter_seconds: int = 0
+    max_runs: int | None = None
+    pause_after_failures: int | None = None
     alerts: AlertRules = field(default_factory=AlertRules)
 
     def with_changes(self, changes: dict[str, Any]) -> ScheduleSpec:
@@ -78,3 +90,7 @@ class ScheduleRecord:
     previous_secret_expires_at: datetime | None
     # Shown to the tenant only when it is created or rotated.
     signing_secret: str = field(repr=False)
+    runs_planned: int = 0  # scheduled occurrences written (max_runs counts these)
+    consecutive_failures: int = 0
+    paused_reason: str | None = None  # the pause note, or why it paused itself
+    paused_at: datetime | None = None

@@ -72,12 +72,13 @@ async def seed_schedule(
 async def seed_firing_schedules(
     db: Database, tenant_id: uuid.UUID, count: int, *, cron: str, target: Mapping[str, Any],
     retry: Mapping[str, Any], first: datetime, ends_at: datetime, name: str,
+    jitter_seconds: int = 0,
 ) -> list[uuid.UUID]:
     """``count`` active schedules the planner fires on ``cron`` from ``first`` until
-    ``ends_at``, named ``<name><n>``; returns their ids."""
+    ``ends_at``, named ``<name><n>``, each with ``jitter_seconds``; returns their ids."""
     ids = [uuid.uuid4() for _ in range(count)]
     await db.execute(Q["seeding_firing_schedules_insert"], ids, tenant_id, cron, target,
-                     retry, first, ends_at, new_signing_secret(), name)
+                     retry, first, ends_at, new_signing_secret(), name, jitter_seconds)
     return ids
 
 

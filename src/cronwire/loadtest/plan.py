@@ -29,6 +29,8 @@ class LoadTestPlan:
     compare: bool = False
     keep_data: bool = False
     kafka_bootstrap: str | None = None  # kafka mode on the user's broker, else the embedded one
+    # Every schedule's jitter_seconds; the lag is then measured from each fire_after.
+    jitter_seconds: int = 0
 
     def warmup_seconds(self) -> float:
         """From seeding to the first instant: the replicas' planner must have written

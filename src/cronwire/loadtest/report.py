@@ -97,7 +97,7 @@ def _plural(count: object, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}" if isinstance(count, int) else f"{count} {word}s"
 
 
-def write_chart(report: Report, path: Path) -> None:
+def write_chart(report: Report, path: Path, jitter_seconds: int = 0) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -119,7 +119,8 @@ def write_chart(report: Report, path: Path) -> None:
     top.set_ylabel("deliveries acknowledged / s")
     top.set_title(
         f"cronwire loadtest: {s['mode']} mode, {s.get('scenario', '')}, "
-        f"{_plural(s['schedules'], 'schedule')}, {_plural(s['replicas'], 'replica')}",
+        f"{_plural(s['schedules'], 'schedule')}, {_plural(s['replicas'], 'replica')}"
+        + (f", jitter {jitter_seconds} s" if jitter_seconds else ""),
         fontsize=11,
     )
     top.text(

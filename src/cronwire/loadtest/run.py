@@ -18,6 +18,7 @@ from pathlib import Path
 
 from cronwire.bootstrap.embedded import LINKED_BINARIES
 from cronwire.domain.cron import occurrences_between
+from cronwire.domain.jitter import jittered
 from cronwire.domain.model import idempotency_key_for, run_id_for
 from cronwire.harness.fleet import Fleet
 from cronwire.loadtest.plan import LoadTestPlan
@@ -46,10 +47,14 @@ async def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | Non
         schedule_ids, first, horizon = await seed(dsn, plan, tenant_id, sink.url)
         occurrences = occurrences_between(plan.cron, "UTC", first - timedelta(microseconds=1),
                                           horizon, 1_000_000)
-        planned = {idempotency_key_for(run_id_for(sid, at)): at
+        # Each delivery is due at its fire_after: the occurrence plus its jitter (none: the
+        # occurrence itself), which is what the lag is measured from.
+        planned = {idempotency_key_for(run_id_for(sid, at)): jittered(sid, at, plan.jitter_seconds)
                    for sid in schedule_ids for at in occurrences}
         note(f"{plan.scenario}: {plan.schedules} schedules x {len(occurrences)} occurrences "
-            f"from {first:%H:%M:%S}Z")
+             f"from {first:%H:%M:%S}Z"
+             + (f", jitter {plan.jitter_seconds} s (lag from each fire_after)"
+                if plan.jitter_seconds else ""))
         progress = Progress([at.timestamp() for at in occurrences], plan.schedules)
         pids = [replica.proc.pid for replica in fleet.replicas if replica.proc is not None]
         drain = await watch(dsn, tenant_id, horizon, sink, progress, pids, first)
@@ -73,7 +78,7 @@ def run_loadtest(plan: LoadTestPlan) -> Report:
     report = build_report(plan.mode, plan.scenario, plan.schedules, plan.replicas, planned,
                           records, drain, baselines)
     (plan.out / "report.json").write_text(json.dumps(report.summary, indent=2))
-    write_chart(report, plan.out / "report.png")
+    write_chart(report, plan.out / "report.png", jitter_seconds=plan.jitter_seconds)
     if not plan.keep_data:
         _keep_only_reports(plan.out)
     return report

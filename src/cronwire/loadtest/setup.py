@@ -84,7 +84,7 @@ async def seed(dsn: str, plan: LoadTestPlan, tenant_id: uuid.UUID,
             pool, tenant_id, plan.schedules, cron=plan.cron,
             target=target_to_document(Target(url)),
             retry=retry_to_document(RetryPolicy(5, 1.0, 30.0)), first=first, ends_at=ends_at,
-            name="load-")
+            name="load-", jitter_seconds=plan.jitter_seconds)
         return ids, first, ends_at
     finally:
         await pool.close()

@@ -26,11 +26,18 @@ from cronwire.ports.core import (
 )
 from cronwire.ports.kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
 from cronwire.ports.observability import AlertOutbox, AlertStore, StatsReader, Tracer
-from cronwire.ports.tenant import RunHistory, ScheduleStore, TokenVerifier
+from cronwire.ports.tenant import (
+    BackfillPlanner,
+    RunCommands,
+    RunHistory,
+    ScheduleStore,
+    TokenVerifier,
+)
 
 __all__ = [
     "AlertOutbox",
     "AlertStore",
+    "BackfillPlanner",
     "BreakerStore",
     "ClaimSource",
     "Clock",
@@ -40,6 +47,7 @@ __all__ = [
     "Metrics",
     "OutboxStore",
     "PlannerStore",
+    "RunCommands",
     "RunHints",
     "RunHistory",
     "RunKey",

@@ -12,8 +12,14 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+from cronwire.domain.backfill import BackfillPlan, BackfillResult
 from cronwire.domain.history import RunDetail, RunQuery, RunView
+from cronwire.domain.replay import ReplayQuery
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+
+# (the schedule as it is, the database's now, the oldest instant a run can be written at
+# or None) -> what to backfill; pure, may raise a domain error.
+BackfillPlanner = Callable[[ScheduleSpec, datetime, datetime | None], BackfillPlan]
 
 
 class TokenVerifier(Protocol):
@@ -67,9 +73,13 @@ class ScheduleStore(Protocol):
         readable."""
         ...
 
-    async def set_paused(self, tenant_id: UUID, schedule_id: UUID, paused: bool) -> ScheduleRecord:
-        """Pause or resume. Resuming keeps ``next_fire_at`` so the planner's misfire
-        policy decides what happens to the occurrences missed while paused."""
+    async def set_paused(
+        self, tenant_id: UUID, schedule_id: UUID, paused: bool, note: str | None = None,
+    ) -> ScheduleRecord:
+        """Pause (``note`` kept as ``paused_reason``) or resume (clears the reason and the
+        failure count). Resuming keeps ``next_fire_at`` so the planner's misfire policy
+        decides what happens to the occurrences missed while paused. StateConflict for a
+        completed schedule."""
         ...
 
     async def trigger(self, tenant_id: UUID, schedule_id: UUID) -> RunView:
@@ -80,6 +90,31 @@ class ScheduleStore(Protocol):
         self, tenant_id: UUID, schedule_id: UUID, new_secret: str, overlap_seconds: int
     ) -> ScheduleRecord:
         """Install ``new_secret``; the old one keeps signing for ``overlap_seconds``."""
+        ...
+
+
+class RunCommands(Protocol):
+    """The tenant's writes that make runs outside the planner: backfill and replay. Same
+    tenant confinement and errors as :class:`ScheduleStore`."""
+
+    async def backfill(
+        self, tenant_id: UUID, schedule_id: UUID, plan: BackfillPlanner, *, dry_run: bool,
+    ) -> BackfillResult:
+        """In one transaction with the schedule locked against a delete: call ``plan``,
+        then insert one ``pending`` run (``trigger: "backfill"``, due now) per occurrence
+        that has none (``ON CONFLICT DO NOTHING``), or, for a dry run, only count the
+        occurrences that already have one. NotFound for a missing or deleted schedule."""
+        ...
+
+    async def replay(self, tenant_id: UUID, run_id: UUID) -> RunView:
+        """A new run repeating the failed run ``run_id`` (``trigger: "replay"``), due now.
+        NotFound if not this tenant's; StateConflict if it did not fail, was replayed
+        already, or its schedule is deleted."""
+        ...
+
+    async def replay_failed(self, tenant_id: UUID, query: ReplayQuery) -> list[UUID]:
+        """Replay the tenant's failed runs not yet replayed (of live schedules), oldest
+        ``scheduled_for`` first, at most ``query.limit``; returns the new runs' ids."""
         ...
 
 

@@ -13,9 +13,10 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from cronwire.domain.delivery import new_signing_secret
+from cronwire.domain.errors import RuleViolation
 from cronwire.domain.history import RunView
 from cronwire.domain.keyset import Page, page_of
-from cronwire.domain.schedule_rules import preview, validate_spec
+from cronwire.domain.schedule_rules import PAUSE_NOTE_MAX_CHARS, preview, validate_spec
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.ports import ScheduleStore
 
@@ -86,10 +87,15 @@ async def delete_schedule(store: ScheduleStore, tenant: uuid.UUID, schedule_id: 
 
 async def set_paused(
     store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, *, paused: bool,
+    note: str | None = None,
 ) -> ScheduleRecord:
-    """Pause (nothing more is planned) or resume (``next_fire_at`` stays where the pause
-    left it, so the misfire policy decides what the missed occurrences become)."""
-    return await store.set_paused(tenant, schedule_id, paused)
+    """Pause (nothing more is planned; ``note``, what a person wants the next reader to
+    know, is kept as ``paused_reason``) or resume (the note and the failure count that may
+    have paused it are cleared; ``next_fire_at`` stays where the pause left it, so the
+    misfire policy decides what the missed occurrences become)."""
+    if note is not None and not 1 <= len(note) <= PAUSE_NOTE_MAX_CHARS:
+        raise RuleViolation("note", f"must be 1 to {PAUSE_NOTE_MAX_CHARS} characters")
+    return await store.set_paused(tenant, schedule_id, paused, note)
 
 
 async def trigger_run(store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID) -> RunView:

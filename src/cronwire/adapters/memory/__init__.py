@@ -19,6 +19,7 @@ from cronwire.adapters.memory.claim_source import MemoryClaimSource
 from cronwire.adapters.memory.database import MemoryClock, MemoryDatabase, MemoryRun
 from cronwire.adapters.memory.keyed_claims import MemoryHints, MemoryKeyedClaims
 from cronwire.adapters.memory.planner_store import MemoryPlannerStore
+from cronwire.adapters.memory.run_commands import MemoryRunCommands
 from cronwire.adapters.memory.run_store import MemoryRunStore
 from cronwire.adapters.memory.schedule_store import MemoryScheduleStore
 
@@ -31,6 +32,7 @@ __all__ = [
     "MemoryKeyedClaims",
     "MemoryPlannerStore",
     "MemoryRun",
+    "MemoryRunCommands",
     "MemoryRunStore",
     "MemoryScheduleStore",
 ]

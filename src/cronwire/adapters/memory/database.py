@@ -11,9 +11,11 @@ from cronwire.domain.breaker import BreakerState
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import (
     AttemptRecord,
+    OverlapPolicy,
     RetryPolicy,
     RunStatus,
     ScheduleStatus,
+    SkipReason,
     Target,
     Trigger,
     idempotency_key_for,
@@ -70,6 +72,11 @@ class MemoryRun:
     last_status_code: int | None = None
     last_error: str | None = None
     published_at: datetime | None = None
+    skip_reason: SkipReason | None = None
+    overlap_policy: OverlapPolicy | None = None  # None: 'allow', never gated
+    replay_of: uuid.UUID | None = None
+    replay_of_scheduled_for: datetime | None = None
+    replayed_by: uuid.UUID | None = None
     version: int = 0  # bumped by every write (Postgres: xmin)
 
     @property
@@ -95,6 +102,12 @@ class MemorySchedule:
     last_fire_at: datetime | None = None
     previous_signing_secret: str | None = None
     previous_secret_expires_at: datetime | None = None
+    runs_planned: int = 0
+    consecutive_failures: int = 0
+    paused_reason: str | None = None
+    paused_at: datetime | None = None
+    # The overlap gate's holder (schedule.overlap_run, overlap_run_at).
+    overlap_run: tuple[uuid.UUID, datetime] | None = None
 
     @property
     def live(self) -> bool:
@@ -179,6 +192,8 @@ class MemoryDatabase:
         status: RunStatus = RunStatus.PENDING,
         trigger: Trigger = Trigger.SCHEDULE,
         run_id: uuid.UUID | None = None,
+        overlap_policy: OverlapPolicy | None = None,
+        skip_reason: SkipReason | None = None,
     ) -> MemoryRun | None:
         """Insert one run; None when its (schedule, occurrence) exists (ON CONFLICT DO
         NOTHING)."""
@@ -193,7 +208,8 @@ class MemoryDatabase:
             id=run_id, tenant_id=schedule.tenant_id, schedule_id=schedule_id,
             scheduled_for=scheduled_for, idempotency_key=idempotency_key_for(run_id),
             fire_after=fire_after or scheduled_for, trigger=trigger, status=status,
-            finished_at=now if status.terminal else None,
+            finished_at=now if status.terminal else None, overlap_policy=overlap_policy,
+            skip_reason=skip_reason,
         )
         self.runs[run.key] = run
         self._occurrences.add((schedule_id, scheduled_for))

@@ -8,7 +8,9 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemoryRun
-from cronwire.domain.model import MAX_ATTEMPTS, ClaimBatch, ClaimedRun, RunStatus
+from cronwire.adapters.memory.overlap_gate import SUPERSEDED_ERROR, pass_gate
+from cronwire.domain.model import MAX_ATTEMPTS, ClaimBatch, ClaimedRun, RunStatus, SkipReason
+from cronwire.domain.overlap import Gate
 
 LEASE_EXPIRED_ERROR = (
     "LeaseExpired: the owner of the final attempt vanished after it started; "
@@ -51,12 +53,23 @@ def fair_candidates(
 def take_leases(
     db: MemoryDatabase, owner: str, candidates: Iterable[MemoryRun], lease_seconds: float
 ) -> ClaimBatch:
-    """Lease each candidate, or end the expired lease the rules say must not run again."""
+    """Lease each candidate, or end the expired lease the rules say must not run again;
+    runs under an overlap policy pass the gate first (overlap_gate.pass_gate)."""
     now = db.now()
     runs: list[ClaimedRun] = []
     ended: list[RunStatus] = []
-    for run in candidates:
+    picked = list(candidates)
+    gates, superseded = pass_gate(db, picked)
+    ended.extend([RunStatus.CANCELLED] * superseded)
+    for run in picked:
+        gated = gates.get(run.id)
+        if gated in (Gate.WAIT, Gate.HOLD):
+            continue
         schedule = db.schedules[run.schedule_id]
+        if gated in (Gate.SKIP, Gate.CANCEL):
+            _end_at_gate(run, owner, RunStatus(gated.value), now)
+            ended.append(run.status)
+            continue
         verdict = _verdict(run, max(1, min(MAX_ATTEMPTS, schedule.spec.retry.max_attempts)))
         same_attempt = run.status is RunStatus.RUNNING and not run.attempt_started
         run.claimed_by = owner
@@ -82,8 +95,25 @@ def take_leases(
             trigger=run.trigger, attempt=run.attempt_count, target=schedule.spec.target,
             retry=schedule.spec.retry, signing_secrets=schedule.signing_secrets(now),
             lease_expires_at=run.claim_expires_at, lease_generation=run.lease_generation,
+            occurrence=run.replay_of_scheduled_for,
         ))
     return ClaimBatch(tuple(runs), tuple(ended))
+
+
+def _end_at_gate(run: MemoryRun, owner: str, status: RunStatus, now: datetime) -> None:
+    """A run the gate skipped or a newer occurrence superseded: never attempted."""
+    run.claimed_by = owner
+    run.lease_generation += 1
+    run.status = status
+    run.claim_expires_at = None
+    run.finished_at = now
+    if status is RunStatus.SKIPPED:
+        run.skip_reason = SkipReason.OVERLAP
+        run.last_error = ("Skipped: the previous run of this schedule was still running "
+                          f"(overlap_policy {run.overlap_policy})")
+    else:
+        run.last_error = SUPERSEDED_ERROR
+    run.version += 1
 
 
 def _verdict(run: MemoryRun, max_attempts: int) -> RunStatus:

@@ -6,7 +6,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from cronwire.adapters.memory.database import MemoryDatabase, MemorySchedule
-from cronwire.domain.model import DueSchedule, PlanDecision, ScheduleStatus
+from cronwire.domain.model import (
+    DueSchedule,
+    PlanDecision,
+    RunStatus,
+    ScheduleStatus,
+    SkipReason,
+)
 from cronwire.domain.planning import Span
 
 # No partitions in memory: every instant has somewhere to be written.
@@ -47,19 +53,30 @@ class MemoryPlannerStore:
                 misfire_policy=s.spec.misfire_policy,
                 catchup_window_seconds=s.spec.catchup_window_seconds,
                 next_fire_at=s.next_fire_at, last_fire_at=s.last_fire_at,
-                starts_at=s.spec.starts_at, ends_at=s.spec.ends_at,
+                starts_at=s.spec.starts_at, ends_at=s.spec.ends_at, at=s.spec.at,
+                overlap_policy=s.spec.overlap_policy, jitter_seconds=s.spec.jitter_seconds,
+                max_runs=s.spec.max_runs, runs_planned=s.runs_planned,
             ) for s in due if s.next_fire_at is not None
         ], now, EVERYWHERE)
         inserted = 0
         for run in decision.runs:
-            if self._db.insert_run(run.schedule_id, run.scheduled_for, status=run.status,
-                                   trigger=run.trigger, run_id=run.id) is not None:
+            skipped = run.status is RunStatus.SKIPPED
+            fire_after = run.scheduled_for + timedelta(milliseconds=run.jitter_ms)
+            if self._db.insert_run(
+                run.schedule_id, run.scheduled_for, status=run.status, trigger=run.trigger,
+                run_id=run.id, fire_after=fire_after,
+                overlap_policy=None if skipped else run.overlap_policy,
+                skip_reason=SkipReason.MISFIRE if skipped else None,
+            ) is not None:
                 inserted += 1
-        for advance in decision.advances:
+        for advance in decision.advances:  # schedule_advance
             schedule = self._db.schedules[advance.schedule_id]
             schedule.next_fire_at = advance.next_fire_at
             schedule.last_fire_at = advance.last_fire_at
             schedule.updated_at = now
+            schedule.runs_planned += advance.planned
+            if advance.completed:
+                schedule.status = ScheduleStatus.COMPLETED
         return len(due) - decision.passed_over, inserted
 
     async def db_now(self) -> datetime:

@@ -8,7 +8,12 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from cronwire.adapters.memory.database import MemoryDatabase, MemoryRun, check_attempt
+from cronwire.adapters.memory.failures import count_failures, superseded, wake_next
 from cronwire.domain.model import LeaseKey, RunResolution, RunStatus
+
+SUPERSEDED_IN_FLIGHT = ("Cancelled: superseded by a newer occurrence (overlap_policy "
+                        "cancel_other); the request in flight finished and its attempt is "
+                        "recorded")
 
 
 class MemoryRunStore:
@@ -47,24 +52,30 @@ class MemoryRunStore:
                 check_attempt(resolution.attempt)
         now = self._db.now()
         landed: dict[UUID, RunStatus] = {}
+        ended: list[MemoryRun] = []
         for r in resolutions:
             run = self._held(owner, r.run_id, r.scheduled_for, r.lease_generation)
             if run is None or run.attempt_count != r.attempt_count:
                 continue
             retry = r.status is RunStatus.RETRYING
-            run.status = RunStatus.CANCELLED if retry and run.cancel_requested else r.status
+            replaced = superseded(self._db, run)
+            run.status = (RunStatus.CANCELLED if replaced or (retry and run.cancel_requested)
+                          else r.status)
             if retry and not run.cancel_requested:
                 run.fire_after = now + timedelta(seconds=r.retry_delay_seconds or 0.0)
             terminal = r.status in (RunStatus.SUCCEEDED, RunStatus.FAILED)
-            run.finished_at = now if terminal or run.cancel_requested else None
+            run.finished_at = now if terminal or run.cancel_requested or replaced else None
             run.claim_expires_at = None
             run.last_status_code = r.last_status_code
-            run.last_error = r.last_error
+            run.last_error = SUPERSEDED_IN_FLIGHT if replaced else r.last_error
             run.published_at = None
             run.version += 1
             if r.attempt is not None:
                 self._db.record_attempt(r.attempt, owner)
             landed[run.id] = run.status
+            ended.append(run)
+        wake_next(self._db, ended)
+        count_failures(self._db, ended)
         return landed
 
     async def ended_by_lease(
@@ -107,7 +118,7 @@ class MemoryRunStore:
             run = self._held(owner, run_id, scheduled_for, generation)
             if run is None:
                 continue
-            if run.cancel_requested:
+            if run.cancel_requested or superseded(self._db, run):
                 run.status = RunStatus.CANCELLED
                 run.finished_at = now
             else:

@@ -9,11 +9,11 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemorySchedule
-from cronwire.domain.errors import LimitExceeded, NotFound, StorageError
+from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemoryRun, MemorySchedule
+from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
 from cronwire.domain.history import RunView
 from cronwire.domain.model import RunStatus, ScheduleStatus, Trigger
-from cronwire.domain.schedule_rules import next_fire_after, rescheduled_next_fire
+from cronwire.domain.schedule_rules import first_fire, rescheduled_next_fire, status_after_edit
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
 MANUAL_INSERT_TRIES = 5
@@ -24,8 +24,56 @@ def _record(s: MemorySchedule) -> ScheduleRecord:
         id=s.id, tenant_id=s.tenant_id, spec=s.spec, status=s.status,
         next_fire_at=s.next_fire_at, last_fire_at=s.last_fire_at, created_at=s.created_at,
         updated_at=s.updated_at, previous_secret_expires_at=s.previous_secret_expires_at,
-        signing_secret=s.signing_secret,
+        signing_secret=s.signing_secret, runs_planned=s.runs_planned,
+        consecutive_failures=s.consecutive_failures, paused_reason=s.paused_reason,
+        paused_at=s.paused_at,
     )
+
+
+def run_view(run: MemoryRun) -> RunView:
+    return RunView(
+        id=run.id, schedule_id=run.schedule_id, scheduled_for=run.scheduled_for,
+        status=run.status, attempt_count=run.attempt_count, fire_after=run.fire_after,
+        first_attempt_at=run.first_attempt_at, finished_at=run.finished_at,
+        last_status_code=run.last_status_code, last_error=run.last_error, trigger=run.trigger,
+        skip_reason=run.skip_reason, replay_of=run.replay_of, replayed_by=run.replayed_by,
+    )
+
+
+def _unplan(
+    db: MemoryDatabase, schedule_id: uuid.UUID, now: datetime
+) -> tuple[datetime, datetime | None] | None:
+    """job_run_unplan_ahead and job_run_last_occurrence_before."""
+    taken = [key for key, run in db.runs.items()
+             if run.schedule_id == schedule_id and run.trigger is Trigger.SCHEDULE
+             and run.status is RunStatus.PENDING and run.scheduled_for > now]
+    if not taken:
+        return None
+    first = min(db.runs[key].scheduled_for for key in taken)
+    for key in taken:
+        db.delete_run(key)
+    kept = [run.scheduled_for for run in db.runs.values()
+            if run.schedule_id == schedule_id and run.trigger is Trigger.SCHEDULE
+            and run.scheduled_for < first]
+    return first, max(kept, default=None)
+
+
+def unplan_ahead(db: MemoryDatabase, schedule: MemorySchedule, now: datetime) -> None:
+    """A pause's tidy-up: take back what was written ahead, rewind (schedule_rewind)."""
+    taken = _unplan(db, schedule.id, now)
+    if taken is not None:
+        first, schedule.last_fire_at = taken
+        if schedule.next_fire_at is None or first < schedule.next_fire_at:
+            schedule.next_fire_at = first
+
+
+def live_schedule(db: MemoryDatabase, tenant_id: uuid.UUID,
+                  schedule_id: uuid.UUID) -> MemorySchedule:
+    """The tenant's schedule unless deleted; NotFound otherwise (a foreign one included)."""
+    schedule = db.schedules.get(schedule_id)
+    if schedule is None or schedule.tenant_id != tenant_id or not schedule.live:
+        raise NotFound(f"schedule {schedule_id} not found")
+    return schedule
 
 
 class MemoryScheduleStore:
@@ -33,10 +81,7 @@ class MemoryScheduleStore:
         self._db = db
 
     def _live(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> MemorySchedule:
-        schedule = self._db.schedules.get(schedule_id)
-        if schedule is None or schedule.tenant_id != tenant_id or not schedule.live:
-            raise NotFound(f"schedule {schedule_id} not found")
-        return schedule
+        return live_schedule(self._db, tenant_id, schedule_id)
 
     async def limits_and_now(
         self, tenant_id: uuid.UUID, defaults: TenantLimits
@@ -68,7 +113,7 @@ class MemoryScheduleStore:
             id=uuid.uuid4(), tenant_id=tenant_id, spec=spec, signing_secret=signing_secret,
             created_at=now, updated_at=now,
             status=ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE,
-            next_fire_at=next_fire_after(spec, now),
+            next_fire_at=first_fire(spec, now), paused_at=now if paused else None,
         )
         self._db.schedules[schedule.id] = schedule
         return _record(schedule)
@@ -98,12 +143,14 @@ class MemoryScheduleStore:
         spec = revise(schedule.spec)  # a domain error here leaves the row as it was
         now = self._db.now()
         if schedule.spec.timing_differs(spec):  # nothing more on the old timetable
-            taken = self._unplan(schedule_id, now)
+            taken = _unplan(self._db, schedule_id, now)
             if taken is not None:
                 schedule.last_fire_at = taken[1]
-        schedule.next_fire_at = rescheduled_next_fire(
+        next_fire_at = rescheduled_next_fire(
             schedule.spec, spec, schedule.next_fire_at, schedule.last_fire_at, now
         )
+        schedule.status, schedule.next_fire_at = status_after_edit(
+            _record(schedule), spec, next_fire_at, schedule.last_fire_at, now)
         schedule.spec = spec
         schedule.updated_at = now
         return _record(schedule)
@@ -131,35 +178,28 @@ class MemoryScheduleStore:
         return count
 
     async def set_paused(
-        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool
+        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool,
+        note: str | None = None,
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
-        schedule.status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
+        if schedule.status not in (ScheduleStatus.ACTIVE, ScheduleStatus.PAUSED):
+            verb = "paused" if paused else "resumed"
+            raise StateConflict(
+                f"schedule {schedule_id} is {schedule.status} and cannot be {verb}: it has no "
+                "occurrence left; give it a new `at` or a higher `max_runs` to run it again")
+        was_paused = schedule.status is ScheduleStatus.PAUSED
         schedule.updated_at = now = self._db.now()
-        if paused:  # schedule_rewind
-            taken = self._unplan(schedule_id, now)
-            if taken is not None:
-                first, schedule.last_fire_at = taken
-                if schedule.next_fire_at is None or first < schedule.next_fire_at:
-                    schedule.next_fire_at = first
+        if paused:  # schedule_set_status, then schedule_rewind
+            schedule.paused_reason = note if note is not None else (
+                schedule.paused_reason if was_paused else None)
+            schedule.paused_at = (schedule.paused_at or now) if was_paused else now
+            schedule.status = ScheduleStatus.PAUSED
+            unplan_ahead(self._db, schedule, now)
+        else:
+            schedule.status = ScheduleStatus.ACTIVE
+            schedule.paused_reason = schedule.paused_at = None
+            schedule.consecutive_failures = 0
         return _record(schedule)
-
-    def _unplan(
-        self, schedule_id: uuid.UUID, now: datetime
-    ) -> tuple[datetime, datetime | None] | None:
-        """job_run_unplan_ahead and job_run_last_occurrence_before."""
-        taken = [key for key, run in self._db.runs.items()
-                 if run.schedule_id == schedule_id and run.trigger is Trigger.SCHEDULE
-                 and run.status is RunStatus.PENDING and run.scheduled_for > now]
-        if not taken:
-            return None
-        first = min(self._db.runs[key].scheduled_for for key in taken)
-        for key in taken:
-            self._db.delete_run(key)
-        kept = [run.scheduled_for for run in self._db.runs.values()
-                if run.schedule_id == schedule_id and run.trigger is Trigger.SCHEDULE
-                and run.scheduled_for < first]
-        return first, max(kept, default=None)
 
     async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
         """A manual run due now at an instant no cron occurrence (whole seconds) takes."""
@@ -172,13 +212,7 @@ class MemoryScheduleStore:
                 schedule_id, instant, fire_after=instant, trigger=Trigger.MANUAL
             )
             if run is not None:
-                return RunView(
-                    id=run.id, schedule_id=run.schedule_id, scheduled_for=run.scheduled_for,
-                    status=run.status, attempt_count=run.attempt_count,
-                    fire_after=run.fire_after, first_attempt_at=run.first_attempt_at,
-                    finished_at=run.finished_at, last_status_code=run.last_status_code,
-                    last_error=run.last_error, trigger=run.trigger,
-                )
+                return run_view(run)
             self._db.clock.advance(1e-6)  # clock_timestamp() moves on between tries
         raise StorageError(f"no free instant for a manual run of {schedule_id}; try again")
 

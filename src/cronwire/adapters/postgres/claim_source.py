@@ -45,13 +45,17 @@ def _policies(text: str, retry_text: str) -> tuple[Target, RetryPolicy]:
 
 def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
     """Runs of a claim; each schedule's target and retry policy are parsed once. Rows the
-    claim ended instead of leasing (not 'running') are reported by status only."""
+    claim ended instead of leasing (not 'running': an exhausted or cancelled expired lease,
+    or a run the overlap gate skipped or superseded) are reported by status only; a run the
+    gate left waiting (still pending or retrying) is neither."""
     parsed: dict[object, tuple[Target, RetryPolicy]] = {}
     runs: list[ClaimedRun] = []
     ended: list[RunStatus] = []
     for row in rows:
         if row["status"] != RunStatus.RUNNING:
-            ended.append(RunStatus(row["status"]))
+            status = RunStatus(row["status"])
+            if status.terminal:  # not a run the overlap gate left waiting
+                ended.append(status)
             continue
         schedule_id = row["schedule_id"]
         if schedule_id not in parsed:
@@ -72,6 +76,7 @@ def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
             ),
             lease_expires_at=row["claim_expires_at"],
             lease_generation=row["lease_generation"],
+            occurrence=row["replay_of_scheduled_for"],
         ))
     return ClaimBatch(tuple(runs), tuple(ended))
 
@@ -88,10 +93,12 @@ class PostgresClaimSource:
         with storage_errors("claim runs"):
             rows = await self._pool.fetch(Q["job_run_claim"], owner, limit, lease_seconds, 0.0)
         runs = claimed_runs(rows)
-        if runs.ended:
+        ended = [status for status in runs.ended if status is not RunStatus.SKIPPED]
+        if ended:
             log.warning(
-                "ended %d expired leases instead of re-claiming them (%s)", len(runs.ended),
-                ", ".join(sorted({str(status) for status in runs.ended})),
+                "ended %d runs instead of leasing them (%s): expired leases, or superseded "
+                "under overlap_policy cancel_other", len(ended),
+                ", ".join(sorted({str(status) for status in ended})),
             )
         return runs
 

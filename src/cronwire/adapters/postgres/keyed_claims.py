@@ -18,7 +18,7 @@ import asyncpg
 from cronwire.adapters.postgres.claim_source import claimed_runs
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
-from cronwire.domain.model import ClaimBatch
+from cronwire.domain.model import ClaimBatch, RunStatus
 from cronwire.ports import RunKey
 
 log = logging.getLogger(__name__)
@@ -72,9 +72,10 @@ class PostgresKeyedClaims:
     @staticmethod
     def _runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
         batch = claimed_runs(rows)
-        if len(batch.runs) != len(rows):
+        if any(status is not RunStatus.SKIPPED for status in batch.ended):
             log.warning(
-                "failed %d expired leases whose final attempt's owner vanished",
-                len(rows) - len(batch.runs),
+                "ended %d runs instead of leasing them: expired leases whose final attempt's "
+                "owner vanished, or runs superseded under overlap_policy cancel_other",
+                len(batch.ended),
             )
         return batch

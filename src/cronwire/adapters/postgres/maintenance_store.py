@@ -41,9 +41,19 @@ class PostgresMaintenanceStore:
                     for row in await conn.fetch(Q["job_run_partition_detached_leftovers"], retention_months):
                         await conn.execute(row["drop_sql"])
                         dropped.append(row["partition"])
+                    if dropped:
+                        await self._release_gates(conn)
                     return int(created), dropped
                 finally:
                     await conn.fetchval(Q["advisory_unlock"], KEEPER_LOCK)
+
+    @staticmethod
+    async def _release_gates(conn: asyncpg.Connection) -> None:
+        """Overlap gates held by runs whose partition was just dropped (ADR 0033)."""
+        bounds = await conn.fetch(Q["job_run_partition_bounds"])
+        if bounds:
+            await conn.execute(Q["schedule_release_gates_before"],
+                               min(b["lower_bound"] for b in bounds))
 
     async def partitions(self) -> list[str]:
         with storage_errors("list the partitions"):

@@ -20,6 +20,7 @@ from cronwire.domain.model import (
     IDEMPOTENCY_KEY_PREFIX,
     DueSchedule,
     MisfirePolicy,
+    OverlapPolicy,
     PlanDecision,
     run_id_hexes,
 )
@@ -32,6 +33,7 @@ Decide = Callable[[Sequence[DueSchedule], datetime, Span | None], PlanDecision]
 
 # A dict lookup instead of MisfirePolicy(text): the enum call is ~1 µs per claimed row.
 _POLICIES = {policy.value: policy for policy in MisfirePolicy}
+_OVERLAPS = {policy.value: policy for policy in OverlapPolicy}
 
 
 def _due_schedule(row: asyncpg.Record) -> DueSchedule:
@@ -46,6 +48,11 @@ def _due_schedule(row: asyncpg.Record) -> DueSchedule:
         last_fire_at=row["last_fire_at"],
         starts_at=row["starts_at"],
         ends_at=row["ends_at"],
+        at=row["run_at"],
+        overlap_policy=_OVERLAPS[row["overlap_policy"]],
+        jitter_seconds=row["jitter_seconds"],
+        max_runs=row["max_runs"],
+        runs_planned=row["runs_planned"],
     )
 
 
@@ -108,7 +115,7 @@ class PostgresPlannerStore:
         return now
 
 
-def _run_columns(decision: PlanDecision) -> tuple[list[Any], ...]:
+def _run_columns(decision: PlanDecision) -> tuple[list[Any] | None, ...]:
     """The runs as parallel arrays, the shape ``unnest`` takes (one array per column).
 
     Ids go to asyncpg as hex text (it parses that in C) and the idempotency key is the
@@ -117,6 +124,9 @@ def _run_columns(decision: PlanDecision) -> tuple[list[Any], ...]:
     schedules = [run.schedule_id for run in runs]
     times = [run.scheduled_for for run in runs]
     ids = run_id_hexes(zip(schedules, times, strict=True))
+    # Overlap policies and jitter offsets only when some run has one: NULL otherwise
+    # (the insert reads a NULL array as NULL for every run), so 'allow' costs nothing.
+    shaped = any(run.overlap_policy is not None or run.jitter_ms for run in runs)
     return (
         ids,
         [run.tenant_id for run in runs],
@@ -125,13 +135,19 @@ def _run_columns(decision: PlanDecision) -> tuple[list[Any], ...]:
         [IDEMPOTENCY_KEY_PREFIX + run_id for run_id in ids],
         [run.trigger.value for run in runs],
         [run.status.value for run in runs],
+        [run.overlap_policy.value if run.overlap_policy else None for run in runs]
+        if shaped else None,
+        [run.jitter_ms for run in runs] if shaped else None,
     )
 
 
-def _advance_columns(decision: PlanDecision) -> tuple[list[object], ...]:
+def _advance_columns(decision: PlanDecision) -> tuple[list[Any] | None, ...]:
     advances = decision.advances
+    completed = [a.schedule_id for a in advances if a.completed]
     return (
         [a.schedule_id for a in advances],
         [a.next_fire_at for a in advances],
         [a.last_fire_at for a in advances],
+        [a.planned for a in advances],
+        completed or None,
     )

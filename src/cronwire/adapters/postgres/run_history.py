@@ -12,7 +12,7 @@ from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.errors import NotFound
 from cronwire.domain.history import RunDetail, RunQuery, RunView
-from cronwire.domain.model import AttemptRecord, RunStatus, Trigger
+from cronwire.domain.model import AttemptRecord, RunStatus, SkipReason, Trigger
 
 Q = queries()
 # "No bound" as concrete values, so every query keeps one shape the planner can prune on.
@@ -23,8 +23,10 @@ LAST_ID = uuid.UUID(int=(1 << 128) - 1)
 
 def run_view(row: asyncpg.Record) -> RunView:
     """A job_run row as the history shows it (the queries select exactly its fields)."""
+    reason = row["skip_reason"]
     return RunView(**{**dict(row), "status": RunStatus(row["status"]),
-                      "trigger": Trigger(row["trigger"])})
+                      "trigger": Trigger(row["trigger"]),
+                      "skip_reason": SkipReason(reason) if reason else None})
 
 
 def _attempt(row: asyncpg.Record) -> AttemptRecord:

@@ -8,6 +8,7 @@ leases.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Sequence
 from datetime import datetime
 from uuid import UUID
@@ -15,10 +16,13 @@ from uuid import UUID
 import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
+from cronwire.adapters.postgres.schedule_store import unplan_ahead
 from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.domain.errors import StorageError
 from cronwire.domain.model import LeaseKey, RunResolution, RunStatus
 
 Q = queries()
+log = logging.getLogger(__name__)
 
 
 def _columns(resolutions: Sequence[RunResolution]) -> list[list[object]]:
@@ -67,7 +71,28 @@ class PostgresRunStore:
             return {}
         with storage_errors("resolve runs"):
             rows = await self._pool.fetch(Q["job_run_resolve"], owner, *_columns(resolutions))
-        return {row["id"]: RunStatus(row["status"]) for row in rows}
+        landed = {row["id"]: RunStatus(row["status"]) for row in rows if row["id"] is not None}
+        paused = [(row["paused_tenant"], row["paused_schedule"]) for row in rows
+                  if row["id"] is None]
+        if paused:
+            await self._unplan_paused(paused)
+        return landed
+
+    async def _unplan_paused(self, paused: list[tuple[UUID, UUID]]) -> None:
+        """Schedules the resolve just paused (pause_after_failures) take back what the
+        planner wrote ahead, as a tenant's pause does. The pause itself was decided and
+        written with the failure; this only tidies the look-ahead, so a failure here is
+        logged, not raised (the runs' results landed)."""
+        for tenant_id, schedule_id in paused:
+            log.warning("schedule %s paused itself: pause_after_failures reached", schedule_id,
+                        extra={"schedule_id": str(schedule_id), "tenant_id": str(tenant_id)})
+            try:
+                with storage_errors("take back a paused schedule's planned runs"):
+                    async with self._pool.acquire() as conn, conn.transaction():
+                        await unplan_ahead(conn, tenant_id, schedule_id)
+            except StorageError:
+                log.warning("taking back the planned runs of paused schedule %s failed",
+                            schedule_id, exc_info=True)
 
     async def ended_by_lease(
         self, owner: str, runs: Sequence[LeaseKey]

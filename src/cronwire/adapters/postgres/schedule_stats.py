@@ -1,5 +1,6 @@
 """StatsReader on Postgres: the window from kept summaries of its closed days and hours
-plus a scan of the rest, in one snapshot; one look past the window (ADR 0036)."""
+plus a scan of the rest, its skips by reason, in one snapshot; one look past the window
+(ADR 0036)."""
 
 from __future__ import annotations
 
@@ -127,11 +128,14 @@ class PostgresStatsReader:
                 async with conn.transaction(isolation="repeatable_read", readonly=True):
                     total, unfinished = await self._window(conn, tenant_id, schedule_id,
                                                            seconds)
+                    # Skips by reason (issue 25) read only the skipped runs' rows.
+                    reasons = await conn.fetch(Q["job_run_stats_skipped"], schedule_id,
+                                               seconds)
                     streak = await conn.fetchrow(Q["job_run_outcome_streak"], schedule_id)
         assert streak is not None  # aggregates always answer one row
         counts = total.counts
         skipped = dict.fromkeys(SKIP_REASONS, 0)
-        skipped["misfire"] = counts["skipped"]  # the only reason a run is skipped today
+        skipped.update((r["reason"], r["runs"]) for r in reasons)
         return ScheduleStats(
             window=window,
             occurrences=total.finished + unfinished,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import NoReturn
 
 import asyncpg
 
@@ -22,15 +23,16 @@ from cronwire.domain.documents import (
     target_from_document,
     target_to_document,
 )
-from cronwire.domain.errors import LimitExceeded, NotFound, StorageError
+from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
 from cronwire.domain.history import RunView
 from cronwire.domain.model import (
     MisfirePolicy,
+    OverlapPolicy,
     ScheduleStatus,
     idempotency_key_for,
     run_id_for,
 )
-from cronwire.domain.schedule_rules import next_fire_after, rescheduled_next_fire
+from cronwire.domain.schedule_rules import first_fire, rescheduled_next_fire, status_after_edit
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
 Q = queries()
@@ -45,9 +47,16 @@ def _alert_columns(spec: ScheduleSpec) -> list[object]:
 
 
 def _spec_columns(spec: ScheduleSpec) -> list[object]:
-    """name .. ends_at in the column order schedule_insert and schedule_update share."""
+    """name .. catchup_window_seconds in the column order schedule_insert and
+    schedule_update share."""
     return [spec.name, spec.cron, spec.timezone, target_to_document(spec.target),
             retry_to_document(spec.retry), spec.misfire_policy.value, spec.catchup_window_seconds]
+
+
+def _semantics_columns(spec: ScheduleSpec) -> list[object]:
+    """run_at .. pause_after_failures, in the order both statements take them."""
+    return [spec.at, spec.overlap_policy.value, spec.jitter_seconds, spec.max_runs,
+            spec.pause_after_failures]
 
 
 async def _unplan(
@@ -64,7 +73,21 @@ async def _unplan(
     return first, last
 
 
-def _record(row: asyncpg.Record) -> ScheduleRecord:
+async def unplan_ahead(
+    conn: asyncpg.Connection, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+) -> asyncpg.Record | None:
+    """A pause's tidy-up, in the caller's transaction after the status changed: take back
+    the occurrences written ahead and rewind the cursor to the first of them
+    (schedule_rewind). Returns the rewound row, or None if nothing was written ahead."""
+    taken = await _unplan(conn, tenant_id, schedule_id)
+    if taken is None:
+        return None
+    row: asyncpg.Record | None = await conn.fetchrow(Q["schedule_rewind"], tenant_id,
+                                                       schedule_id, *taken)
+    return row
+
+
+def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
     spec = ScheduleSpec(
         name=row["name"],
         cron=row["cron"],
@@ -75,6 +98,11 @@ def _record(row: asyncpg.Record) -> ScheduleRecord:
         catchup_window_seconds=row["catchup_window_seconds"],
         starts_at=row["starts_at"],
         ends_at=row["ends_at"],
+        at=row["run_at"],
+        overlap_policy=OverlapPolicy(row["overlap_policy"]),
+        jitter_seconds=row["jitter_seconds"],
+        max_runs=row["max_runs"],
+        pause_after_failures=row["pause_after_failures"],
         alerts=AlertRules(row["alert_after_failures"], row["alert_late_after_seconds"],
                           row["alert_max_duration_ms"]),
     )
@@ -84,11 +112,13 @@ def _record(row: asyncpg.Record) -> ScheduleRecord:
         last_fire_at=row["last_fire_at"], created_at=row["created_at"],
         updated_at=row["updated_at"],
         previous_secret_expires_at=row["previous_secret_expires_at"],
-        signing_secret=row["signing_secret"],
+        signing_secret=row["signing_secret"], runs_planned=row["runs_planned"],
+        consecutive_failures=row["consecutive_failures"],
+        paused_reason=row["paused_reason"], paused_at=row["paused_at"],
     )
 
 
-def _found(row: asyncpg.Record | None, object_id: uuid.UUID,
+def found_row(row: asyncpg.Record | None, object_id: uuid.UUID,
            kind: str = "schedule") -> asyncpg.Record:
     if row is None:
         raise NotFound(f"{kind} {object_id} not found")
@@ -121,7 +151,7 @@ class PostgresScheduleStore:
         status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
         with storage_errors("creating a schedule"):
             async with self._pool.acquire() as conn, conn.transaction():
-                tenant = _found(await conn.fetchrow(Q["tenant_lock_live_count"], tenant_id),
+                tenant = found_row(await conn.fetchrow(Q["tenant_lock_live_count"], tenant_id),
                                 tenant_id, "tenant")
                 if tenant["live"] >= max_schedules:
                     raise LimitExceeded(
@@ -131,10 +161,11 @@ class PostgresScheduleStore:
                     )
                 row = await conn.fetchrow(
                     Q["schedule_insert"], uuid.uuid4(), tenant_id, *_spec_columns(spec),
-                    status.value, next_fire_after(spec, tenant["db_now"]), spec.starts_at,
-                    spec.ends_at, signing_secret, *_alert_columns(spec),
+                    status.value, first_fire(spec, tenant["db_now"]), spec.starts_at,
+                    spec.ends_at, signing_secret, *_semantics_columns(spec),
+                    *_alert_columns(spec),
                 )
-        return _record(_found(row, tenant_id, "tenant"))
+        return schedule_record(found_row(row, tenant_id, "tenant"))
 
     async def db_now(self) -> datetime:
         with storage_errors("reading the database clock"):
@@ -142,7 +173,7 @@ class PostgresScheduleStore:
         return now
 
     async def get(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> ScheduleRecord:
-        return _record(_found(await self._fetchrow("schedule_get", tenant_id, schedule_id),
+        return schedule_record(found_row(await self._fetchrow("schedule_get", tenant_id, schedule_id),
                               schedule_id))
 
     async def list(
@@ -150,7 +181,7 @@ class PostgresScheduleStore:
     ) -> Sequence[ScheduleRecord]:
         with storage_errors("listing schedules"):
             rows = await self._pool.fetch(Q["schedule_list"], tenant_id, after or NIL_ID, limit)
-        return [_record(row) for row in rows]
+        return [schedule_record(row) for row in rows]
 
     async def update(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
@@ -158,9 +189,9 @@ class PostgresScheduleStore:
     ) -> ScheduleRecord:
         with storage_errors(f"updating schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                row = _found(await conn.fetchrow(Q["schedule_lock"], tenant_id, schedule_id),
+                row = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id, schedule_id),
                              schedule_id)
-                current = _record(row)
+                current = schedule_record(row)
                 spec = revise(current.spec)  # a domain error here rolls the lock back
                 last_fire_at = current.last_fire_at
                 if current.spec.timing_differs(spec):  # nothing more on the old timetable
@@ -170,17 +201,19 @@ class PostgresScheduleStore:
                 next_fire_at = rescheduled_next_fire(
                     current.spec, spec, current.next_fire_at, last_fire_at, row["db_now"],
                 )
+                status, next_fire_at = status_after_edit(
+                    current, spec, next_fire_at, last_fire_at, row["db_now"])
                 updated = await conn.fetchrow(
                     Q["schedule_update"], tenant_id, schedule_id, *_spec_columns(spec),
                     spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
-                    *_alert_columns(spec),
+                    *_semantics_columns(spec), status.value, *_alert_columns(spec),
                 )
-        return _record(_found(updated, schedule_id))
+        return schedule_record(found_row(updated, schedule_id))
 
     async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
         with storage_errors(f"deleting schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                _found(await conn.fetchrow(Q["schedule_soft_delete"], tenant_id, schedule_id),
+                found_row(await conn.fetchrow(Q["schedule_soft_delete"], tenant_id, schedule_id),
                        schedule_id)
                 status = await conn.execute(
                     Q["job_run_cancel_for_schedule"], tenant_id, schedule_id
@@ -188,24 +221,34 @@ class PostgresScheduleStore:
         return rows_affected(status)
 
     async def set_paused(
-        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool
+        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool,
+        note: str | None = None,
     ) -> ScheduleRecord:
         status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
         if not paused:
             row = await self._fetchrow("schedule_set_status", tenant_id, schedule_id,
-                                       status.value)
-            return _record(_found(row, schedule_id))
+                                       status.value, None)
+            if row is None:
+                await self._not_pausable(tenant_id, schedule_id, "resumed")
+            return schedule_record(row)
         with storage_errors(f"pausing schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 # The status update locks the row first: a planner transaction holding it
                 # commits its runs before they are taken back.
-                row = _found(await conn.fetchrow(
-                    Q["schedule_set_status"], tenant_id, schedule_id, status.value), schedule_id)
-                taken = await _unplan(conn, tenant_id, schedule_id)
-                if taken is not None:
-                    row = await conn.fetchrow(Q["schedule_rewind"], tenant_id, schedule_id,
-                                              *taken)
-        return _record(_found(row, schedule_id))
+                row = await conn.fetchrow(
+                    Q["schedule_set_status"], tenant_id, schedule_id, status.value, note)
+                if row is None:
+                    await self._not_pausable(tenant_id, schedule_id, "paused")
+                row = await unplan_ahead(conn, tenant_id, schedule_id) or row
+        return schedule_record(found_row(row, schedule_id))
+
+    async def _not_pausable(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                            verb: str) -> NoReturn:
+        """Why a pause or resume matched no row: the schedule is missing, or completed."""
+        row = found_row(await self._fetchrow("schedule_get", tenant_id, schedule_id), schedule_id)
+        raise StateConflict(
+            f"schedule {schedule_id} is {row['status']} and cannot be {verb}: it has no "
+            "occurrence left; give it a new `at` or a higher `max_runs` to run it again")
 
     async def rotate_secret(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, new_secret: str,
@@ -214,12 +257,12 @@ class PostgresScheduleStore:
         row = await self._fetchrow(
             "schedule_rotate_secret", tenant_id, schedule_id, new_secret, float(overlap_seconds)
         )
-        return _record(_found(row, schedule_id))
+        return schedule_record(found_row(row, schedule_id))
 
     async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
         with storage_errors(f"triggering schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                _found(await conn.fetchrow(Q["schedule_lock_live"], tenant_id, schedule_id),
+                found_row(await conn.fetchrow(Q["schedule_lock_live"], tenant_id, schedule_id),
                        schedule_id)
                 for _ in range(MANUAL_INSERT_TRIES):
                     instant: datetime = await conn.fetchval(Q["job_run_manual_instant"])

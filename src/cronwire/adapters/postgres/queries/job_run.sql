@@ -28,15 +28,22 @@
 -- Every planned run in one statement. ON CONFLICT DO NOTHING covers both the primary key
 -- (deterministic id) and UNIQUE (schedule_id, scheduled_for): re-planning an occurrence
 -- (cursor moved backwards, operator replan) is harmless. Skipped runs are terminal at once.
+-- $8 overlap policies and $9 jitter offsets (ms) are NULL when no run of the batch has
+-- one (every schedule on 'allow' without jitter): unnest pads a NULL array with NULLs.
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
-                     status, fire_after, finished_at, last_error)
+                     status, fire_after, finished_at, last_error, skip_reason, overlap_policy)
 SELECT r.id, r.tenant_id, r.schedule_id, r.scheduled_for, r.idempotency_key, r.trigger,
-       r.status, r.scheduled_for,
+       r.status,
+       CASE WHEN r.jitter_ms IS NULL THEN r.scheduled_for
+            ELSE r.scheduled_for + make_interval(secs => r.jitter_ms / 1000.0) END,
        CASE WHEN r.status = 'skipped' THEN now() END,
-       CASE WHEN r.status = 'skipped' THEN 'missed while no planner ran; dropped by the misfire policy' END
+       CASE WHEN r.status = 'skipped' THEN 'missed while no planner ran; dropped by the misfire policy' END,
+       CASE WHEN r.status = 'skipped' THEN 'misfire' END,
+       CASE WHEN r.status = 'skipped' THEN NULL ELSE r.overlap_policy END
 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::text[], $6::text[],
-            $7::text[])
-     AS r(id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger, status)
+            $7::text[], $8::text[], $9::integer[])
+     AS r(id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger, status,
+          overlap_policy, jitter_ms)
 ON CONFLICT DO NOTHING
 
 -- name: job_run_claim
@@ -45,14 +52,14 @@ ON CONFLICT DO NOTHING
 -- claim while a partition is backlogged leaves runs whose key is still on its way).
 -- Fair across tenants: every tenant with due runs gets its turn 1 run before any tenant
 -- gets turn 2, so one tenant's 50,000-run backlog cannot starve another's single run.
--- job_run_runnable_tenants (a view, migration 0010) is a loose index scan over
+-- job_run_runnable_tenants (a view, migration 0014) is a loose index scan over
 -- job_run_claim_tenant_idx: one probe per tenant that has runnable rows, reading its
 -- earliest fire_after (due or not yet).
 -- Expired leases of 'running' rows (their owner died or stalled) come first, turn 0.
 -- What happens to an expired lease is decided in `decided` below (the verdict), and the
 -- final UPDATE applies it. Kafka mode's claims (job_run_claim_keys, job_run_sweep) end
--- in the same text from `decided AS (` on, so they apply the same rules:
--- tests/unit/test_queries.py holds the three tails equal.
+-- in the same text from `picked AS (` on (the overlap gate, the verdicts, the lease), so
+-- they apply the same rules: tests/unit/test_queries.py holds the three tails equal.
 WITH due_tenants AS (
     -- Longest-waiting tenants first when more tenants are due than one claim can serve.
     SELECT tenant_id FROM job_run_runnable_tenants
@@ -68,7 +75,7 @@ fair_share AS (
 expired AS (
     -- Leases whose owner died or stalled: reclaimable by this same statement.
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           r.attempt_started, r.cancel_requested, 0::bigint AS turn
+           r.attempt_started, r.cancel_requested, r.overlap_policy, 0::bigint AS turn
       FROM job_run r
      WHERE r.status = 'running' AND r.claim_expires_at < now()
      ORDER BY r.claim_expires_at
@@ -82,13 +89,13 @@ fair AS (
     -- a row another replica claimed or finished meanwhile is not taken. Locked rows that
     -- lose the ranking below are unlocked when this statement's transaction ends.
     SELECT c.id, c.scheduled_for, c.schedule_id, c.status, c.attempt_count, c.fire_after,
-           c.attempt_started, c.cancel_requested,
+           c.attempt_started, c.cancel_requested, c.overlap_policy,
            row_number() OVER (PARTITION BY c.tenant_id ORDER BY c.fire_after) AS turn
       FROM due_tenants d
      CROSS JOIN fair_share f
      CROSS JOIN LATERAL (
         SELECT r.id, r.scheduled_for, r.schedule_id, r.tenant_id, r.status, r.attempt_count,
-               r.fire_after, r.attempt_started, r.cancel_requested
+               r.fire_after, r.attempt_started, r.cancel_requested, r.overlap_policy
           FROM job_run r
          WHERE r.tenant_id = d.tenant_id
            AND r.status IN ('pending', 'retrying')
@@ -103,10 +110,32 @@ candidates AS (
     UNION ALL
     SELECT * FROM fair
 ),
+picked AS (
+    SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2
+),
+-- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
+-- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
+-- same rules), which locks their schedules' rows, decides each one's verdict ('lease',
+-- 'wait', 'skipped', 'cancelled' or 'hold') and moves the gate to the run that starts. It
+-- is a function so that its plan is made and run only when gated runs are picked: with
+-- every schedule on 'allow' it is not called at all, and this statement's plan has no node
+-- of it (ADR 0033 has the measurements).
+gate AS (
+    SELECT g.*
+      FROM (SELECT array_agg(p.id) AS ids, array_agg(p.scheduled_for) AS ats,
+                   array_agg(p.schedule_id) AS schedules, array_agg(p.overlap_policy) AS policies,
+                   array_agg(p.status = 'running') AS running
+              FROM picked p WHERE p.overlap_policy IS NOT NULL) a
+     CROSS JOIN LATERAL cronwire_overlap_gate(a.ids, a.ats, a.schedules, a.policies, a.running) g
+     WHERE a.ids IS NOT NULL  -- nothing gated: the function is not even called
+),
 decided AS (
     -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
     -- status the run ends in here (it is returned, but not as 'running', so not delivered).
-    -- Only an expired lease ('running') can end here:
+    -- The gate's own verdicts come first (read only for a gated run: CASE evaluates
+    -- lazily): 'skipped' and 'cancelled' end the run, 'wait' leaves it runnable with a
+    -- later fire_after, and 'hold' leaves it out of the update below. Beyond those, only
+    -- an expired lease ('running') can end here:
     --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
     --   'failed'     its final attempt had started (attempt_started, set by the renewal
     --                once the request left) and may have reached the target, so another
@@ -115,7 +144,8 @@ decided AS (
     -- 3 and 8 below are RetryPolicy().max_attempts and MAX_ATTEMPTS (domain/model.py),
     -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
     SELECT p.id, p.scheduled_for,
-           CASE WHEN p.status <> 'running' THEN 'lease'
+           CASE WHEN p.gate IS NOT NULL AND p.gate <> 'lease' THEN p.gate
+                WHEN p.status <> 'running' THEN 'lease'
                 WHEN p.cancel_requested THEN 'cancelled'
                 -- The policy is read only for such a run (CASE evaluates lazily): a
                 -- join here read every claimed run's schedule a second time (the UPDATE
@@ -128,36 +158,87 @@ decided AS (
                 ELSE 'lease' END AS verdict,
            -- Attempt numbers count requests that started: an expired lease whose request
            -- never left keeps its number; everything else gets the next one.
-           p.status = 'running' AND NOT p.attempt_started AS same_attempt
-      FROM (SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2) p
+           p.status = 'running' AND NOT p.attempt_started AS same_attempt,
+           p.gate, p.ahead
+      FROM (SELECT c.*,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.verdict FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS gate,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.ahead FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS ahead
+              FROM picked c) p
+    UNION ALL
+    -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
+    -- it (retrying, released: checked by the update); a leased one is ended by its own
+    -- lease's next write, after its request in flight finished and was recorded
+    -- (job_run_resolve, job_run_give_back).
+    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL
+      FROM gate g
+     WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
+       AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
 )
 UPDATE job_run j
-   SET status           = CASE WHEN d.verdict = 'lease' THEN 'running' ELSE d.verdict END,
-       claimed_by       = $1,
+   -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
+   -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
+   -- the gate) keeps its state, rests (overlap.wait_seconds: 5 s, 5 s more per run ahead,
+   -- at most 60 s; the occupant's end wakes it sooner: job_run_resolve) and is unpublished
+   -- (kafka mode: published again when due). Only 'lease' and the claim's own endings are
+   -- claimed_by this owner under a new generation.
+   SET status           = CASE d.verdict WHEN 'lease' THEN 'running'
+                                         WHEN 'wait' THEN j.status
+                                         WHEN 'superseded' THEN 'cancelled'
+                                         ELSE d.verdict END,
+       claimed_by       = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.claimed_by
+                               ELSE $1 END,
        -- Lease identity: each claim is a new generation; every later write names it.
-       lease_generation = j.lease_generation + 1,
+       lease_generation = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.lease_generation
+                               ELSE j.lease_generation + 1 END,
        -- The new lease's request has not started yet; the renewal sets this once it has.
        attempt_started  = CASE WHEN d.verdict = 'lease' THEN false ELSE j.attempt_started END,
        claim_expires_at = CASE WHEN d.verdict = 'lease'
                                THEN now() + make_interval(secs => $3) END,
        attempt_count    = CASE WHEN d.verdict <> 'lease' OR d.same_attempt THEN j.attempt_count
                                ELSE LEAST(j.attempt_count + 1, 8) END,
-       first_attempt_at = COALESCE(j.first_attempt_at, now()),
-       finished_at      = CASE WHEN d.verdict <> 'lease' THEN now() END,
+       -- A run the gate ends or rests was never attempted here.
+       first_attempt_at = CASE WHEN d.gate IN ('skipped', 'cancelled', 'wait', 'superseded')
+                               THEN j.first_attempt_at
+                               ELSE COALESCE(j.first_attempt_at, now()) END,
+       fire_after       = CASE WHEN d.verdict = 'wait'
+                               THEN now() + make_interval(secs => LEAST(60, 5 * (1 + GREATEST(d.ahead, 0))))
+                               ELSE j.fire_after END,
+       published_at     = CASE WHEN d.verdict = 'wait' THEN NULL ELSE j.published_at END,
+       finished_at      = CASE WHEN d.verdict = 'lease' THEN NULL
+                               WHEN d.verdict = 'wait' THEN j.finished_at ELSE now() END,
+       skip_reason      = CASE WHEN d.verdict = 'skipped' THEN 'overlap' ELSE j.skip_reason END,
        last_error       = CASE d.verdict
                                WHEN 'failed'
                                THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
                                WHEN 'cancelled'
-                               THEN 'Cancelled: the schedule was deleted while this run was in flight'
+                               THEN CASE WHEN d.gate = 'cancelled'
+                                         THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                                         ELSE 'Cancelled: the schedule was deleted while this run was in flight' END
+                               WHEN 'superseded'
+                               THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                               WHEN 'skipped'
+                               THEN 'Skipped: the previous run of this schedule was still running (overlap_policy '
+                                    || j.overlap_policy || ')'
                                ELSE j.last_error END,
        updated_at       = now()
   FROM decided d, schedule s
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
- WHERE j.id = ANY (ARRAY(SELECT id FROM decided))
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold'))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
+   AND d.verdict <> 'hold'
+   -- A superseded occupant is ended here only if no lease holds it (it may have been
+   -- claimed since the gate read it: then its own lease's next write ends it).
+   AND (d.verdict <> 'superseded'
+        OR (j.status IN ('pending', 'retrying')
+            AND (j.claim_expires_at IS NULL OR j.claim_expires_at < now())))
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
           j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
+          j.replay_of_scheduled_for,
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
@@ -185,11 +266,19 @@ RETURNING j.id
 -- ends: a late result of an earlier lease of the same run never lands on a later claim
 -- of it, whoever made that claim. A retry of a run whose schedule was deleted while it
 -- ran (cancel_requested) ends it 'cancelled' instead: no attempt starts after a delete.
--- Returns each landed id with the status written.
--- The same statement decides the alert transitions of the schedules whose runs ended
--- here (issue 26, ADR 0036): only schedules with an alert rule are read and locked (in id
--- order, so two batches sharing schedules queue instead of deadlocking); a schedule with
--- no rule costs one primary-key probe that matches nothing.
+-- So does any result of a run a newer occurrence superseded while its request was in
+-- flight (overlap_policy cancel_other: the request finished and its attempt is recorded).
+-- The same statement wakes the next run waiting on an overlap gate whose holder ended,
+-- and keeps each schedule's one count of consecutive failures (consecutive_failures,
+-- issue 25), from which it decides both the pause after pause_after_failures and the
+-- alert transitions (issue 26, ADR 0036). Only schedules the batch can change are read
+-- and locked (in id order, so two batches sharing schedules queue instead of
+-- deadlocking): those with a failure here, a count above zero, or an alert rule. A batch
+-- of successes under 'allow' with no rule locks no schedule. One UPDATE of the schedule
+-- row carries the count, the pause and the alert state: two CTEs updating one row in a
+-- statement would keep only one of the writes.
+-- Returns each landed id with the status written, then one row per schedule this batch
+-- paused (id NULL, paused_schedule and its tenant set).
 WITH outcome AS (
     SELECT *
       FROM unnest($2::uuid[], $3::timestamptz[], $4::text[], $5::integer[], $6::float8[],
@@ -200,17 +289,33 @@ WITH outcome AS (
              generation)
 ),
 landed AS (
+    -- "superseded" below: a cancel_other run that no longer holds its schedule's gate. It
+    -- is read only for such a run (CASE evaluates lazily).
     UPDATE job_run j
-       SET status           = CASE WHEN o.status = 'retrying' AND j.cancel_requested
+       SET status           = CASE WHEN j.overlap_policy = 'cancel_other' AND EXISTS (
+                                        SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
+                                           AND s.overlap_run IS DISTINCT FROM j.id)
+                                   THEN 'cancelled'
+                                   WHEN o.status = 'retrying' AND j.cancel_requested
                                    THEN 'cancelled' ELSE o.status END,
            fire_after       = CASE WHEN o.status = 'retrying' AND NOT j.cancel_requested
                                    THEN now() + make_interval(secs => o.retry_delay)
                                    ELSE j.fire_after END,
            finished_at      = CASE WHEN o.status IN ('succeeded', 'failed') OR j.cancel_requested
+                                   THEN now()
+                                   WHEN j.overlap_policy = 'cancel_other' AND EXISTS (
+                                        SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
+                                           AND s.overlap_run IS DISTINCT FROM j.id)
                                    THEN now() END,
            claim_expires_at = NULL,
            last_status_code = o.status_code,
-           last_error       = o.error,
+           last_error       = CASE WHEN j.overlap_policy = 'cancel_other' AND EXISTS (
+                                        SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
+                                           AND s.overlap_run IS DISTINCT FROM j.id)
+                                   THEN 'Cancelled: superseded by a newer occurrence '
+                                        || '(overlap_policy cancel_other); the request in '
+                                        || 'flight finished and its attempt is recorded'
+                                   ELSE o.error END,
            published_at     = NULL,  -- kafka mode: a retry is published again when due
            last_duration_ms = COALESCE(o.duration_ms, j.last_duration_ms),
            updated_at       = now()
@@ -218,8 +323,8 @@ landed AS (
      WHERE j.id = o.id AND j.scheduled_for = o.scheduled_for
        AND j.claimed_by = $1 AND j.status = 'running' AND j.attempt_count = o.attempt_count
        AND j.lease_generation = o.generation
-    RETURNING j.id, j.scheduled_for, j.status, j.schedule_id, j.last_duration_ms,
-              j.last_status_code, j.last_error
+    RETURNING j.id, j.scheduled_for, j.status, j.schedule_id, j.tenant_id, j.overlap_policy,
+              j.last_duration_ms, j.last_status_code, j.last_error
 ),
 evidence AS (
     INSERT INTO job_run_attempt (run_id, scheduled_for, tenant_id, attempt, started_at,
@@ -232,15 +337,48 @@ evidence AS (
      WHERE o.started_at IS NOT NULL
     ON CONFLICT DO NOTHING
 ),
+woken AS (
+    -- A gated run ended: the earliest run of its schedule waiting on the gate is due now
+    -- (the claim decides whether it starts).
+    UPDATE job_run w
+       SET fire_after = now(), published_at = NULL, updated_at = now()
+      FROM (SELECT DISTINCT l.schedule_id FROM landed l
+             WHERE l.overlap_policy IS NOT NULL
+               AND l.status IN ('succeeded', 'failed', 'cancelled')) e
+     CROSS JOIN LATERAL (
+        SELECT n.id, n.scheduled_for FROM job_run n
+         WHERE n.schedule_id = e.schedule_id AND n.overlap_policy IS NOT NULL
+           AND n.status IN ('pending', 'retrying') AND n.scheduled_for <= now()
+         ORDER BY n.scheduled_for
+         LIMIT 1) nxt
+     WHERE w.id = nxt.id AND w.scheduled_for = nxt.scheduled_for AND w.fire_after > now()
+),
 ended AS (
     SELECT * FROM landed WHERE status IN ('succeeded', 'failed')
 ),
-watched AS (
-    SELECT s.id, s.tenant_id, s.name, s.alert_after_failures, s.alert_max_duration_ms,
-           s.alert_failures, s.alert_failing, s.alert_slow
-      FROM schedule s
+candidates AS (
+    -- The schedules whose count, pause or alert state this batch can change: those with a
+    -- failure here, and those with a success whose count is above zero or that have a rule,
+    -- each found through its nearly empty partial index (schedule_failing_idx,
+    -- schedule_alert_rules_idx), so a schedule that is none of these costs two probes
+    -- that match nothing, not a read of its row.
+    SELECT schedule_id AS id FROM ended WHERE status = 'failed'
+    UNION
+    SELECT s.id FROM schedule s
+     WHERE s.id = ANY (ARRAY(SELECT DISTINCT schedule_id FROM ended))
+       AND s.consecutive_failures > 0
+    UNION
+    SELECT s.id FROM schedule s
      WHERE s.id = ANY (ARRAY(SELECT DISTINCT schedule_id FROM ended))
        AND (s.alert_after_failures IS NOT NULL OR s.alert_max_duration_ms IS NOT NULL)
+),
+watched AS (
+    -- Locked in id order. Deleted schedules neither count nor alert.
+    SELECT s.id, s.tenant_id, s.name, s.status, s.consecutive_failures,
+           s.pause_after_failures, s.alert_after_failures, s.alert_max_duration_ms,
+           s.alert_failing, s.alert_slow
+      FROM schedule s
+     WHERE s.id = ANY (ARRAY(SELECT id FROM candidates)) AND s.status <> 'deleted'
      ORDER BY s.id
        FOR UPDATE
 ),
@@ -267,38 +405,59 @@ batch AS (
      WHERE e.schedule_id IN (SELECT id FROM watched)
      GROUP BY e.schedule_id
 ),
-next_state AS (
+counted AS (
     SELECT w.*, b.*, f.failures,
-           w.alert_after_failures IS NOT NULL AND f.failures >= w.alert_after_failures
-               AS failing_now,
+           -- still failing until a success, even when a resume reset the count
+           w.alert_after_failures IS NOT NULL
+               AND (f.failures >= w.alert_after_failures
+                    OR (w.alert_failing AND b.success_at IS NULL)) AS failing_now,
            CASE WHEN w.alert_max_duration_ms IS NULL OR b.success_at IS NULL THEN w.alert_slow
-                ELSE b.success_ms > w.alert_max_duration_ms END AS slow_now
+                ELSE b.success_ms > w.alert_max_duration_ms END AS slow_now,
+           -- pause_after_failures: decided on the row lock taken above, so two replicas'
+           -- batches add up and exactly one of them pauses the schedule.
+           w.status = 'active' AND w.pause_after_failures IS NOT NULL
+               AND f.failures >= w.pause_after_failures AS tripped
       FROM watched w
       JOIN batch b ON b.schedule_id = w.id
      CROSS JOIN LATERAL (
-        SELECT CASE WHEN b.success_at IS NULL THEN w.alert_failures ELSE 0 END
+        SELECT CASE WHEN b.success_at IS NULL THEN w.consecutive_failures ELSE 0 END
                + (SELECT count(*) FROM ended e
                    WHERE e.schedule_id = w.id AND e.status = 'failed'
                      AND e.scheduled_for > COALESCE(b.success_at, '-infinity'))::integer
                AS failures) f
 ),
-alert_state AS (
+schedule_state AS (
     UPDATE schedule s
-       SET alert_failures = n.failures, alert_failing = n.failing_now, alert_slow = n.slow_now
-      FROM next_state n
+       SET consecutive_failures = n.failures,
+           alert_failing = n.failing_now,
+           alert_slow = n.slow_now,
+           status = CASE WHEN n.tripped THEN 'paused' ELSE s.status END,
+           paused_at = CASE WHEN n.tripped THEN now() ELSE s.paused_at END,
+           paused_reason = CASE WHEN n.tripped
+                                THEN format('Paused automatically after %s consecutive failed '
+                                            'runs (pause_after_failures: %s). The last one '
+                                            'failed with: %s. Fix the target, then resume '
+                                            'the schedule.',
+                                            n.failures, n.pause_after_failures,
+                                            COALESCE(left(n.failed_error, 300),
+                                                     'no error recorded'))
+                                ELSE s.paused_reason END
+      FROM counted n
      WHERE s.id = n.id
-       AND (s.alert_failures, s.alert_failing, s.alert_slow)
-           IS DISTINCT FROM (n.failures, n.failing_now, n.slow_now)
+       AND (n.tripped OR (s.consecutive_failures, s.alert_failing, s.alert_slow)
+                         IS DISTINCT FROM (n.failures, n.failing_now, n.slow_now))
+    RETURNING s.id, s.tenant_id, n.tripped
 ),
 alert_events AS (
     -- Once per transition: recovered (a success while failing), failing (the count
     -- reached the rule, from not failing or after a recovery in this same batch), slow
-    -- (a success over the rule while not already slow).
+    -- (a success over the rule while not already slow), paused (pause_after_failures
+    -- paused the schedule here; with or without an alert rule).
     INSERT INTO alert_event (id, tenant_id, schedule_id, schedule_name, type, run_id, detail,
                              status)
     SELECT gen_random_uuid(), n.tenant_id, n.id, n.name, e.type, e.run_id, e.detail,
            CASE WHEN e.type = ANY (d.events) THEN 'pending' ELSE 'undelivered' END
-      FROM next_state n
+      FROM counted n
      CROSS JOIN LATERAL (VALUES
         (1, 'schedule.recovered', n.alert_failing AND n.success_at IS NOT NULL, n.success_run,
          jsonb_build_object('after_failures', n.alert_after_failures)),
@@ -311,13 +470,19 @@ alert_events AS (
          n.alert_max_duration_ms IS NOT NULL AND NOT n.alert_slow
              AND n.slowest_ms > n.alert_max_duration_ms, n.slowest_run,
          jsonb_build_object('duration_ms', n.slowest_ms,
-                            'max_duration_ms', n.alert_max_duration_ms))
+                            'max_duration_ms', n.alert_max_duration_ms)),
+        (4, 'schedule.paused', n.tripped, n.failed_run,
+         jsonb_build_object('consecutive_failures', n.failures,
+                            'pause_after_failures', n.pause_after_failures,
+                            'last_status_code', n.failed_code, 'last_error', n.failed_error))
      ) AS e(ord, type, fires, run_id, detail)
       LEFT JOIN tenant_alert_destination d ON d.tenant_id = n.tenant_id
      WHERE e.fires
      ORDER BY n.id, e.ord
 )
-SELECT id, status FROM landed
+SELECT id, status, NULL::uuid AS paused_schedule, NULL::uuid AS paused_tenant FROM landed
+UNION ALL
+SELECT NULL, NULL, id, tenant_id FROM schedule_state WHERE tripped
 
 -- name: job_run_ended_by_lease
 -- After a resolve whose reply was lost (the connection died around the commit): which of
@@ -347,22 +512,38 @@ UPDATE job_run
 -- claimed from. Only rows still ours: a draining replica cannot decrement the attempt
 -- count of a run another replica has re-claimed (nor one its twin under the same
 -- instance id holds: the generation). A run whose schedule was deleted meanwhile is not
--- given back but cancelled. $1 owner, $2 ids, $3 scheduled_for, $4 generations, $5 until.
+-- given back but cancelled, and so is one a newer occurrence superseded meanwhile
+-- (overlap_policy cancel_other). $1 owner, $2 ids, $3 scheduled_for, $4 generations,
+-- $5 until.
+WITH ending AS (
+    -- cancel_requested is read by the update itself (on the row as a concurrent delete
+    -- left it); whether a newer run took the gate may be read a moment early: a run given
+    -- back meanwhile is cancelled by the claim that next finds it.
+    SELECT j.id, j.scheduled_for, l.generation,
+           j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AND EXISTS (
+               SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
+                  AND s.overlap_run IS DISTINCT FROM j.id) AS superseded
+      FROM job_run j
+      JOIN unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
+        ON j.id = l.id AND j.scheduled_for = l.scheduled_for
+     WHERE j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
+)
 UPDATE job_run j
-   SET status           = CASE WHEN j.cancel_requested THEN 'cancelled'
+   SET status           = CASE WHEN j.cancel_requested OR e.superseded THEN 'cancelled'
                                WHEN j.attempt_count <= 1 THEN 'pending' ELSE 'retrying' END,
-       attempt_count    = CASE WHEN j.cancel_requested THEN j.attempt_count
+       attempt_count    = CASE WHEN j.cancel_requested OR e.superseded THEN j.attempt_count
                                ELSE GREATEST(j.attempt_count - 1, 0) END,
-       first_attempt_at = CASE WHEN j.attempt_count <= 1 AND NOT j.cancel_requested THEN NULL
+       first_attempt_at = CASE WHEN j.attempt_count <= 1
+                                    AND NOT (j.cancel_requested OR e.superseded) THEN NULL
                                ELSE j.first_attempt_at END,
        fire_after       = COALESCE($5::timestamptz, j.fire_after),
-       finished_at      = CASE WHEN j.cancel_requested THEN now() END,
+       finished_at      = CASE WHEN j.cancel_requested OR e.superseded THEN now() END,
        claim_expires_at = NULL,
        published_at     = NULL,  -- kafka mode: runnable again, so published again when due
        updated_at       = now()
-  FROM unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
- WHERE j.id = l.id AND j.scheduled_for = l.scheduled_for
-   AND j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
+  FROM ending e
+ WHERE j.id = e.id AND j.scheduled_for = e.scheduled_for
+   AND j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = e.generation
 
 -- name: job_run_next_due
 -- Seconds (database clock) until the earliest runnable run is due: negative when one is
@@ -375,9 +556,10 @@ WHERE status IN ('pending', 'retrying')
 
 -- name: job_run_claim_keys
 -- Kafka mode: claim the runs whose keys a broker delivered. Only the candidates differ
--- from job_run_claim: from `decided AS (` on this is job_run_claim's text, word for word
--- (tests/unit/test_queries.py holds them equal), so the expired-lease and attempt-exhaustion
--- rules are the same. $1 owner, $2 limit, $3 lease seconds, $4 run ids, $5 their scheduled_for.
+-- from job_run_claim: from `picked AS (` on this is job_run_claim's text, word for word
+-- (tests/unit/test_queries.py holds them equal), so the overlap gate and the expired-lease
+-- and attempt-exhaustion rules are the same. $1 owner, $2 limit, $3 lease seconds,
+-- $4 run ids, $5 their scheduled_for.
 -- A key is a hint: only rows that are runnable now (or hold an expired lease) are taken.
 -- FOR UPDATE waits instead of skipping: a row locked for a moment by the outbox publisher
 -- (marking it again after a run turned runnable again) or by a SKIP LOCKED claim that will
@@ -385,7 +567,7 @@ WHERE status IN ('pending', 'retrying')
 -- the sweeper's grace).
 WITH candidates AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           r.attempt_started, r.cancel_requested,
+           r.attempt_started, r.cancel_requested, r.overlap_policy,
            CASE WHEN r.status = 'running' THEN 0 ELSE 1 END::bigint AS turn
       FROM job_run r
      WHERE r.id = ANY ($4::uuid[]) AND r.scheduled_for = ANY ($5::timestamptz[])
@@ -398,10 +580,32 @@ WITH candidates AS (
      ORDER BY r.id
        FOR UPDATE OF r
 ),
+picked AS (
+    SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2
+),
+-- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
+-- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
+-- same rules), which locks their schedules' rows, decides each one's verdict ('lease',
+-- 'wait', 'skipped', 'cancelled' or 'hold') and moves the gate to the run that starts. It
+-- is a function so that its plan is made and run only when gated runs are picked: with
+-- every schedule on 'allow' it is not called at all, and this statement's plan has no node
+-- of it (ADR 0033 has the measurements).
+gate AS (
+    SELECT g.*
+      FROM (SELECT array_agg(p.id) AS ids, array_agg(p.scheduled_for) AS ats,
+                   array_agg(p.schedule_id) AS schedules, array_agg(p.overlap_policy) AS policies,
+                   array_agg(p.status = 'running') AS running
+              FROM picked p WHERE p.overlap_policy IS NOT NULL) a
+     CROSS JOIN LATERAL cronwire_overlap_gate(a.ids, a.ats, a.schedules, a.policies, a.running) g
+     WHERE a.ids IS NOT NULL  -- nothing gated: the function is not even called
+),
 decided AS (
     -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
     -- status the run ends in here (it is returned, but not as 'running', so not delivered).
-    -- Only an expired lease ('running') can end here:
+    -- The gate's own verdicts come first (read only for a gated run: CASE evaluates
+    -- lazily): 'skipped' and 'cancelled' end the run, 'wait' leaves it runnable with a
+    -- later fire_after, and 'hold' leaves it out of the update below. Beyond those, only
+    -- an expired lease ('running') can end here:
     --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
     --   'failed'     its final attempt had started (attempt_started, set by the renewal
     --                once the request left) and may have reached the target, so another
@@ -410,7 +614,8 @@ decided AS (
     -- 3 and 8 below are RetryPolicy().max_attempts and MAX_ATTEMPTS (domain/model.py),
     -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
     SELECT p.id, p.scheduled_for,
-           CASE WHEN p.status <> 'running' THEN 'lease'
+           CASE WHEN p.gate IS NOT NULL AND p.gate <> 'lease' THEN p.gate
+                WHEN p.status <> 'running' THEN 'lease'
                 WHEN p.cancel_requested THEN 'cancelled'
                 -- The policy is read only for such a run (CASE evaluates lazily): a
                 -- join here read every claimed run's schedule a second time (the UPDATE
@@ -423,36 +628,87 @@ decided AS (
                 ELSE 'lease' END AS verdict,
            -- Attempt numbers count requests that started: an expired lease whose request
            -- never left keeps its number; everything else gets the next one.
-           p.status = 'running' AND NOT p.attempt_started AS same_attempt
-      FROM (SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2) p
+           p.status = 'running' AND NOT p.attempt_started AS same_attempt,
+           p.gate, p.ahead
+      FROM (SELECT c.*,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.verdict FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS gate,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.ahead FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS ahead
+              FROM picked c) p
+    UNION ALL
+    -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
+    -- it (retrying, released: checked by the update); a leased one is ended by its own
+    -- lease's next write, after its request in flight finished and was recorded
+    -- (job_run_resolve, job_run_give_back).
+    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL
+      FROM gate g
+     WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
+       AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
 )
 UPDATE job_run j
-   SET status           = CASE WHEN d.verdict = 'lease' THEN 'running' ELSE d.verdict END,
-       claimed_by       = $1,
+   -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
+   -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
+   -- the gate) keeps its state, rests (overlap.wait_seconds: 5 s, 5 s more per run ahead,
+   -- at most 60 s; the occupant's end wakes it sooner: job_run_resolve) and is unpublished
+   -- (kafka mode: published again when due). Only 'lease' and the claim's own endings are
+   -- claimed_by this owner under a new generation.
+   SET status           = CASE d.verdict WHEN 'lease' THEN 'running'
+                                         WHEN 'wait' THEN j.status
+                                         WHEN 'superseded' THEN 'cancelled'
+                                         ELSE d.verdict END,
+       claimed_by       = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.claimed_by
+                               ELSE $1 END,
        -- Lease identity: each claim is a new generation; every later write names it.
-       lease_generation = j.lease_generation + 1,
+       lease_generation = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.lease_generation
+                               ELSE j.lease_generation + 1 END,
        -- The new lease's request has not started yet; the renewal sets this once it has.
        attempt_started  = CASE WHEN d.verdict = 'lease' THEN false ELSE j.attempt_started END,
        claim_expires_at = CASE WHEN d.verdict = 'lease'
                                THEN now() + make_interval(secs => $3) END,
        attempt_count    = CASE WHEN d.verdict <> 'lease' OR d.same_attempt THEN j.attempt_count
                                ELSE LEAST(j.attempt_count + 1, 8) END,
-       first_attempt_at = COALESCE(j.first_attempt_at, now()),
-       finished_at      = CASE WHEN d.verdict <> 'lease' THEN now() END,
+       -- A run the gate ends or rests was never attempted here.
+       first_attempt_at = CASE WHEN d.gate IN ('skipped', 'cancelled', 'wait', 'superseded')
+                               THEN j.first_attempt_at
+                               ELSE COALESCE(j.first_attempt_at, now()) END,
+       fire_after       = CASE WHEN d.verdict = 'wait'
+                               THEN now() + make_interval(secs => LEAST(60, 5 * (1 + GREATEST(d.ahead, 0))))
+                               ELSE j.fire_after END,
+       published_at     = CASE WHEN d.verdict = 'wait' THEN NULL ELSE j.published_at END,
+       finished_at      = CASE WHEN d.verdict = 'lease' THEN NULL
+                               WHEN d.verdict = 'wait' THEN j.finished_at ELSE now() END,
+       skip_reason      = CASE WHEN d.verdict = 'skipped' THEN 'overlap' ELSE j.skip_reason END,
        last_error       = CASE d.verdict
                                WHEN 'failed'
                                THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
                                WHEN 'cancelled'
-                               THEN 'Cancelled: the schedule was deleted while this run was in flight'
+                               THEN CASE WHEN d.gate = 'cancelled'
+                                         THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                                         ELSE 'Cancelled: the schedule was deleted while this run was in flight' END
+                               WHEN 'superseded'
+                               THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                               WHEN 'skipped'
+                               THEN 'Skipped: the previous run of this schedule was still running (overlap_policy '
+                                    || j.overlap_policy || ')'
                                ELSE j.last_error END,
        updated_at       = now()
   FROM decided d, schedule s
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
- WHERE j.id = ANY (ARRAY(SELECT id FROM decided))
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold'))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
+   AND d.verdict <> 'hold'
+   -- A superseded occupant is ended here only if no lease holds it (it may have been
+   -- claimed since the gate read it: then its own lease's next write ends it).
+   AND (d.verdict <> 'superseded'
+        OR (j.status IN ('pending', 'retrying')
+            AND (j.claim_expires_at IS NULL OR j.claim_expires_at < now())))
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
           j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
+          j.replay_of_scheduled_for,
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
@@ -462,10 +718,10 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
 -- Kafka mode's safety net: runs due longer than the grace ($4 seconds) that no message
 -- delivered (broker restart, lost partition, crash between commit and publish), and
 -- leases whose owner vanished (no message will ever come for those). Oldest first,
--- SKIP LOCKED like the polling claim; from `decided AS (` on, job_run_claim's text.
+-- SKIP LOCKED like the polling claim; from `picked AS (` on, job_run_claim's text.
 WITH expired AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           r.attempt_started, r.cancel_requested,
+           r.attempt_started, r.cancel_requested, r.overlap_policy,
            0::bigint AS turn
       FROM job_run r
      WHERE r.status = 'running' AND r.claim_expires_at < now()
@@ -475,7 +731,7 @@ WITH expired AS (
 ),
 overdue AS (
     SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           r.attempt_started, r.cancel_requested,
+           r.attempt_started, r.cancel_requested, r.overlap_policy,
            1::bigint AS turn
       FROM job_run r
      WHERE r.status IN ('pending', 'retrying')
@@ -490,10 +746,32 @@ candidates AS (
     UNION ALL
     SELECT * FROM overdue
 ),
+picked AS (
+    SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2
+),
+-- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
+-- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
+-- same rules), which locks their schedules' rows, decides each one's verdict ('lease',
+-- 'wait', 'skipped', 'cancelled' or 'hold') and moves the gate to the run that starts. It
+-- is a function so that its plan is made and run only when gated runs are picked: with
+-- every schedule on 'allow' it is not called at all, and this statement's plan has no node
+-- of it (ADR 0033 has the measurements).
+gate AS (
+    SELECT g.*
+      FROM (SELECT array_agg(p.id) AS ids, array_agg(p.scheduled_for) AS ats,
+                   array_agg(p.schedule_id) AS schedules, array_agg(p.overlap_policy) AS policies,
+                   array_agg(p.status = 'running') AS running
+              FROM picked p WHERE p.overlap_policy IS NOT NULL) a
+     CROSS JOIN LATERAL cronwire_overlap_gate(a.ids, a.ats, a.schedules, a.policies, a.running) g
+     WHERE a.ids IS NOT NULL  -- nothing gated: the function is not even called
+),
 decided AS (
     -- The verdict on each candidate; 'lease' takes it, any other value is the terminal
     -- status the run ends in here (it is returned, but not as 'running', so not delivered).
-    -- Only an expired lease ('running') can end here:
+    -- The gate's own verdicts come first (read only for a gated run: CASE evaluates
+    -- lazily): 'skipped' and 'cancelled' end the run, 'wait' leaves it runnable with a
+    -- later fire_after, and 'hold' leaves it out of the update below. Beyond those, only
+    -- an expired lease ('running') can end here:
     --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
     --   'failed'     its final attempt had started (attempt_started, set by the renewal
     --                once the request left) and may have reached the target, so another
@@ -502,7 +780,8 @@ decided AS (
     -- 3 and 8 below are RetryPolicy().max_attempts and MAX_ATTEMPTS (domain/model.py),
     -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
     SELECT p.id, p.scheduled_for,
-           CASE WHEN p.status <> 'running' THEN 'lease'
+           CASE WHEN p.gate IS NOT NULL AND p.gate <> 'lease' THEN p.gate
+                WHEN p.status <> 'running' THEN 'lease'
                 WHEN p.cancel_requested THEN 'cancelled'
                 -- The policy is read only for such a run (CASE evaluates lazily): a
                 -- join here read every claimed run's schedule a second time (the UPDATE
@@ -515,36 +794,87 @@ decided AS (
                 ELSE 'lease' END AS verdict,
            -- Attempt numbers count requests that started: an expired lease whose request
            -- never left keeps its number; everything else gets the next one.
-           p.status = 'running' AND NOT p.attempt_started AS same_attempt
-      FROM (SELECT * FROM candidates ORDER BY turn, fire_after LIMIT $2) p
+           p.status = 'running' AND NOT p.attempt_started AS same_attempt,
+           p.gate, p.ahead
+      FROM (SELECT c.*,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.verdict FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS gate,
+                   CASE WHEN c.overlap_policy IS NOT NULL THEN (
+                       SELECT g.ahead FROM gate g
+                        WHERE g.id = c.id AND g.scheduled_for = c.scheduled_for) END AS ahead
+              FROM picked c) p
+    UNION ALL
+    -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
+    -- it (retrying, released: checked by the update); a leased one is ended by its own
+    -- lease's next write, after its request in flight finished and was recorded
+    -- (job_run_resolve, job_run_give_back).
+    SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL
+      FROM gate g
+     WHERE g.verdict = 'lease' AND g.overlap_policy = 'cancel_other' AND g.busy
+       AND g.overlap_run <> ALL (ARRAY(SELECT id FROM picked))
 )
 UPDATE job_run j
-   SET status           = CASE WHEN d.verdict = 'lease' THEN 'running' ELSE d.verdict END,
-       claimed_by       = $1,
+   -- Per verdict: 'lease' starts a lease; 'failed', 'cancelled', 'skipped' end the run;
+   -- 'superseded' ends an unleased cancel_other occupant; 'wait' (a gated run waiting for
+   -- the gate) keeps its state, rests (overlap.wait_seconds: 5 s, 5 s more per run ahead,
+   -- at most 60 s; the occupant's end wakes it sooner: job_run_resolve) and is unpublished
+   -- (kafka mode: published again when due). Only 'lease' and the claim's own endings are
+   -- claimed_by this owner under a new generation.
+   SET status           = CASE d.verdict WHEN 'lease' THEN 'running'
+                                         WHEN 'wait' THEN j.status
+                                         WHEN 'superseded' THEN 'cancelled'
+                                         ELSE d.verdict END,
+       claimed_by       = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.claimed_by
+                               ELSE $1 END,
        -- Lease identity: each claim is a new generation; every later write names it.
-       lease_generation = j.lease_generation + 1,
+       lease_generation = CASE WHEN d.verdict IN ('wait', 'superseded') THEN j.lease_generation
+                               ELSE j.lease_generation + 1 END,
        -- The new lease's request has not started yet; the renewal sets this once it has.
        attempt_started  = CASE WHEN d.verdict = 'lease' THEN false ELSE j.attempt_started END,
        claim_expires_at = CASE WHEN d.verdict = 'lease'
                                THEN now() + make_interval(secs => $3) END,
        attempt_count    = CASE WHEN d.verdict <> 'lease' OR d.same_attempt THEN j.attempt_count
                                ELSE LEAST(j.attempt_count + 1, 8) END,
-       first_attempt_at = COALESCE(j.first_attempt_at, now()),
-       finished_at      = CASE WHEN d.verdict <> 'lease' THEN now() END,
+       -- A run the gate ends or rests was never attempted here.
+       first_attempt_at = CASE WHEN d.gate IN ('skipped', 'cancelled', 'wait', 'superseded')
+                               THEN j.first_attempt_at
+                               ELSE COALESCE(j.first_attempt_at, now()) END,
+       fire_after       = CASE WHEN d.verdict = 'wait'
+                               THEN now() + make_interval(secs => LEAST(60, 5 * (1 + GREATEST(d.ahead, 0))))
+                               ELSE j.fire_after END,
+       published_at     = CASE WHEN d.verdict = 'wait' THEN NULL ELSE j.published_at END,
+       finished_at      = CASE WHEN d.verdict = 'lease' THEN NULL
+                               WHEN d.verdict = 'wait' THEN j.finished_at ELSE now() END,
+       skip_reason      = CASE WHEN d.verdict = 'skipped' THEN 'overlap' ELSE j.skip_reason END,
        last_error       = CASE d.verdict
                                WHEN 'failed'
                                THEN 'LeaseExpired: the owner of the final attempt vanished after it started; not delivered again'
                                WHEN 'cancelled'
-                               THEN 'Cancelled: the schedule was deleted while this run was in flight'
+                               THEN CASE WHEN d.gate = 'cancelled'
+                                         THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                                         ELSE 'Cancelled: the schedule was deleted while this run was in flight' END
+                               WHEN 'superseded'
+                               THEN 'Cancelled: superseded by a newer occurrence (overlap_policy cancel_other)'
+                               WHEN 'skipped'
+                               THEN 'Skipped: the previous run of this schedule was still running (overlap_policy '
+                                    || j.overlap_policy || ')'
                                ELSE j.last_error END,
        updated_at       = now()
   FROM decided d, schedule s
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
- WHERE j.id = ANY (ARRAY(SELECT id FROM decided))
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold'))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
+   AND d.verdict <> 'hold'
+   -- A superseded occupant is ended here only if no lease holds it (it may have been
+   -- claimed since the gate read it: then its own lease's next write ends it).
+   AND (d.verdict <> 'superseded'
+        OR (j.status IN ('pending', 'retrying')
+            AND (j.claim_expires_at IS NULL OR j.claim_expires_at < now())))
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
           j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
+          j.replay_of_scheduled_for,
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
@@ -559,7 +889,7 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
 -- SKIP LOCKED so the publishers of several replicas split the work. Fair across tenants like
 -- job_run_claim: every due tenant's oldest keys go first, so one tenant's burst cannot
 -- hold back another tenant's key by the time it takes to publish the burst. The tenants
--- come from job_run_unpublished_tenants (a view, migration 0010), a loose index scan over
+-- come from job_run_unpublished_tenants (a view, migration 0014), a loose index scan over
 -- job_run_unpublished_tenant_idx: one probe per tenant with unpublished runs. Rows locked beyond the limit (at most about
 -- 2 x limit in all) are unlocked when the statement's transaction ends. RETURNING's order
 -- is not the fair order, so each key comes back with its turn and fire_after to sort by.
@@ -663,12 +993,14 @@ INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key,
 VALUES ($1, $2, $3, $4, $5, 'manual', 'pending', $4)
 ON CONFLICT DO NOTHING
 RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-          first_attempt_at, finished_at, last_status_code, last_error, trigger
+          first_attempt_at, finished_at, last_status_code, last_error, trigger,
+          skip_reason, replay_of, replayed_by
 
 -- name: job_run_list_for_tenant
 -- job_run_tenant_history_idx (tenant_id, scheduled_for DESC, id DESC).
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-       first_attempt_at, finished_at, last_status_code, last_error, trigger
+       first_attempt_at, finished_at, last_status_code, last_error, trigger,
+       skip_reason, replay_of, replayed_by
 FROM job_run
 WHERE tenant_id = $1
   AND scheduled_for >= $2 AND scheduled_for < $3
@@ -679,7 +1011,8 @@ LIMIT $6
 -- name: job_run_list_for_tenant_status
 -- job_run_tenant_status_history_idx (tenant_id, status, scheduled_for DESC, id DESC).
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-       first_attempt_at, finished_at, last_status_code, last_error, trigger
+       first_attempt_at, finished_at, last_status_code, last_error, trigger,
+       skip_reason, replay_of, replayed_by
 FROM job_run
 WHERE tenant_id = $1 AND status = $7
   AND scheduled_for >= $2 AND scheduled_for < $3
@@ -695,7 +1028,8 @@ LIMIT $6
 -- schedule's history is the bounded set it walks.
 --   $5 limit   $6 status or NULL   $7 schedule_id
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-       first_attempt_at, finished_at, last_status_code, last_error, trigger
+       first_attempt_at, finished_at, last_status_code, last_error, trigger,
+       skip_reason, replay_of, replayed_by
 FROM job_run
 WHERE schedule_id = $7 AND tenant_id = $1
   AND scheduled_for >= $2 AND scheduled_for < $3 AND scheduled_for < $4
@@ -706,7 +1040,8 @@ LIMIT $5
 -- name: job_run_get
 -- By id alone: one primary-key probe per partition (the id does not say which month).
 SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-       first_attempt_at, finished_at, last_status_code, last_error, trigger
+       first_attempt_at, finished_at, last_status_code, last_error, trigger,
+       skip_reason, replay_of, replayed_by
 FROM job_run
 WHERE id = $2 AND tenant_id = $1
 
@@ -754,6 +1089,87 @@ SELECT now() AS db_now,
            AND schedule_id = $2
            AND scheduled_for > now() - make_interval(secs => $3)
            AND scheduled_for <= now()) AS u
+
+-- name: job_run_insert_backfill
+-- A backfill's runs (RunCommands.backfill, in the transaction that holds the schedule FOR
+-- SHARE): one pending run per occurrence, due now, with the planner's deterministic id for
+-- that occurrence. ON CONFLICT DO NOTHING: an occurrence that has a run (planned, manual,
+-- an earlier backfill) keeps it, so one run per occurrence still holds. $1 tenant,
+-- $2 schedule, $3 ids, $4 occurrences, $5 idempotency keys, $6 overlap policy (NULL:
+-- allow). The rows land in occurrence order, so equal fire_after claims in that order.
+INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
+                     status, fire_after, overlap_policy)
+SELECT r.id, $1, $2, r.scheduled_for, r.idempotency_key, 'backfill', 'pending', now(),
+       $6::text
+FROM unnest($3::uuid[], $4::timestamptz[], $5::text[]) AS r(id, scheduled_for, idempotency_key)
+ON CONFLICT DO NOTHING
+
+-- name: job_run_count_occurrences
+-- A dry run's "existing": how many of these occurrences ($3) of the schedule have a run.
+-- The occurrence key (schedule_id, scheduled_for) answers each.
+SELECT count(*) FROM job_run
+ WHERE schedule_id = $2 AND tenant_id = $1 AND scheduled_for = ANY ($3::timestamptz[])
+
+-- name: job_run_replay_source
+-- The run a replay would repeat, with what decides whether it may be: its status, whether
+-- it was replayed already, and whether its schedule is still live. $1 tenant, $2 run id.
+SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.replayed_by,
+       s.status AS schedule_status
+  FROM job_run r
+  JOIN schedule s ON s.id = r.schedule_id
+ WHERE r.tenant_id = $1 AND r.id = $2
+
+-- name: job_run_dead_letters
+-- The bulk replay's choice: this tenant's failed runs not yet replayed, of live schedules,
+-- oldest scheduled_for first (job_run_dead_letter_idx). $2 since (inclusive), $3 until
+-- (exclusive), $4 limit, $5 schedule or NULL.
+SELECT r.id, r.scheduled_for, r.schedule_id
+  FROM job_run r
+  JOIN schedule s ON s.id = r.schedule_id AND s.status <> 'deleted'
+ WHERE r.tenant_id = $1 AND r.status = 'failed' AND r.replayed_by IS NULL
+   AND r.scheduled_for >= $2 AND r.scheduled_for < $3
+   AND ($5::uuid IS NULL OR r.schedule_id = $5::uuid)
+ ORDER BY r.scheduled_for
+ LIMIT $4
+
+-- name: job_run_insert_replay
+-- Replays of failed runs, in one statement: each original is marked replayed_by its
+-- replay under its row lock, and only the originals so marked (still failed, not replayed
+-- meanwhile by a concurrent request) get their replay. A replay is a new run (new id, so a
+-- new webhook-id) due now at a manual run's kind of instant ($5, never a whole second);
+-- replay_of and replay_of_scheduled_for point at the original, whose occurrence is what
+-- the delivery carries. No ON CONFLICT: an instant taken meanwhile fails the statement,
+-- and the caller tries again with new instants. $1 tenant, $2 originals' ids, $3 their
+-- scheduled_for, $4 the replays' ids, $5 their instants, $6 their idempotency keys.
+WITH marked AS (
+    UPDATE job_run o
+       SET replayed_by = r.new_id, updated_at = now()
+      FROM unnest($2::uuid[], $3::timestamptz[], $4::uuid[], $5::timestamptz[], $6::text[])
+           AS r(id, scheduled_for, new_id, instant, idempotency_key)
+     WHERE o.id = r.id AND o.scheduled_for = r.scheduled_for AND o.tenant_id = $1
+       AND o.status = 'failed' AND o.replayed_by IS NULL
+    RETURNING o.id, o.scheduled_for, o.schedule_id, r.new_id, r.instant, r.idempotency_key
+)
+INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
+                     status, fire_after, replay_of, replay_of_scheduled_for)
+SELECT m.new_id, $1, m.schedule_id, m.instant, m.idempotency_key, 'replay', 'pending',
+       m.instant, m.id, m.scheduled_for
+  FROM marked m
+RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
+          first_attempt_at, finished_at, last_status_code, last_error, trigger,
+          skip_reason, replay_of, replayed_by
+
+-- name: job_run_stats_skipped
+-- The same window's skipped runs by skip_reason (issue 25: 'overlap' or 'misfire'). Apart
+-- from job_run_stats_window so that one stays index-only: skip_reason is not in the
+-- covering index, and only the skipped runs' rows are read for it. $1 schedule, $2 window
+-- seconds.
+SELECT COALESCE(skip_reason, 'misfire') AS reason, count(*) AS runs
+  FROM job_run
+ WHERE schedule_id = $1 AND status = 'skipped'
+   AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')  -- the partial index
+   AND scheduled_for > now() - make_interval(secs => $2) AND scheduled_for <= now()
+ GROUP BY 1
 
 -- name: job_run_outcome_streak
 -- Past any window: the failed runs after the latest succeeded one (by occurrence), and

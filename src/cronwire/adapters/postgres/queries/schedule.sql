@@ -8,7 +8,8 @@
 -- $1 lookahead seconds, $2 batch size. now() is the only clock: it is the transaction's
 -- start time, returned so the pure planner decides with exactly the instant used here.
 SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
-       next_fire_at, last_fire_at, starts_at, ends_at, now() AS db_now
+       next_fire_at, last_fire_at, starts_at, ends_at, run_at, overlap_policy,
+       jitter_seconds, max_runs, runs_planned, now() AS db_now
 FROM schedule
 WHERE status = 'active' AND next_fire_at <= now() + make_interval(secs => $1)
 ORDER BY next_fire_at
@@ -26,7 +27,8 @@ FOR UPDATE SKIP LOCKED
 -- fired, or a pair of fires close together) by its cron. $2 batch size. Same lock as the
 -- claim.
 SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
-       next_fire_at, last_fire_at, starts_at, ends_at, now() AS db_now
+       next_fire_at, last_fire_at, starts_at, ends_at, run_at, overlap_policy,
+       jitter_seconds, max_runs, runs_planned, now() AS db_now
 FROM schedule
 WHERE status = 'active'
   AND next_fire_at > now() + make_interval(secs => $1)
@@ -41,29 +43,42 @@ FOR UPDATE SKIP LOCKED
 -- updated_at is the tenant's edit time, so the planner leaves it alone. The redundant
 -- "id = ANY($1)" lets Postgres fetch the batch by primary key instead of hashing a scan of
 -- the whole table (it cannot see through the join on unnest), so cost follows the batch,
--- not the number of schedules.
+-- not the number of schedules. $4 the scheduled occurrences written (runs_planned, for
+-- max_runs), $5 NULL or the ids whose last occurrence this pass wrote: completed. Both
+-- under the planner's row lock, so max_runs is exact however many replicas plan.
 UPDATE schedule AS s
 SET next_fire_at = a.next_fire_at,
-    last_fire_at = a.last_fire_at
-FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[])
-     AS a(id, next_fire_at, last_fire_at)
+    last_fire_at = a.last_fire_at,
+    runs_planned = s.runs_planned + a.planned,
+    status = CASE WHEN s.id = ANY($5::uuid[]) THEN 'completed' ELSE s.status END
+FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::integer[])
+     AS a(id, next_fire_at, last_fire_at, planned)
 WHERE s.id = a.id AND s.id = ANY($1::uuid[])
 
 -- name: schedule_insert
+-- $3..$9, $15..$19 and $20..$22 in ScheduleStore's spec column order (name ..
+-- catchup_window_seconds, run_at .. pause_after_failures, the alert rules); paused_at is
+-- set when it is created paused.
 INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
                       catchup_window_seconds, status, next_fire_at, starts_at, ends_at,
-                      signing_secret, alert_after_failures, alert_late_after_seconds,
-                      alert_max_duration_ms)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                      signing_secret, run_at, overlap_policy, jitter_seconds, max_runs,
+                      pause_after_failures, alert_after_failures, alert_late_after_seconds,
+                      alert_max_duration_ms, paused_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+        $20, $21, $22, CASE WHEN $10 = 'paused' THEN now() END)
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-          signing_secret, previous_secret_expires_at, created_at, updated_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
+          signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+          overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+          consecutive_failures, paused_reason, paused_at,
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 
 -- name: schedule_get
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-       signing_secret, previous_secret_expires_at, created_at, updated_at,
+       signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+       overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+       consecutive_failures, paused_reason, paused_at,
        alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
@@ -73,7 +88,9 @@ WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 -- planner's SKIP LOCKED passes over it until we commit), with the clock of this edit.
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-       signing_secret, previous_secret_expires_at, created_at, updated_at,
+       signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+       overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+       consecutive_failures, paused_reason, paused_at,
        alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
@@ -83,7 +100,9 @@ FOR UPDATE
 -- Keyset on schedule_tenant_idx (tenant_id, id); $2 is the last id of the previous page.
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-       signing_secret, previous_secret_expires_at, created_at, updated_at,
+       signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+       overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+       consecutive_failures, paused_reason, paused_at,
        alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 FROM schedule
 WHERE tenant_id = $1 AND id > $2 AND status <> 'deleted'
@@ -91,33 +110,51 @@ ORDER BY id
 LIMIT $3
 
 -- name: schedule_update
+-- $14..$18 run_at .. pause_after_failures; $19 the status after the edit (a completed
+-- schedule given another occurrence is active again).
 UPDATE schedule
 SET name = $3, cron = $4, timezone = $5, target = $6, retry = $7, misfire_policy = $8,
     catchup_window_seconds = $9, starts_at = $10, ends_at = $11, next_fire_at = $12,
-    last_fire_at = $13, alert_after_failures = $14, alert_late_after_seconds = $15,
-    alert_max_duration_ms = $16,
+    last_fire_at = $13, run_at = $14, overlap_policy = $15, jitter_seconds = $16,
+    max_runs = $17, pause_after_failures = $18, status = $19,
+    alert_after_failures = $20, alert_late_after_seconds = $21, alert_max_duration_ms = $22,
     -- a rule removed or changed starts its state afresh (no stale "failing" to recover)
-    alert_failing = alert_failing AND $14::integer IS NOT DISTINCT FROM alert_after_failures,
-    alert_slow = alert_slow AND $16::integer IS NOT DISTINCT FROM alert_max_duration_ms,
-    alert_late = alert_late AND $15::integer IS NOT DISTINCT FROM alert_late_after_seconds,
+    alert_failing = alert_failing AND $20::integer IS NOT DISTINCT FROM alert_after_failures,
+    alert_slow = alert_slow AND $22::integer IS NOT DISTINCT FROM alert_max_duration_ms,
+    alert_late = alert_late AND $21::integer IS NOT DISTINCT FROM alert_late_after_seconds,
     updated_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-          signing_secret, previous_secret_expires_at, created_at, updated_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
+          signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+          overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+          consecutive_failures, paused_reason, paused_at,
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 
 -- name: schedule_set_status
--- Pause/resume. next_fire_at is left alone on purpose: after a resume the planner finds
+-- Pause/resume of an active or paused schedule (a completed one is neither: the store
+-- answers that). next_fire_at is left alone on purpose: after a resume the planner finds
 -- the schedule overdue and its misfire policy decides about the missed occurrences (a
--- pause also takes back what was written ahead: schedule_rewind).
+-- pause also takes back what was written ahead: schedule_rewind). $4 the pause note
+-- (paused_reason); a resume clears the note and the failure count that may have paused it.
 UPDATE schedule
-SET status = $3, updated_at = now()
-WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
+SET status = $3, updated_at = now(),
+    -- Pausing a paused schedule again keeps when it paused, and its reason unless a
+    -- new note is given.
+    paused_reason = CASE WHEN $3 = 'paused'
+                         THEN COALESCE($4::text, CASE WHEN status = 'paused' THEN paused_reason END)
+                    END,
+    paused_at = CASE WHEN $3 = 'paused'
+                     THEN CASE WHEN status = 'paused' THEN COALESCE(paused_at, now()) ELSE now() END
+                END,
+    consecutive_failures = CASE WHEN $3 = 'paused' THEN consecutive_failures ELSE 0 END
+WHERE tenant_id = $1 AND id = $2 AND status IN ('active', 'paused')
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-          signing_secret, previous_secret_expires_at, created_at, updated_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
+          signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+          overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+          consecutive_failures, paused_reason, paused_at,
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 
 -- name: schedule_rewind
 -- After a pause took back occurrences written ahead (job_run_unplan_ahead): the cursor
@@ -128,8 +165,10 @@ SET next_fire_at = LEAST(next_fire_at, $3), last_fire_at = $4
 WHERE tenant_id = $1 AND id = $2
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-          signing_secret, previous_secret_expires_at, created_at, updated_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
+          signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+          overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+          consecutive_failures, paused_reason, paused_at,
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 
 -- name: schedule_rotate_secret
 -- Two slots only: rotating again within the overlap drops the oldest secret.
@@ -141,8 +180,10 @@ SET previous_signing_secret = signing_secret,
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-          signing_secret, previous_secret_expires_at, created_at, updated_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
+          signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+          overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+          consecutive_failures, paused_reason, paused_at,
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms
 
 -- name: schedule_soft_delete
 UPDATE schedule
@@ -155,3 +196,31 @@ RETURNING id
 SELECT id FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR SHARE
+
+-- name: schedule_share
+-- A schedule read to make runs of (backfill), held FOR SHARE until the runs are written:
+-- a concurrent delete waits, then cancels them. With the clock of the transaction.
+SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
+       catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
+       signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+       overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+       consecutive_failures, paused_reason, paused_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, now() AS db_now
+FROM schedule
+WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
+FOR SHARE
+
+-- name: schedule_share_live
+-- The live ones of these schedules ($2), held FOR SHARE while their replays are written
+-- (a concurrent delete waits, then cancels them). Ordered, so two callers lock alike.
+SELECT id FROM schedule
+WHERE tenant_id = $1 AND id = ANY ($2::uuid[]) AND status <> 'deleted'
+ORDER BY id
+FOR SHARE
+
+-- name: schedule_release_gates_before
+-- After retention dropped run partitions: an overlap gate held by a run older than the
+-- oldest partition left ($1) can never see that run end (its row is gone), so the gate is
+-- released. Run once per drop (monthly), never on a hot path.
+UPDATE schedule SET overlap_run = NULL, overlap_run_at = NULL
+WHERE overlap_run_at < $1

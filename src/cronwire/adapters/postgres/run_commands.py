@@ -1,0 +1,141 @@
+"""RunCommands on Postgres: backfill and replay, the tenant's runs made outside the planner.
+
+Both write in one transaction that holds the schedule ``FOR SHARE``, so a concurrent delete
+waits and then cancels what was written (job_run_cancel_for_schedule). The decisions are
+the domain's (:mod:`cronwire.domain.backfill`, :mod:`cronwire.domain.replay`); the
+statements only apply them, one round trip per batch (queries/job_run.sql).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from cronwire.adapters.postgres.driver_errors import storage_errors
+from cronwire.adapters.postgres.run_history import EARLIEST, LATEST, run_view
+from cronwire.adapters.postgres.schedule_store import found_row, schedule_record
+from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.domain.backfill import FIRST_SHOWN, BackfillResult
+from cronwire.domain.errors import StateConflict, StorageError
+from cronwire.domain.history import RunView
+from cronwire.domain.model import OverlapPolicy, idempotency_key_for, run_id_for, run_id_hexes
+from cronwire.domain.planning import writable_span
+from cronwire.domain.replay import ReplayQuery
+from cronwire.ports import BackfillPlanner
+
+Q = queries()
+# A replay's instant collides only with another manual or replay run in the same
+# microsecond of the same schedule: a new reading is tried.
+INSERT_TRIES = 5
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def replay_instants(first: datetime, count: int) -> list[datetime]:
+    """``count`` distinct instants from ``first`` on, 1 µs apart, none a whole second (a
+    whole second is a cron occurrence's kind of instant: job_run_manual_instant)."""
+    instants: list[datetime] = []
+    at = first
+    while len(instants) < count:
+        if at.microsecond:
+            instants.append(at)
+        at += _MICROSECOND
+    return instants
+
+
+class PostgresRunCommands:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def backfill(
+        self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, plan: BackfillPlanner, *,
+        dry_run: bool,
+    ) -> BackfillResult:
+        with storage_errors(f"backfilling schedule {schedule_id}"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = found_row(await conn.fetchrow(Q["schedule_share"], tenant_id, schedule_id),
+                             schedule_id)
+                bounds = await conn.fetch(Q["job_run_partition_bounds"])
+                span = writable_span(((b["lower_bound"], b["upper_bound"]) for b in bounds),
+                                     row["db_now"])
+                decided = plan(schedule_record(row).spec, row["db_now"], span[0] if span else None)
+                found = decided.occurrences
+                if dry_run:
+                    existing = await conn.fetchval(
+                        Q["job_run_count_occurrences"], tenant_id, schedule_id, found)
+                    return BackfillResult(len(found), 0, existing, found[:FIRST_SHOWN], True)
+                ids = run_id_hexes((schedule_id, at) for at in found)
+                gated = decided.overlap_policy
+                status = await conn.execute(
+                    Q["job_run_insert_backfill"], tenant_id, schedule_id, ids, found,
+                    ["msg_" + run_id for run_id in ids],
+                    None if gated is OverlapPolicy.ALLOW else gated.value)
+        created = rows_affected(status)
+        return BackfillResult(len(found), created, len(found) - created, found[:FIRST_SHOWN])
+
+    async def replay(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> RunView:
+        source = await self._source(tenant_id, run_id)
+        replays = await self._replay(tenant_id, [(source["id"], source["scheduled_for"],
+                                                  source["schedule_id"])])
+        if not replays:  # a concurrent request replayed it between the check and the write
+            raise StateConflict(f"run {run_id} was replayed meanwhile by another request")
+        return replays[0]
+
+    async def replay_failed(self, tenant_id: uuid.UUID, query: ReplayQuery) -> list[uuid.UUID]:
+        with storage_errors("finding failed runs to replay"):
+            rows = await self._pool.fetch(
+                Q["job_run_dead_letters"], tenant_id, query.since or EARLIEST,
+                query.until or LATEST, query.limit, query.schedule_id)
+        replays = await self._replay(
+            tenant_id, [(r["id"], r["scheduled_for"], r["schedule_id"]) for r in rows])
+        return [run.id for run in replays]
+
+    async def _source(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> asyncpg.Record:
+        with storage_errors(f"reading run {run_id}"):
+            row = await self._pool.fetchrow(Q["job_run_replay_source"], tenant_id, run_id)
+        source = found_row(row, run_id, "run")
+        if source["schedule_status"] == "deleted":
+            raise StateConflict(f"run {run_id}: its schedule was deleted; nothing replays it")
+        if source["status"] != "failed":
+            raise StateConflict(f"run {run_id} is {source['status']}: only failed runs (dead "
+                                "letters) are replayed")
+        if source["replayed_by"] is not None:
+            raise StateConflict(f"run {run_id} was replayed already, by run "
+                                f"{source['replayed_by']} (replay that one if it failed)")
+        return source
+
+    async def _replay(
+        self, tenant_id: uuid.UUID, originals: list[tuple[uuid.UUID, datetime, uuid.UUID]],
+    ) -> list[RunView]:
+        """Write the replays of ``originals`` ((id, scheduled_for, schedule_id)) whose
+        schedule is live and that are still failed and not replayed."""
+        if not originals:
+            return []
+        with storage_errors("replaying runs"):
+            for attempt in range(INSERT_TRIES):
+                try:
+                    return await self._replay_once(tenant_id, originals)
+                except asyncpg.UniqueViolationError:
+                    if attempt + 1 == INSERT_TRIES:
+                        raise
+        raise StorageError("no free instant for the replays; try again")  # pragma: no cover
+
+    async def _replay_once(
+        self, tenant_id: uuid.UUID, originals: list[tuple[uuid.UUID, datetime, uuid.UUID]],
+    ) -> list[RunView]:
+        async with self._pool.acquire() as conn, conn.transaction():
+            live = {r["id"] for r in await conn.fetch(
+                Q["schedule_share_live"], tenant_id, list({o[2] for o in originals}))}
+            kept = [o for o in originals if o[2] in live]
+            if not kept:
+                return []
+            first: datetime = await conn.fetchval(Q["job_run_manual_instant"])
+            instants = replay_instants(first, len(kept))
+            new_ids = [run_id_for(schedule_id, at)
+                       for (_, _, schedule_id), at in zip(kept, instants, strict=True)]
+            rows = await conn.fetch(
+                Q["job_run_insert_replay"], tenant_id, [o[0] for o in kept],
+                [o[1] for o in kept], new_ids, instants,
+                [idempotency_key_for(run_id) for run_id in new_ids])
+        return [run_view(row) for row in rows]

@@ -1,0 +1,42 @@
+"""The tenant API's use cases that make runs outside the planner: backfill a window of a
+schedule's occurrences, replay one failed run, replay the dead letters in bulk.
+
+The rules are the domain's (:mod:`cronwire.domain.backfill`, :mod:`cronwire.domain.replay`);
+the backfill's decision runs inside the store's transaction, on the schedule as it is
+there and on the database's clock, like the planner's ``decide``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from cronwire.domain.backfill import BackfillPlan, BackfillRequest, BackfillResult, plan_backfill
+from cronwire.domain.history import RunView
+from cronwire.domain.replay import ReplayQuery
+from cronwire.domain.schedules import ScheduleSpec
+from cronwire.ports import RunCommands
+
+
+async def backfill(
+    commands: RunCommands, tenant: uuid.UUID, schedule_id: uuid.UUID, request: BackfillRequest,
+) -> BackfillResult:
+    """One run per occurrence of ``[start, end)`` that has none (a dry run writes nothing
+    and says what would be written)."""
+
+    def plan(spec: ScheduleSpec, db_now: datetime, oldest: datetime | None) -> BackfillPlan:
+        return plan_backfill(spec, request, db_now, oldest)
+
+    return await commands.backfill(tenant, schedule_id, plan, dry_run=request.dry_run)
+
+
+async def replay(commands: RunCommands, tenant: uuid.UUID, run_id: uuid.UUID) -> RunView:
+    """A failed run delivered again, as a new run due now."""
+    return await commands.replay(tenant, run_id)
+
+
+async def replay_failed(
+    commands: RunCommands, tenant: uuid.UUID, query: ReplayQuery,
+) -> list[uuid.UUID]:
+    """The dead letters ``query`` selects, replayed; the new runs' ids."""
+    return await commands.replay_failed(tenant, query.checked())
