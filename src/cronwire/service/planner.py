@@ -22,7 +22,8 @@ from datetime import datetime
 
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import DueSchedule, PlanDecision
-from cronwire.domain.planning import Span, decide, decide_ahead
+from cronwire.domain.planning import Span, decide
+from cronwire.domain.planning_ahead import decide_ahead
 from cronwire.ports import Metrics, PlannerStore, Tracer
 from cronwire.ports.observability import TRACING_OFF
 from cronwire.service.supervisor import LoopCrashed
