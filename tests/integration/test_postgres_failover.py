@@ -140,6 +140,11 @@ async def test_a_connection_whose_server_turned_read_only_is_dropped_not_written
         await store.create("before the fence")
         await admin.execute("ALTER SYSTEM SET default_transaction_read_only = on")
         await admin.execute("SELECT pg_reload_conf()")
+        # pg_reload_conf only signals the postmaster; it re-reads the file, then signals
+        # every backend (the pool's too). A new session that sees the setting on means
+        # the postmaster got that far. (CI wrote through once before it had.)
+        await wait_until(lambda: _fresh_session_is_read_only(pg_pair, dsn), within=30,
+                         every=0.05)
         with pytest.raises(StorageError, match="ReadOnlySQLTransactionError"):
             await store.create("through the fenced connection")
         with pytest.raises(StorageError, match=r"turned read-only|no server fits"):
@@ -152,6 +157,14 @@ async def test_a_connection_whose_server_turned_read_only_is_dropped_not_written
     finally:
         await admin.close()
         await pool.close()
+
+
+async def _fresh_session_is_read_only(pair: EmbeddedPostgresPair, dsn: str) -> bool:
+    conn = await asyncpg.connect(single_host(pair, dsn, standby=False))
+    try:
+        return bool(await conn.fetchval("SHOW default_transaction_read_only") == "on")
+    finally:
+        await conn.close()
 
 
 @contextlib.contextmanager
