@@ -22,7 +22,6 @@ hold them whatever the date.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import random
 import statistics
@@ -36,7 +35,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from cronwire.adapters.embedded.postgres import throwaway_cluster
+from cronwire.adapters.embedded.postgres import run_on_database
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.postgres.migrator import migrate
 from cronwire.adapters.postgres.pool import create_pool
@@ -223,11 +222,7 @@ async def _ready() -> dict[str, bool]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    if args.dsn:
-        result = asyncio.run(bench(args.dsn, args))
-    else:
-        with throwaway_cluster("cronwire-bench-") as server:
-            result = asyncio.run(bench(server.dsn, args))
+    result = run_on_database(args.dsn, lambda dsn: bench(dsn, args))
     print(json.dumps(result), flush=True)
 
 

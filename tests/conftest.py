@@ -9,6 +9,11 @@ Fixtures for tests:
   first use). ``tansu_bootstrap``, ``apache_kafka`` and ``apache_kafka_cluster`` (3 nodes)
   are the session brokers behind it.
 - ``own_kafka``: a broker of each kind for one test to stop and start (not started).
+- ``pg_pair`` / ``async_pg_pair``: a Postgres failover pair (primary and hot standby,
+  synchronous or not) of one test's own, to kill and promote (tests/support/pg_ha.py).
+
+How the tests spread over pytest-xdist's workers, and the closing list of skipped tests:
+tests/support/suite_plugin.py (its hooks are imported here).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
+from cronwire.adapters.embedded.postgres_pair import EmbeddedPostgresPair
 from cronwire.adapters.postgres.pool import create_pool
 from tests.support.apache_kafka import KafkaCluster
 from tests.support.brokers import (
@@ -32,15 +38,34 @@ from tests.support.brokers import (
     broker_params,
     own_broker,
 )
-from tests.support.servers import DatabaseFactory, kafka_server, postgres_server
+from tests.support.pg_ha import postgres_pair
+from tests.support.servers import DatabaseFactory, kafka_server, own_directory, postgres_server
+from tests.support.suite_plugin import (  # noqa: F401  (hooks: pytest finds them by name)
+    pytest_collection_finish,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_teardown,
+    pytest_terminal_summary,
+)
 
 # platformdirs (via testcontainers/embedded packages) warns without XDG_RUNTIME_DIR.
 os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
 
 
 @pytest.fixture(scope="session")
-def servers_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("servers")
+def servers_dir() -> Iterator[Path]:
+    """Where the session's servers keep their data (see ``own_directory`` for why not
+    under ``tmp_path``)."""
+    with own_directory("cronwire-servers-") as path:
+        yield path
+
+
+@pytest.fixture
+def server_dir() -> Iterator[Path]:
+    """A directory of this test's own for a server's data (an embedded Postgres, a
+    `cronwire serve` home, a load test's --out): see ``own_directory``."""
+    with own_directory() as path:
+        yield path
 
 
 @pytest.fixture(scope="session")
@@ -102,3 +127,18 @@ def own_kafka(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Embedd
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def pg_pair() -> Iterator[EmbeddedPostgresPair]:
+    """A synchronous failover pair of this test's own."""
+    with postgres_pair(synchronous=True) as pair:
+        yield pair
+
+
+@pytest.fixture
+def async_pg_pair() -> Iterator[EmbeddedPostgresPair]:
+    """An asynchronous failover pair of this test's own."""
+    with postgres_pair(synchronous=False) as pair:
+        yield pair
+

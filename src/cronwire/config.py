@@ -10,6 +10,7 @@ that one line and exits 2. Nothing here performs I/O at import time.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import tomllib
@@ -17,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
+from cronwire.adapters.postgres.dsn import WRITABLE_ATTRS, DsnError, parse_dsn
 from cronwire.domain.errors import ConfigError
 
 PREFIX = "SCHEDULER_"
@@ -28,6 +29,7 @@ DELIVERERS = frozenset({"httpx", "lean"})  # ADR 0026: the default and one mains
 LOG_LEVELS = frozenset({"debug", "info", "warning", "error"})
 LOG_FORMATS = frozenset({"auto", "json", "text"})
 DEFAULT_CONFIG_FILE = Path("config/cronwire.toml")
+DEFAULT_HTTP_HOST = "127.0.0.1"
 
 T = TypeVar("T")
 
@@ -35,8 +37,10 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class Settings:
     database_url: str | None = None
+    database_read_url: str | None = None  # a hot standby for the history API's reads
+    read_max_lag_seconds: float = 5.0
     home: Path = Path("./.cronwire")
-    http_host: str = "127.0.0.1"
+    http_host: str = DEFAULT_HTTP_HOST
     http_port: int = 8080
     roles: frozenset[str] = frozenset({"api", "planner", "executor"})
     instance_id: str = ""
@@ -67,6 +71,14 @@ class Settings:
     db_pool_size: int = 10
     log_level: str = "info"
     log_format: str = "auto"
+    # Alerts (issue 26): how often each replica checks for late schedules and sends due
+    # alert events, and the first retry backoff of an alert delivery.
+    alert_check_seconds: float = 5.0
+    alert_retry_initial_seconds: float = 10.0
+    # Not a variable: set by load_settings when the embedded database serves an API on
+    # loopback only and SCHEDULER_ALLOW_PRIVATE_TARGETS is unset; private targets are then
+    # allowed (ADR 0037). A Settings built by hand is never in dev mode.
+    dev_mode: bool = False
 
     @property
     def lease_seconds(self) -> float:
@@ -170,19 +182,23 @@ def _roles(name: str, raw: str) -> frozenset[str]:
 
 
 def _dsn(name: str, raw: str) -> str:
+    """A connection URL, libpq style, with one host or several (pure parsing, dsn.py)."""
     value = raw.strip()
     try:
-        parts = urlsplit(value)
-    except ValueError as exc:  # e.g. "Invalid IPv6 URL" for an unclosed or bad [host]
-        raise ConfigError(f"{name}: malformed DSN: {exc}") from None
-    if parts.scheme not in {"postgres", "postgresql"}:
-        raise ConfigError(f"{name}: must be a postgresql:// URL, got scheme {parts.scheme!r}")
-    try:
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError:
-        raise ConfigError(f"{name}: malformed port in DSN") from None
-    if not parts.hostname and "host=" not in parts.query:
-        raise ConfigError(f"{name}: DSN names no host")
+        parse_dsn(value)
+    except DsnError as exc:
+        raise ConfigError(f"{name}: {exc}") from None
+    return value
+
+
+def _primary_dsn(name: str, raw: str) -> str:
+    """The URL every write uses: its target_session_attrs must be able to reach a primary
+    (the pool connects with read-write unless it says primary, see connect.py)."""
+    value = _dsn(name, raw)
+    attrs = parse_dsn(value).target_session_attrs
+    if attrs is not None and attrs not in WRITABLE_ATTRS | {"any"}:
+        raise ConfigError(f"{name}: target_session_attrs={attrs} never reaches the primary; "
+                          "use read-write, primary or any")
     return value
 
 
@@ -210,7 +226,9 @@ def _replication_factor(name: str, raw: str) -> int:
 
 
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
-    "database_url": _dsn,
+    "database_url": _primary_dsn,
+    "database_read_url": _dsn,
+    "read_max_lag_seconds": _positive_float,
     "home": lambda _n, raw: Path(raw),
     "http_host": _text,
     "http_port": _port,
@@ -243,6 +261,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "db_pool_size": _positive_int,
     "log_level": _choice(LOG_LEVELS),
     "log_format": _choice(LOG_FORMATS),
+    "alert_check_seconds": _positive_float,
+    "alert_retry_initial_seconds": _positive_float,
 }
 
 
@@ -286,24 +306,52 @@ def load_settings(
     for field, text in raw.items():
         values[field] = _PARSERS[field](PREFIX + field.upper(), text)
     values.setdefault("instance_id", default_instance_id())
+    if "allow_private_targets" not in values and _dev_mode(values):
+        values.update(allow_private_targets=True, dev_mode=True)
     settings = Settings(**values)
     _check_consistency(settings)
     return settings
 
 
+def is_loopback_host(host: str) -> bool:
+    """True for a listen address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _dev_mode(values: Mapping[str, Any]) -> bool:
+    """Dev mode (ADR 0037): the embedded database (no SCHEDULER_DATABASE_URL) and an API
+    that only this machine can reach. Whoever can call that API can already reach every
+    address this machine can, so allowing private targets gives a tenant nothing new; a
+    database of its own or a non-loopback listen address is a deployment, where they stay
+    refused unless SCHEDULER_ALLOW_PRIVATE_TARGETS=true."""
+    host = values.get("http_host", DEFAULT_HTTP_HOST)
+    return values.get("database_url") is None and is_loopback_host(str(host))
+
+
 def _check_consistency(settings: Settings) -> None:
     if settings.executor_batch < 1 or settings.executor_workers < 1:
         raise ConfigError(f"{PREFIX}EXECUTOR_WORKERS: must be at least 1")
+    if settings.database_read_url is not None and settings.database_url is None:
+        raise ConfigError(f"{PREFIX}DATABASE_READ_URL: needs {PREFIX}DATABASE_URL (the "
+                          "embedded database has no standby to read from)")
 
 
 # Defaults that are not a plain value, worded as CONTRACT.md words them.
 _DEFAULT_TEXT = {
     "database_url": "unset: embedded Postgres in SCHEDULER_HOME",
+    "database_read_url": "unset: the primary serves every read",
     "kafka_bootstrap_servers": "unset: embedded broker (kafka mode)",
     "kafka_replication_factor": "3, or the number of brokers if fewer",
     "tenant_max_concurrency": "unlimited",
     "home": "./.cronwire",
     "instance_id": "<hostname>-<pid>",
+    "allow_private_targets": "unset: true in dev mode (embedded database, API on loopback), "
+                             "else false",
 }
 
 
@@ -328,3 +376,13 @@ def describe() -> list[tuple[str, str]]:
         for f in fields(Settings)
         if f.name in _PARSERS
     ]
+
+
+def shown_dsn(dsn: str) -> str:
+    """A DSN fit for a message or a log line, every host of it: the password masked, the
+    query (which may name key files or hold a password too) dropped."""
+    try:
+        shown = parse_dsn(dsn).redacted()
+    except DsnError:  # not a URL we read: say nothing of it that could be a secret
+        return "(an unreadable URL)"
+    return shown.partition("?")[0]

@@ -119,6 +119,7 @@ def configure_logging(settings: Settings, stream: IO[str] | None = None) -> None
     """Replace the root handlers with one redacting handler on ``stream`` (stderr)."""
     out = stream or sys.stderr
     register_secret(_dsn_password(settings.database_url))
+    register_secret(_dsn_password(settings.database_read_url))
     fmt = settings.log_format
     if fmt == "auto":
         fmt = "text" if out.isatty() else "json"
@@ -133,7 +134,14 @@ def configure_logging(settings: Settings, stream: IO[str] | None = None) -> None
 
 def warn_about_settings(settings: Settings) -> None:
     """Start-up warnings for settings that weaken a safeguard."""
-    if settings.allow_private_targets:
+    if settings.dev_mode:
+        logging.getLogger("cronwire").warning(
+            "dev mode (embedded database, API on loopback only): loopback and private "
+            "targets are allowed; with SCHEDULER_DATABASE_URL set or SCHEDULER_HTTP_HOST off "
+            "loopback they are refused unless SCHEDULER_ALLOW_PRIVATE_TARGETS=true",
+            extra={"action": "startup.dev_mode"},
+        )
+    elif settings.allow_private_targets:
         logging.getLogger("cronwire").warning(
             "SCHEDULER_ALLOW_PRIVATE_TARGETS=true: the SSRF guard is off; targets on "
             "loopback, private and link-local addresses (cloud metadata included) are allowed",

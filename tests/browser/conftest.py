@@ -13,7 +13,14 @@ from urllib.parse import urlsplit
 import asyncpg
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, ConsoleMessage, Dialog, Route, async_playwright
+from playwright.async_api import (
+    Browser,
+    ConsoleMessage,
+    Dialog,
+    Route,
+    async_playwright,
+    expect,
+)
 
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
@@ -83,6 +90,9 @@ async def console(replica: Replica, browser: Browser, module_pool: asyncpg.Pool,
     await context.route("**/*", offline_only)
     page = await context.new_page()
     page.set_default_timeout(15_000)
+    # Assertions wait as long as actions: 5 s (Playwright's default) is too short for
+    # Redoc to render on a loaded two-core machine.
+    expect.set_options(timeout=15_000)
 
     def on_console(message: ConsoleMessage) -> None:
         if message.type == "error":

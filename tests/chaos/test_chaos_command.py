@@ -9,17 +9,18 @@ firing every second, 30 s per fault, a 50,000-run burst) instead.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.support.chaos_command import FULL, run_chaos
+from tests.support.servers import own_directory
+
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(1800)]
 
-FULL = os.environ.get("CRONWIRE_CHAOS_FULL") == "1"
 POSTGRES_FAULTS = "kill,stall,pg-restart,connection-cuts,lease-cut,clock-skew,fairness"
 # lease-cut runs at full size only: reduced (20 schedules) on a busy machine the cut-off
 # replica's claims sometimes lost every race, so there was nothing to cut off (1 run in 2).
@@ -32,29 +33,10 @@ KAFKA_FAULTS = "kill,stall,broker-kill,broker-stall,rolling-restart,fairness"
 KAFKA_FAULTS_REDUCED = "stall,broker-stall"
 
 
-def _size() -> list[str]:
-    if FULL:
-        return ["--schedules", "300", "--duration", "30", "--burst", "50000"]
-    return ["--schedules", "20", "--duration", "8", "--burst", "3000"]
-
-
-def run_chaos(out: Path, mode: str, faults: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
-    env.setdefault("XDG_RUNTIME_DIR", "/tmp")
-    done = subprocess.run(
-        [sys.executable, "-m", "cronwire.cli", "chaos", "--mode", mode, "--faults", faults,
-         "--replicas", "3", "--out", str(out), *_size()],
-        env=env, capture_output=True, text=True, timeout=3000 if FULL else 600,
-    )
-    report_file = out / "report.json"
-    assert report_file.exists(), done.stderr[-3000:]
-    return done, json.loads(report_file.read_text())
-
-
 @pytest.fixture(scope="module")
-def postgres_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    return run_chaos(tmp_path_factory.mktemp("chaos"), "postgres",
-                     POSTGRES_FAULTS if FULL else POSTGRES_FAULTS_REDUCED)
+def postgres_run() -> Iterator[tuple[subprocess.CompletedProcess[str], dict[str, Any]]]:
+    with own_directory("cronwire-chaos-") as out:  # its Postgres lives there: not tmp_path
+        yield run_chaos(out, "postgres", POSTGRES_FAULTS if FULL else POSTGRES_FAULTS_REDUCED)
 
 
 @pytest.fixture(scope="module")
@@ -173,9 +155,10 @@ def test_bad_arguments_are_one_line_and_exit_2(args: list[str], message: str) ->
 
 
 @pytest.fixture(scope="module")
-def kafka_scenarios(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def kafka_scenarios() -> dict[str, Any]:
     faults = KAFKA_FAULTS if FULL else KAFKA_FAULTS_REDUCED
-    _done, report = run_chaos(tmp_path_factory.mktemp("chaos-kafka"), "kafka", faults)
+    with own_directory("cronwire-chaos-kafka-") as out:
+        _done, report = run_chaos(out, "kafka", faults)
     return dict(report["scenarios"])
 
 

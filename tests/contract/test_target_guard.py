@@ -140,6 +140,17 @@ async def test_name_resolving_to_a_private_address_is_refused() -> None:
         await guard.check_url("https://internal.test/hook")
 
 
+async def test_a_refusal_names_the_setting_that_allows_it_and_why_it_is_off() -> None:
+    """Issue 23: the README's first schedule met a bare "loopback" refusal."""
+    guard = TargetGuard(allow_private=False, resolve=FakeResolver(["127.0.0.1"]))
+    with pytest.raises(TargetRefused) as refused:
+        await guard.check_url("http://127.0.0.1:8080/healthz")
+    message = str(refused.value)
+    assert message.startswith("target.url: host '127.0.0.1' resolves to 127.0.0.1, loopback")
+    assert "SCHEDULER_ALLOW_PRIVATE_TARGETS=true" in message
+    assert "cannot reach the network it runs in" in message  # why it is off by default
+
+
 @pytest.mark.parametrize(
     "answers",
     [

@@ -185,3 +185,19 @@ def test_autoscaling_without_split_targets_the_single_deployment(helm: str) -> N
     assert "replicas" not in deployment["spec"]
     assert scaled["spec"]["triggers"][0]["metadata"]["query"] == (
         'max(scheduler_runs_due_backlog{job="cw"})')
+
+
+def test_a_failover_pair_and_a_standby_for_reads_render(helm: str) -> None:
+    """A multi-host URL (commas escaped for --set) lands in the Secret as written, the
+    standby's URL beside it, and every pod reads both (the read URL optional)."""
+    pair = "postgresql://cw:pw@pg-a:5432,pg-b:5432/cw?target_session_attrs=read-write"
+    docs = _render(helm, "database.url=" + pair.replace(",", "\\,"),
+                   "database.readUrl=postgresql://cw:pw@pg-b:5432/cw",
+                   "config.SCHEDULER_READ_MAX_LAG_SECONDS=2")
+    _validate_core(docs)
+    [secret] = _by_kind(docs, "Secret")
+    assert secret["stringData"] == {"url": pair, "readUrl": "postgresql://cw:pw@pg-b:5432/cw"}
+    env = _env(_by_kind(docs, "Deployment")[0])
+    read = env["SCHEDULER_DATABASE_READ_URL"]["valueFrom"]["secretKeyRef"]
+    assert read == {"name": secret["metadata"]["name"], "key": "readUrl", "optional": True}
+    assert env["SCHEDULER_READ_MAX_LAG_SECONDS"]["value"] == "2"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import pwd
 import signal
+import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -13,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from cronwire.adapters.embedded.postgres import free_port
+from cronwire.bootstrap.startup import wait_for_database
+from cronwire.domain.errors import ConfigError
 from tests.support.processes import clean_env, cronwire_executable, run_cli, wait_http_ok
+from tests.support.servers import with_database
 
 
 @pytest.mark.parametrize(
@@ -22,6 +27,8 @@ from tests.support.processes import clean_env, cronwire_executable, run_cli, wai
         ("SCHEDULER_CLAIM_SOURCE", "rabbitmq"),
         ("SCHEDULER_DATABASE_URL", "mysql://root@localhost/db"),
         ("SCHEDULER_DATABASE_URL", "postgresql://db:port/x"),
+        ("SCHEDULER_DATABASE_URL", "postgresql://h1:5432,h2:x/cw?target_session_attrs=read-write"),
+        ("SCHEDULER_DATABASE_READ_URL", "postgresql://standby:5432/cw"),
         ("SCHEDULER_DELIVERY_TIMEOUT_SECONDS", "-3"),
     ],
 )
@@ -46,6 +53,59 @@ def test_kafka_mode_with_an_unreachable_broker_exits_2_with_one_line(tmp_path: P
         f"cronwire: SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: no Kafka broker answers at {silent}"
     ]
     assert not (tmp_path / "postgres").exists()  # nothing was started
+
+
+def test_a_taken_port_is_one_line_and_exit_2_before_anything_starts(tmp_path: Path) -> None:
+    """Issue 23: serve started Postgres and migrated, then exited 3, with the port taken."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", env=clean_env(SCHEDULER_HOME=str(tmp_path / "home"),
+                                                 SCHEDULER_HTTP_PORT=str(port)))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"cronwire: SCHEDULER_HTTP_PORT: 127.0.0.1:{port} is already in use (another "
+        "`cronwire serve`?); stop that process or set SCHEDULER_HTTP_PORT to a free port"]
+    assert not (tmp_path / "home").exists()  # no Postgres started, nothing migrated
+
+
+def test_a_database_that_refuses_us_is_one_line_naming_the_variable(admin_dsn: str) -> None:
+    missing = with_database(admin_dsn, f"cw_missing_{uuid.uuid4().hex[:8]}")
+    result = run_cli("serve", env=clean_env(SCHEDULER_DATABASE_URL=missing,
+                                             SCHEDULER_HTTP_PORT=str(free_port())))
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("cronwire: SCHEDULER_DATABASE_URL: postgresql://")
+    assert "does not exist" in line and "Traceback" not in result.stderr
+
+
+async def test_waiting_for_a_database_says_what_it_tries_then_names_the_variable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    closed = f"postgresql://cronwire:hunter2@127.0.0.1:{free_port()}/cronwire"
+    with caplog.at_level(logging.INFO, logger="cronwire"), \
+            pytest.raises(ConfigError) as gave_up:
+        await wait_for_database(closed, within=1.5)
+    message = str(gave_up.value)
+    assert message.startswith("SCHEDULER_DATABASE_URL: no database answers at ")
+    assert "connection refused" in message and "tried for 1.5 s" in message
+    said = [r.getMessage() for r in caplog.records if "waiting for the database" in r.getMessage()]
+    assert said and "connection refused" in said[0] and "SCHEDULER_DATABASE_URL" in said[0]
+    assert "hunter2" not in message + "".join(said)
+
+
+async def test_waiting_for_a_database_reads_a_failover_pairs_url_as_the_pools_do(
+    admin_dsn: str,
+) -> None:
+    """Several hosts (the first one gone), a connect_timeout and target_session_attrs: the
+    URL `serve` then uses (issue 30). The wait used asyncpg alone, which sends a parameter
+    it does not know (connect_timeout) to the server as a setting: refused for 15 s, then
+    "no database answers"."""
+    real = admin_dsn.split("@", 1)[1].split("/", 1)[0]
+    pair = admin_dsn.replace(real, f"127.0.0.1:{free_port()},{real}")
+    await wait_for_database(f"{pair}?connect_timeout=5&target_session_attrs=read-write",
+                            within=60)
 
 
 @pytest.mark.parametrize(
@@ -118,8 +178,10 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[int, str]:
     return proc.returncode, err
 
 
-def test_serve_on_embedded_postgres_is_healthy_stops_cleanly_and_keeps_data(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def test_serve_on_embedded_postgres_is_healthy_stops_cleanly_and_keeps_data(
+    server_dir: Path,
+) -> None:
+    home = server_dir / "home"
     port = free_port()
     proc = _serve(home, port)
     try:
@@ -131,7 +193,12 @@ def test_serve_on_embedded_postgres_is_healthy_stops_cleanly_and_keeps_data(tmp_
         code, err = _stop(proc)
     assert code == 0, err
     embedded_lines = [line for line in err.splitlines() if "embedded postgres (no" in line]
-    assert len(embedded_lines) == 1 and "postgresql://" in embedded_lines[0]
+    assert len(embedded_lines) == 1 and "listening on 127.0.0.1:" in embedded_lines[0]
+    assert "postgresql://" not in err  # a DSN may hold a password: never logged
+    assert len([line for line in err.splitlines() if "startup.dev_mode" in line]) == 1
+    serving = next(json.loads(line)["message"] for line in err.splitlines() if " serving " in line)
+    base = f"http://127.0.0.1:{port}"
+    assert f"console {base}/console, API docs {base}/docs" in serving
     assert not (home / "postgres" / "postmaster.pid").exists(), "embedded server left running"
     print(f"time to healthy: {waited:.2f}s")
 
@@ -171,7 +238,7 @@ def test_probe_of_an_interpreter_out_of_reach_is_false_not_an_error(tmp_path: Pa
     assert interpreter_usable_by("nobody", str(script)) is False
 
 
-def test_serve_works_as_a_normal_user(tmp_path: Path) -> None:
+def test_serve_works_as_a_normal_user(server_dir: Path) -> None:
     # Probed here, not at collection time: a probe that raised there stopped the module.
     if os.geteuid() != 0:
         pytest.skip("not root: this whole run is already a normal user's")
@@ -179,10 +246,10 @@ def test_serve_works_as_a_normal_user(tmp_path: Path) -> None:
         pytest.skip(f"the user 'nobody' cannot reach {cronwire_executable()} (its "
                     "interpreter lives in a private directory); run as a normal user instead")
     user = pwd.getpwnam("nobody")
-    home = tmp_path / "home"
+    home = server_dir / "home"
     home.mkdir()
     os.chown(home, user.pw_uid, user.pw_gid)
-    for parent in [tmp_path, *tmp_path.parents]:
+    for parent in [server_dir, *server_dir.parents]:
         parent.chmod(parent.stat().st_mode | 0o005)
     port = free_port()
     proc = _serve(home / "data", port, user="nobody")

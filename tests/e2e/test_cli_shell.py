@@ -10,11 +10,7 @@ import asyncio
 import json
 import os
 import pty
-import queue
-import signal
 import subprocess
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -24,11 +20,9 @@ from typing import Any
 import pytest
 
 from cronwire.adapters.embedded.postgres import EmbeddedPostgres, free_port
-from cronwire.cli.database import warn_if_new_database
 from cronwire.cli.main import main
-from cronwire.config import Settings
 from cronwire.version import version
-from tests.support.cli_shell import InProcess, Live
+from tests.support.cli_shell import InProcess, Live, follow_runs
 from tests.support.cli_shell import hook as _hook
 from tests.support.cli_shell import new_tenant as _tenant
 from tests.support.cli_shell import ok as _ok
@@ -127,6 +121,21 @@ def test_every_schedule_command_round_trips_through_the_api(live: Live, cli: InP
     assert "not found" in cli.refused("schedules", "get", sid, token=token, code=1)
 
 
+def test_runs_list_all_follows_every_page(live: Live, cli: InProcess) -> None:
+    """Issue 23: documented ("--all follows every page"), answered "unrecognized arguments"."""
+    token = cli.ok("tenant", "create", "pager")["token"]
+    paused = cli.ok("schedules", "create", "--name", "paged", "--cron", "0 3 * * *",
+                    *_hook(live), "--paused", token=token)
+    triggered = [cli.ok("schedules", "trigger", paused["id"], token=token)["id"]
+                 for _ in range(3)]
+    listed = cli.ok("runs", "list", "--all", "--limit", "1", "--schedule-id", paused["id"],
+                    token=token)
+    assert [run["id"] for run in listed["items"]] == triggered[::-1]  # newest first
+    assert listed["next_cursor"] is None
+    one = cli.ok("runs", "list", "--limit", "1", "--schedule-id", paused["id"], token=token)
+    assert len(one["items"]) == 1 and one["next_cursor"]
+
+
 def test_api_refusals_print_the_apis_message_and_exit_1(live: Live, cli: InProcess) -> None:
     token = _tenant(live)["token"]
     line = _refused("schedules", "create", "--name", "x", "--cron", "61 * * * *", *_hook(live),
@@ -156,7 +165,7 @@ def test_api_refusals_print_the_apis_message_and_exit_1(live: Live, cli: InProce
      ["runs", "list", "--api-url", "ftp://example.com"],
      ["runs", "list", "--api-url", "http://[::1"], ["runs", "list", "--url", "http://h:port"],
      ["schedules"],
-     ["runs", "list", "--follow", "--cursor", "abc"],
+     ["runs", "list", "--follow", "--cursor", "abc"], ["runs", "list", "--follow", "--all"],
      ["tenant", "tokens", "nope"], ["tenant", "revoke", "nope"], ["tenant", "list", "extra"]],
 )
 def test_usage_errors_exit_2_with_one_line(args: list[str], cli: InProcess) -> None:
@@ -209,32 +218,15 @@ def _in_terminal(args: list[str], env: dict[str, str]) -> str:
 
 def test_follow_prints_a_new_run_when_it_arrives(live: Live, cli: InProcess) -> None:
     token = cli.ok("tenant", "create", "follower")["token"]
-    env = live.env(token)
     paused = cli.ok("schedules", "create", "--name", "followed", "--cron", "0 3 * * *",
                     *_hook(live), "--paused", token=token)  # no cron runs: only triggered
-    proc = subprocess.Popen(
-        [cronwire_executable(), "runs", "list", "--follow", "--schedule-id", paused["id"],
-         "--interval", "0.2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, text=True)
-    lines: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []],
-                              daemon=True)
-    reader.start()
-    try:
+    with follow_runs(["--schedule-id", paused["id"], "--interval", "0.2"],
+                     live.env(token)) as followed:
         run = cli.ok("schedules", "trigger", paused["id"], token=token)
-        seen: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 20
-        while not any(r["id"] == run["id"] and r["status"] == "succeeded" for r in seen):
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            try:
-                seen.append(json.loads(lines.get(timeout=max(0.1, deadline - time.monotonic()))))
-            except queue.Empty:
-                raise AssertionError(f"--follow did not show the run succeed: {seen}") from None
-    finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=10)
+        seen = followed.wait_for(lambda runs: any(
+            r["id"] == run["id"] and r["status"] == "succeeded" for r in runs))
     assert {r["id"] for r in seen} == {run["id"]}  # one run, shown as it changed
-    assert proc.returncode == 130 and "Traceback" not in err
+    assert followed.returncode == 130 and "Traceback" not in followed.stderr, followed.stderr
 
 
 def test_operators_list_tenants_and_tokens_and_revoke_on_every_replica(
@@ -304,36 +296,38 @@ def main_line(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().err.strip()
 
 
-def test_tenant_create_warns_when_it_makes_a_new_embedded_database(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+def test_embedded_database_commands_say_which_one_in_one_line_and_refuse_a_missing_one(
+    server_dir: Path,
 ) -> None:
-    warn_if_new_database(Settings(home=tmp_path / "new"))
-    assert "creating a new, empty one" in capsys.readouterr().err
-    warn_if_new_database(Settings(database_url="postgresql://db.example/x"))
-    assert capsys.readouterr().err == ""
-
-
-def test_embedded_database_commands_say_which_one_and_refuse_a_missing_one(
-    tmp_path: Path,
-) -> None:
-    missing = tmp_path / "elsewhere"
+    """Each operator command says which database it used in one tidy line on stderr,
+    never a DSN or a port (issue 23: they printed two INFO lines with both)."""
+    missing = server_dir / "elsewhere"
     line = _refused("tenant", "list", env=clean_env(SCHEDULER_HOME=str(missing)), code=2)
     assert f"no embedded database in {missing.resolve() / 'postgres'}" in line
     _refused("tenant", "token", str(uuid.uuid4()), env=clean_env(SCHEDULER_HOME=str(missing)),
              code=2)
     assert not missing.exists(), "a read command created a database"
 
-    home = tmp_path / "home"
+    home = server_dir / "home"
     data_dir = home.resolve() / "postgres"
+    env = clean_env(SCHEDULER_HOME=str(home))
+    first = run_cli("tenant", "create", "fresh", env=env)  # a fresh install's first command
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.splitlines() == [
+        f"cronwire: using the embedded database in {data_dir} (new and empty, started for "
+        "this command; a `cronwire serve` started elsewhere does not see it)"]
+    created = json.loads(first.stdout)
     server = EmbeddedPostgres(data_dir)
     server.start()  # as `cronwire serve` would have; the commands reuse it
     try:
-        env = clean_env(SCHEDULER_HOME=str(home))
-        created = _ok("tenant", "create", "fresh", env=env)
+        said = f"cronwire: using the embedded database in {data_dir} (already running)"
+        for args in (["tenant", "list"], ["tenant", "token", created["tenant_id"]],
+                     ["migrate"], ["partitions", "maintain"]):
+            result = run_cli(*args, env=env)
+            assert result.returncode == 0, (args, result.stderr)
+            assert result.stderr.splitlines() == [said], args
+            json.loads(result.stdout)
         listed = run_cli("tenant", "list", env=env)
-        assert listed.returncode == 0, listed.stderr
-        assert listed.stderr.splitlines() == [
-            f"cronwire: using the embedded database in {data_dir} (already running)"]
         assert [t["id"] for t in json.loads(listed.stdout)] == [created["tenant_id"]]
         line = _refused("tenant", "tokens", str(uuid.uuid4()), env=env, code=2)
         assert f"does not exist in the embedded database in {data_dir}" in line
@@ -369,6 +363,10 @@ def test_the_scheduling_flags_and_commands_round_trip_through_the_api(
     assert (done["occurrences"], done["created"], done["existing"]) == (5, 5, 0)
     again = cli.ok("schedules", "backfill", sid, *window, token=token)
     assert (again["created"], again["existing"]) == (0, 5)
+    every = cli.ok("runs", "list", "--schedule-id", sid, "--since", window[1], "--until",
+                   window[3], "--limit", "2", "--all", token=token)  # three pages of 2, 2, 1
+    assert [run["trigger"] for run in every["items"]] == ["backfill"] * 5
+    assert every["next_cursor"] is None
     line = cli.refused("schedules", "backfill", sid, "--start", "2001-01-01T00:00:00Z",
                        "--end", "2001-01-01T01:00:00Z", token=token, code=1)
     assert line.startswith("cronwire: start:") or "start:" in line
@@ -444,7 +442,40 @@ def test_runs_replay_repeats_a_failed_run_and_the_dead_letters(live: Live, cli: 
      ["schedules", "update", str(uuid.uuid4()), "--max-runs", "3", "--no-max-runs"],
      ["schedules", "backfill", str(uuid.uuid4()), "--start", "2030-01-01T00:00:00Z"],
      ["runs", "replay"], ["runs", "replay", "--status", "succeeded"],
-     ["runs", "replay", str(uuid.uuid4()), "--status", "failed"]],
+     ["runs", "replay", str(uuid.uuid4()), "--status", "failed"],
+     ["runs", "list", "--all", "--follow"]],
 )
 def test_scheduling_usage_errors_exit_2_with_one_line(args: list[str], cli: InProcess) -> None:
     cli.refused(*args, token="cwt_any", code=2)
+
+
+def test_explain_stats_and_alerts_commands_round_trip_through_the_api(
+    live: Live, cli: InProcess
+) -> None:
+    token = cli.ok("tenant", "create", "watcher")["token"]
+    sid = cli.ok("schedules", "create", "--name", "wall", "--cron", "30 2 * * *",
+                 "--timezone", "Europe/Berlin", *_hook(live), "--paused", token=token)["id"]
+    explained = cli.ok("schedules", "explain", sid, "--at", "2027-03-28T00:00:00Z", token=token)
+    assert explained["occurrence"] == "2027-03-28T01:00:00Z"
+    assert explained["verdict"] == "paused" and explained["reason"].startswith("DST moved it")
+    stats = cli.ok("schedules", "stats", sid, "--window", "7d", token=token)
+    assert stats["window"] == "7d" and stats["occurrences"] == 0
+    assert cli.ok("schedules", "stats", sid, token=token)["window"] == "24h"
+    assert "invalid choice" in cli.refused("schedules", "stats", sid, "--window", "2h",
+                                           token=token, code=2)
+    assert "--at" in cli.refused("schedules", "explain", sid, token=token, code=2)
+
+    alerts = cli.ok("alerts", "set", "--url", f"{live.url}/healthz", "--event",
+                    "schedule.failing", "--event", "schedule.late", token=token)
+    assert alerts["events"] == ["schedule.failing", "schedule.late"]
+    assert alerts["signing_secret"].startswith("whsec_")
+    shown = cli.ok("alerts", "get", token=token)
+    assert shown["url"] == f"{live.url}/healthz" and "signing_secret" not in shown
+    assert cli.ok("alerts", "events", token=token) == {"items": [], "next_cursor": None}
+    ruled = cli.ok("schedules", "update", sid, "--alert-after-failures", "3",
+                   "--alert-max-duration-ms", "900", token=token)
+    assert ruled["alerts"] == {"after_failures": 3, "late_after_seconds": None,
+                               "max_duration_ms": 900}
+    ruled = cli.ok("schedules", "update", sid, "--alert-after-failures", "none", token=token)
+    assert ruled["alerts"]["after_failures"] is None and ruled["alerts"]["max_duration_ms"] == 900
+    assert "url" in cli.refused("alerts", "set", "--url", "ftp://x", token=token, code=1)

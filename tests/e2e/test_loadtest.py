@@ -21,6 +21,8 @@ CONTRACT_KEYS = {
 
 
 def _loadtest(tmp_path: Path, *args: str) -> dict[str, object]:
+    """``tmp_path``: a directory of the test's own (``server_dir``): the run's Postgres
+    lives in --out while it runs."""
     out = tmp_path / "out"
     result = run_cli(
         "loadtest", *args, "--out", str(out),
@@ -37,8 +39,8 @@ def _loadtest(tmp_path: Path, *args: str) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_postgres_burst_delivers_every_run_exactly_once(tmp_path: Path) -> None:
-    report = _loadtest(tmp_path, "--mode", "postgres", "--scenario", "burst",
+def test_postgres_burst_delivers_every_run_exactly_once(server_dir: Path) -> None:
+    report = _loadtest(server_dir, "--mode", "postgres", "--scenario", "burst",
                        "--schedules", "2000", "--replicas", "1")
     assert (report["planned"], report["delivered"]) == (2000, 2000)
     assert (report["duplicates"], report["lost"]) == (0, 0)
@@ -62,21 +64,21 @@ def test_a_jittered_burst_spreads_over_the_window_and_is_measured_from_fire_afte
 @pytest.mark.slow
 @pytest.mark.parametrize("broker", ["embedded", "apache"])
 def test_kafka_burst_delivers_every_run_exactly_once(
-    tmp_path: Path, broker: str, request: pytest.FixtureRequest
+    server_dir: Path, broker: str, request: pytest.FixtureRequest
 ) -> None:
     """On the embedded broker, and with --kafka-bootstrap on Apache Kafka the user runs."""
     given = []
     if broker == "apache":
         given = ["--kafka-bootstrap", bootstrap_of(request, APACHE)]
-    report = _loadtest(tmp_path, "--mode", "kafka", "--scenario", "burst",
+    report = _loadtest(server_dir, "--mode", "kafka", "--scenario", "burst",
                        "--schedules", "2000", "--replicas", "1", *given)
     assert (report["planned"], report["delivered"]) == (2000, 2000)
     assert (report["duplicates"], report["lost"]) == (0, 0)
 
 
 @pytest.mark.slow
-def test_steady_on_two_replicas_reports_every_fire_delivered_once(tmp_path: Path) -> None:
-    report = _loadtest(tmp_path, "--scenario", "steady", "--schedules", "50",
+def test_steady_on_two_replicas_reports_every_fire_delivered_once(server_dir: Path) -> None:
+    report = _loadtest(server_dir, "--scenario", "steady", "--schedules", "50",
                        "--replicas", "2", "--duration", "3")
     assert report["planned"] == 50 * 3  # one fire a second for 3 s
     assert (report["delivered"], report["duplicates"], report["lost"]) == (150, 0, 0)

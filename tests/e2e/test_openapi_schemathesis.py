@@ -175,21 +175,28 @@ def _fuzz(operation: Any, mode: GenerationMode, live: LiveApi) -> None:
     run()
 
 
+# Operations with no parameter and no body (the token aside).
+WITHOUT_INPUTS = {("GET", "/v1/alerts")}
+
+
 def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
     operations = _schema(live_api)
     tenant_paths = sorted({op.path for op in operations})
-    assert len(tenant_paths) == 12, tenant_paths
+    assert len(tenant_paths) == 16, tenant_paths
     failures: list[str] = []
     tried = 0
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            if mode is GenerationMode.NEGATIVE and \
+                    (operation.method.upper(), operation.path) in WITHOUT_INPUTS:
+                continue  # nothing to make invalid: Hypothesis would find no case at all
             tried += 1
             try:
                 _fuzz(operation, mode, live_api)
             except Exception as exc:  # collect every operation's failure, then report all
                 failures.append(f"{operation.method.upper()} {operation.path} [{mode.value}]:"
                                 f"\n{exc}")
-    assert tried == 30
+    assert tried == 39
     assert not failures, "\n\n".join(failures)
     # The real objects were exercised: the run still reads back as the schema says.
     detail = httpx.get(f"{live_api.base_url}/v1/runs/{live_api.run_id}",
@@ -241,13 +248,17 @@ def test_every_route_refuses_a_bad_or_revoked_token_with_401_and_writes_nothing(
     operations = _schema(live_api)
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            if mode is GenerationMode.NEGATIVE and \
+                    (operation.method.upper(), operation.path) in WITHOUT_INPUTS:
+                continue
             try:
                 _refused(operation, mode, live_api, tokens, seen)
             except Exception as exc:
                 failures.append(f"{operation.method.upper()} {operation.path} [{mode.value}]:"
                                 f"\n{exc}")
     assert not failures, "\n\n".join(failures)
-    assert len(seen) >= len(operations) * 2  # every operation was sent at least once
+    # every operation was sent at least once in each mode it has
+    assert len(seen) >= len(operations) * 2 - len(WITHOUT_INPUTS)
     assert table_digests(live_api.database_url) == before
     # The revoked token really was one of the tenant's, and the live one still works.
     live = httpx.get(f"{live_api.base_url}/v1/schedules/{live_api.schedule_id}",
@@ -285,7 +296,7 @@ def test_a_second_tenants_token_finds_none_of_the_first_tenants_objects(
     failures: list[str] = []
     statuses: list[tuple[int, int]] = []
     by_id = [op for op in _schema(live_api) if "{id}" in op.path]
-    assert len(by_id) == 11, [f"{op.method} {op.path}" for op in by_id]
+    assert len(by_id) == 13, [f"{op.method} {op.path}" for op in by_id]
     for operation in by_id:
         try:
             _foreign(operation, live_api, statuses)

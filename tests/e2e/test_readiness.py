@@ -48,9 +48,9 @@ async def _wait_ready(replica: Replica, status: int, within: float) -> dict[str,
 
 
 @pytest.fixture
-def own_postgres(tmp_path: Path) -> Any:
+def own_postgres(server_dir: Path) -> Any:
     """A Postgres of this test alone, so stopping it disturbs no other test."""
-    server = EmbeddedPostgres(tmp_path / "pg", settings=dict(FAST_UNSAFE_SETTINGS))
+    server = EmbeddedPostgres(server_dir / "pg", settings=dict(FAST_UNSAFE_SETTINGS))
     server.start()
     try:
         yield server

@@ -176,7 +176,9 @@ async def test_two_kafka_replicas_fed_poison_on_every_partition_keep_delivering(
             metrics = await replica.metrics()
             skipped += sum(value for name, value in metrics.items()
                            if name.startswith("scheduler_kafka_messages_skipped_total"))
-        assert skipped == partitions * len(POISON), skipped
+        # Every poison message was skipped; one read again after a rebalance moved its
+        # partition before the skip was committed is counted again (at-least-once reads).
+        assert partitions * len(POISON) <= skipped <= 2 * partitions * len(POISON), skipped
 
 
 async def _settles(pool: asyncpg.Pool) -> bool:

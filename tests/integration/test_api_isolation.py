@@ -50,6 +50,11 @@ CALLS = [
          json={"start": "2000-01-01T00:00:00Z", "end": "2000-01-02T00:00:00Z"}),
     Call("POST", "/v1/runs/{run}/replay"),
     Call("POST", "/v1/runs/replay", json={"status": "failed"}, expect="none"),
+    Call("GET", "/v1/schedules/{schedule}/stats", params={"window": "30d"}),
+    Call("GET", "/v1/schedules/{schedule}/explain", params={"at": "2027-01-01T00:00:00Z"}),
+    Call("GET", "/v1/alerts"),  # B has set no destination; A's is not B's
+    Call("GET", "/v1/alerts/events", expect="empty"),
+    Call("PUT", "/v1/alerts", json={"url": "http://127.0.0.1:9/b-alerts"}, expect="own"),
     # Last, so the listings above still expect B to have nothing at all.
     Call("POST", "/v1/schedules", json={"name": "b", "cron": "@daily",
                                         "target": {"url": "http://127.0.0.1:9/"}}, expect="own"),
@@ -74,7 +79,11 @@ async def _tenant_a_state(api: Api, tenant: Tenant) -> list[Any]:
         "updated_at FROM schedule WHERE tenant_id = $1 ORDER BY id", tenant.id)
     runs = await api.pool.fetch(
         "SELECT id, status, updated_at FROM job_run WHERE tenant_id = $1 ORDER BY id", tenant.id)
-    return [tuple(r) for r in schedules] + [tuple(r) for r in runs]
+    alerts = await api.pool.fetch(
+        "SELECT url, signing_secret, updated_at::text FROM tenant_alert_destination "
+        "WHERE tenant_id = $1 UNION ALL SELECT type, status, created_at::text FROM alert_event "
+        "WHERE tenant_id = $1", tenant.id)
+    return [tuple(r) for r in schedules] + [tuple(r) for r in runs] + [tuple(r) for r in alerts]
 
 
 async def _tenant_a_private_values(api: Api, tenant: Tenant) -> set[str]:
@@ -100,6 +109,13 @@ async def tenant_a(api: Api) -> tuple[Tenant, dict[str, str]]:
     schedules = (await api.client.get("/v1/schedules", params={"limit": 1},
                                       headers=a.headers)).json()
     assert runs["next_cursor"] and schedules["next_cursor"]
+    # A's alert destination and one alert event: B must see neither.
+    assert (await api.client.put("/v1/alerts", json={"url": "http://127.0.0.1:9/a-alerts"},
+                                 headers=a.headers)).status_code == 200
+    await api.pool.execute(
+        "INSERT INTO alert_event (id, tenant_id, schedule_id, schedule_name, type) "
+        "VALUES (gen_random_uuid(), $1, $2, 'alpha-one', 'schedule.failing')",
+        a.id, uuid.UUID(first["id"]))
     return a, {"schedule": first["id"], "run": runs["items"][0]["id"],
                "run_cursor": runs["next_cursor"], "schedule_cursor": schedules["next_cursor"]}
 
@@ -108,7 +124,7 @@ async def test_the_walk_covers_every_tenant_route(api: Api) -> None:
     spec = (await api.client.get("/openapi.json")).json()
     routes = {(method.upper(), path) for path, operations in spec["paths"].items()
               if path.startswith("/v1") for method in operations}
-    assert len(routes) == 15
+    assert len(routes) == 20
     walked = {(c.method, c.path.replace("{schedule}", "{id}").replace("{run}", "{id}"))
               for c in CALLS}
     assert walked == routes
@@ -139,6 +155,8 @@ async def test_another_tenants_objects_answer_404_or_empty_and_stay_untouched(
                                                                      "next_cursor": None}
         elif call.expect == "none":
             ok = response.status_code == 202 and response.json() == {"replayed": 0, "runs": []}
+        elif call.path == "/v1/alerts":  # B's own destination, A's untouched
+            ok = response.status_code == 200 and response.json()["url"].endswith("/b-alerts")
         else:
             ok = response.status_code == 201 and response.json()["tenant_id"] == str(b.id)
         if not ok:
@@ -202,6 +220,11 @@ NOT_TENANT_SCOPED = {
     "tenant_lock_live_count": "the tenant row itself, by t.id = $1",
     "schedule_insert": "writes the authenticated tenant id ($2)",
     "job_run_insert_manual": "writes the authenticated tenant id ($2) after schedule_lock_live",
+    "tenant_alert_destination_upsert": "writes the authenticated tenant id ($1)",
+    "job_run_stats_values": "one schedule ($1), read after schedule_get found it the tenant's",
+    "job_run_outcome_streak": "one schedule ($1), read after schedule_get found it the tenant's",
+    "job_run_stats_skipped": "one schedule ($1), read after schedule_get found it the tenant's",
+    "job_run_partition_bounds": "reads the partition catalog only",
 }
 
 
@@ -211,13 +234,18 @@ def test_every_api_statement_is_confined_to_the_callers_tenant() -> None:
     import inspect
     import re
 
-    from cronwire.adapters.postgres import run_history, schedule_store
+    from cronwire.adapters.postgres import (
+        alert_store,
+        run_history,
+        schedule_stats,
+        schedule_store,
+    )
     from cronwire.adapters.postgres.sql import queries
 
     # The API's statements are the ones its two stores name (queries are one file per
     # table, so a file holds non-API statements too): every quoted query name in them.
     named = queries()
-    statements = {word for module in (schedule_store, run_history)
+    statements = {word for module in (schedule_store, run_history, alert_store, schedule_stats)
                   for word in re.findall(r'"([a-z_]+)"', inspect.getsource(module))
                   if word in named}
     assert {"schedule_insert", "job_run_list_for_tenant", "job_run_get"} <= statements

@@ -24,8 +24,8 @@ pytestmark = pytest.mark.asyncio
 
 
 @pytest.fixture
-def own_server(tmp_path: Path) -> Iterator[EmbeddedPostgres]:
-    server = EmbeddedPostgres(tmp_path / "pg", settings=dict(FAST_UNSAFE_SETTINGS))
+def own_server(server_dir: Path) -> Iterator[EmbeddedPostgres]:
+    server = EmbeddedPostgres(server_dir / "pg", settings=dict(FAST_UNSAFE_SETTINGS))
     server.start()
     try:
         yield server

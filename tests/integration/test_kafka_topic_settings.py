@@ -17,10 +17,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from cronwire.adapters.kafka.capabilities import grants_producer_ids
 from cronwire.adapters.kafka.link import KafkaLink
+from cronwire.adapters.kafka.metadata import MetadataProbe
 from cronwire.domain.errors import ConfigError
 from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
 from tests.support.apache_kafka import KafkaCluster
 from tests.support.kafka import KafkaMode, kafka_mode
+from tests.support.polling import wait_until
 
 URL = "http://127.0.0.1:9/hook"
 
@@ -83,6 +85,14 @@ async def test_tansu_grants_no_producer_id_and_the_publisher_stays_plain(
 async def test_a_missing_topic_is_created_with_replication_three_on_a_three_node_cluster(
     apache_kafka_cluster: KafkaCluster,
 ) -> None:
+    # The cluster is shared with fault tests: a broker they restarted may not be back in
+    # the metadata yet, and then the default is rightly the brokers there are (CI saw 2).
+    probe = MetadataProbe(apache_kafka_cluster.bootstrap, 10_000)
+
+    async def three_brokers_listed() -> bool:
+        return len((await probe.fetch()).get("brokers") or []) == 3
+
+    await wait_until(three_brokers_listed, within=120, every=0.5)
     topic = _topic()
     link = KafkaLink(apache_kafka_cluster.bootstrap, topic, 4)
     await link.start()

@@ -158,3 +158,77 @@ async def test_three_processes_migrating_at_once_apply_each_file_once(admin_dsn:
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+# What a schema is made of, each as comparable text: column order is left out (a column
+# added by a later file lands after the columns an earlier file added; nothing reads
+# columns by position).
+SCHEMA_PARTS = {
+    "columns": """SELECT table_name || '.' || column_name || ' ' || data_type || ' '
+                         || COALESCE(column_default, '') || ' ' || is_nullable
+                    FROM information_schema.columns WHERE table_schema = 'public'""",
+    "constraints": """SELECT conrelid::regclass::text || ' ' || conname || ' '
+                             || pg_get_constraintdef(oid)
+                        FROM pg_constraint WHERE connamespace = 'public'::regnamespace""",
+    "indexes": "SELECT indexdef FROM pg_indexes WHERE schemaname = 'public'",
+    "functions": """SELECT pg_get_functiondef(p.oid) FROM pg_proc p
+                     WHERE p.pronamespace = 'public'::regnamespace""",
+    "triggers": """SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t
+                    JOIN pg_class c ON c.oid = t.tgrelid
+                   WHERE c.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal""",
+    "views": "SELECT viewname || ' ' || definition FROM pg_views WHERE schemaname = 'public'",
+}
+
+
+async def _schema(dsn: str) -> dict[str, list[str]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        return {part: sorted(r[0] for r in await conn.fetch(sql))
+                for part, sql in SCHEMA_PARTS.items()}
+    finally:
+        await conn.close()
+
+
+async def test_a_held_number_applies_on_a_database_already_past_it(
+    admin_dsn: str, database_factory: DatabaseFactory, tmp_path: Path
+) -> None:
+    """Flow control's 0012 landed after 0014 and 0015 (migrations/README.md): a database
+    that recorded 0015 without it gets it at the next migrate, with the same schema as a
+    database migrated in order, and its tenants get their flow-control rows."""
+    held = 12
+    assert held in {m.version for m in discover()}
+    assert max(m.version for m in discover()) > held
+    for migration in discover():
+        if migration.version != held:
+            (tmp_path / f"{migration.version:04d}_{migration.name}.sql").write_text(
+                migration.sql)
+    name = "cw_held_number_migrate"
+    admin = await asyncpg.connect(admin_dsn)
+    await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    await admin.execute(f'CREATE DATABASE "{name}"')
+    dsn = with_database(admin_dsn, name)
+    in_order, in_order_dsn = await database_factory.create()
+    try:
+        before = await migrate(dsn, tmp_path)
+        assert held not in before and max(before) > held
+        conn = await asyncpg.connect(dsn)
+        try:
+            tenant = await conn.fetchval(
+                "INSERT INTO tenant (id, name) VALUES (gen_random_uuid(), 'early') RETURNING id")
+        finally:
+            await conn.close()
+
+        assert await migrate(dsn) == [held]
+
+        assert await _schema(dsn) == await _schema(in_order_dsn)
+        conn = await asyncpg.connect(dsn)
+        try:
+            assert await conn.fetchval(
+                "SELECT count(*) FROM flow_control WHERE tenant_id = $1 AND key = ''",
+                tenant) == 1
+        finally:
+            await conn.close()
+    finally:
+        await database_factory.drop(in_order)
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await admin.close()

@@ -19,9 +19,11 @@ import httpx
 import pytest
 
 from cronwire.adapters.http.guard import TargetGuard
+from cronwire.adapters.postgres.alert_store import PostgresAlertStore
 from cronwire.adapters.postgres.flow_store import PostgresFlowControl
 from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
+from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.app import build_tenant_routers, create_app
@@ -92,6 +94,8 @@ def api_context(pool: asyncpg.Pool, *, allow_private: bool = True,
         default_limits=limits,
         flows=PostgresFlowControl(pool),
         max_request_bytes=max_request_bytes,
+        stats=PostgresStatsReader(pool),
+        alerts=PostgresAlertStore(pool),
     )
 
 

@@ -3,11 +3,17 @@ as a real process (run_cli) or in this process (:class:`InProcess`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
+import signal
 import subprocess
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,3 +130,63 @@ def status(url: str, token: str) -> int:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+class FollowedRuns:
+    """`cronwire runs list --follow` running as a process, its JSON lines read as they
+    come (see :func:`follow_runs`)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.seen: list[dict[str, Any]] = []
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._reader = threading.Thread(
+            target=lambda: [self._lines.put(line) for line in proc.stdout or []], daemon=True)
+        self._reader.start()
+        self.returncode: int | None = None
+        self.stderr = ""
+
+    def wait_for(self, shown: Callable[[list[dict[str, Any]]], bool],
+                 within: float = 120) -> list[dict[str, Any]]:
+        """Read runs until ``shown(runs so far)``; generous by default (a loaded 2-core
+        machine delivers late), and it returns as soon as they show."""
+        deadline = time.monotonic() + within
+        while not shown(self.seen):
+            assert self.proc.poll() is None, "--follow exited early"
+            try:
+                line = self._lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"--follow did not show it: {self.seen}") from None
+            self.seen.append(json.loads(line))
+        return self.seen
+
+    def interrupt(self) -> None:
+        """Ctrl-C, as the README says ("Ctrl-C stops"); the pipes end read and closed (the
+        reader thread owns stdout, so not communicate())."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=120)  # an exit, not a timing: generous
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._reader.join(timeout=30)
+        assert self.proc.stderr is not None and self.proc.stdout is not None
+        self.stderr = self.proc.stderr.read()
+        self.proc.stderr.close()
+        self.proc.stdout.close()
+        self.returncode = self.proc.returncode
+
+
+@contextlib.contextmanager
+def follow_runs(args: list[str], env: dict[str, str],
+                cwd: Path | None = None) -> Iterator[FollowedRuns]:
+    """`cronwire runs list --follow ...args` (JSON lines: stdout is a pipe), interrupted
+    with SIGINT on the way out whatever happened."""
+    proc = subprocess.Popen([cronwire_executable(), "runs", "list", "--follow", *args], env=env,
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+    followed = FollowedRuns(proc)
+    try:
+        yield followed
+    finally:
+        followed.interrupt()

@@ -25,8 +25,8 @@ def cronwire_executable() -> str:
 
 
 def clean_env(**overrides: str) -> dict[str, str]:
-    """The test process environment without SCHEDULER_* leaking in, plus overrides."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_")}
+    """The test process environment without SCHEDULER_* or OTEL_* leaking in, plus overrides."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SCHEDULER_", "OTEL_"))}
     env.update(overrides)
     return env
 
@@ -62,3 +62,20 @@ def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str], within: 
     except subprocess.TimeoutExpired:
         proc.kill()
         return proc.wait()
+
+
+def signal_and_wait(proc: subprocess.Popen[str], sig: int = signal.SIGINT, *,
+                    within: float = 120, group: bool = False) -> tuple[int, str]:
+    """Send ``sig`` (to the process group, as a terminal's Ctrl-C does, with ``group``),
+    wait up to ``within`` seconds for the exit (an exit, not a timing: generous), kill it
+    after that; (exit status, stderr). Every pipe is read to its end and closed."""
+    try:
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        _, err = proc.communicate(timeout=within)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return proc.returncode, err or ""

@@ -39,13 +39,17 @@ class ReplicaSet(Fleet):
         grace_seconds: float = 10.0,
         wait_healthy: bool = True,
         preexec_fn: Callable[[], None] | None = None,
+        extra_env: dict[str, str] | None = None,
         **settings: Any,
     ) -> Replica:
         """Start ``cronwire serve``; ``settings`` are more SCHEDULER_* values by field name
-        (``executor_workers=64`` sets SCHEDULER_EXECUTOR_WORKERS). ``preexec_fn`` runs in
-        the child before ``exec`` (e.g. ``resource.setrlimit`` to lower its fd limit)."""
+        (``executor_workers=64`` sets SCHEDULER_EXECUTOR_WORKERS); ``extra_env`` other
+        variables verbatim (``OTEL_*``: the test's own are never passed on). ``preexec_fn``
+        runs in the child before ``exec`` (e.g. ``resource.setrlimit`` to lower its fd
+        limit)."""
         env = replica_env(self.database_url, roles=roles,
                           delivery_timeout_seconds=delivery_timeout,
                           shutdown_grace_seconds=grace_seconds, **settings)
+        env = {k: v for k, v in env.items() if not k.startswith("OTEL_")} | (extra_env or {})
         return await self.launch(instance_id, env, wait_healthy=wait_healthy,
                                  preexec_fn=preexec_fn)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import socket
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +41,20 @@ def docker_available() -> bool:
             return b" 200 " in sock.recv(64)
         except OSError:
             return False
+
+
+@contextlib.contextmanager
+def own_directory(prefix: str = "cronwire-test-") -> Iterator[Path]:
+    """A new directory for a server's data, removed afterwards. Not under pytest's
+    ``tmp_path``: every pytest start chmods its root (``/tmp/pytest-of-<user>``) back to
+    0700, and as root the embedded Postgres runs as ``cronwire-pg``, which would then lose
+    its way to the data of a server still running (another run's, or an xdist worker's)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o711)  # as a project directory is: others may pass through, not list it
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def with_database(dsn: str, database: str) -> str:

@@ -34,3 +34,13 @@ def test_the_harness_refuses_with_the_same_line_before_starting_anything(tmp_pat
                      duration=5.0, out=tmp_path / "out")
     with pytest.raises(ChaosError, match=r"^--faults: broker-kill needs --mode kafka$"):
         asyncio.run(run_chaos_async(plan))
+
+
+def test_a_proxy_fault_refuses_a_url_naming_several_servers() -> None:
+    proxied = [name for name, spec in FAULTS.items() if spec.proxy or spec.victim_proxy]
+    assert proxied
+    for name in proxied:
+        refusal = fault_refusal("postgres", [name], "postgresql://u@db1:5432,db2:5432/cw")
+        assert refusal == (f"--faults: {name} puts a proxy in front of one server, and "
+                           "SCHEDULER_DATABASE_URL names several")
+        assert fault_refusal("postgres", [name], "postgresql://u@db1:5432/cw") is None

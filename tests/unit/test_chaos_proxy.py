@@ -1,6 +1,8 @@
 """The chaos TCP proxy against a loopback echo server: it forwards, a blackhole holds bytes
-without closing anything (new connections included) until released, and a cut refuses
-connections until restore listens on the same port again."""
+without closing anything (new connections included) until released, a cut refuses
+connections until restore listens on the same port again, and close leaves nothing
+running. Every test closes its own connections and waits until they are closed: a
+socket left to the garbage collector warns in whichever later test the collector runs."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ async def echo_server() -> AsyncIterator[int]:
                 writer.write(data)
                 await writer.drain()
         writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
 
     server = await asyncio.start_server(echo, "127.0.0.1", 0)
     try:
@@ -28,6 +32,12 @@ async def echo_server() -> AsyncIterator[int]:
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def _closed(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()
 
 
 async def _roundtrip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
@@ -54,7 +64,7 @@ async def test_a_blackhole_holds_bytes_without_closing_until_released() -> None:
             assert await asyncio.wait_for(reader.readexactly(4), 5) == b"held"
             assert await asyncio.wait_for(late_reader.readexactly(3), 5) == b"new"
             for w in (writer, late_writer):
-                w.close()
+                await _closed(w)
         finally:
             await proxy.close()
 
@@ -69,7 +79,7 @@ async def test_a_cut_refuses_connections_until_restored_on_the_same_port() -> No
             assert await _roundtrip(reader, writer, b"up") == b"up"
             await proxy.cut()
             assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the cut
-            writer.close()
+            await _closed(writer)
             with pytest.raises(OSError):
                 await asyncio.open_connection("127.0.0.1", proxy.port)
             listened_on = proxy.port
@@ -77,7 +87,7 @@ async def test_a_cut_refuses_connections_until_restored_on_the_same_port() -> No
             assert proxy.port == listened_on
             reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
             assert await _roundtrip(reader, writer, b"back") == b"back"
-            writer.close()
+            await _closed(writer)
         finally:
             await proxy.close()
 
@@ -91,7 +101,7 @@ async def test_a_half_open_blackhole_lets_requests_through_and_holds_the_answers
         writer.write(data)
         await writer.drain()
         await reader.read()  # until the client hangs up
-        writer.close()
+        await _closed(writer)
 
     server = await asyncio.start_server(record, "127.0.0.1", 0)
     proxy = await ChaosProxy("127.0.0.1", int(server.sockets[0].getsockname()[1])).start()
@@ -103,8 +113,27 @@ async def test_a_half_open_blackhole_lets_requests_through_and_holds_the_answers
         assert received == [b"claim"]  # the statement ran; its answer is held
         proxy.release()
         assert await asyncio.wait_for(reader.readexactly(5), 5) == b"claim"
-        writer.close()
+        await _closed(writer)
     finally:
         await proxy.close()
         server.close()
         await server.wait_closed()
+
+
+async def test_close_returns_once_every_connection_it_accepted_is_closed() -> None:
+    """close() used to return with the accepted connections' handlers still running: the
+    proxy's sockets were closed only by loop callbacks after it returned, and a loop
+    closed right then (the end of a test, of `cronwire chaos`) left them to the garbage
+    collector, whose ResourceWarning failed an unrelated later test in CI."""
+    async with echo_server() as port:
+        proxy = await ChaosProxy("127.0.0.1", port).start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        assert await _roundtrip(reader, writer, b"up") == b"up"
+        _late_reader, late_writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        await proxy.close()
+        running = [task for task in asyncio.all_tasks() if not task.done()
+                   and task.get_coro().__qualname__.startswith("ChaosProxy.")]
+        assert running == []
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        for w in (writer, late_writer):
+            await _closed(w)

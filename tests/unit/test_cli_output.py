@@ -34,5 +34,7 @@ def test_tables_align_and_cut_long_cells() -> None:
 def test_a_database_is_named_without_its_password(tmp_path: Path) -> None:
     shown = database_label(Settings(database_url="postgresql://app:s3cret@db:5433/cw?sslmode=x"))
     assert shown == "database postgresql://app:***@db:5433/cw"
+    pair = database_label(Settings(database_url="postgresql://app:s3cret@p1:5432,p2:5433/cw"))
+    assert pair == "database postgresql://app:***@p1:5432,p2:5433/cw"  # urlsplit refused this
     embedded = database_label(Settings(home=tmp_path))
     assert embedded == f"the embedded database in {tmp_path.resolve() / 'postgres'}"

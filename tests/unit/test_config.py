@@ -21,7 +21,8 @@ def test_defaults_match_the_contract() -> None:
     assert (s.planner_tick_seconds, s.planner_lookahead_seconds, s.planner_batch) == (1, 5, 500)
     assert s.executor_batch == 500 and s.delivery_timeout_seconds == 10
     assert s.lease_seconds == 20
-    assert s.allow_private_targets is False and s.auto_migrate is True
+    assert s.dev_mode and s.allow_private_targets  # embedded database, loopback API: ADR 0037
+    assert s.auto_migrate is True
     assert (s.shutdown_grace_seconds, s.retention_months) == (20, 3)
     assert (s.tenant_max_schedules, s.tenant_min_interval_seconds,
             s.tenant_max_body_bytes) == (100_000, 1, 65_536)
@@ -106,3 +107,64 @@ def test_a_malformed_host_in_the_database_url_is_a_config_error(dsn: str) -> Non
     # Found by the config fuzz: urlsplit raised "Invalid IPv6 URL" past the loader.
     with pytest.raises(ConfigError, match="SCHEDULER_DATABASE_URL"):
         load_settings({"SCHEDULER_DATABASE_URL": dsn})
+
+
+@pytest.mark.parametrize(
+    ("environ", "allowed"),
+    [
+        ({}, True),  # dev mode: embedded database, API on loopback
+        ({"SCHEDULER_HTTP_HOST": "localhost"}, True),
+        ({"SCHEDULER_HTTP_HOST": "::1"}, True),
+        ({"SCHEDULER_HTTP_HOST": "0.0.0.0"}, False),  # reachable from elsewhere: a deployment
+        ({"SCHEDULER_HTTP_HOST": "10.1.2.3"}, False),
+        ({"SCHEDULER_DATABASE_URL": "postgresql://db.example/cronwire"}, False),
+        ({"SCHEDULER_ALLOW_PRIVATE_TARGETS": "false"}, False),  # said explicitly: it wins
+        ({"SCHEDULER_DATABASE_URL": "postgresql://db.example/cronwire",
+          "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true"}, True),
+    ],
+)
+def test_private_targets_are_allowed_only_in_dev_mode_unless_said(
+    environ: dict[str, str], allowed: bool,
+) -> None:
+    settings = load_settings(environ)
+    assert settings.allow_private_targets is allowed
+    assert settings.dev_mode is (allowed and "SCHEDULER_ALLOW_PRIVATE_TARGETS" not in environ)
+    assert Settings().allow_private_targets is False and not Settings().dev_mode  # by hand
+
+
+def test_a_multi_host_database_url_is_accepted() -> None:
+    """It was refused at start: "malformed port in DSN" (issue 30)."""
+    url = "postgresql://postgres@127.0.0.1:5432,127.0.0.1:5433/cw?target_session_attrs=read-write"
+    s = load_settings({"SCHEDULER_DATABASE_URL": url})
+    assert s.database_url == url and s.database_read_url is None
+    assert s.read_max_lag_seconds == 5.0
+
+
+def test_a_read_url_and_its_staleness_bound() -> None:
+    s = load_settings({
+        "SCHEDULER_DATABASE_URL": "postgresql://u@p1,p2/cw?target_session_attrs=primary",
+        "SCHEDULER_DATABASE_READ_URL": "postgresql://u@s1,s2/cw?target_session_attrs=prefer-standby",
+        "SCHEDULER_READ_MAX_LAG_SECONDS": "1.5",
+    })
+    assert s.database_read_url == "postgresql://u@s1,s2/cw?target_session_attrs=prefer-standby"
+    assert s.read_max_lag_seconds == 1.5
+
+
+@pytest.mark.parametrize(("environ", "variable"), [
+    ({"SCHEDULER_DATABASE_URL": "postgresql://h1,h2/cw?target_session_attrs=standby"},
+     "SCHEDULER_DATABASE_URL: target_session_attrs=standby never reaches the primary"),
+    ({"SCHEDULER_DATABASE_URL": "postgresql://h1:5432,h2:x/cw"},
+     "SCHEDULER_DATABASE_URL: malformed port"),
+    ({"SCHEDULER_DATABASE_READ_URL": "postgresql://s1/cw"},
+     "SCHEDULER_DATABASE_READ_URL: needs SCHEDULER_DATABASE_URL"),
+    ({"SCHEDULER_DATABASE_URL": "postgresql://h/cw", "SCHEDULER_DATABASE_READ_URL": "s1:5432"},
+     "SCHEDULER_DATABASE_READ_URL: must be a postgresql:// URL"),
+    ({"SCHEDULER_DATABASE_URL": "postgresql://h/cw", "SCHEDULER_READ_MAX_LAG_SECONDS": "0"},
+     "SCHEDULER_READ_MAX_LAG_SECONDS: must be a finite number greater than 0"),
+])
+def test_a_bad_high_availability_setting_is_one_line_naming_it(
+    environ: dict[str, str], variable: str
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(environ)
+    assert str(refused.value).startswith(variable) and "\n" not in str(refused.value)

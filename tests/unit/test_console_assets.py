@@ -79,6 +79,21 @@ async def test_docs_pages_load_packaged_bundles_only(client: httpx.AsyncClient) 
         assert (await client.get("/docs/assets/swagger-ui.css")).status_code == 200
 
 
+async def test_redoc_asks_no_cdn_for_its_logo(client: httpx.AsyncClient) -> None:
+    """Issue 23: ReDoc's sidebar footer loads its logo from cdn.redoc.ly (the CSP refused
+    it, with a console error); the bundle is served with that image inline."""
+    async with client:
+        bundle = (await client.get("/docs/assets/redoc.standalone.js")).text
+    assert "cdn.redoc.ly" not in bundle and 'alt:"redocly logo"' in bundle
+    assert "data:image/svg+xml" in bundle
+
+
+async def test_the_servers_address_leads_to_the_console(client: httpx.AsyncClient) -> None:
+    async with client:
+        response = await client.get("/")
+    assert response.status_code == 307 and response.headers["location"] == "/console"
+
+
 async def test_console_and_docs_routes_stay_out_of_the_openapi_document(
     client: httpx.AsyncClient,
 ) -> None:

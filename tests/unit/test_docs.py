@@ -128,3 +128,13 @@ def test_every_adr_is_indexed_with_the_status_its_file_states() -> None:
             f"{adr.name}: the index says {rows[adr.name]!r}, the file says {_status(adr)!r}")
     numbers = [adr.name[:4] for adr in records]
     assert len(numbers) == len(set(numbers)), f"two ADRs share a number: {numbers}"
+
+
+def test_every_missing_migration_number_is_explained() -> None:
+    """The start-up log lists applied numbers; a gap must not look like a lost file."""
+    numbers = {int(p.name[:4]) for p in (ROOT / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")}
+    assert numbers, "no migration files found"
+    explained = (ROOT / "migrations" / "README.md").read_text(encoding="utf-8")
+    gaps = sorted(set(range(1, max(numbers) + 1)) - numbers)
+    unexplained = [f"{gap:04d}" for gap in gaps if f"{gap:04d}" not in explained]
+    assert not unexplained, f"migrations/README.md does not explain {unexplained}"

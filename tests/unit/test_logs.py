@@ -104,9 +104,17 @@ def test_redaction_leaves_ordinary_text_alone() -> None:
 def test_private_targets_warning(captured: io.StringIO) -> None:
     _configure(captured, log_format="json")
     warn_about_settings(load_settings({"SCHEDULER_ALLOW_PRIVATE_TARGETS": "true"}))
-    warn_about_settings(load_settings({}))
+    warn_about_settings(load_settings({"SCHEDULER_HTTP_HOST": "0.0.0.0"}))  # refused: silent
     (line,) = _lines(captured)
     assert line["level"] == "warning" and "SCHEDULER_ALLOW_PRIVATE_TARGETS" in str(line["message"])
+
+
+def test_dev_mode_says_so_in_one_line(captured: io.StringIO) -> None:
+    _configure(captured, log_format="json")
+    warn_about_settings(load_settings({}))
+    (line,) = _lines(captured)
+    assert line["action"] == "startup.dev_mode" and str(line["message"]).startswith("dev mode")
+    assert "SCHEDULER_ALLOW_PRIVATE_TARGETS" in str(line["message"])
 
 
 @pytest.mark.parametrize(("variable", "value"), [("SCHEDULER_LOG_LEVEL", "loud"),

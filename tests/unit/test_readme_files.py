@@ -15,8 +15,10 @@ DIRECTORY = re.compile(r"`((?:[\w.-]+/)+)`")
 # Where a short name may live: the repository root, the package, or beside the code.
 BASES = [ROOT, ROOT / "src" / "cronwire", ROOT / "src"]
 # Named as a place for the user's own file, or a file a command writes when it runs (the
-# load test's report, the browser tests' screenshots), not as a file the repository ships.
-USER_FILES = {"config/cronwire.toml", "report.png", "report.json", "test-artifacts/browser/"}
+# load test's report, the browser tests' screenshots, the old statements a benchmark compares
+# against, which the user writes out with `git show`), not as a file the repository ships.
+USER_FILES = {"config/cronwire.toml", "report.png", "report.json", "test-artifacts/browser/",
+              "OLD_job_run.sql", "OLD_schedule.sql"}
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 
 

@@ -6,6 +6,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+STATS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+ALERT_OUTCOMES = ("delivered", "retrying", "failed", "undelivered")
 
 
 class PrometheusMetrics:
@@ -56,9 +58,26 @@ class PrometheusMetrics:
             "Months after the current one with run partitions in place (-1: current missing)",
             registry=r,
         )
+        self._history_reads = Counter(
+            "scheduler_history_reads_total",
+            "Run-history reads by the server that answered (standby: SCHEDULER_DATABASE_READ_URL)",
+            ["server"], registry=r,
+        )
         self._readiness = Gauge(
             "scheduler_readiness", "Last /readyz outcome per check (1 passing, 0 failing)",
             ["check"], registry=r,
+        )
+        # Issue 26: alert deliveries by what the attempt ended in, and the stats queries.
+        self._alerts = Counter(
+            "scheduler_alert_deliveries_total",
+            "Alert delivery attempts, by outcome (delivered, retrying, failed, undelivered)",
+            ["outcome"], registry=r,
+        )
+        for outcome in ALERT_OUTCOMES:  # exported at zero before the first alert
+            self._alerts.labels(outcome=outcome)
+        self._stats = Histogram(
+            "scheduler_stats_query_seconds", "One GET /v1/schedules/{id}/stats, its queries",
+            buckets=STATS_BUCKETS, registry=r,
         )
 
     def claims(self, source: str, count: int) -> None:
@@ -103,6 +122,11 @@ class PrometheusMetrics:
 
     def set_partitions_ahead(self, months: int) -> None:
         self._partitions_ahead.set(months)
+
+    def history_read(self, server: str) -> None:
+        """A history read answered by ``server`` ("standby" or "primary")."""
+        self._history_reads.labels(server=server).inc()
+
     def set_broker_up(self, up: bool) -> None:
         if self._broker_up is None:
             self._broker_up = Gauge(
@@ -122,6 +146,12 @@ class PrometheusMetrics:
                 ["reason"], registry=self.registry,
             )
         self._skipped.labels(reason=reason).inc()
+
+    def alert_delivered(self, outcome: str) -> None:
+        self._alerts.labels(outcome=outcome).inc()
+
+    def stats_query(self, seconds: float) -> None:
+        self._stats.observe(seconds)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -11,7 +11,9 @@ from cronwire.api.context import ApiContext
 from cronwire.api.docs import docs_router
 from cronwire.api.errors import install_error_handlers
 from cronwire.api.ops import ReadinessCheck, ops_router
+from cronwire.api.routes_alerts import alerts_router
 from cronwire.api.routes_flow import flow_router
+from cronwire.api.routes_insight import insight_router
 from cronwire.api.routes_runs import runs_router
 from cronwire.api.routes_schedules import schedules_router
 
@@ -27,6 +29,7 @@ field or limit at fault. Times are RFC 3339 in UTC (`...Z`).
 OPENAPI_TAGS = [
     {"name": "schedules", "description": "Cron schedules and their HTTP targets."},
     {"name": "runs", "description": "Run history (newest first) with attempt evidence."},
+    {"name": "alerts", "description": "Where alert events go, and the events themselves."},
     {"name": "flow control", "description": "Per-key concurrency, rate and Retry-After "
                                             "holds, shared by every replica."},
     {"name": "operations", "description": "Health, readiness and metrics (no auth)."},
@@ -35,7 +38,14 @@ OPENAPI_TAGS = [
 
 def build_tenant_routers(ctx: ApiContext) -> list[APIRouter]:
     """The `/v1` routers, wired to the stores in ``ctx``, and the console over them."""
-    return [schedules_router(ctx), runs_router(ctx), flow_router(ctx), console_router()]
+    routers = [schedules_router(ctx), runs_router(ctx)]
+    if ctx.stats is not None:
+        routers.append(insight_router(ctx))
+    if ctx.alerts is not None:
+        routers.append(alerts_router(ctx))
+    if ctx.flows is not None:
+        routers.append(flow_router(ctx))
+    return [*routers, console_router()]
 
 
 def create_app(

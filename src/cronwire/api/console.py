@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import APIRouter
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, RedirectResponse
 
 from cronwire.api.static_assets import CONSOLE_CSP, AssetDirectory
 
@@ -25,6 +25,12 @@ def console_router(directory: Path = CONSOLE_DIR) -> APIRouter:
     @router.get("/console/")
     async def console_page() -> FileResponse:
         return assets.response("index.html")
+
+    @router.get("/")
+    async def front_door(request: Request) -> RedirectResponse:
+        """A person who opens the server's address lands on the console (the API's docs
+        are linked from the start-up log line and the README)."""
+        return RedirectResponse(f"{request.scope.get('root_path', '')}/console", status_code=307)
 
     @router.get("/console/assets/{name}")
     async def console_asset(name: str) -> FileResponse:

@@ -6,7 +6,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cronwire.domain.schedules import TenantLimits
-from cronwire.ports import FlowControlView, RunCommands, RunHistory, ScheduleStore, TokenVerifier
+from cronwire.ports import (
+    AlertStore,
+    FlowControlView,
+    Metrics,
+    RunCommands,
+    RunHistory,
+    ScheduleStore,
+    StatsReader,
+    TokenVerifier,
+)
 from cronwire.service.schedule_commands import UrlCheck
 
 
@@ -18,6 +27,10 @@ class ApiContext:
     commands: RunCommands  # backfill and replay
     check_url: UrlCheck
     default_limits: TenantLimits
-    flows: FlowControlView  # GET /v1/flow-control
     max_request_bytes: int = 262_144  # SCHEDULER_API_MAX_REQUEST_BYTES
     secret_overlap_seconds: int = 24 * 3600
+    # Issue 26's readers and stores; their routes are served only when given.
+    stats: StatsReader | None = None
+    alerts: AlertStore | None = None
+    flows: FlowControlView | None = None  # GET /v1/flow-control (issue 27)
+    metrics: Metrics | None = None  # the stats queries' latency (scheduler_stats_query_seconds)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronwire.api.schemas import RetryIn, ScheduleCreate, TargetIn
+from cronwire.api.schemas import AlertsIn, RetryIn, ScheduleCreate, TargetIn
 from cronwire.api.schemas_flow import FlowControlIn
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.flow_control import FlowControl, effective_key
 from cronwire.domain.history import RunDetail, RunView
@@ -27,6 +28,18 @@ def target_from(given: TargetIn) -> Target:
 def retry_from(given: RetryIn) -> RetryPolicy:
     return RetryPolicy(given.max_attempts, given.initial_backoff_seconds,
                        given.max_backoff_seconds)
+
+
+def alerts_from(given: AlertsIn | None) -> AlertRules:
+    if given is None:
+        return AlertRules()
+    return AlertRules(given.after_failures, given.late_after_seconds, given.max_duration_ms)
+
+
+def alerts_out(rules: AlertRules) -> dict[str, Any]:
+    return {"after_failures": rules.after_failures,
+            "late_after_seconds": rules.late_after_seconds,
+            "max_duration_ms": rules.max_duration_ms}
 
 
 def flow_from(given: FlowControlIn | None) -> FlowControl | None:
@@ -54,7 +67,7 @@ def spec_from(body: ScheduleCreate) -> ScheduleSpec:
         ends_at=body.ends_at, at=body.at,
         overlap_policy=parse_overlap_policy(body.overlap_policy),
         jitter_seconds=body.jitter_seconds, max_runs=body.max_runs,
-        pause_after_failures=body.pause_after_failures,
+        pause_after_failures=body.pause_after_failures, alerts=alerts_from(body.alerts),
         flow_control=flow_from(body.flow_control),
     )
 
@@ -79,6 +92,7 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
         "next_fire_at": record.next_fire_at, "last_fire_at": record.last_fire_at,
         "previous_secret_expires_at": record.previous_secret_expires_at,
         "created_at": record.created_at, "updated_at": record.updated_at,
+        "alerts": alerts_out(spec.alerts),
     }
 
 

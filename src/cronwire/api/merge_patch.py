@@ -6,9 +6,10 @@ removing means something: a header, ``target.body`` (back to the default JSON bo
 ``target.method`` and the ``retry`` numbers (back to their defaults), ``starts_at`` and
 ``ends_at`` (no bound), ``cron`` or ``at`` (when the other is given: a cron schedule
 becomes one-time or back), ``max_runs`` and ``pause_after_failures`` (no limit),
-``overlap_policy`` and ``jitter_seconds`` (back to ``allow`` and 0), ``flow_control`` (none;
-an object is merged member by member like ``retry``, a null member removing that limit). A null for anything
-a schedule cannot lack (``name``, ``target.url``, ...) is a 422 naming it.
+``overlap_policy`` and ``jitter_seconds`` (back to ``allow`` and 0), ``alerts`` (no rules;
+an object is merged rule by rule) and ``flow_control`` (none; an object is merged member
+by member, a null member removing that limit). A null for anything a schedule cannot lack
+(``name``, ``target.url``, ...) is a 422 naming it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cronwire.api.schemas import RetryPatch, SchedulePatch, TargetPatch
+from cronwire.api.schemas import AlertsIn, RetryPatch, SchedulePatch, TargetPatch
 from cronwire.api.schemas_flow import FlowControlIn
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.errors import RuleViolation
 from cronwire.domain.flow_control import FlowControl
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
@@ -25,7 +27,7 @@ from cronwire.domain.schedule_rules import parse_misfire_policy, parse_overlap_p
 from cronwire.domain.schedules import ScheduleSpec
 
 NULLABLE = frozenset({"starts_at", "ends_at", "cron", "at", "max_runs", "pause_after_failures",
-                      "flow_control"})
+                      "alerts", "flow_control"})
 # A null puts these back to their defaults.
 DEFAULTS: dict[str, Any] = {"overlap_policy": OverlapPolicy.ALLOW, "jitter_seconds": 0}
 DEFAULT_METHOD = "POST"
@@ -50,6 +52,8 @@ def patched_spec(spec: ScheduleSpec, patch: SchedulePatch) -> ScheduleSpec:
             value = parse_misfire_policy(value)
         elif name == "overlap_policy":
             value = parse_overlap_policy(value)
+        elif name == "alerts":
+            value = _patched_alerts(spec.alerts, value)
         changes[name] = value
     return spec.with_changes(changes)
 
@@ -97,6 +101,13 @@ def _patched_retry(retry: RetryPolicy, patch: RetryPatch) -> RetryPolicy:
         value = getattr(patch, name)
         values[name] = getattr(defaults, name) if value is None else value
     return replace(retry, **values)
+
+
+def _patched_alerts(rules: AlertRules, patch: AlertsIn | None) -> AlertRules:
+    """Rule by rule: a rule present replaces (null removes it); null removes them all."""
+    if patch is None:
+        return AlertRules()
+    return replace(rules, **{name: getattr(patch, name) for name in patch.model_fields_set})
 
 
 def _patched_flow(flow: FlowControl | None, patch: FlowControlIn) -> FlowControl:

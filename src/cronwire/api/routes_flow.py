@@ -17,6 +17,8 @@ MAX_KEYS = 1000
 
 
 def flow_router(ctx: ApiContext) -> APIRouter:
+    assert ctx.flows is not None
+    flows = ctx.flows
     router = APIRouter(prefix="/v1/flow-control", tags=["flow control"],
                        route_class=capped_route(ctx.max_request_bytes,
                                                request_authenticator(ctx.tokens)))
@@ -27,7 +29,7 @@ def flow_router(ctx: ApiContext) -> APIRouter:
     async def list_keys(
         tenant: Tenant, limit: Annotated[int, Query(ge=1, le=MAX_KEYS)] = MAX_KEYS,
     ) -> dict[str, Any]:
-        keys = await ctx.flows.keys(tenant, limit)
+        keys = await flows.keys(tenant, limit)
         return {"items": [
             {"key": k.key, "max_concurrency": k.max_concurrency,
              "rate_per_second": k.rate_per_second, "in_flight": k.in_flight,

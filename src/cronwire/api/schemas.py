@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from cronwire.api.schemas_flow import FLOW_CONTROL_HELP, FlowControlIn, FlowControlOut
+from cronwire.domain.alerts import RULE_BOUNDS
 from cronwire.domain.jitter import MAX_JITTER_SECONDS
 from cronwire.domain.model import MAX_ATTEMPTS
 from cronwire.domain.schedule_rules import (
@@ -114,6 +115,7 @@ EXAMPLE_SCHEDULE: dict[str, Any] = {
     "next_fire_at": "2027-03-28T01:00:00Z", "last_fire_at": None,
     "previous_secret_expires_at": None,
     "created_at": "2027-03-27T12:00:00Z", "updated_at": "2027-03-27T12:00:00Z",
+    "alerts": {"after_failures": 3, "late_after_seconds": None, "max_duration_ms": None},
 }
 EXAMPLE_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 EXAMPLE_RUN: dict[str, Any] = {
@@ -163,6 +165,35 @@ class RetryIn(BaseModel):
         json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_BACKOFF_SECONDS})
 
 
+def _bounded(name: str) -> dict[str, Any]:
+    low, high = RULE_BOUNDS[name]
+    return {"minimum": low, "maximum": high}
+
+
+class AlertsIn(BaseModel):
+    """Per-schedule alert rules (each optional); events go to the tenant's alert
+    destination (PUT /v1/alerts)."""
+
+    model_config = _INPUT | _examples({"after_failures": 3, "late_after_seconds": 300,
+                                       "max_duration_ms": 5000})
+
+    after_failures: StrictInt | None = Field(
+        None, description="schedule.failing after this many consecutive failed runs; "
+        "schedule.recovered at the next success.", json_schema_extra=_bounded("after_failures"))
+    late_after_seconds: StrictInt | None = Field(
+        None, description="schedule.late when an occurrence has not started this long "
+        "after it was due.", json_schema_extra=_bounded("late_after_seconds"))
+    max_duration_ms: StrictInt | None = Field(
+        None, description="schedule.slow when a success took longer than this.",
+        json_schema_extra=_bounded("max_duration_ms"))
+
+
+class AlertsOut(BaseModel):
+    after_failures: int | None
+    late_after_seconds: int | None
+    max_duration_ms: int | None
+
+
 _NAME: dict[str, Any] = {"minLength": 1, "maxLength": NAME_MAX_CHARS}
 _CRON_HELP = ("5 fields, or 6 with seconds first (`*/10 * * * * *`); @hourly-style macros. "
               "Exactly one of `cron` and `at`.")
@@ -210,6 +241,7 @@ class ScheduleCreate(BaseModel):
                                        json_schema_extra=_MAX_RUNS)
     pause_after_failures: StrictInt | None = Field(None, description=_PAUSE_AFTER_HELP,
                                                    json_schema_extra=_PAUSE_AFTER)
+    alerts: AlertsIn | None = None
     flow_control: FlowControlIn | None = Field(None, description=FLOW_CONTROL_HELP)
 
 
@@ -270,6 +302,8 @@ class SchedulePatch(BaseModel):
                                        json_schema_extra=_MAX_RUNS)
     pause_after_failures: StrictInt | None = Field(None, description="null: never pauses "
                                                    "itself.", json_schema_extra=_PAUSE_AFTER)
+    alerts: AlertsIn | None = Field(None, description="Merged rule by rule; a null rule "
+                                    "removes it, null removes them all.")
     flow_control: FlowControlIn | None = Field(None, description="Merged member by member "
                                                "(a null member removes that limit); null: no "
                                                "flow control.")
@@ -331,6 +365,7 @@ class ScheduleOut(BaseModel):
         description="Until then the previous signing secret also signs deliveries.")
     created_at: datetime
     updated_at: datetime
+    alerts: AlertsOut
 
 
 class ScheduleCreated(ScheduleOut):

@@ -7,6 +7,7 @@ swap adapters with ``container.<provider>.override(...)``.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar, cast
 
@@ -20,6 +21,9 @@ from cronwire.adapters.kafka.hints import KafkaRunHints
 from cronwire.adapters.kafka.link import KafkaLink
 from cronwire.adapters.kafka.publisher import KafkaRunPublisher
 from cronwire.adapters.metrics import PrometheusMetrics
+from cronwire.adapters.otel.setup import build_tracer
+from cronwire.adapters.postgres.alert_outbox import PostgresAlertOutbox
+from cronwire.adapters.postgres.alert_store import PostgresAlertStore
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.flow_store import PostgresFlowControl
@@ -29,18 +33,21 @@ from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_commands import PostgresRunCommands
-from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import replica_clock
+from cronwire.bootstrap import reads
 from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
+from cronwire.ports import Tracer
+from cronwire.service.alert_dispatcher import AlertDispatcher
 from cronwire.service.executor import Executor
 from cronwire.service.executor.hybrid_claims import HybridClaimSource
 from cronwire.service.maintenance import FleetGauges, PartitionKeeper
 from cronwire.service.outbox_relay import OutboxRelay
 from cronwire.service.planner import Planner
+from cronwire.version import version
 
 T = TypeVar("T")
 
@@ -62,6 +69,16 @@ async def _deliverer_resource(
         yield deliverer
     finally:
         await deliverer.close()
+
+
+async def _tracer_resource(settings: Settings) -> AsyncIterator[Tracer]:
+    """OpenTelemetry when the standard OTEL_* variables ask for it (ADR 0035), else the
+    port's NoTracer; buffered spans are exported at shutdown."""
+    tracer = build_tracer(os.environ, settings.instance_id, version())
+    try:
+        yield tracer
+    finally:
+        tracer.shutdown()
 
 
 async def _kafka_link_resource(
@@ -121,6 +138,7 @@ class Container(containers.DeclarativeContainer):
     # The system clock unless a chaos run skews it (CRONWIRE_CHAOS_CLOCK_SKEW_SECONDS).
     clock = providers.Singleton(replica_clock)
     metrics = providers.Singleton(PrometheusMetrics)
+    tracer = providers.Resource(_tracer_resource, settings=settings)
 
     db_pool = providers.Resource(
         _pool_resource,
@@ -168,6 +186,7 @@ class Container(containers.DeclarativeContainer):
         batch=settings.provided.planner_batch,
         tick_seconds=settings.provided.planner_tick_seconds,
         lookahead_seconds=settings.provided.planner_lookahead_seconds,
+        tracer=tracer,
     )
 
     # -- kafka mode providers: clients owned by Resources, None in postgres mode --
@@ -208,12 +227,36 @@ class Container(containers.DeclarativeContainer):
         lease_seconds=settings.provided.lease_seconds,
         delivery_timeout=settings.provided.delivery_timeout_seconds,
         grace_seconds=settings.provided.shutdown_grace_seconds,
+        tracer=tracer,
     )
 
     # -- api providers --
     schedule_store = providers.Singleton(PostgresScheduleStore, pool=db_pool)
-    run_history = providers.Singleton(PostgresRunHistory, pool=db_pool)
+    read_pool = providers.Resource(reads.read_pool_resource, settings=settings)
+    standby_freshness = providers.Singleton(
+        reads.freshness, primary_pool=db_pool, read_pool=read_pool,
+        max_lag_seconds=settings.provided.read_max_lag_seconds,
+    )
+    run_history = providers.Singleton(
+        reads.run_history, primary_pool=db_pool, read_pool=read_pool,
+        freshness=standby_freshness, metrics=metrics,
+    )
     flow_control = providers.Singleton(PostgresFlowControl, pool=db_pool)
+    stats_reader = providers.Singleton(
+        reads.stats_reader, primary_pool=db_pool, read_pool=read_pool,
+        freshness=standby_freshness, metrics=metrics,
+    )
+
+    # -- alerts (every replica: late is noticed even when no executor is healthy) --
+    alert_store = providers.Singleton(PostgresAlertStore, pool=db_pool)
+    alert_dispatcher = providers.Singleton(
+        AlertDispatcher, outbox=providers.Singleton(PostgresAlertOutbox, pool=db_pool),
+        deliverer=deliverer, metrics=metrics,
+        owner=settings.provided.instance_id,
+        interval_seconds=settings.provided.alert_check_seconds,
+        delivery_timeout=settings.provided.delivery_timeout_seconds,
+        retry_initial_seconds=settings.provided.alert_retry_initial_seconds,
+    )
     run_commands = providers.Singleton(PostgresRunCommands, pool=db_pool)
 
 

@@ -6,38 +6,59 @@ root, never from the adapters themselves."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+from collections.abc import Iterator
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
+from cronwire.adapters.embedded.postgres_pair import EmbeddedPostgresPair
+from cronwire.adapters.embedded.service_user import LINKED_BINARIES
 from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
 
-__all__ = ["FAST_UNSAFE_SETTINGS", "EmbeddedBroker", "EmbeddedPostgres",
-           "start_embedded_broker", "start_embedded_postgres"]
+__all__ = ["FAST_UNSAFE_SETTINGS", "LINKED_BINARIES", "EmbeddedBroker", "EmbeddedPostgres",
+           "EmbeddedPostgresPair", "embedded_broker", "embedded_postgres"]
 
 log = logging.getLogger("cronwire")
 
 
-def start_embedded_postgres(settings: Settings) -> tuple[Settings, EmbeddedPostgres | None]:
-    """With no SCHEDULER_DATABASE_URL, start (or reuse) Postgres under SCHEDULER_HOME."""
+@contextlib.contextmanager
+def embedded_postgres(settings: Settings) -> Iterator[Settings]:
+    """With no SCHEDULER_DATABASE_URL, Postgres under SCHEDULER_HOME (started, or reused if
+    running) for the duration; the settings with its DSN. Stopped on the way out however
+    that happens (Ctrl-C included), if it was started here."""
     if not settings.embedded_database:
-        return settings, None
+        yield settings
+        return
     server = EmbeddedPostgres(settings.home / "postgres")
-    dsn = server.start()
-    log.info("embedded postgres (no SCHEDULER_DATABASE_URL): data in %s, dsn %s",
-             server.data_dir, dsn)
-    return dataclasses.replace(settings, database_url=dsn), server
+    try:
+        server.start()
+        # Where, never the DSN: log lines end up in places a DSN should not (ADR 0037).
+        log.info("embedded postgres (no SCHEDULER_DATABASE_URL): data in %s, listening on "
+                 "%s:%s", server.data_dir, server.host, server.port)
+        yield dataclasses.replace(settings, database_url=server.dsn)
+    finally:
+        if server.started_here:
+            server.stop()
+            log.info("embedded postgres stopped")
 
 
-def start_embedded_broker(settings: Settings) -> tuple[Settings, EmbeddedBroker | None]:
-    """Kafka mode with no SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: start tansu on a free
-    loopback port (memory storage: a restart loses topics and offsets; the sweeper covers)."""
+@contextlib.contextmanager
+def embedded_broker(settings: Settings) -> Iterator[Settings]:
+    """Kafka mode with no SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: tansu on a free loopback port
+    for the duration (memory storage: a restart loses topics and offsets; the sweeper
+    covers)."""
     if not (settings.embedded_broker and uses_kafka(settings)):
-        return settings, None
+        yield settings
+        return
     broker = EmbeddedBroker(settings.home / "kafka" / "tansu.log")
-    bootstrap = broker.start()
-    log.info("embedded kafka broker (no SCHEDULER_KAFKA_BOOTSTRAP_SERVERS): tansu, memory "
-             "storage, bootstrap %s, log %s", bootstrap, broker.log_file)
-    return dataclasses.replace(settings, kafka_bootstrap_servers=bootstrap), broker
+    try:
+        bootstrap = broker.start()
+        log.info("embedded kafka broker (no SCHEDULER_KAFKA_BOOTSTRAP_SERVERS): tansu, memory "
+                 "storage, bootstrap %s, log %s", bootstrap, broker.log_file)
+        yield dataclasses.replace(settings, kafka_bootstrap_servers=bootstrap)
+    finally:
+        broker.stop()
+        log.info("embedded kafka broker stopped")

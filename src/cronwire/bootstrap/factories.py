@@ -9,6 +9,7 @@ only this. Each factory opens what it needs for one job and closes it afterwards
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, LiteralString
@@ -16,6 +17,7 @@ from typing import Any, LiteralString
 import asyncpg
 
 from cronwire.adapters.kafka.link import unreachable_servers
+from cronwire.adapters.otel.setup import check_tracing
 from cronwire.adapters.postgres.databases import create_database
 from cronwire.adapters.postgres.driver_errors import DRIVER_ERRORS
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
@@ -58,7 +60,8 @@ def uses_kafka(settings: Settings) -> bool:
 
 def check_buildable(settings: Settings) -> None:
     """Refuse, before starting anything, a configuration this replica cannot run: in kafka
-    mode, an explicit broker that nobody answers at."""
+    mode, an explicit broker that nobody answers at; an OTLP endpoint without the SDK."""
+    check_tracing(os.environ)
     if uses_kafka(settings) and settings.kafka_bootstrap_servers is not None:
         silent = unreachable_servers(settings.kafka_bootstrap_servers, within=5.0)
         if silent:

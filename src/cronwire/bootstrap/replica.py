@@ -12,19 +12,17 @@ import contextlib
 import gc
 import logging
 import signal
+import socket
 from collections.abc import Awaitable, Callable, Generator
 
 import uvicorn
 
 from cronwire.api.app import create_app
 from cronwire.bootstrap.container import build_container, init_resources, shutdown_resources
-from cronwire.bootstrap.embedded import (
-    EmbeddedBroker,
-    start_embedded_broker,
-    start_embedded_postgres,
-)
+from cronwire.bootstrap.embedded import embedded_broker, embedded_postgres
 from cronwire.bootstrap.factories import check_buildable, database_checks, migrate, uses_kafka
 from cronwire.bootstrap.runtime import Runtime, api_routers, build_runtime, role_loops
+from cronwire.bootstrap.startup import bind_listener, wait_for_database
 from cronwire.config import Settings
 from cronwire.logs import warn_about_settings
 from cronwire.service.supervisor import LoopCrashed, Supervisor
@@ -72,14 +70,19 @@ def _readiness(runtime: Runtime, supervisor: Supervisor) -> Callable[[], Awaitab
     return check
 
 
-async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> None:
-    """Run until ``stop`` is set or SIGTERM/SIGINT arrives."""
+async def run_replica(settings: Settings, stop: asyncio.Event | None = None,
+                      listener: socket.socket | None = None) -> None:
+    """Run until ``stop`` is set or SIGTERM/SIGINT arrives; HTTP on ``listener`` if given
+    (bound already), else on SCHEDULER_HTTP_HOST:PORT."""
     assert settings.database_url is not None
     warn_about_settings(settings)
     if settings.auto_migrate:
         applied = await migrate(settings.database_url)
         if applied:
-            log.info("applied migrations %s", applied)
+            # Numbers, not a count: they are the files' numbers, gaps included (see
+            # migrations/README.md for why some numbers were never used).
+            log.info("applied migrations %s (migrations/README.md explains the numbering)",
+                     ", ".join(f"{number:04d}" for number in applied))
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -100,13 +103,14 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
         app, host=settings.http_host, port=settings.http_port, log_level="warning",
         lifespan="off", access_log=False, log_config=None,  # uvicorn logs via our handler
     ))
-    http_task = asyncio.create_task(server.serve(), name="http")
+    sockets = [listener] if listener is not None else None
+    http_task = asyncio.create_task(server.serve(sockets=sockets), name="http")
     try:
         for name, body in (await role_loops(container, settings)).items():
             supervisor.start(name, body)
-        log.info("replica %s serving http://%s:%s roles=%s claim_source=%s",
+        log.info("replica %s serving http://%s:%s roles=%s claim_source=%s%s",
                  settings.instance_id, settings.http_host, settings.http_port,
-                 ",".join(sorted(settings.roles)), settings.claim_source)
+                 ",".join(sorted(settings.roles)), settings.claim_source, _where(settings))
         stopped = asyncio.create_task(stop.wait())
         # A crashed loop stops the replica too (Supervisor): the orchestrator restarts it.
         crashed = asyncio.create_task(supervisor.crashed.wait())
@@ -127,23 +131,37 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None) -> 
     log.info("replica %s stopped", settings.instance_id)
 
 
+def _where(settings: Settings) -> str:
+    """Where a person finds the console and the API's docs, for the start-up line."""
+    if "api" not in settings.roles:
+        return ""
+    host = settings.http_host
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    base = f"http://{shown}:{settings.http_port}"
+    return f"; console {base}/console, API docs {base}/docs"
+
+
 def serve(settings: Settings) -> None:
+    """Check what can be checked first (the broker in kafka mode, the listen address), then
+    start the embedded servers, wait for the database, and run the replica. Whatever was
+    started is stopped on the way out, a Ctrl-C during start-up included."""
     check_buildable(settings)
-    settings, embedded = start_embedded_postgres(settings)
-    broker: EmbeddedBroker | None = None
+    listener = bind_listener(settings)  # a taken port: one line, exit 2, nothing started
+    embedded = settings.embedded_database
     try:
-        settings, broker = start_embedded_broker(settings)
-        _run(run_replica(settings))
+        with listener, embedded_postgres(settings) as settings, \
+                embedded_broker(settings) as settings:
+            _run(_start(settings, listener, waits_for_database=not embedded))
     except LoopCrashed as crash:
         log.error("replica %s stopped: %s", settings.instance_id, crash)
         raise SystemExit(1) from crash
-    finally:
-        if broker is not None:
-            broker.stop()
-            log.info("embedded kafka broker stopped")
-        if embedded is not None:
-            embedded.stop()
-            log.info("embedded postgres stopped")
+
+
+async def _start(settings: Settings, listener: socket.socket, *, waits_for_database: bool) -> None:
+    if waits_for_database:
+        assert settings.database_url is not None
+        await wait_for_database(settings.database_url)
+    await run_replica(settings, listener=listener)
 
 
 def _run(main: Awaitable[None]) -> None:

@@ -12,6 +12,7 @@ from fastapi import APIRouter
 from cronwire.adapters.kafka.hints import KafkaRunHints
 from cronwire.adapters.kafka.link import KafkaLink
 from cronwire.adapters.metrics import PrometheusMetrics
+from cronwire.adapters.postgres.alert_store import PostgresAlertStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.app import build_tenant_routers
 from cronwire.api.context import ApiContext
@@ -53,6 +54,8 @@ async def build_runtime(container: Container) -> Runtime:
     runs = await resolved(container.run_history)
     commands = await resolved(container.run_commands)
     flows = await resolved(container.flow_control)
+    stats = await resolved(container.stats_reader)
+    alerts: PostgresAlertStore = await resolved(container.alert_store)
     return Runtime(
         settings=settings,
         pool=await resolved(container.db_pool),
@@ -69,6 +72,9 @@ async def build_runtime(container: Container) -> Runtime:
             default_limits=default_limits(settings),
             flows=flows,
             max_request_bytes=settings.api_max_request_bytes,
+            stats=stats,
+            alerts=alerts,
+            metrics=container.metrics(),
         ),
     )
 
@@ -93,4 +99,6 @@ async def role_loops(container: Container, settings: Settings) -> dict[str, Loop
     # -- maintenance (every replica) --
     loops["partitions"] = (await resolved(container.partition_keeper)).run
     loops["gauges"] = (await resolved(container.fleet_gauges)).run
+    # -- alerts (every replica: late is noticed even when no executor is healthy) --
+    loops["alerts"] = (await resolved(container.alert_dispatcher)).run
     return loops

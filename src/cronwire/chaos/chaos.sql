@@ -46,3 +46,25 @@ WHERE id = ANY($1::uuid[]) AND status = 'running' AND claimed_by = $2
 -- Runs an owner delivered to the end that fell due after $2: it works again.
 SELECT count(*) FROM job_run
 WHERE claimed_by = $1 AND status = 'succeeded' AND scheduled_for > $2
+
+-- name: chaos_leases_held
+-- Every lease held right now, whoever holds it: the requests in flight at a failover.
+SELECT id, lease_generation, attempt_count FROM job_run WHERE status = 'running'
+
+-- name: chaos_standby_behind_bytes
+-- How much WAL the primary has written that its standby has not replayed yet: what an
+-- asynchronous standby would lose if the primary died now (0 for a synchronous one, as
+-- far as commits go: they wait for the standby).
+SELECT coalesce(max(pg_wal_lsn_diff(pg_current_wal_insert_lsn(), replay_lsn)), 0)::bigint
+FROM pg_stat_replication
+
+-- name: chaos_in_recovery
+-- A standby until its promotion completes; then the new primary.
+SELECT pg_is_in_recovery()
+
+-- name: chaos_attempts_recorded
+-- How many delivery attempts the database holds for each run of these tenants: after a
+-- failover, a delivery the receiver saw but the new primary has no attempt for is one
+-- whose outcome was lost with the old primary (or never written).
+SELECT run_id, count(*) AS n FROM job_run_attempt WHERE tenant_id = ANY($1::uuid[])
+GROUP BY run_id

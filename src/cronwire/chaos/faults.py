@@ -4,6 +4,14 @@ process_faults.py, server_faults.py, timing_faults.py and lease_cut.py."""
 
 from __future__ import annotations
 
+from cronwire.chaos.failover import (
+    async_failover_verdict,
+    fail_over,
+    fail_over_lagging,
+    failover_verdict,
+    observe_failover,
+    summarize_failover,
+)
 from cronwire.chaos.lease_cut import (
     cut_lease_renewal,
     lease_cut_verdict,
@@ -68,6 +76,18 @@ FAULTS: dict[str, FaultSpec] = {
     "rolling-restart": FaultSpec(rolling_restarts, verdict=no_duplicates_no_exits,
                                  sink_delay_ms=50,
                                  about="SIGTERM and restart one replica after another"),
+    # A lease of 10 s: the failover (kill, 2 s to decide, promotion) fits inside it.
+    "failover": FaultSpec(fail_over, verdict=failover_verdict, summarize=summarize_failover,
+                          observe=observe_failover, delivery_timeout=5.0, sink_delay_ms=300, pair="sync",
+                          needs_own_postgres=True,
+                          about="kill -9 the primary's postmaster, promote its synchronous "
+                                "standby"),
+    "failover-async": FaultSpec(fail_over_lagging, verdict=async_failover_verdict,
+                                summarize=summarize_failover, observe=observe_failover,
+                                delivery_timeout=5.0,
+                                sink_delay_ms=300, pair="async", needs_own_postgres=True,
+                                about="the same with an asynchronous standby held 1.5 s "
+                                      "behind (what it had not received is lost)"),
     "broker-kill": FaultSpec(restart_broker, sink_delay_ms=50, modes=("kafka",),
                              about="kill and restart the broker (its memory is lost), twice"),
     "broker-stall": FaultSpec(stall_broker, sink_delay_ms=50, modes=("kafka",),
@@ -76,6 +96,7 @@ FAULTS: dict[str, FaultSpec] = {
 
 DEFAULT_FAULTS = {
     "postgres": ("kill", "stall", "pg-restart", "connection-cuts", "lease-cut", "clock-skew",
-                 "fairness"),
-    "kafka": ("kill", "stall", "broker-kill", "broker-stall", "rolling-restart", "fairness"),
+                 "fairness", "failover", "failover-async"),
+    "kafka": ("kill", "stall", "broker-kill", "broker-stall", "rolling-restart", "fairness",
+              "failover"),
 }

@@ -21,4 +21,12 @@ def fault_refusal(mode: str, faults: Sequence[str], dsn: str | None) -> str | No
         if spec.needs_own_postgres and dsn is not None:
             return (f"--faults: {name} stops Postgres, so it needs the embedded server "
                     "(unset SCHEDULER_DATABASE_URL)")
+        if (spec.proxy or spec.victim_proxy) and dsn is not None and _several_hosts(dsn):
+            return (f"--faults: {name} puts a proxy in front of one server, and "
+                    "SCHEDULER_DATABASE_URL names several")
     return None
+
+
+def _several_hosts(dsn: str) -> bool:
+    hosts = dsn.partition("://")[2].split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+    return "," in hosts

@@ -39,7 +39,8 @@ class ChaosProxy:
         self._flowing.set()
         self._answering = asyncio.Event()  # upstream -> client
         self._answering.set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()  # the pipes
+        self._handlers: set[asyncio.Task[None]] = set()  # one per accepted connection
         self._cuts = 0
         self._marker: bytes | None = None
         self._armed = False
@@ -68,7 +69,11 @@ class ChaosProxy:
         return self
 
     async def cut(self) -> None:
-        """Drop every connection and stop listening: connects are refused until restore."""
+        """Drop every connection and stop listening: connects are refused until restore.
+        Returns once every accepted connection's handler has ended and every socket it
+        had is closed: an abort closes its socket only in a later loop callback, which a
+        loop closed right after us would never run (the socket then leaks, and its
+        ResourceWarning surfaces wherever the garbage collector happens to run)."""
         server, self._server = self._server, None
         self._cuts += 1
         if server is not None:
@@ -76,11 +81,12 @@ class ChaosProxy:
         for client, upstream in list(self._links):
             client.transport.abort()
             upstream.transport.abort()
-        for task in list(self._tasks):
+        for task in list(self._tasks) + list(self._handlers):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *self._handlers, return_exceptions=True)
         if server is not None:
             await server.wait_closed()
+        await asyncio.sleep(0)  # the aborts' connection_lost callbacks close the sockets
 
     async def restore(self) -> None:
         await self.start()
@@ -148,19 +154,28 @@ class ChaosProxy:
         self._answering.set()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handler = asyncio.current_task()
+        assert handler is not None
+        self._handlers.add(handler)
+        try:
+            await self._link(reader, writer)
+        finally:
+            self._handlers.discard(handler)
+            writer.transport.abort()
+
+    async def _link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Forward between the client and a new upstream connection until either ends
+        (the caller aborts the client's side)."""
         # A connection accepted just before a cut must not outlive it: it was not yet in
         # the links the cut closed.
         cuts = self._cuts
         if self._server is None:
-            writer.transport.abort()
             return
         try:
             up_reader, up_writer = await asyncio.open_connection(*self._upstream)
         except OSError:
-            writer.transport.abort()
             return
         if self._cuts != cuts:
-            writer.transport.abort()
             up_writer.transport.abort()
             return
         link = (writer, up_writer)

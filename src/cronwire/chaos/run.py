@@ -13,7 +13,9 @@ import contextlib
 import json
 import logging
 import random
+import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -23,7 +25,12 @@ from typing import Any
 import aiohttp
 import asyncpg
 
-from cronwire.bootstrap.embedded import FAST_UNSAFE_SETTINGS, EmbeddedBroker, EmbeddedPostgres
+from cronwire.bootstrap.embedded import (
+    FAST_UNSAFE_SETTINGS,
+    EmbeddedBroker,
+    EmbeddedPostgres,
+    EmbeddedPostgresPair,
+)
 from cronwire.bootstrap.factories import fresh_database, open_pool
 from cronwire.chaos.faults import FAULTS
 from cronwire.chaos.lease_cut import CLAIM_MARKER
@@ -47,17 +54,41 @@ def _log(message: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _postgres(plan: ChaosPlan) -> AsyncIterator[tuple[str, EmbeddedPostgres | None]]:
+async def _postgres(plan: ChaosPlan) -> AsyncIterator[tuple[str | None, EmbeddedPostgres | None]]:
+    """The server every scenario without a pair of its own shares (not started when none
+    needs it)."""
     postgres = None
     admin = plan.dsn
     try:
-        if admin is None:
+        if admin is None and not all(FAULTS[name].pair for name in plan.faults):
             postgres = EmbeddedPostgres(plan.out / "postgres", settings=dict(FAST_UNSAFE_SETTINGS))
             admin = await asyncio.to_thread(postgres.start)
         yield admin, postgres
     finally:
         if postgres is not None and postgres.started_here:
             await asyncio.to_thread(postgres.stop)
+
+
+@contextlib.asynccontextmanager
+async def _pair(kind: str | None, out: Path) -> AsyncIterator[EmbeddedPostgresPair | None]:
+    """A failover pair for one scenario (failover.py), in a directory of its own: as root
+    the servers run as cronwire-pg, which must traverse every parent of their data. The
+    servers' logs are kept in ``out``."""
+    if kind is None:
+        yield None
+        return
+    root = Path(tempfile.mkdtemp(prefix="cronwire-chaos-pair-"))
+    pair = EmbeddedPostgresPair(root, synchronous=kind == "sync",
+                                base_settings=dict(FAST_UNSAFE_SETTINGS))
+    try:
+        await asyncio.to_thread(pair.start)
+        yield pair
+    finally:
+        await asyncio.to_thread(pair.stop)
+        for server, name in ((pair.primary, "primary"), (pair.standby, "standby")):
+            with contextlib.suppress(OSError):
+                shutil.copyfile(server.data_dir / "server.log", out / f"postgres-{name}.log")
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextlib.asynccontextmanager
@@ -82,7 +113,8 @@ async def _drain(scenario: Scenario, sink: SinkProcess, tenants: list[uuid.UUID]
     sink has seen every planned run (bounded). Returns seconds past the horizon."""
     deadline = time.monotonic() + MAX_DRAIN_SECONDS
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, asyncpg.PostgresError, aiohttp.ClientError):
+        with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                                 aiohttp.ClientError):
             unplanned = await scenario.pool.fetchval(Q["chaos_unplanned"], tenants, scenario.horizon)
             unfinished = await scenario.pool.fetchval(Q["chaos_unfinished"], tenants, scenario.horizon)
             if unplanned == 0 and unfinished == 0 and await sink.unique(scenario.http) >= planned:
@@ -94,16 +126,20 @@ async def _drain(scenario: Scenario, sink: SinkProcess, tenants: list[uuid.UUID]
     return max(0.0, -scenario.window_left())
 
 
-async def run_scenario(plan: ChaosPlan, name: str, admin: str,
+async def run_scenario(plan: ChaosPlan, name: str, admin: str | None,
                        postgres: EmbeddedPostgres | None) -> dict[str, Any]:
     out = plan.out / name
     out.mkdir(parents=True, exist_ok=True)
-    async with _broker(plan, out) as broker:
-        return await _run_scenario(plan, name, admin, postgres, broker)
+    async with _broker(plan, out) as broker, _pair(FAULTS[name].pair, out) as pair:
+        if pair is not None:  # the scenario's own servers: every replica names both
+            admin, postgres = pair.dsn(), None
+        assert admin is not None
+        return await _run_scenario(plan, name, admin, postgres, broker, pair)
 
 
 async def _run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: EmbeddedPostgres | None,
-                        broker: EmbeddedBroker | None) -> dict[str, Any]:
+                        broker: EmbeddedBroker | None,
+                        pair: EmbeddedPostgresPair | None) -> dict[str, Any]:
     spec = FAULTS[name]
     out = plan.out / name
     rng = random.Random(f"{plan.seed}/{name}")
@@ -143,7 +179,7 @@ async def _run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedd
         _log(f"{name}: {len(planned)} runs planned from {seeded.first:%H:%M:%S}Z over "
              f"{plan.duration:.0f}s, {plan.replicas} {plan.mode} replicas")
         scenario = Scenario(plan, spec, pool, http, rng, fleet.replicas, seeded.first,
-                            seeded.horizon, postgres, broker, proxy)
+                            seeded.horizon, postgres, broker, proxy, pair)
         scenario.figures["planned_due"] = planned
         await asyncio.sleep(scenario.seconds_to(0.0))
         await spec.drive(scenario)
@@ -188,7 +224,7 @@ async def run_chaos_async(plan: ChaosPlan) -> dict[str, Any]:
         raise ChaosError(refusal)
     scenarios: dict[str, dict[str, Any]] = {}
     started = time.monotonic()
-    async with _postgres(plan) as (admin, postgres):
+    async with _postgres(plan) as (admin, postgres):  # admin None: every fault has a pair
         for name in plan.faults:
             scenarios[name] = await run_scenario(plan, name, admin, postgres)
             _log(f"{name}: {'ok' if scenarios[name]['passed'] else 'FAILED'}")

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import asyncpg
 
-from cronwire.bootstrap.embedded import EmbeddedBroker, EmbeddedPostgres
+from cronwire.bootstrap.embedded import EmbeddedBroker, EmbeddedPostgres, EmbeddedPostgresPair
 from cronwire.chaos.plan import ChaosPlan
 from cronwire.chaos.proxy import ChaosProxy
 from cronwire.chaos.queries import Q
@@ -48,6 +48,8 @@ class FaultSpec:
     proxy: bool = False
     victim_proxy: bool = False  # only the first replica's database path goes through it
     needs_own_postgres: bool = False
+    # "sync" or "async": the scenario runs on a failover pair of its own (failover.py)
+    pair: str | None = None
     modes: tuple[str, ...] = ("postgres", "kafka")
     about: str = ""
 
@@ -68,6 +70,7 @@ class Scenario:
     postgres: EmbeddedPostgres | None
     broker: EmbeddedBroker | None
     proxy: ChaosProxy | None
+    pair: EmbeddedPostgresPair | None = None
     interruptions: list[Interruption] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from cronwire.cli.main import main
+from cronwire.cli import run
 
-sys.exit(main())
+sys.exit(run())

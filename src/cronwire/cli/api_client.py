@@ -13,12 +13,17 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from cronwire.domain.errors import ConfigError, CronwireError
 from cronwire.version import version
+
+if TYPE_CHECKING:
+    import httpx
+
+# httpx is imported where a request is made, not at module level: it costs more than the
+# rest of the CLI's start-up together, and `--help` or `--version` never sends anything
+# (benchmarks/bench_cli_startup.py).
 
 ENV_URL = "CRONWIRE_URL"
 ENV_TOKEN = "CRONWIRE_TOKEN"
@@ -34,6 +39,8 @@ class ApiFailure(CronwireError):
 
 class ApiClient:
     def __init__(self, base_url: str, token: str, timeout: float) -> None:
+        import httpx
+
         self.base_url = base_url
         self._http = httpx.Client(
             base_url=base_url, timeout=timeout,
@@ -46,6 +53,8 @@ class ApiClient:
 
     def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
              body: Mapping[str, Any] | None = None) -> Any:
+        import httpx
+
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             response = self._http.request(method, path, params=query, json=body)
@@ -68,6 +77,18 @@ class ApiClient:
             raise ApiFailure(f"{method} {path}: the answer is not JSON "
                              f"(HTTP {response.status_code}); is {self.base_url} cronwire?"
                              ) from None
+
+
+def pages(client: ApiClient, path: str, params: Mapping[str, Any],
+          every: bool) -> dict[str, Any]:
+    """One page of a list route, or with ``every`` (``--all``) the items of that page and
+    of every page after it, in order; ``next_cursor`` is the last page's (None at the end)."""
+    page = client.call("GET", path, params=params)
+    items = list(page["items"])
+    while every and page.get("next_cursor"):
+        page = client.call("GET", path, params={**params, "cursor": page["next_cursor"]})
+        items += page["items"]
+    return {"items": items, "next_cursor": page.get("next_cursor")}
 
 
 def _reason(exc: Exception) -> str:
@@ -123,6 +144,8 @@ def connection_options(url_is_api: bool) -> argparse.ArgumentParser:
 
 
 def client_for(args: argparse.Namespace) -> ApiClient:
+    import httpx
+
     url = (args.api_url or os.environ.get(ENV_URL) or DEFAULT_URL).rstrip("/")
     try:
         parts = httpx.URL(url) if "://" in url else None

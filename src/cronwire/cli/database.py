@@ -10,16 +10,13 @@ database the running server does not use. The embedded path is always said on st
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
-from cronwire.config import Settings
+from cronwire.config import Settings, shown_dsn
 from cronwire.domain.errors import ConfigError, CronwireError, NotFound, StorageError
 
 if TYPE_CHECKING:
@@ -32,46 +29,48 @@ def database_label(settings: Settings) -> str:
     """Which database a command uses, for messages; a DSN's password is never shown."""
     if settings.embedded_database:
         return f"the embedded database in {(settings.home / 'postgres').resolve()}"
-    parts = urlsplit(settings.database_url or "")
-    if parts.password is not None:
-        host = parts.hostname or ""
-        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-        parts = parts._replace(netloc=netloc)
-    return f"database {urlunsplit(parts._replace(query=''))}"
+    return f"database {shown_dsn(settings.database_url or '')}"
 
 
 @contextlib.contextmanager
 def any_database(settings: Settings) -> Iterator[Settings]:
-    """Settings with a reachable DSN; starts the embedded server for one command if needed."""
-    from cronwire.bootstrap.embedded import start_embedded_postgres
-
-    settings, embedded = start_embedded_postgres(settings)
-    try:
-        yield settings
-    finally:
-        if embedded is not None:
-            embedded.stop()
+    """Settings with a reachable DSN; may start a new, empty embedded database (`migrate`,
+    `tenant create`, `partitions maintain` on a fresh install)."""
+    with _database(settings, may_create=True) as ready:
+        yield ready
 
 
 @contextlib.contextmanager
 def existing_database(settings: Settings) -> Iterator[Settings]:
     """Settings with a reachable DSN; an embedded database must already exist."""
+    with _database(settings, may_create=False) as ready:
+        yield ready
+
+
+@contextlib.contextmanager
+def _database(settings: Settings, *, may_create: bool) -> Iterator[Settings]:
+    """The command's database. An embedded one is reused if `cronwire serve` runs on it,
+    else started for this command and stopped after; after success, one stderr line says
+    which (never a DSN: one can hold a password, and the port changes every start)."""
     if not settings.embedded_database:
         yield settings
         return
-    from cronwire.bootstrap.embedded import EmbeddedPostgres
-
     data_dir = (settings.home / "postgres").resolve()
-    if not (data_dir / "PG_VERSION").exists():
+    new = not (data_dir / "PG_VERSION").exists()
+    if new and not may_create:
         raise ConfigError(
             f"no embedded database in {data_dir}; run where `cronwire serve` runs, or set "
             "SCHEDULER_HOME or SCHEDULER_DATABASE_URL"
         )
-    # One line of ours says which database; the adapter's "already running" is noise here.
-    logging.getLogger(EmbeddedPostgres.__module__).setLevel(logging.WARNING)
+    from cronwire.bootstrap.embedded import EmbeddedPostgres
+
     server = EmbeddedPostgres(data_dir)
     dsn = server.start()  # reuses a server already running on it (`cronwire serve`)
-    how = "started for this command" if server.started_here else "already running"
+    if new:
+        how = ("new and empty, started for this command; a `cronwire serve` started "
+               "elsewhere does not see it")
+    else:
+        how = "started for this command" if server.started_here else "already running"
     try:
         yield dataclasses.replace(settings, database_url=dsn)
         # Said after success only: a refusal is one line that names the database itself.
@@ -80,17 +79,9 @@ def existing_database(settings: Settings) -> Iterator[Settings]:
         server.stop()  # only if this command started it
 
 
-def warn_if_new_database(settings: Settings) -> None:
-    """`tenant create` may start a new embedded database (the first tenant of a fresh
-    install), but says so: from the wrong directory it is not the server's database."""
-    data_dir = (settings.home / "postgres").resolve()
-    if settings.embedded_database and not (data_dir / "PG_VERSION").exists():
-        print(f"cronwire: no embedded database in {data_dir} yet; creating a new, empty one "
-              "(a `cronwire serve` started elsewhere will not see this tenant)",
-              file=sys.stderr)
-
-
 def run_async(make: Callable[[], Awaitable[T]]) -> T:
+    import asyncio  # here: only the commands that use the database pay for it
+
     async def main() -> T:
         return await make()
 

@@ -7,6 +7,8 @@ The commands live beside it: operator.py (on the database), schedules.py and run
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -19,6 +21,7 @@ from cronwire.domain.errors import ConfigError, CronwireError
 from cronwire.version import version
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,8 +68,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         _fail(str(exc))
     _setup_logging(settings)
+    # From here Ctrl-C is a KeyboardInterrupt again (cli/__init__.py made it a quiet exit
+    # while importing): `finally` blocks stop what a command started, asyncio cancels its
+    # tasks, and the interrupt ends below as exit 130 without a traceback.
+    with contextlib.suppress(ValueError):  # ValueError: not the main thread (a test's)
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         result: int = args.handler(settings, args)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
     except ConfigError as exc:
         _fail(str(exc))
     except CronwireError as exc:

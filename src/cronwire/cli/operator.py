@@ -17,7 +17,6 @@ from cronwire.cli.database import (
     existing_database,
     on_tenants,
     run_async,
-    warn_if_new_database,
     with_tenants,
 )
 from cronwire.cli.output import Column, field, print_json, render_table, wants_json
@@ -58,7 +57,6 @@ def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
     name = args.name.strip()
     if not 1 <= len(name) <= 200:
         raise ConfigError("NAME: must be 1..200 characters")
-    warn_if_new_database(settings)
     with any_database(settings) as ready:
         issued = run_async(lambda: with_tenants(ready, lambda s: s.create(name)))
     print(json.dumps(issued.as_json()))

@@ -9,7 +9,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from cronwire.cli.api_client import ApiClient, client_command, id_argument, seconds_flag, uuid_flag
+from cronwire.cli.api_client import (
+    ApiClient,
+    client_command,
+    id_argument,
+    pages,
+    seconds_flag,
+    uuid_flag,
+)
 from cronwire.cli.output import (
     Column,
     field,
@@ -51,10 +58,12 @@ def runs_list(client: ApiClient, args: argparse.Namespace) -> None:
     if args.follow:
         if args.cursor:
             raise ConfigError("--cursor: not with --follow, which watches the newest runs")
+        if args.all:
+            raise ConfigError("--all: not with --follow, which watches the newest runs")
         follow_runs(client, args)
         return
     params = {**_run_filters(args), "limit": args.limit, "cursor": args.cursor}
-    show_page(args, client.call("GET", "/v1/runs", params=params), RUN_COLUMNS)
+    show_page(args, pages(client, "/v1/runs", params, args.all), RUN_COLUMNS)
 
 
 def follow_runs(client: ApiClient, args: argparse.Namespace) -> None:
@@ -125,6 +134,9 @@ def add_run_commands(commands: argparse._SubParsersAction[Any], api: argparse.Ar
                           help=f"runs per page, 1..{MAX_PAGE} (default: 50)")
     run_list.add_argument("--cursor", metavar="CURSOR",
                           help="continue after this page (next_cursor of the previous one)")
+    run_list.add_argument("--all", action="store_true",
+                          help="follow every page to the end (newest scheduled_for first; "
+                               "not with --follow)")
     run_list.add_argument("--follow", "-f", action="store_true",
                           help="keep printing new runs and status changes until Ctrl-C")
     run_list.add_argument("--interval", type=seconds_flag, default=2.0, metavar="SECONDS",

@@ -23,8 +23,15 @@ from cronwire.cli.api_client import (
     client_command,
     connection_options,
     id_argument,
+    pages,
 )
 from cronwire.cli.flow_control import add_flow_flags, flow_fields
+from cronwire.cli.observability import (
+    add_alert_commands,
+    add_alert_rule_flags,
+    add_schedule_insight,
+    alert_rules_body,
+)
 from cronwire.cli.output import (
     Column,
     field,
@@ -42,7 +49,9 @@ from cronwire.cli.scheduling import (
     timetable,
 )
 from cronwire.domain.errors import ConfigError
-from cronwire.domain.schedule_rules import METHODS, MISFIRE_POLICIES
+from cronwire.domain.model import METHODS, MisfirePolicy
+
+MISFIRE_POLICIES = tuple(policy.value for policy in MisfirePolicy)
 
 # ---- flags ---------------------------------------------------------------------------
 
@@ -98,18 +107,18 @@ def _target_and_retry(args: argparse.Namespace,
     return body
 
 
-def _timing(args: argparse.Namespace) -> dict[str, Any]:
+def _fields(args: argparse.Namespace, *, creating: bool) -> dict[str, Any]:
+    """Every field the flags give but `target` and `retry`."""
     given = {"name": args.name, "cron": args.cron, "timezone": args.timezone,
              "misfire_policy": args.misfire_policy,
              "catchup_window_seconds": args.catchup_window_seconds,
              "starts_at": args.starts_at, "ends_at": args.ends_at}
-    return {k: v for k, v in given.items() if v is not None}
+    return {**{k: v for k, v in given.items() if v is not None}, **alert_rules_body(args),
+            **semantics_fields(args, creating=creating), **flow_fields(args, creating=creating)}
 
 
 def schedules_create(client: ApiClient, args: argparse.Namespace) -> None:
-    body = {**_timing(args), **semantics_fields(args, creating=True),
-            **flow_fields(args, creating=True), **_target_and_retry(args, None),
-            "paused": args.paused}
+    body = {**_fields(args, creating=True), **_target_and_retry(args, None), "paused": args.paused}
     created = client.call("POST", "/v1/schedules", body=body)
     show(args, created, render_fields)
     if not wants_json(args.json):
@@ -125,8 +134,7 @@ TARGET_AND_RETRY_FLAGS = frozenset({
 
 
 def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
-    changes = {**_timing(args), **semantics_fields(args, creating=False),
-               **flow_fields(args, creating=False)}
+    changes = _fields(args, creating=False)
     given = {name for name, value in vars(args).items() if value not in (None, False)}
     if given & TARGET_AND_RETRY_FLAGS:
         current = client.call("GET", f"/v1/schedules/{args.id}")
@@ -138,15 +146,8 @@ def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
 
 
 def schedules_list(client: ApiClient, args: argparse.Namespace) -> None:
-    page = client.call("GET", "/v1/schedules", params={"limit": args.limit,
-                                                        "cursor": args.cursor})
-    items = list(page["items"])
-    while args.all and page.get("next_cursor"):
-        page = client.call("GET", "/v1/schedules",
-                           params={"limit": args.limit, "cursor": page["next_cursor"]})
-        items += page["items"]
-    show_page(args, {"items": items, "next_cursor": page.get("next_cursor")},
-               SCHEDULE_COLUMNS)
+    params = {"limit": args.limit, "cursor": args.cursor}
+    show_page(args, pages(client, "/v1/schedules", params, args.all), SCHEDULE_COLUMNS)
 
 
 def _on_schedule(method: str, action: str = "") -> Handler:
@@ -228,6 +229,7 @@ def _schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     parser.add_argument("--ends-at", metavar="TIME",
                         help="RFC 3339, no fires after it" + default("none"))
     add_semantics_flags(parser, creating=creating)
+    add_alert_rule_flags(parser)
     add_flow_flags(parser, creating=creating)
     if creating:
         parser.add_argument("--paused", action="store_true",
@@ -293,4 +295,6 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     id_argument(preview, "schedule")
     preview.add_argument("--count", type=int, default=10, metavar="N",
                          help="how many fire times, 1..1000 (default: 10)")
+    add_schedule_insight(action)
     add_run_commands(commands, api, group_help)
+    add_alert_commands(commands, group_help)

@@ -55,7 +55,7 @@ export function scheduleActions(schedule, onChange, { withEdit = true, compact =
     const sure = await confirmAction({
       title: "Delete this schedule?",
       message: `“${name}” stops firing and its runs not yet started are cancelled. `
-        + "Its run history stays readable through the API.",
+        + `Its run history stays readable, on its page (#/schedules/${schedule.id}).`,
       confirmLabel: "Delete schedule",
     });
     if (!sure) return;

@@ -81,6 +81,10 @@ export const api = {
   preview: (scheduleId, count) =>
     call("GET", `/v1/schedules/${id(scheduleId)}/preview`, { query: { count } }),
   backfill: (scheduleId, body) => call("POST", `/v1/schedules/${id(scheduleId)}/backfill`, { body }),
+  stats: (scheduleId, window) =>
+    call("GET", `/v1/schedules/${id(scheduleId)}/stats`, { query: { window } }),
+  explain: (scheduleId, at) =>
+    call("GET", `/v1/schedules/${id(scheduleId)}/explain`, { query: { at } }),
   listRuns: (query) => call("GET", "/v1/runs", { query }),
   getRun: (runId) => call("GET", `/v1/runs/${id(runId)}`),
   replay: (runId) => call("POST", `/v1/runs/${id(runId)}/replay`),

@@ -13,6 +13,12 @@ const WINDOWS = [
   ["86400", "Last 24 hours"], ["604800", "Last 7 days"], ["custom", "Custom range (UTC)"],
 ];
 const PAGE_SIZE = 50;
+// What the two durations measure (a run of one attempt shows both, and they differ).
+const RUN_TIME_HINT = "Run time: from the first attempt's start to the run's end, recorded "
+  + "(every attempt, the backoff between them, and writing the outcome). Fire lag: from the "
+  + "scheduled time to the first attempt's start.";
+const REQUEST_TIME_HINT = "Request time: this attempt alone, from resolving and connecting to "
+  + "the target to the end of its answer (or the error).";
 const LIVE_EVERY_MS = 2000;
 
 function select(id, options) {
@@ -30,8 +36,8 @@ function attemptsTable(detail) {
   if (detail.attempts.length === 0) {
     return el("p", { class: "muted", text: "No attempt yet." });
   }
-  const head = ["Attempt", "Started (UTC)", "Outcome", "Status code", "Duration", "Error", "Response excerpt"];
-  return el("table", { class: "list attempts" },
+  const head = ["Attempt", "Started (UTC)", "Outcome", "Status code", "Request time", "Error", "Response excerpt"];
+  return el("div", {}, el("table", { class: "list attempts" },
     el("caption", { text: `Attempts of the run scheduled for ${utc(detail.scheduled_for, { millis: true })}` }),
     el("thead", {}, el("tr", {}, ...head.map((h) => el("th", { scope: "col", text: h })))),
     el("tbody", {}, ...detail.attempts.map((a) => el("tr", {},
@@ -39,11 +45,11 @@ function attemptsTable(detail) {
       el("td", { "data-label": "Started (UTC)", text: utc(a.started_at, { millis: true }) }),
       el("td", { "data-label": "Outcome" }, el("span", { class: `badge o-${a.outcome}`, text: a.outcome })),
       el("td", { "data-label": "Status code", text: a.status_code ?? "—" }),
-      el("td", { "data-label": "Duration", text: duration(a.duration_ms) }),
+      el("td", { "data-label": "Request time", text: duration(a.duration_ms) }),
       el("td", { "data-label": "Error", text: a.error ?? "—" }),
       el("td", { "data-label": "Response excerpt" },
         a.response_excerpt ? el("pre", { class: "excerpt", text: a.response_excerpt }) : "—"),
-    ))));
+    )))), el("p", { class: "hint", text: REQUEST_TIME_HINT }));
 }
 
 /** The status badge, and why a skipped run was skipped (overlap, misfire). */
@@ -105,13 +111,14 @@ export function renderRuns(parent, schedule, { onCleanup }) {
   const table = el("table", { class: "list runs" },
     el("caption", { class: "visually-hidden", text: `Runs of ${schedule.name}, newest first` }),
     el("thead", {}, el("tr", {}, ...["Scheduled for (UTC)", "Status", "Trigger", "Attempts",
-      "Last code", "Fire lag", "Duration", "Details"].map((h) => el("th", { scope: "col", text: h })))),
+      "Last code", "Fire lag", "Run time", "Details"].map((h) => el("th", { scope: "col", text: h })))),
     body);
   const empty = el("p", { class: "empty muted", text: "No runs match." });
   const error = el("p", { class: "error", role: "alert" });
   const older = el("button", { type: "button", class: "secondary", text: "Older runs", hidden: true });
   parent.append(el("section", { class: "card runs-card", "aria-labelledby": "runs-title" },
     el("h2", { id: "runs-title", text: "Runs" }), filters, chartSlot, error,
+    el("p", { class: "hint", text: RUN_TIME_HINT }),
     el("div", { class: "table-wrap" }, table), empty, el("div", { class: "pager" }, older)));
 
   // Rows by run id; a refresh updates cells in place so focus and open details survive.
@@ -161,7 +168,7 @@ export function renderRuns(parent, schedule, { onCleanup }) {
     const cells = {};
     for (const [key, label] of [["when", "Scheduled for (UTC)"], ["status", "Status"],
       ["trigger", "Trigger"], ["attempts", "Attempts"], ["code", "Last code"],
-      ["lag", "Fire lag"], ["duration", "Duration"]]) {
+      ["lag", "Fire lag"], ["duration", "Run time"]]) {
       cells[key] = el("td", { "data-label": label });
     }
     const detailId = `run-${run.id}`;
@@ -203,8 +210,11 @@ export function renderRuns(parent, schedule, { onCleanup }) {
       }
       const entry = makeRow(run);
       rows.set(run.id, entry);
-      // Insert before the first older row; new runs usually go on top.
-      const before = [...rows.values()].find((e) => e !== entry && newer(run, e.run) && e.tr.isConnected);
+      // Before the first row, in table order, that is older: the table stays newest first
+      // however the pages arrive (the map's insertion order is not the table's).
+      const before = [...body.querySelectorAll("tr[data-run-id]")]
+        .map((tr) => rows.get(tr.dataset.runId))
+        .find((e) => e && e !== entry && newer(run, e.run));
       if (before) {
         body.insertBefore(entry.tr, before.tr);
         body.insertBefore(entry.detailRow, before.tr);

@@ -1,4 +1,5 @@
-// One schedule: its settings, actions, the next fire times (DST changes marked) and runs.
+// One schedule: its settings, actions, the next fire times (DST changes marked), its stats,
+// an "explain an instant" box and its runs.
 
 import { api } from "./api.js";
 import { scheduleActions } from "./actions.js";
@@ -6,6 +7,7 @@ import { backfillDialog } from "./dialogs.js";
 import { el, focusHeading } from "./dom.js";
 import { announce, confirmAction, secretPanel } from "./feedback.js";
 import { inZone, localText, offsetAt, offsetOfLocal, utc } from "./format.js";
+import { explainSection, statsSection } from "./insight.js";
 import { renderRuns } from "./runs.js";
 
 function details(schedule) {
@@ -25,10 +27,15 @@ function details(schedule) {
     schedule.paused_reason && row("Paused because", el("span", { class: "paused-reason",
       text: schedule.paused_reason })),
     schedule.paused_at && row("Paused since", utc(schedule.paused_at)),
-    row("Next fire (UTC)", schedule.next_fire_at ? utc(schedule.next_fire_at) : "none"),
-    row("Next fire (schedule's zone)",
-      schedule.next_fire_at ? inZone(schedule.next_fire_at, schedule.timezone) : "none"),
-    row("Last fire", schedule.last_fire_at ? utc(schedule.last_fire_at) : "never"),
+    // The next fire is the preview's first (filled in when it loads), so the two agree;
+    // next_fire_at is the planner's cursor, which runs a few seconds ahead of it.
+    row("Next fire (UTC)", el("span", { id: "next-fire-utc", text: "…" })),
+    row("Next fire (schedule's zone)", el("span", { id: "next-fire-local", text: "…" })),
+    row("Planned up to (UTC)", el("span", {
+      text: schedule.next_fire_at ? `${utc(schedule.next_fire_at)} (not included)` : "everything",
+      title: "Occurrences before this instant are already written as pending runs: the "
+        + "planner works a few seconds ahead (a minute for infrequent schedules)." })),
+    row("Last planned fire", schedule.last_fire_at ? utc(schedule.last_fire_at) : "none yet"),
     row("Target", el("code", { class: "wrap", text: `${target.method} ${target.url}` })),
     row("Headers", headerCount ? Object.keys(target.headers).join(", ") : "none"),
     row("Body", target.body === null ? "cronwire's JSON" : `${target.body.length} characters`),
@@ -45,6 +52,14 @@ function details(schedule) {
       && row("Previous secret signs until", utc(schedule.previous_secret_expires_at)),
     row("Id", el("code", { text: schedule.id })),
   );
+}
+
+/** The settings' "Next fire" rows: the first fire time after now, as the preview lists it. */
+function showNextFire(item) {
+  const inUtc = document.getElementById("next-fire-utc");
+  const local = document.getElementById("next-fire-local");
+  if (inUtc) inUtc.textContent = item ? utc(item.utc) : "none";
+  if (local) local.textContent = item ? localText(item.local) : "none";
 }
 
 function previewSection(schedule) {
@@ -76,6 +91,7 @@ function previewSection(schedule) {
       return li;
     }));
     if (page.items.length === 0) list.replaceChildren(el("li", { class: "muted", text: "No further fire times." }));
+    showNextFire(page.items[0]);
     note.textContent = transitions
       ? `${transitions} daylight-saving change${transitions > 1 ? "s" : ""} in this range (marked).`
       : "No daylight-saving change in this range.";
@@ -88,14 +104,43 @@ function previewSection(schedule) {
     el("p", { class: "hint", text: "In UTC and in the schedule's zone." }), note, list);
 }
 
+/** A deleted schedule is gone from the API, but its runs are kept: show them. */
+async function renderDeletedSchedule(root, id, onCleanup) {
+  let kept;
+  try {
+    kept = await api.listRuns({ schedule_id: id, limit: 1 });
+  } catch (err) {
+    kept = { items: [] };
+  }
+  const back = el("p", {}, el("a", { href: "#/schedules", text: "Back to schedules" }));
+  if (kept.items.length === 0) {
+    root.append(el("section", {}, el("h1", { text: "Schedule not found" }),
+      el("p", { text: "No such schedule for this token, and no runs of one." }), back));
+    focusHeading(root);
+    return;
+  }
+  const section = el("section", {},
+    el("p", { class: "crumbs" }, el("a", { href: "#/schedules", text: "Schedules" })),
+    el("h1", { text: "Deleted schedule" }),
+    el("p", { text: "This schedule was deleted: it plans nothing more, and its settings are "
+      + "gone. Its run history is kept, below." }),
+    el("dl", { class: "facts" }, el("dt", { text: "Id" }), el("dd", {}, el("code", { text: id }))));
+  root.append(section);
+  renderRuns(section, { id, name: "the deleted schedule", timezone: "UTC" }, { onCleanup });
+  focusHeading(root);
+}
+
 export async function renderSchedulePage(root, { id, secret, onCleanup }) {
   let schedule;
   try {
     schedule = await api.getSchedule(id);
   } catch (err) {
+    if (err.status === 404) {
+      await renderDeletedSchedule(root, id, onCleanup);
+      return;
+    }
     root.append(el("section", {}, el("h1", { text: "Schedule not found" }),
-      el("p", { text: err.status === 404 ? "No such schedule for this token (it may have been deleted)."
-        : `Could not load it: ${err.message}` }),
+      el("p", { text: `Could not load it: ${err.message}` }),
       el("p", {}, el("a", { href: "#/schedules", text: "Back to schedules" }))));
     focusHeading(root);
     return;
@@ -150,7 +195,8 @@ export async function renderSchedulePage(root, { id, secret, onCleanup }) {
     el("div", { class: "columns" },
       el("section", { class: "card", "aria-labelledby": "facts-title" },
         el("h2", { id: "facts-title", text: "Settings" }), factsSlot),
-      previewSection(schedule)));
+      previewSection(schedule)),
+    el("div", { class: "columns" }, statsSection(schedule), explainSection(schedule)));
   root.append(section);
   runs = renderRuns(section, schedule, { onCleanup });
   focusHeading(root);

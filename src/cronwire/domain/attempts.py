@@ -55,7 +55,8 @@ def attempt_record(run: ClaimedRun, result: DeliveryResult) -> AttemptRecord:
 
 
 def request_for(
-    run: ClaimedRun, timeout_seconds: float, send_by_monotonic: float | None = None
+    run: ClaimedRun, timeout_seconds: float, send_by_monotonic: float | None = None,
+    traceparent: str | None = None,
 ) -> DeliveryRequest:
     """What this attempt of ``run`` sends: the target's body, or the default JSON body.
     A replay carries its original occurrence (``run.occurrence``), not its own instant."""
@@ -79,6 +80,7 @@ def request_for(
         signing_secrets=run.signing_secrets,
         timeout_seconds=timeout_seconds,
         send_by_monotonic=send_by_monotonic,
+        traceparent=traceparent,
     )
 
 

@@ -82,6 +82,8 @@ class DeliveryRequest:
     # during which a stalled process could otherwise wake and send on a lease another
     # replica has taken over. An instant, not a duration: see lease_keeper.send_deadline.
     send_by_monotonic: float | None = None
+    # W3C trace context of this attempt (ADR 0035); None when tracing is off: no header.
+    traceparent: str | None = None
 
 
 @dataclass(slots=True, unsafe_hash=True)  # per-run value, never mutated: see ClaimedRun
@@ -214,6 +216,8 @@ def delivery_headers(
         "x-cronwire-attempt": str(req.attempt),
         "user-agent": user_agent or default_user_agent(),
     }
+    if req.traceparent is not None:
+        ours["traceparent"] = req.traceparent
     if not req.headers:  # the common case: nothing of the tenant's to check
         return {"content-type": "application/json", **ours}
     headers: dict[str, str] = {}

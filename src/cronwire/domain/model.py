@@ -85,6 +85,11 @@ class RetryPolicy:
     max_backoff_seconds: float = 3600.0
 
 
+# The HTTP methods a target may use (here, not in schedule_rules, so the CLI's flags can
+# list them without importing the cron maths).
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     url: str
@@ -193,6 +198,9 @@ class ScheduleAdvance:
 class PlanDecision:
     runs: list[PlannedRun]
     advances: list[ScheduleAdvance]
+    # Claimed schedules the decision left alone on purpose (the early pass's frequent
+    # ones): not work still due, so they do not make a batch count as full.
+    passed_over: int = 0
 
 
 # (run id, scheduled_for, lease generation): one held lease, as every lease write names it.

@@ -107,7 +107,7 @@ def decide(
     for schedule in schedules:
         if advances and len(runs) >= MAX_ROWS_PER_DECISION:
             break
-        key = _timetable_key(schedule)
+        key = timetable_key(schedule)
         timetable = timetables.get(key)
         if timetable is None:
             timetable = timetables[key] = _timetable(schedule, db_now, horizon, writable)
@@ -158,7 +158,7 @@ class _Timetable:
         return runs, ScheduleAdvance(s.id, next_fire, last_fire, len(fires), completed)
 
 
-def _timetable_key(s: DueSchedule) -> tuple[object, ...]:
+def timetable_key(s: DueSchedule) -> tuple[object, ...]:
     return (s.cron, s.at, s.timezone, s.next_fire_at, s.starts_at, s.ends_at,
             s.misfire_policy, s.catchup_window_seconds)
 

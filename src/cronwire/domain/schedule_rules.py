@@ -33,10 +33,10 @@ from cronwire.domain.model import (
     ScheduleStatus,
     Target,
 )
+from cronwire.domain.model import METHODS as METHODS  # re-exported: api/schemas.py names it here
 from cronwire.domain.netpolicy import validate_target_url
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
-METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 MISFIRE_POLICIES = tuple(policy.value for policy in MisfirePolicy)
 OVERLAP_POLICIES = tuple(policy.value for policy in OverlapPolicy)
 MAX_RUNS = 1_000_000
@@ -86,6 +86,7 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime) -> Sc
         if not spec.starts_at < spec.ends_at:
             raise RuleViolation("ends_at", "must be later than starts_at")
     _check_semantics(spec)
+    spec.alerts.checked()
     if spec.cron is None:  # a one-time schedule has no interval to limit
         return replace(spec, name=spec.name.strip(), target=target)
     gap = min_gap_seconds(spec.cron, spec.timezone, now)

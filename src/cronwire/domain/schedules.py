@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.flow_control import FlowControl
 from cronwire.domain.model import (
     MisfirePolicy,
@@ -29,7 +30,7 @@ TIMING_FIELDS = frozenset({"cron", "at", "timezone", "starts_at", "ends_at"})
 EDITABLE_FIELDS = frozenset(
     {"name", "cron", "at", "timezone", "target", "retry", "misfire_policy",
      "catchup_window_seconds", "starts_at", "ends_at", "overlap_policy", "jitter_seconds",
-     "max_runs", "pause_after_failures", "flow_control"}
+     "max_runs", "pause_after_failures", "alerts", "flow_control"}
 )
 
 
@@ -64,6 +65,7 @@ class ScheduleSpec:
     jitter_seconds: int = 0
     max_runs: int | None = None
     pause_after_failures: int | None = None
+    alerts: AlertRules = field(default_factory=AlertRules)
     flow_control: FlowControl | None = None  # None: no flow control (ADR 0040)
 
     def with_changes(self, changes: dict[str, Any]) -> ScheduleSpec:

@@ -78,7 +78,7 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path) -> float:
                      "--dsn", dsn, "--sink", sink.url],
                     stdout=err, stderr=err, stdin=subprocess.DEVNULL,
                 ))
-        database = dsn.rpartition("/")[2]
+        database = dsn.rpartition("/")[2].partition("?")[0]
         asyncio.run(_wait_for(
             dsn, f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{database}' "
             "AND pid <> pg_backend_pid()",

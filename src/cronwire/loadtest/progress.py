@@ -9,51 +9,75 @@ from __future__ import annotations
 import bisect
 import sys
 import time
+from collections.abc import Callable
 
 
 class Progress:
-    def __init__(self, instants: list[float], schedules: int, *, every: float = 5.0) -> None:
+    """The progress line. Its rate is over the time since the line was last printed (not
+    the last sample, a quarter of a second that is often empty); the closing line gives
+    the average from the first instant to the end instead (issue 23: it said "0/s")."""
+
+    def __init__(self, instants: list[float], schedules: int, *, every: float = 5.0,
+                 tty: bool | None = None, wall: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._instants = sorted(instants)
         self._schedules = schedules
-        self._tty = sys.stderr.isatty()
+        self._tty = sys.stderr.isatty() if tty is None else tty
         self._every = 0.0 if self._tty else every
-        self._last_show = 0.0
-        self._last: tuple[float, float] | None = None  # (time, unique) at the last sample
+        self._wall = wall
+        self._monotonic = monotonic
+        self._last_show = float("-inf")
+        self._shown: tuple[float, float] | None = None  # (time, unique) at the last line
 
     @property
     def planned(self) -> int:
         return len(self._instants) * self._schedules
 
     def seconds_to_horizon(self) -> float:
-        return self._instants[-1] - time.time() if self._instants else 0.0
+        return self._instants[-1] - self._wall() if self._instants else 0.0
 
     def seconds_to_first(self) -> float:
-        return self._instants[0] - time.time() if self._instants else 0.0
+        return self._instants[0] - self._wall() if self._instants else 0.0
 
     def due(self) -> int:
         """Occurrences whose instant has passed."""
-        return bisect.bisect_right(self._instants, time.time()) * self._schedules
+        return bisect.bisect_right(self._instants, self._wall()) * self._schedules
 
     def backlog(self, stats: dict[str, float | None]) -> int:
         return self.due() - int(stats.get("unique") or 0)
 
     def show(self, stats: dict[str, float | None]) -> None:
-        now = time.monotonic()
-        unique = float(stats.get("unique") or 0)
-        rate = 0.0
-        if self._last is not None and now > self._last[0]:
-            rate = (unique - self._last[1]) / (now - self._last[0])
-        self._last = (now, unique)
+        now = self._monotonic()
         if now - self._last_show < self._every:
             return
+        unique = float(stats.get("unique") or 0)
+        rate = 0.0
+        if self._shown is not None and now > self._shown[0]:
+            rate = (unique - self._shown[1]) / (now - self._shown[0])
+        self._shown = (now, unique)
         self._last_show = now
+        self._write(self._when(), stats, f"{rate:,.0f}/s")
+
+    def done(self, stats: dict[str, float | None]) -> None:
+        """The closing line: the average rate from the first instant to now."""
+        unique = float(stats.get("unique") or 0)
+        since_first = -self.seconds_to_first()
+        average = unique / since_first if since_first > 0 else 0.0
+        self._write(self._when(), stats, f"{average:,.0f}/s on average since the first fire")
+        if self._tty:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+    def _when(self) -> str:
         to_go = self.seconds_to_horizon()
+        if self._instants and self._wall() < self._instants[0]:
+            return f"first fire in {self._instants[0] - self._wall():.0f}s"
+        return f"horizon in {to_go:.0f}s" if to_go > 0 else f"draining +{-to_go:.0f}s"
+
+    def _write(self, when: str, stats: dict[str, float | None], rate: str) -> None:
         lag = stats.get("lag_p99_ms")
-        when = (f"first fire in {self._instants[0] - time.time():.0f}s"
-                if self._instants and time.time() < self._instants[0]
-                else f"horizon in {to_go:.0f}s" if to_go > 0 else f"draining +{-to_go:.0f}s")
-        line = (f"[loadtest] {when} | delivered {int(unique):,}/{self.planned:,} "
-                f"| {rate:,.0f}/s | backlog {max(0, self.backlog(stats)):,} "
+        line = (f"[loadtest] {when} | delivered {int(stats.get('unique') or 0):,}/"
+                f"{self.planned:,} | {rate} | backlog {max(0, self.backlog(stats)):,} "
                 f"| lag p99 {'-' if lag is None else f'{lag / 1000:.2f}s'}"
                 f" | sink 503s {int(stats.get('failed') or 0):,}")
         if self._tty:
@@ -61,10 +85,3 @@ class Progress:
         else:
             sys.stderr.write(line + "\n")
         sys.stderr.flush()
-
-    def done(self, stats: dict[str, float | None]) -> None:
-        self._every = 0.0
-        self.show(stats)
-        if self._tty:
-            sys.stderr.write("\n")
-            sys.stderr.flush()

@@ -16,6 +16,7 @@ import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from cronwire.bootstrap.embedded import LINKED_BINARIES
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.jitter import jittered
 from cronwire.domain.model import idempotency_key_for, run_id_for
@@ -27,8 +28,8 @@ from cronwire.loadtest.setup import note, prepare, seed, servers, sink_for, star
 from cronwire.loadtest.watch import watch
 
 # What a run leaves in --out besides the reports; removed unless --keep-data.
-DATA_ENTRIES = ("postgres", "broker.log", "replicas", "deliveries.jsonl", "bound-http.jsonl",
-                "pgqueuer.jsonl", "baselines")
+DATA_ENTRIES = ("postgres", LINKED_BINARIES, "broker.log", "replicas", "deliveries.jsonl",
+                "bound-http.jsonl", "pgqueuer.jsonl", "baselines")
 
 
 STOP_SECONDS = 30.0  # a process's drain at SIGTERM, before SIGKILL

@@ -9,8 +9,9 @@ applies only where ``claimed_by = owner`` still holds; the return value tells th
 caller which writes landed so it can count lost leases instead of guessing.
 
 The core ports live in :mod:`cronwire.ports.core`, kafka mode's in
-:mod:`cronwire.ports.kafka` and the tenant API's in :mod:`cronwire.ports.tenant`; every
-one is re-exported here, so services import any port from ``cronwire.ports``.
+:mod:`cronwire.ports.kafka`, the tenant API's in :mod:`cronwire.ports.tenant` and
+observability's (tracing, stats, alerts) in :mod:`cronwire.ports.observability`; every one
+is re-exported here, so services import any port from ``cronwire.ports``.
 """
 
 from cronwire.ports.core import (
@@ -24,6 +25,7 @@ from cronwire.ports.core import (
     RunStore,
 )
 from cronwire.ports.kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
+from cronwire.ports.observability import AlertOutbox, AlertStore, StatsReader, Tracer
 from cronwire.ports.tenant import (
     BackfillPlanner,
     FlowControlView,
@@ -34,6 +36,8 @@ from cronwire.ports.tenant import (
 )
 
 __all__ = [
+    "AlertOutbox",
+    "AlertStore",
     "BackfillPlanner",
     "BreakerStore",
     "ClaimSource",
@@ -52,5 +56,7 @@ __all__ = [
     "RunPublisher",
     "RunStore",
     "ScheduleStore",
+    "StatsReader",
     "TokenVerifier",
+    "Tracer",
 ]

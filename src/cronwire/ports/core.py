@@ -53,8 +53,9 @@ class PlannerStore(Protocol):
         ``decide(schedules, db_now, writable)`` (pure, no I/O; ``writable`` is the span of
         existing job_run partitions around ``db_now``, None if none holds it), insert every planned run with
         ``ON CONFLICT DO NOTHING`` in one multi-row statement and apply every advance.
-        Returns (schedules claimed, runs inserted). Raises StorageError on failure, in
-        which case nothing was written."""
+        Returns (schedules claimed, runs inserted), not counting the claimed schedules the
+        decision passed over (``PlanDecision.passed_over``). Raises StorageError on
+        failure, in which case nothing was written."""
         ...
 
     async def db_now(self) -> datetime:
@@ -184,8 +185,18 @@ class Metrics(Protocol):
     def set_flow_waiting(self, runs: int) -> None:
         """scheduler_flow_control_waiting: runs due that a flow-control limit holds back."""
         ...
+
     def set_broker_up(self, up: bool) -> None:
         """Kafka mode: whether this replica reaches the broker (scheduler_kafka_broker_up)."""
+        ...
+
+    def alert_delivered(self, outcome: str) -> None:
+        """One alert delivery attempt ended: delivered, retrying, failed or undelivered
+        (scheduler_alert_deliveries_total{outcome})."""
+        ...
+
+    def stats_query(self, seconds: float) -> None:
+        """One stats request's queries took this long (scheduler_stats_query_seconds)."""
         ...
 
 

@@ -16,12 +16,16 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from cronwire.domain.errors import StorageError
-from cronwire.domain.planning import decide
-from cronwire.ports import Metrics, PlannerStore
+from cronwire.domain.model import DueSchedule, PlanDecision
+from cronwire.domain.planning import Span, decide
+from cronwire.domain.planning_ahead import decide_ahead
+from cronwire.ports import Metrics, PlannerStore, Tracer
+from cronwire.ports.observability import TRACING_OFF
 from cronwire.service.supervisor import LoopCrashed
 
 log = logging.getLogger(__name__)
@@ -56,6 +60,7 @@ class Planner:
         monotonic: Callable[[], float] = time.monotonic,
         concurrency: int = PIPELINE_DEPTH,
         ahead_seconds: float = AHEAD_SECONDS,
+        tracer: Tracer = TRACING_OFF,
     ) -> None:
         self._store = store
         self._metrics = metrics
@@ -65,8 +70,9 @@ class Planner:
         self._decide = functools.partial(decide, lookahead_seconds=lookahead_seconds)
         # The early pass only reaches past the look-ahead; no further than it: no early pass.
         self._ahead_seconds = ahead_seconds if ahead_seconds > lookahead_seconds else None
-        self._decide_ahead = functools.partial(decide, lookahead_seconds=ahead_seconds)
+        self._decide_ahead = functools.partial(decide_ahead, ahead_seconds=ahead_seconds)
         self._monotonic = monotonic
+        self._tracer = tracer
         self._concurrency = max(1, concurrency)
         # Set while the last tick came back full: more is due, so helpers tick too (early
         # ticks while _ahead_busy, when what is full is the early pass).
@@ -131,16 +137,23 @@ class Planner:
         logged, counted and retried by the next tick; the transaction rolled back, so it
         wrote nothing."""
         started = self._monotonic()
+        decide: Decide = (self._decide_ahead if ahead and self._ahead_seconds is not None
+                          else self._decide)
+        planned: list[PlanDecision] = []
+        traced_from = 0
+        if self._tracer.enabled:
+            traced_from = time.time_ns()
+            decide = _remembering(decide, planned)
         try:
             if ahead and self._ahead_seconds is not None:
                 schedules, inserted = await self._store.plan_due(
                     limit=self._batch, lookahead_seconds=self._lookahead_seconds,
-                    decide=self._decide_ahead, ahead_seconds=self._ahead_seconds,
+                    decide=decide, ahead_seconds=self._ahead_seconds,
                 )
             else:
                 schedules, inserted = await self._store.plan_due(
                     limit=self._batch, lookahead_seconds=self._lookahead_seconds,
-                    decide=self._decide,
+                    decide=decide,
                 )
             result = TickResult(schedules, inserted)
         except StorageError as exc:
@@ -148,6 +161,11 @@ class Planner:
             result = TickResult(0, 0, failed=True)
         finally:
             self._metrics.planner_tick(self._monotonic() - started)
+        if self._tracer.enabled and (result.schedules or result.failed):
+            self._tracer.planner_tick(
+                traced_from, time.time_ns(), schedules=result.schedules,
+                runs=result.runs_inserted, failed=result.failed,
+                planned=[run.id for decision in planned for run in decision.runs])
         self._record(result)
         return result
 
@@ -166,6 +184,20 @@ class Planner:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(result)
+
+
+Decide = Callable[[Sequence[DueSchedule], datetime, Span | None], PlanDecision]
+
+
+def _remembering(decide: Decide, into: list[PlanDecision]) -> Decide:
+    """``decide``, keeping what it decided (tracing links the tick to the planned runs)."""
+    def remembered(schedules: Sequence[DueSchedule], now: datetime,
+                   writable: Span | None) -> PlanDecision:
+        decision = decide(schedules, now, writable)
+        into.append(decision)
+        return decision
+
+    return remembered
 
 
 def _raise_if_crashed(helpers: list[asyncio.Task[None]]) -> None:

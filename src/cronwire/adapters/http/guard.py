@@ -24,6 +24,12 @@ from cronwire.domain.netpolicy import (
 )
 
 Resolve = Callable[[str, int], Awaitable[list[str]]]
+# Said with every refusal: what allows such a target, and why it is off by default.
+PRIVATE_TARGETS_HINT = (
+    "this server refuses such targets so that a tenant cannot reach the network it runs in "
+    "(internal services, cloud metadata); its operator can allow them with "
+    "SCHEDULER_ALLOW_PRIVATE_TARGETS=true (for development and tests)"
+)
 IsForbidden = Callable[[IPAddress], str | None]
 
 
@@ -67,7 +73,8 @@ class TargetGuard:
             return
         reason = self._is_forbidden(ip)
         if reason is not None:
-            raise TargetRefused(f"target.url: host {host!r} resolves to {ip}, {reason}")
+            raise TargetRefused(f"target.url: host {host!r} resolves to {ip}, {reason}; "
+                                f"{PRIVATE_TARGETS_HINT}")
 
     async def resolve_checked(self, host: str, port: int) -> list[str]:
         """Addresses to connect to for ``host``, every one of them checked.

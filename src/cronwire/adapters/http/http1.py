@@ -11,6 +11,7 @@ left nothing behind; a byte that arrives while no request is outstanding closes 
 from __future__ import annotations
 
 import asyncio
+import select
 import zlib
 from collections.abc import Callable
 
@@ -123,12 +124,17 @@ class Connection(asyncio.Protocol):
 
     @property
     def usable(self) -> bool:
-        """Open, and its last exchange (if any) ended in a complete, reusable answer."""
+        """Open, its last exchange (if any) ended in a complete, reusable answer, and no
+        byte waits unread in the kernel: bytes the loop has not handed to
+        :meth:`data_received` yet (a surplus answer sent right after the last one) would
+        otherwise be read as the next request's answer."""
         transport = self.transport
         if self.closed or transport is None or transport.is_closing():
             return False
         reader = self.reader
-        return reader is None or (reader.done and reader.reusable)
+        if reader is not None and not (reader.done and reader.reusable):
+            return False
+        return not _bytes_waiting(transport)
 
     def park(self) -> None:
         """Between requests: a byte arriving now closes the connection."""
@@ -139,6 +145,19 @@ class Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.abort()
+
+
+def _bytes_waiting(transport: asyncio.Transport) -> bool:
+    """Whether the socket has bytes (or an end of stream) not read yet; one poll(2)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    poller = select.poll()
+    try:
+        poller.register(sock.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):
+        return True  # a socket we cannot ask is not one to reuse
 
 
 def request_bytes(method: str, url: URL, host: str, port: int, headers: dict[str, str],

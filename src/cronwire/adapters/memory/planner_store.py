@@ -73,10 +73,11 @@ class MemoryPlannerStore:
             schedule = self._db.schedules[advance.schedule_id]
             schedule.next_fire_at = advance.next_fire_at
             schedule.last_fire_at = advance.last_fire_at
+            schedule.updated_at = now
             schedule.runs_planned += advance.planned
             if advance.completed:
                 schedule.status = ScheduleStatus.COMPLETED
-        return len(due), inserted
+        return len(due) - decision.passed_over, inserted
 
     async def db_now(self) -> datetime:
         return self._db.now()

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import asyncpg
+from cronwire.adapters.postgres.connect import connect_primary
+from cronwire.adapters.postgres.dsn import parse_dsn
 
 
 async def create_database(admin_dsn: str, name: str) -> str:
-    """Create database ``name`` (a plain identifier the caller made up) on the server of
-    ``admin_dsn``; returns its DSN. An identifier cannot be a bind parameter, hence the
-    quoted name in the statement text."""
-    conn = await asyncpg.connect(admin_dsn)
+    """Create database ``name`` (a plain identifier the caller made up) on the primary of
+    ``admin_dsn``; returns its URL (every host of ``admin_dsn``, its parameters kept). An
+    identifier cannot be a bind parameter, hence the quoted name in the statement text."""
+    conn = await connect_primary(admin_dsn)
     try:
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
-    base, _, _ = admin_dsn.rpartition("/")
-    return f"{base}/{name}"
+    return parse_dsn(admin_dsn).with_database(name)

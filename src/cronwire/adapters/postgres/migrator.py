@@ -19,6 +19,7 @@ from pathlib import Path
 
 import asyncpg
 
+from cronwire.adapters.postgres.connect import connect_primary
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.errors import MigrationError
@@ -81,7 +82,7 @@ async def migrate(dsn: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
     """Apply pending migrations in order, each in its own transaction; returns applied versions."""
     migrations = discover(directory)
     with storage_errors("applying migrations"):
-        conn = await asyncpg.connect(dsn, server_settings={"application_name": "cronwire-migrate"})
+        conn = await connect_primary(dsn, server_settings={"application_name": "cronwire-migrate"})
         try:
             await conn.execute(Q["advisory_lock"], LOCK_KEY)
             try:

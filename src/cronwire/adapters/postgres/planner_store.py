@@ -110,7 +110,7 @@ class PostgresPlannerStore:
             inserted = rows_affected(status)
         if decision.advances:
             await conn.execute(Q["schedule_advance"], *_advance_columns(decision))
-        return len(rows), inserted
+        return len(rows) - decision.passed_over, inserted
 
     async def db_now(self) -> datetime:
         with storage_errors("read the database clock"):

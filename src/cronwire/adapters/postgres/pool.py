@@ -1,4 +1,6 @@
-"""The asyncpg connection pool: UTC sessions and JSON codecs for jsonb."""
+"""The asyncpg connection pools: UTC sessions and JSON codecs for jsonb, on the server of
+the URL that suits (connect.py): the writable primary for the writer's pool, any server
+the read URL names for the history's read pool."""
 
 from __future__ import annotations
 
@@ -6,6 +8,14 @@ import json
 from typing import Any
 
 import asyncpg
+
+from cronwire.adapters.postgres.connect import (
+    ServerFinder,
+    ServerTurnedReadOnly,
+    reports_read_only,
+)
+
+READ_POOL_CONNECT_SECONDS = 2.0  # a standby that does not answer: the primary serves sooner
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -32,16 +42,39 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 TENANT_MAX_CONCURRENCY_SETTING = "cronwire.tenant_max_concurrency"
 
 
-async def create_pool(dsn: str, size: int, *, tenant_max_concurrency: int | None = None,
+async def _writable_only(conn: asyncpg.Connection) -> None:
+    """On every acquire of a writer's connection, with no round trip: a connection whose
+    server reported itself read-only is closed by the pool, and the caller gets a storage
+    error (its loop retries; the pool connects anew, to the primary). The server reports
+    a change with its answer to the next statement, so the first write after a fence fails
+    with ReadOnlySQLTransactionError, and the connection is never written through."""
+    if reports_read_only(conn):
+        raise ServerTurnedReadOnly("the server turned read-only (a fenced or demoted "
+                                   "primary); connection dropped")
+
+
+async def create_pool(dsn: str, size: int, *, read_only: bool = False,
+                      tenant_max_concurrency: int | None = None,
                       **kwargs: Any) -> asyncpg.Pool:
+    """A pool on the primary of ``dsn`` or, ``read_only``, on any server it names: then
+    sessions are read-only too, and no connection is opened before the first read (a
+    standby that is down must not stop a replica from starting)."""
     kwargs.setdefault("reset", _keep_session)
     settings = {"timezone": "UTC", "application_name": "cronwire"}
     if tenant_max_concurrency is not None:
         settings[TENANT_MAX_CONCURRENCY_SETTING] = str(tenant_max_concurrency)
+    if read_only:
+        settings["default_transaction_read_only"] = "on"
+        kwargs.setdefault("min_size", 0)
+        finder = ServerFinder(dsn, writable=False, timeout=READ_POOL_CONNECT_SECONDS)
+    else:
+        kwargs.setdefault("setup", _writable_only)
+        finder = ServerFinder(dsn, writable=True)
     pool = await asyncpg.create_pool(
         dsn,
-        min_size=1,
+        min_size=kwargs.pop("min_size", 1),
         max_size=size,
+        connect=finder.connect,
         init=_init_connection,
         server_settings=settings,
         **kwargs,

@@ -18,6 +18,7 @@ from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.flow_store import flow_key_of, resync_deleted, save_flow_control
 from cronwire.adapters.postgres.run_history import run_view
 from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import (
     retry_from_document,
     retry_to_document,
@@ -41,6 +42,11 @@ Q = queries()
 NIL_ID = uuid.UUID(int=0)
 # A manual instant collides only with another manual trigger in the same microsecond.
 MANUAL_INSERT_TRIES = 5
+
+
+def _alert_columns(spec: ScheduleSpec) -> list[object]:
+    rules = spec.alerts
+    return [rules.after_failures, rules.late_after_seconds, rules.max_duration_ms]
 
 
 def _spec_columns(spec: ScheduleSpec) -> list[object]:
@@ -100,6 +106,8 @@ def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
         jitter_seconds=row["jitter_seconds"],
         max_runs=row["max_runs"],
         pause_after_failures=row["pause_after_failures"],
+        alerts=AlertRules(row["alert_after_failures"], row["alert_late_after_seconds"],
+                          row["alert_max_duration_ms"]),
         flow_control=flow_from_document(row["flow_control"]),
     )
     return ScheduleRecord(
@@ -159,6 +167,7 @@ class PostgresScheduleStore:
                     Q["schedule_insert"], uuid.uuid4(), tenant_id, *_spec_columns(spec),
                     status.value, first_fire(spec, tenant["db_now"]), spec.starts_at,
                     spec.ends_at, signing_secret, *_semantics_columns(spec),
+                    *_alert_columns(spec),
                 )
                 if row is not None and spec.flow_control is not None:
                     await save_flow_control(conn, tenant_id, row["id"], spec)
@@ -204,7 +213,7 @@ class PostgresScheduleStore:
                 updated = await conn.fetchrow(
                     Q["schedule_update"], tenant_id, schedule_id, *_spec_columns(spec),
                     spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
-                    *_semantics_columns(spec), status.value,
+                    *_semantics_columns(spec), status.value, *_alert_columns(spec),
                 )
                 await save_flow_control(conn, tenant_id, schedule_id, spec,
                                         flow_key_of(current.spec))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -33,7 +34,8 @@ from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun
 from cronwire.domain.retry import Uniform
-from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore
+from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore, Tracer
+from cronwire.ports.observability import TRACING_OFF
 from cronwire.service.executor.breaker_gate import BreakerGate, report_open_breakers
 from cronwire.service.executor.claim_wake import ClaimWake
 from cronwire.service.executor.deliveries import Deliveries
@@ -68,6 +70,7 @@ class Executor:
         max_write_batch: int = 500,
         rng: Uniform | None = None,
         signals: ExecutorSignals | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self._claims = claim_source
         self._runs = run_store
@@ -84,6 +87,8 @@ class Executor:
         self._gauge_seconds = gauge_seconds
         self._max_write_batch = max_write_batch
         self._signals = signals or quiet_signals()
+        # Off: the hot path reads this one attribute and calls nothing else (ADR 0035).
+        self._tracer: Tracer = tracer or TRACING_OFF
         # Claim when a quarter of the slots are idle, or after a short gathering wait:
         # fewer, larger claims at full load; no starvation when most slots are busy.
         self._claim_threshold = max(1, min(batch, workers) // 4)
@@ -98,12 +103,12 @@ class Executor:
         self._writer = ResolutionWriter(
             run_store, breaker_store, self._keeper, metrics, owner=owner,
             breaker_policy=self._policy, lease_seconds=lease_seconds, signals=self._signals,
-            max_batch=max_write_batch,
+            max_batch=max_write_batch, tracer=self._tracer,
         )
         self._deliveries = Deliveries(
             deliverer, run_store, self._keeper, self._writer, metrics, clock, self._wake,
             owner=owner, delivery_timeout=delivery_timeout, rng=rng or random.Random(),
-            signals=self._signals,
+            signals=self._signals, tracer=self._tracer,
         )
         self._delivering = self._deliveries.leases
 
@@ -179,6 +184,7 @@ class Executor:
             asked_at = self._clock.now()
             # Read before the claim leaves: no stall after this line can move it later.
             send_by = send_deadline(self._clock.monotonic(), self._lease_seconds)
+            claim_started = time.time_ns() if self._tracer.enabled else 0
             try:
                 batch = await self._claims.claim(self._owner, limit, self._lease_seconds)
             except StorageError:
@@ -194,6 +200,9 @@ class Executor:
                 self._deliveries.clock_offset = asked_at - db_now
                 for source, count in batch.sources or ((self._claims.name, len(runs)),):
                     self._metrics.claims(source, count)
+                if self._tracer.enabled:
+                    self._tracer.claim(claim_started, time.time_ns(), source=self._claims.name,
+                                       runs=runs)
                 await self._admit(runs, send_by)
             if len(runs) < limit:
                 # Nothing more now: until the next run is due, a freed slot or a hint.

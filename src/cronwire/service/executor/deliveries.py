@@ -19,7 +19,8 @@ from cronwire.domain.delivery import DeliveryResult
 from cronwire.domain.errors import RequestNotSent, StorageError
 from cronwire.domain.model import ClaimedRun
 from cronwire.domain.retry import Uniform, resolve_attempt
-from cronwire.ports import Clock, Deliverer, Metrics, RunStore
+from cronwire.ports import Clock, Deliverer, Metrics, RunStore, Tracer
+from cronwire.ports.observability import TRACING_OFF
 from cronwire.service.executor.claim_wake import ClaimWake
 from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.executor.resolution_writer import Finished, ResolutionWriter
@@ -43,6 +44,7 @@ class Deliveries:
         delivery_timeout: float,
         rng: Uniform,
         signals: ExecutorSignals,
+        tracer: Tracer = TRACING_OFF,
     ) -> None:
         self._deliverer = deliverer
         self._runs = run_store
@@ -55,6 +57,8 @@ class Deliveries:
         self._delivery_timeout = delivery_timeout
         self._rng = rng
         self._signals = signals
+        # Off: the hot path reads this one attribute and calls nothing else (ADR 0035).
+        self._tracer = tracer
         self.leases: set[Lease] = set()  # the requests in flight
         # Replica clock minus the database's, measured by the claim loop at each claim:
         # fire lag is a database-clock figure (scheduled_for is one), so the replica's
@@ -130,11 +134,16 @@ class Deliveries:
         attempt is recorded as a retryable failure rather than leaving a lease that is
         renewed for ever with nothing in flight."""
         started_at = self._clock.now()
+        tracing = self._tracer.enabled
+        request = request_for(run, self._delivery_timeout, send_by,
+                              self._tracer.traceparent(run) if tracing else None)
         try:
-            return await self._deliverer.deliver(
-                request_for(run, self._delivery_timeout, send_by))
+            result = await self._deliverer.deliver(request)
         except RequestNotSent:
             raise
         except Exception as exc:
             log.exception("deliverer raised for run %s", run.id)
-            return internal_failure(exc, started_at, self._clock.now())
+            result = internal_failure(exc, started_at, self._clock.now())
+        if tracing:
+            self._tracer.attempt(run, request, result)
+        return result

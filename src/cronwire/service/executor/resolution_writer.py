@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +32,8 @@ from uuid import UUID
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun, RunResolution, RunStatus
-from cronwire.ports import BreakerStore, Metrics, RunStore
+from cronwire.ports import BreakerStore, Metrics, RunStore, Tracer
+from cronwire.ports.observability import TRACING_OFF
 from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.signals import ExecutorSignals, quiet_signals
 
@@ -66,6 +68,7 @@ class ResolutionWriter:
         signals: ExecutorSignals | None = None,
         max_batch: int = 500,
         linger_seconds: float = 0.002,
+        tracer: Tracer = TRACING_OFF,
     ) -> None:
         self._runs = run_store
         self._breakers = breaker_store
@@ -77,6 +80,7 @@ class ResolutionWriter:
         self._lease_seconds = lease_seconds
         self._max_batch = max_batch
         self._linger = linger_seconds
+        self._tracer = tracer
         self._buffer: list[Finished] = []
         self._wake = asyncio.Event()
         self._closing = False
@@ -109,7 +113,11 @@ class ResolutionWriter:
                 return
 
     async def _write(self, batch: list[Finished]) -> None:
+        started = time.time_ns() if self._tracer.enabled else 0
         landed, resolved = await self._land(batch)
+        if self._tracer.enabled:
+            self._tracer.result_write(started, time.time_ns(),
+                                      [(f.run, landed.get(f.run.id)) for f in batch])
         self._settle(batch, landed)
         await self._feed_breakers([f for f in batch if f.run.id in resolved])
 

@@ -361,10 +361,15 @@ RETURNING j.id
 -- ran (cancel_requested) ends it 'cancelled' instead: no attempt starts after a delete.
 -- So does any result of a run a newer occurrence superseded while its request was in
 -- flight (overlap_policy cancel_other: the request finished and its attempt is recorded).
--- The same statement keeps the schedule's failure count and pauses it once the count
--- reaches pause_after_failures, and wakes the next run waiting on an overlap gate whose
--- holder ended. Each of those reads only rows the batch makes it look at: a batch of
--- successes under 'allow' touches no schedule unless its count was above zero.
+-- The same statement wakes the next run waiting on an overlap gate whose holder ended,
+-- and keeps each schedule's one count of consecutive failures (consecutive_failures,
+-- issue 25), from which it decides both the pause after pause_after_failures and the
+-- alert transitions (issue 26, ADR 0036). Only schedules the batch can change are read
+-- and locked (in id order, so two batches sharing schedules queue instead of
+-- deadlocking): those with a failure here, a count above zero, or an alert rule. A batch
+-- of successes under 'allow' with no rule locks no schedule. One UPDATE of the schedule
+-- row carries the count, the pause and the alert state: two CTEs updating one row in a
+-- statement would keep only one of the writes.
 -- Returns each landed id with the status written, then one row per schedule this batch
 -- paused (id NULL, paused_schedule and its tenant set).
 WITH outcome AS (
@@ -405,13 +410,15 @@ landed AS (
                                         || 'flight finished and its attempt is recorded'
                                    ELSE o.error END,
            published_at     = NULL,  -- kafka mode: a retry is published again when due
+           last_duration_ms = COALESCE(o.duration_ms, j.last_duration_ms),
            updated_at       = now()
       FROM outcome o
      WHERE j.id = o.id AND j.scheduled_for = o.scheduled_for
        AND j.claimed_by = $1 AND j.status = 'running' AND j.attempt_count = o.attempt_count
        AND j.lease_generation = o.generation
     RETURNING j.id, j.scheduled_for, j.status, j.schedule_id, j.tenant_id, j.overlap_policy,
-              j.last_error, j.flow_key, j.flow_slots, o.hold_seconds
+              j.last_duration_ms, j.last_status_code, j.last_error, j.flow_key, j.flow_slots,
+              o.hold_seconds
 ),
 flow_released AS (
     -- Flow control (ADR 0040): the slots the ended leases held, given back, and a key
@@ -462,65 +469,136 @@ woken AS (
          LIMIT 1) nxt
      WHERE w.id = nxt.id AND w.scheduled_for = nxt.scheduled_for AND w.fire_after > now()
 ),
-failing AS (
-    -- Schedules with a failed run in this batch: the failures after the batch's last
-    -- success of that schedule (occurrence order), whether it had one, the newest error.
-    SELECT f.schedule_id,
-           count(*) FILTER (WHERE f.status = 'failed'
-                              AND (f.last_success IS NULL OR f.scheduled_for > f.last_success))
-               AS failed_after,
-           bool_or(f.last_success IS NOT NULL) AS recovered,
-           (array_agg(f.last_error ORDER BY f.scheduled_for DESC)
-               FILTER (WHERE f.status = 'failed'))[1] AS last_error
-      FROM (SELECT l.schedule_id, l.status, l.scheduled_for, l.last_error,
-                   max(l.scheduled_for) FILTER (WHERE l.status = 'succeeded')
-                       OVER (PARTITION BY l.schedule_id) AS last_success
-              FROM landed l
-             WHERE l.status IN ('succeeded', 'failed')
-               AND l.schedule_id IN (SELECT schedule_id FROM landed WHERE status = 'failed')) f
-     GROUP BY f.schedule_id
+ended AS (
+    SELECT * FROM landed WHERE status IN ('succeeded', 'failed')
+),
+candidates AS (
+    -- The schedules whose count, pause or alert state this batch can change: those with a
+    -- failure here, and those with a success whose count is above zero or that have a rule,
+    -- each found through its nearly empty partial index (schedule_failing_idx,
+    -- schedule_alert_rules_idx), so a schedule that is none of these costs two probes
+    -- that match nothing, not a read of its row.
+    SELECT schedule_id AS id FROM ended WHERE status = 'failed'
+    UNION
+    SELECT s.id FROM schedule s
+     WHERE s.id = ANY (ARRAY(SELECT DISTINCT schedule_id FROM ended))
+       AND s.consecutive_failures > 0
+    UNION
+    SELECT s.id FROM schedule s
+     WHERE s.id = ANY (ARRAY(SELECT DISTINCT schedule_id FROM ended))
+       AND (s.alert_after_failures IS NOT NULL OR s.alert_max_duration_ms IS NOT NULL)
+),
+watched AS (
+    -- Locked in id order. Deleted schedules neither count nor alert.
+    SELECT s.id, s.tenant_id, s.name, s.status, s.consecutive_failures,
+           s.pause_after_failures, s.alert_after_failures, s.alert_max_duration_ms,
+           s.alert_failing, s.alert_slow
+      FROM schedule s
+     WHERE s.id = ANY (ARRAY(SELECT id FROM candidates)) AND s.status <> 'deleted'
+     ORDER BY s.id
+       FOR UPDATE
+),
+batch AS (
+    -- Per schedule, in occurrence order: its latest success in this batch and the
+    -- failures after it (consecutive failures continue the stored count only when the
+    -- batch has no success).
+    SELECT e.schedule_id,
+           max(e.scheduled_for) FILTER (WHERE e.status = 'succeeded') AS success_at,
+           (array_agg(e.id ORDER BY e.scheduled_for DESC)
+               FILTER (WHERE e.status = 'succeeded'))[1] AS success_run,
+           (array_agg(e.last_duration_ms ORDER BY e.scheduled_for DESC)
+               FILTER (WHERE e.status = 'succeeded'))[1] AS success_ms,
+           (array_agg(e.id ORDER BY e.last_duration_ms DESC NULLS LAST)
+               FILTER (WHERE e.status = 'succeeded'))[1] AS slowest_run,
+           max(e.last_duration_ms) FILTER (WHERE e.status = 'succeeded') AS slowest_ms,
+           (array_agg(e.id ORDER BY e.scheduled_for DESC)
+               FILTER (WHERE e.status = 'failed'))[1] AS failed_run,
+           (array_agg(e.last_status_code ORDER BY e.scheduled_for DESC)
+               FILTER (WHERE e.status = 'failed'))[1] AS failed_code,
+           (array_agg(e.last_error ORDER BY e.scheduled_for DESC)
+               FILTER (WHERE e.status = 'failed'))[1] AS failed_error
+      FROM ended e
+     WHERE e.schedule_id IN (SELECT id FROM watched)
+     GROUP BY e.schedule_id
 ),
 counted AS (
-    -- pause_after_failures: decided here, on the row lock this update takes, so two
-    -- replicas' batches add up and exactly one of them pauses the schedule.
+    SELECT w.*, b.*, f.failures,
+           -- still failing until a success, even when a resume reset the count
+           w.alert_after_failures IS NOT NULL
+               AND (f.failures >= w.alert_after_failures
+                    OR (w.alert_failing AND b.success_at IS NULL)) AS failing_now,
+           CASE WHEN w.alert_max_duration_ms IS NULL OR b.success_at IS NULL THEN w.alert_slow
+                ELSE b.success_ms > w.alert_max_duration_ms END AS slow_now,
+           -- pause_after_failures: decided on the row lock taken above, so two replicas'
+           -- batches add up and exactly one of them pauses the schedule.
+           w.status = 'active' AND w.pause_after_failures IS NOT NULL
+               AND f.failures >= w.pause_after_failures AS tripped
+      FROM watched w
+      JOIN batch b ON b.schedule_id = w.id
+     CROSS JOIN LATERAL (
+        SELECT CASE WHEN b.success_at IS NULL THEN w.consecutive_failures ELSE 0 END
+               + (SELECT count(*) FROM ended e
+                   WHERE e.schedule_id = w.id AND e.status = 'failed'
+                     AND e.scheduled_for > COALESCE(b.success_at, '-infinity'))::integer
+               AS failures) f
+),
+schedule_state AS (
     UPDATE schedule s
-       SET consecutive_failures = CASE WHEN f.recovered THEN 0 ELSE s.consecutive_failures END
-                                  + f.failed_after,
-           status = CASE WHEN s.status = 'active' AND s.pause_after_failures IS NOT NULL
-                              AND CASE WHEN f.recovered THEN 0 ELSE s.consecutive_failures END
-                                  + f.failed_after >= s.pause_after_failures
-                         THEN 'paused' ELSE s.status END,
-           paused_at = CASE WHEN s.status = 'active' AND s.pause_after_failures IS NOT NULL
-                                 AND CASE WHEN f.recovered THEN 0 ELSE s.consecutive_failures END
-                                     + f.failed_after >= s.pause_after_failures
-                            THEN now() ELSE s.paused_at END,
-           paused_reason = CASE WHEN s.status = 'active' AND s.pause_after_failures IS NOT NULL
-                                     AND CASE WHEN f.recovered THEN 0 ELSE s.consecutive_failures END
-                                         + f.failed_after >= s.pause_after_failures
+       SET consecutive_failures = n.failures,
+           alert_failing = n.failing_now,
+           alert_slow = n.slow_now,
+           status = CASE WHEN n.tripped THEN 'paused' ELSE s.status END,
+           paused_at = CASE WHEN n.tripped THEN now() ELSE s.paused_at END,
+           paused_reason = CASE WHEN n.tripped
                                 THEN format('Paused automatically after %s consecutive failed '
                                             'runs (pause_after_failures: %s). The last one '
                                             'failed with: %s. Fix the target, then resume '
                                             'the schedule.',
-                                            CASE WHEN f.recovered THEN 0 ELSE s.consecutive_failures END
-                                            + f.failed_after, s.pause_after_failures,
-                                            COALESCE(left(f.last_error, 300), 'no error recorded'))
+                                            n.failures, n.pause_after_failures,
+                                            COALESCE(left(n.failed_error, 300),
+                                                     'no error recorded'))
                                 ELSE s.paused_reason END
-      FROM failing f
-     WHERE s.id = f.schedule_id AND s.status <> 'deleted'
-    RETURNING s.id, s.tenant_id, s.status = 'paused' AND s.paused_at = now() AS tripped
+      FROM counted n
+     WHERE s.id = n.id
+       AND (n.tripped OR (s.consecutive_failures, s.alert_failing, s.alert_slow)
+                         IS DISTINCT FROM (n.failures, n.failing_now, n.slow_now))
+    RETURNING s.id, s.tenant_id, n.tripped
 ),
-recovered AS (
-    -- A success resets the count, where it is above zero (schedule_failing_idx holds just
-    -- those, so a batch of successes probes a near-empty index).
-    UPDATE schedule s
-       SET consecutive_failures = 0
-     WHERE s.id = ANY (ARRAY(SELECT l.schedule_id FROM landed l WHERE l.status = 'succeeded'))
-       AND s.consecutive_failures > 0
-       AND s.id NOT IN (SELECT schedule_id FROM failing)
+alert_events AS (
+    -- Once per transition: recovered (a success while failing), failing (the count
+    -- reached the rule, from not failing or after a recovery in this same batch), slow
+    -- (a success over the rule while not already slow), paused (pause_after_failures
+    -- paused the schedule here; with or without an alert rule).
+    INSERT INTO alert_event (id, tenant_id, schedule_id, schedule_name, type, run_id, detail,
+                             status)
+    SELECT gen_random_uuid(), n.tenant_id, n.id, n.name, e.type, e.run_id, e.detail,
+           CASE WHEN e.type = ANY (d.events) THEN 'pending' ELSE 'undelivered' END
+      FROM counted n
+     CROSS JOIN LATERAL (VALUES
+        (1, 'schedule.recovered', n.alert_failing AND n.success_at IS NOT NULL, n.success_run,
+         jsonb_build_object('after_failures', n.alert_after_failures)),
+        (2, 'schedule.failing',
+         n.failing_now AND (NOT n.alert_failing OR n.success_at IS NOT NULL), n.failed_run,
+         jsonb_build_object('consecutive_failures', n.failures,
+                            'after_failures', n.alert_after_failures,
+                            'last_status_code', n.failed_code, 'last_error', n.failed_error)),
+        (3, 'schedule.slow',
+         n.alert_max_duration_ms IS NOT NULL AND NOT n.alert_slow
+             AND n.slowest_ms > n.alert_max_duration_ms, n.slowest_run,
+         jsonb_build_object('duration_ms', n.slowest_ms,
+                            'max_duration_ms', n.alert_max_duration_ms)),
+        (4, 'schedule.paused', n.tripped, n.failed_run,
+         jsonb_build_object('consecutive_failures', n.failures,
+                            'pause_after_failures', n.pause_after_failures,
+                            'last_status_code', n.failed_code, 'last_error', n.failed_error))
+     ) AS e(ord, type, fires, run_id, detail)
+      LEFT JOIN tenant_alert_destination d ON d.tenant_id = n.tenant_id
+     WHERE e.fires
+     ORDER BY n.id, e.ord
 )
 SELECT id, status, NULL::uuid AS paused_schedule, NULL::uuid AS paused_tenant FROM landed
 UNION ALL
-SELECT NULL, NULL, id, tenant_id FROM counted WHERE tripped
+SELECT NULL, NULL, id, tenant_id FROM schedule_state WHERE tripped
 
 -- name: job_run_ended_by_lease
 -- After a resolve whose reply was lost (the connection died around the commit): which of
@@ -1278,6 +1356,45 @@ SELECT (SELECT count(*) FROM job_run
          WHERE status IN ('pending', 'retrying') AND fire_after <= now())
      + (SELECT count(*) FROM job_run WHERE status = 'running') AS backlog
 
+-- name: job_run_stats_values
+-- One schedule's finished runs with scheduled_for in [$2, $3), summed per UTC period of $4
+-- (a day or an hour, date_bin from a midnight) by one hashed pass over
+-- job_run_schedule_stats_idx: the count per status (kind 3), per distinct fire lag in ms
+-- (kind 5; NULL: never started) and per distinct duration (kind 6; NULL: none recorded).
+-- The index's payload columns make it an index-only scan where the visibility map allows.
+-- The reader buckets the values and keeps the closed periods' summaries (ADR 0036).
+-- date_part, not EXTRACT: float8 arithmetic, where EXTRACT's numeric took as long as the
+-- whole scan of 100,000 runs. $1 schedule.
+SELECT period, GROUPING(status, lag_ms, duration_ms) AS kind, status, lag_ms, duration_ms,
+       count(*) AS runs
+  FROM (SELECT date_bin($4::interval, scheduled_for, TIMESTAMPTZ '2000-01-01 00:00:00+00')
+                   AS period,
+               status, date_part('epoch', first_attempt_at - scheduled_for) * 1000 AS lag_ms,
+               last_duration_ms AS duration_ms
+          FROM job_run
+         WHERE schedule_id = $1 AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
+           AND scheduled_for >= $2 AND scheduled_for < $3) AS r
+ GROUP BY GROUPING SETS ((period, status), (period, lag_ms), (period, duration_ms))
+
+-- name: job_run_stats_open_hours
+-- What decides which periods of the window (now() - $3 seconds, now()] are closed (ADR
+-- 0036): the database clock, the planner's cursor (occurrences before it are all written)
+-- and the UTC hours that still hold a run not finished; and how many runs are not
+-- finished. Through the tenant's status index: a few rows, except while the tenant has a
+-- backlog. $1 tenant, $2 schedule.
+SELECT now() AS db_now,
+       (SELECT next_fire_at FROM schedule WHERE tenant_id = $1 AND id = $2) AS next_fire_at,
+       u.unfinished, COALESCE(u.open_hours, '{}') AS open_hours
+  FROM (SELECT count(*) FILTER (WHERE status <> 'running' OR claim_expires_at IS NOT NULL)
+                   AS unfinished,
+               array_agg(DISTINCT date_bin('1 hour', scheduled_for,
+                                           TIMESTAMPTZ '2000-01-01 00:00:00+00')) AS open_hours
+          FROM job_run
+         WHERE tenant_id = $1 AND status IN ('pending', 'retrying', 'running')
+           AND schedule_id = $2
+           AND scheduled_for > now() - make_interval(secs => $3)
+           AND scheduled_for <= now()) AS u
+
 -- name: job_run_insert_backfill
 -- A backfill's runs (RunCommands.backfill, in the transaction that holds the schedule FOR
 -- SHARE): one pending run per occurrence, due now, with the planner's deterministic id for
@@ -1347,3 +1464,35 @@ SELECT m.new_id, $1, m.schedule_id, m.instant, m.idempotency_key, 'replay', 'pen
 RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
           first_attempt_at, finished_at, last_status_code, last_error, trigger,
           skip_reason, replay_of, replayed_by
+
+-- name: job_run_stats_skipped
+-- The same window's skipped runs by skip_reason (issue 25: 'overlap' or 'misfire'). Apart
+-- from job_run_stats_window so that one stays index-only: skip_reason is not in the
+-- covering index, and only the skipped runs' rows are read for it. $1 schedule, $2 window
+-- seconds.
+SELECT COALESCE(skip_reason, 'misfire') AS reason, count(*) AS runs
+  FROM job_run
+ WHERE schedule_id = $1 AND status = 'skipped'
+   AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')  -- the partial index
+   AND scheduled_for > now() - make_interval(secs => $2) AND scheduled_for <= now()
+ GROUP BY 1
+
+-- name: job_run_outcome_streak
+-- Past any window: the failed runs after the latest succeeded one (by occurrence), and
+-- when the latest success and failure finished. Index-only over the same index, backwards.
+-- $1 schedule.
+WITH last_success AS (
+    SELECT scheduled_for, finished_at FROM job_run
+     WHERE schedule_id = $1 AND status = 'succeeded'
+       AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')  -- the partial index
+     ORDER BY scheduled_for DESC LIMIT 1
+)
+SELECT (SELECT count(*) FROM job_run
+         WHERE schedule_id = $1 AND status = 'failed'
+           AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
+           AND scheduled_for > COALESCE((SELECT scheduled_for FROM last_success), '-infinity'))
+           AS consecutive_failures,
+       (SELECT finished_at FROM last_success) AS last_success_at,
+       (SELECT finished_at FROM job_run WHERE schedule_id = $1 AND status = 'failed'
+           AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')
+         ORDER BY scheduled_for DESC LIMIT 1) AS last_failure_at

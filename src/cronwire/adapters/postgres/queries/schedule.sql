@@ -22,7 +22,10 @@ FOR UPDATE SKIP LOCKED
 -- one, or they never fired). Their next occurrence is written now, while nothing is due,
 -- instead of all at once when the look-ahead reaches a shared instant (100,000 schedules
 -- on "0 * * * *"). Frequent schedules are left to the look-ahead, so they never have
--- more than the look-ahead's runs written ahead. $2 batch size. Same lock as the claim.
+-- more than the look-ahead's runs written ahead: this filter keeps out those whose last
+-- fire shows it, and the pure decide_ahead passes over the rest (a schedule that never
+-- fired, or a pair of fires close together) by its cron. $2 batch size. Same lock as the
+-- claim.
 SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
        next_fire_at, last_fire_at, starts_at, ends_at, run_at, overlap_policy,
        jitter_seconds, max_runs, runs_planned, flow_key, now() AS db_now
@@ -53,26 +56,30 @@ FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::integer[])
 WHERE s.id = a.id AND s.id = ANY($1::uuid[])
 
 -- name: schedule_insert
--- $3..$9 and $15..$19 in ScheduleStore's spec column order (name .. catchup_window_seconds,
--- run_at .. pause_after_failures); paused_at is set when it is created paused.
+-- $3..$9, $15..$19 and $20..$22 in ScheduleStore's spec column order (name ..
+-- catchup_window_seconds, run_at .. pause_after_failures, the alert rules); paused_at is
+-- set when it is created paused.
 INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
                       catchup_window_seconds, status, next_fire_at, starts_at, ends_at,
                       signing_secret, run_at, overlap_policy, jitter_seconds, max_runs,
-                      pause_after_failures, paused_at)
+                      pause_after_failures, alert_after_failures, alert_late_after_seconds,
+                      alert_max_duration_ms, paused_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-        CASE WHEN $10 = 'paused' THEN now() END)
+        $20, $21, $22, CASE WHEN $10 = 'paused' THEN now() END)
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-          consecutive_failures, paused_reason, paused_at, flow_control
+          consecutive_failures, paused_reason, paused_at,
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
 
 -- name: schedule_get
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-       consecutive_failures, paused_reason, paused_at, flow_control
+       consecutive_failures, paused_reason, paused_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 
@@ -83,7 +90,8 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-       consecutive_failures, paused_reason, paused_at, flow_control, now() AS db_now
+       consecutive_failures, paused_reason, paused_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR UPDATE
@@ -94,7 +102,8 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-       consecutive_failures, paused_reason, paused_at, flow_control
+       consecutive_failures, paused_reason, paused_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
 FROM schedule
 WHERE tenant_id = $1 AND id > $2 AND status <> 'deleted'
 ORDER BY id
@@ -107,13 +116,20 @@ UPDATE schedule
 SET name = $3, cron = $4, timezone = $5, target = $6, retry = $7, misfire_policy = $8,
     catchup_window_seconds = $9, starts_at = $10, ends_at = $11, next_fire_at = $12,
     last_fire_at = $13, run_at = $14, overlap_policy = $15, jitter_seconds = $16,
-    max_runs = $17, pause_after_failures = $18, status = $19, updated_at = now()
+    max_runs = $17, pause_after_failures = $18, status = $19,
+    alert_after_failures = $20, alert_late_after_seconds = $21, alert_max_duration_ms = $22,
+    -- a rule removed or changed starts its state afresh (no stale "failing" to recover)
+    alert_failing = alert_failing AND $20::integer IS NOT DISTINCT FROM alert_after_failures,
+    alert_slow = alert_slow AND $22::integer IS NOT DISTINCT FROM alert_max_duration_ms,
+    alert_late = alert_late AND $21::integer IS NOT DISTINCT FROM alert_late_after_seconds,
+    updated_at = now()
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-          consecutive_failures, paused_reason, paused_at, flow_control
+          consecutive_failures, paused_reason, paused_at,
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
 
 -- name: schedule_set_status
 -- Pause/resume of an active or paused schedule (a completed one is neither: the store
@@ -137,7 +153,8 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-          consecutive_failures, paused_reason, paused_at, flow_control
+          consecutive_failures, paused_reason, paused_at,
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
 
 -- name: schedule_rewind
 -- After a pause took back occurrences written ahead (job_run_unplan_ahead): the cursor
@@ -150,7 +167,8 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-          consecutive_failures, paused_reason, paused_at, flow_control
+          consecutive_failures, paused_reason, paused_at,
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
 
 -- name: schedule_rotate_secret
 -- Two slots only: rotating again within the overlap drops the oldest secret.
@@ -164,7 +182,8 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-          consecutive_failures, paused_reason, paused_at, flow_control
+          consecutive_failures, paused_reason, paused_at,
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
 
 -- name: schedule_soft_delete
 UPDATE schedule
@@ -185,7 +204,8 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-       consecutive_failures, paused_reason, paused_at, flow_control, now() AS db_now
+       consecutive_failures, paused_reason, paused_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR SHARE

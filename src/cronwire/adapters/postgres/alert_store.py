@@ -1,0 +1,77 @@
+"""Alerts on Postgres, the tenant's side: the destination and the event history
+(AlertStore). Every statement is confined to the caller's tenant. The dispatcher's side
+is :mod:`.alert_outbox`; the transitions are decided in SQL (ADR 0036)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from cronwire.adapters.postgres.driver_errors import storage_errors
+from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.alerts import (
+    AlertDestination,
+    AlertEvent,
+    EventAttempt,
+)
+from cronwire.domain.keyset import HistoryPosition
+
+Q = queries()
+LATEST = HistoryPosition(datetime(9999, 12, 30, tzinfo=UTC), uuid.UUID(int=(1 << 128) - 1))
+_EVENT_FIELDS = ("id", "tenant_id", "schedule_id", "schedule_name", "type", "run_id", "at",
+                 "detail", "status", "attempt_count", "last_status_code", "last_error",
+                 "delivered_at", "created_at")
+
+
+def _destination(row: asyncpg.Record) -> AlertDestination:
+    return AlertDestination(tenant_id=row["tenant_id"], url=row["url"],
+                            events=tuple(row["events"]), created_at=row["created_at"],
+                            updated_at=row["updated_at"], signing_secret=row["signing_secret"])
+
+
+def event_of(row: asyncpg.Record) -> AlertEvent:
+    values: dict[str, Any] = {name: row[name] for name in _EVENT_FIELDS}
+    return AlertEvent(**values)
+
+
+def _attempt(row: asyncpg.Record) -> EventAttempt:
+    return EventAttempt(**{k: row[k] for k in (
+        "attempt", "started_at", "finished_at", "outcome", "status_code", "error",
+        "duration_ms", "response_excerpt")})
+
+
+class PostgresAlertStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def set_destination(self, tenant_id: uuid.UUID, url: str, events: Sequence[str],
+                              signing_secret: str) -> AlertDestination:
+        with storage_errors("setting the alert destination"):
+            row = await self._pool.fetchrow(Q["tenant_alert_destination_upsert"], tenant_id,
+                                            url, list(events), signing_secret)
+        assert row is not None
+        return _destination(row)
+
+    async def destination(self, tenant_id: uuid.UUID) -> AlertDestination | None:
+        with storage_errors("reading the alert destination"):
+            row = await self._pool.fetchrow(Q["tenant_alert_destination_get"], tenant_id)
+        return None if row is None else _destination(row)
+
+    async def list_events(
+        self, tenant_id: uuid.UUID, *, before: HistoryPosition | None, limit: int
+    ) -> Sequence[tuple[AlertEvent, tuple[EventAttempt, ...]]]:
+        key = before or LATEST
+        with storage_errors("listing alert events"):
+            async with self._pool.acquire() as conn:
+                rows = await conn.fetch(Q["alert_event_list"], tenant_id, key.scheduled_for,
+                                        key.id, limit)
+                attempts = await conn.fetch(Q["alert_event_attempt_list"], tenant_id,
+                                            [row["id"] for row in rows])
+        by_event: dict[uuid.UUID, list[EventAttempt]] = {}
+        for row in attempts:
+            by_event.setdefault(row["event_id"], []).append(_attempt(row))
+        return [(event_of(row), tuple(by_event.get(row["id"], ()))) for row in rows]

@@ -1,0 +1,113 @@
+"""The suite's plumbing (tests/support/suite_plugin.py) on a small suite of its own, run
+by pytest with two xdist workers as the README's command runs the real one: each group
+stays on one worker, and the run ends by listing the skipped tests by reason (issue 23,
+item 2). The groups' tests are spread through the collection, so without the plugin (or
+with xdist's group suffix lost, pytest-xdist#1386) they land on both workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CONFTEST = '''
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.suite_plugin import (  # noqa: F401
+    pytest_collection_modifyitems, pytest_configure, pytest_terminal_summary,
+)
+
+
+@pytest.fixture(scope="session")
+def apache_kafka():
+    return "one node"
+
+
+@pytest.fixture(scope="session")
+def apache_kafka_cluster():
+    return "three nodes"
+
+
+@pytest.fixture(autouse=True)
+def _where(request):
+    yield
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "none")
+    (Path(os.environ["SUITE_OUT"]) / f"{request.node.name}@{worker}").touch()
+'''
+
+# One module per kind of test, in this order, again and again: every group's modules are
+# far apart in the collection.
+KINDS = {
+    "kafka": "def test_kafka_{n}_{i}(apache_kafka):\n    pass\n",
+    "plain": "def test_plain_{n}_{i}():\n    pass\n",
+    "cluster": "def test_cluster_{n}_{i}(apache_kafka_cluster):\n    pass\n",
+    "module": ("@pytest.fixture(scope='module')\ndef shared():\n    return object()\n\n\n"
+               "def test_module_{n}_{i}(shared):\n    pass\n"),
+    "chaos": "@pytest.mark.chaos\ndef test_chaos_{n}_{i}():\n    pass\n",
+}
+
+
+def _suite(at: Path) -> None:
+    (at / "pytest.ini").write_text("[pytest]\nmarkers =\n    chaos: a fleet under faults\n"
+                                   "asyncio_default_fixture_loop_scope = function\n")
+    (at / "conftest.py").write_text(CONFTEST)
+    for n in range(3):
+        for kind, test in KINDS.items():
+            tests = "\n\n".join(test.format(n=n, i=i) for i in range(3))
+            (at / f"test_{n}_{kind}.py").write_text(f"import pytest\n\n\n{tests}")
+    (at / "test_skips.py").write_text(textwrap.dedent('''
+        import pytest
+
+        @pytest.mark.skip(reason="helm is not installed")
+        def test_chart_a():
+            pass
+
+        @pytest.mark.skip(reason="helm is not installed")
+        def test_chart_b():
+            pass
+
+        @pytest.mark.chaos
+        def test_no_browser():
+            pytest.skip("chromium is not installed")
+    '''))
+
+
+def test_groups_stay_on_one_worker_and_the_run_ends_with_what_was_skipped(
+    tmp_path: Path,
+) -> None:
+    suite, out = tmp_path / "suite", tmp_path / "out"
+    suite.mkdir()
+    out.mkdir()
+    _suite(suite)
+    env = {**os.environ, "SUITE_OUT": str(out), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(suite / "pytest.ini"), "--rootdir",
+         str(suite), "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", str(suite)],
+        cwd=suite, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    workers: dict[str, set[str]] = defaultdict(set)
+    ran = [path.name.split("@") for path in out.iterdir() if path.name.count("_") == 3]
+    for name, worker in ran:
+        _test, kind, n, _i = name.split("_")
+        group = f"module {n}" if kind == "module" else kind  # a group per such module
+        workers[group].add(worker)
+    assert len(ran) == 3 * 3 * len(KINDS)
+    for group in ("kafka", "cluster", "chaos", "module 0", "module 1", "module 2"):
+        assert len(workers[group]) == 1, (group, workers)
+    assert workers["plain"] == {"gw0", "gw1"}  # the rest is spread: both workers ran
+
+    summary = done.stdout[done.stdout.index("not run: 3 skipped tests, by reason"):]
+    assert "2 x helm is not installed" in summary
+    assert "1 x chromium is not installed" in summary
+    assert "test_skips.py::test_chart_a\n" in summary  # by location: no xdist "@group"
+    assert "@" not in summary
