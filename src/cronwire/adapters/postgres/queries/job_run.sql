@@ -118,7 +118,12 @@ fair AS (
            AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
            -- Runs of a key that admits nothing now are passed over here, so a held
            -- key's backlog cannot fill the tenant's share (flow control, ADR 0040).
-           AND (r.flow_key IS NULL OR r.flow_key <> ALL (d.blocked))
+           -- Not a gated run that does not hold its schedule's gate: the gate decides
+           -- it (skipped, resting, or holding the gate, and then passed over here).
+           AND (r.flow_key IS NULL OR r.flow_key <> ALL (d.blocked)
+                OR (r.overlap_policy IS NOT NULL AND NOT EXISTS (
+                        SELECT 1 FROM schedule s
+                         WHERE s.id = r.schedule_id AND s.overlap_run = r.id)))
          ORDER BY r.fire_after
          LIMIT f.per_tenant
            FOR UPDATE SKIP LOCKED) c
@@ -152,21 +157,30 @@ flow_admission AS (
 admitted AS (
     -- slots: what the lease will hold. An expired lease keeps the slots it holds; a run
     -- the function returned takes the slots it says (read only when it may have: CASE
-    -- evaluates lazily).
+    -- evaluates lazily). A run not admitted is left out, unless it is gated (an overlap
+    -- policy): the gate below still decides it (refused), because an occurrence of a
+    -- schedule whose run is going is skipped, rests or replaces that run whether or not
+    -- its key has a slot. Only a 'lease' needs one.
     SELECT c.*,
            CASE WHEN c.status = 'running' THEN c.flow_slots
                 WHEN (SELECT NOT EXISTS (SELECT 1 FROM flow_admission)) THEN 0::smallint
                 ELSE COALESCE((SELECT f.slots FROM flow_admission f
                                 WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for),
-                              0::smallint) END AS slots
+                              0::smallint) END AS slots,
+           CASE WHEN c.overlap_policy IS NULL OR c.status = 'running'
+                     OR (SELECT NOT EXISTS (SELECT 1 FROM flow_admission)) THEN false
+                ELSE (c.id, c.scheduled_for) IN (SELECT f.id, f.scheduled_for
+                                                   FROM flow_admission f WHERE NOT f.admitted)
+                END AS refused
       FROM candidates c
      -- NOT IN over the refused: one hashed set, not a lookup per candidate.
-     WHERE c.status = 'running'
+     WHERE c.status = 'running' OR c.overlap_policy IS NOT NULL
         OR (c.id, c.scheduled_for) NOT IN (SELECT f.id, f.scheduled_for FROM flow_admission f
                                             WHERE NOT f.admitted)
 ),
 picked AS (
-    SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
+    -- Admitted runs first: a refused gated run meets the gate in the room left over.
+    SELECT * FROM admitted ORDER BY refused, turn, fire_after LIMIT $2
 ),
 -- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
 -- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
@@ -189,8 +203,10 @@ decided AS (
     -- status the run ends in here (it is returned, but not as 'running', so not delivered).
     -- The gate's own verdicts come first (read only for a gated run: CASE evaluates
     -- lazily): 'skipped' and 'cancelled' end the run, 'wait' leaves it runnable with a
-    -- later fire_after, and 'hold' leaves it out of the update below. Beyond those, only
-    -- an expired lease ('running') can end here:
+    -- later fire_after, and 'hold' leaves it out of the update below. A gated run the
+    -- gate would start but flow control refused is held too: it keeps the gate (it is
+    -- the next run of its schedule to start) and waits, pending, for a slot. Beyond
+    -- those, only an expired lease ('running') can end here:
     --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
     --   'failed'     its final attempt had started (attempt_started, set by the renewal
     --                once the request left) and may have reached the target, so another
@@ -200,6 +216,7 @@ decided AS (
     -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
     SELECT p.id, p.scheduled_for,
            CASE WHEN p.gate IS NOT NULL AND p.gate <> 'lease' THEN p.gate
+                WHEN p.refused THEN 'hold'
                 WHEN p.status <> 'running' THEN 'lease'
                 WHEN p.cancel_requested THEN 'cancelled'
                 -- The policy is read only for such a run (CASE evaluates lazily): a
@@ -751,21 +768,30 @@ flow_admission AS (
 admitted AS (
     -- slots: what the lease will hold. An expired lease keeps the slots it holds; a run
     -- the function returned takes the slots it says (read only when it may have: CASE
-    -- evaluates lazily).
+    -- evaluates lazily). A run not admitted is left out, unless it is gated (an overlap
+    -- policy): the gate below still decides it (refused), because an occurrence of a
+    -- schedule whose run is going is skipped, rests or replaces that run whether or not
+    -- its key has a slot. Only a 'lease' needs one.
     SELECT c.*,
            CASE WHEN c.status = 'running' THEN c.flow_slots
                 WHEN (SELECT NOT EXISTS (SELECT 1 FROM flow_admission)) THEN 0::smallint
                 ELSE COALESCE((SELECT f.slots FROM flow_admission f
                                 WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for),
-                              0::smallint) END AS slots
+                              0::smallint) END AS slots,
+           CASE WHEN c.overlap_policy IS NULL OR c.status = 'running'
+                     OR (SELECT NOT EXISTS (SELECT 1 FROM flow_admission)) THEN false
+                ELSE (c.id, c.scheduled_for) IN (SELECT f.id, f.scheduled_for
+                                                   FROM flow_admission f WHERE NOT f.admitted)
+                END AS refused
       FROM candidates c
      -- NOT IN over the refused: one hashed set, not a lookup per candidate.
-     WHERE c.status = 'running'
+     WHERE c.status = 'running' OR c.overlap_policy IS NOT NULL
         OR (c.id, c.scheduled_for) NOT IN (SELECT f.id, f.scheduled_for FROM flow_admission f
                                             WHERE NOT f.admitted)
 ),
 picked AS (
-    SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
+    -- Admitted runs first: a refused gated run meets the gate in the room left over.
+    SELECT * FROM admitted ORDER BY refused, turn, fire_after LIMIT $2
 ),
 -- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
 -- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
@@ -788,8 +814,10 @@ decided AS (
     -- status the run ends in here (it is returned, but not as 'running', so not delivered).
     -- The gate's own verdicts come first (read only for a gated run: CASE evaluates
     -- lazily): 'skipped' and 'cancelled' end the run, 'wait' leaves it runnable with a
-    -- later fire_after, and 'hold' leaves it out of the update below. Beyond those, only
-    -- an expired lease ('running') can end here:
+    -- later fire_after, and 'hold' leaves it out of the update below. A gated run the
+    -- gate would start but flow control refused is held too: it keeps the gate (it is
+    -- the next run of its schedule to start) and waits, pending, for a slot. Beyond
+    -- those, only an expired lease ('running') can end here:
     --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
     --   'failed'     its final attempt had started (attempt_started, set by the renewal
     --                once the request left) and may have reached the target, so another
@@ -799,6 +827,7 @@ decided AS (
     -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
     SELECT p.id, p.scheduled_for,
            CASE WHEN p.gate IS NOT NULL AND p.gate <> 'lease' THEN p.gate
+                WHEN p.refused THEN 'hold'
                 WHEN p.status <> 'running' THEN 'lease'
                 WHEN p.cancel_requested THEN 'cancelled'
                 -- The policy is read only for such a run (CASE evaluates lazily): a
@@ -959,13 +988,17 @@ overdue AS (
      WHERE r.status IN ('pending', 'retrying')
        AND r.fire_after <= now() - make_interval(secs => $4)
        AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
-       -- A key that admits nothing now is passed over (flow control, ADR 0040).
-       AND (r.flow_key IS NULL OR NOT EXISTS (
-            SELECT 1 FROM flow_control f
-             WHERE f.tenant_id = r.tenant_id AND f.key = r.flow_key
-               AND (f.held_until > now() OR f.in_flight >= f.max_concurrency
-                    OR LEAST(f.burst, f.tokens + f.rate_per_second
-                             * EXTRACT(EPOCH FROM now() - f.tokens_at)) < 1)))
+       -- A key that admits nothing now is passed over (flow control, ADR 0040), but not
+       -- a gated run that does not hold its schedule's gate (job_run_claim says why).
+       AND (r.flow_key IS NULL
+            OR (r.overlap_policy IS NOT NULL AND NOT EXISTS (
+                    SELECT 1 FROM schedule s WHERE s.id = r.schedule_id AND s.overlap_run = r.id))
+            OR NOT EXISTS (
+                SELECT 1 FROM flow_control f
+                 WHERE f.tenant_id = r.tenant_id AND f.key = r.flow_key
+                   AND (f.held_until > now() OR f.in_flight >= f.max_concurrency
+                        OR LEAST(f.burst, f.tokens + f.rate_per_second
+                                 * EXTRACT(EPOCH FROM now() - f.tokens_at)) < 1)))
      ORDER BY r.fire_after
      LIMIT $2
        FOR UPDATE SKIP LOCKED
@@ -999,21 +1032,30 @@ flow_admission AS (
 admitted AS (
     -- slots: what the lease will hold. An expired lease keeps the slots it holds; a run
     -- the function returned takes the slots it says (read only when it may have: CASE
-    -- evaluates lazily).
+    -- evaluates lazily). A run not admitted is left out, unless it is gated (an overlap
+    -- policy): the gate below still decides it (refused), because an occurrence of a
+    -- schedule whose run is going is skipped, rests or replaces that run whether or not
+    -- its key has a slot. Only a 'lease' needs one.
     SELECT c.*,
            CASE WHEN c.status = 'running' THEN c.flow_slots
                 WHEN (SELECT NOT EXISTS (SELECT 1 FROM flow_admission)) THEN 0::smallint
                 ELSE COALESCE((SELECT f.slots FROM flow_admission f
                                 WHERE f.id = c.id AND f.scheduled_for = c.scheduled_for),
-                              0::smallint) END AS slots
+                              0::smallint) END AS slots,
+           CASE WHEN c.overlap_policy IS NULL OR c.status = 'running'
+                     OR (SELECT NOT EXISTS (SELECT 1 FROM flow_admission)) THEN false
+                ELSE (c.id, c.scheduled_for) IN (SELECT f.id, f.scheduled_for
+                                                   FROM flow_admission f WHERE NOT f.admitted)
+                END AS refused
       FROM candidates c
      -- NOT IN over the refused: one hashed set, not a lookup per candidate.
-     WHERE c.status = 'running'
+     WHERE c.status = 'running' OR c.overlap_policy IS NOT NULL
         OR (c.id, c.scheduled_for) NOT IN (SELECT f.id, f.scheduled_for FROM flow_admission f
                                             WHERE NOT f.admitted)
 ),
 picked AS (
-    SELECT * FROM admitted ORDER BY turn, fire_after LIMIT $2
+    -- Admitted runs first: a refused gated run meets the gate in the room left over.
+    SELECT * FROM admitted ORDER BY refused, turn, fire_after LIMIT $2
 ),
 -- The overlap gate (ADR 0033): runs planned under an overlap policy (overlap_policy NOT
 -- NULL) pass through cronwire_overlap_gate (migration 0010; domain/overlap.py states the
@@ -1036,8 +1078,10 @@ decided AS (
     -- status the run ends in here (it is returned, but not as 'running', so not delivered).
     -- The gate's own verdicts come first (read only for a gated run: CASE evaluates
     -- lazily): 'skipped' and 'cancelled' end the run, 'wait' leaves it runnable with a
-    -- later fire_after, and 'hold' leaves it out of the update below. Beyond those, only
-    -- an expired lease ('running') can end here:
+    -- later fire_after, and 'hold' leaves it out of the update below. A gated run the
+    -- gate would start but flow control refused is held too: it keeps the gate (it is
+    -- the next run of its schedule to start) and waits, pending, for a slot. Beyond
+    -- those, only an expired lease ('running') can end here:
     --   'cancelled'  its schedule was deleted while it ran: no further attempt may start;
     --   'failed'     its final attempt had started (attempt_started, set by the renewal
     --                once the request left) and may have reached the target, so another
@@ -1047,6 +1091,7 @@ decided AS (
     -- clamped as retry_from_document does; tests/unit/test_queries.py keeps them equal.
     SELECT p.id, p.scheduled_for,
            CASE WHEN p.gate IS NOT NULL AND p.gate <> 'lease' THEN p.gate
+                WHEN p.refused THEN 'hold'
                 WHEN p.status <> 'running' THEN 'lease'
                 WHEN p.cancel_requested THEN 'cancelled'
                 -- The policy is read only for such a run (CASE evaluates lazily): a
