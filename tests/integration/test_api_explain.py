@@ -244,3 +244,16 @@ async def test_jitter_shows_when_an_occurrence_is_delivered(api: Api) -> None:
     body = await _explain(api, tenant, jittered_run, occurrence)
     assert body["run"]["fire_after"] == _z(occurrence + timedelta(minutes=1))
     assert "(its occurrence plus 60.000s of jitter)" in body["reason"]
+
+
+async def test_a_pending_run_of_a_keyed_schedule_names_its_flow_control_key(api: Api) -> None:
+    tenant = await api.tenant()
+    schedule, occurrence = await _with_run(api, tenant, "pending")
+    response = await api.client.patch(f"/v1/schedules/{schedule['id']}",
+                                      json={"flow_control": {"key": "billing-api",
+                                                             "max_concurrency": 2}},
+                                      headers=tenant.headers)
+    assert response.status_code == 200, response.text
+    body = await _explain(api, tenant, schedule, occurrence - timedelta(seconds=90))
+    assert body["verdict"] == "pending"
+    assert "or for a slot of its flow-control key 'billing-api'" in body["reason"]

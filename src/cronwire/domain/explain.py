@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from cronwire.domain.cron import load_timezone, next_occurrences, occurrences_between, parse_cron
 from cronwire.domain.dst import EPOCH, EPOCH_UTC, gap_end, offsets
+from cronwire.domain.flow_control import effective_key
 from cronwire.domain.history import RunView
 from cronwire.domain.jitter import jitter_ms
 from cronwire.domain.model import RunStatus, ScheduleStatus, SkipReason
@@ -175,8 +176,13 @@ def _run_reason(run: RunView, spec: ScheduleSpec) -> str:
         if run.fire_after > run.scheduled_for and spec.jitter_seconds > 0:
             moved = (f" (its occurrence plus "
                      f"{(run.fire_after - run.scheduled_for).total_seconds():.3f}s of jitter)")
+        keyed = ""
+        if spec.flow_control is not None:  # a key at its limit holds it back (ADR 0040)
+            keyed = (f", or for a slot of its flow-control key "
+                     f"{effective_key(spec.flow_control, spec.target.url)!r} "
+                     f"(GET /v1/flow-control shows the key's runs in flight and waiting)")
         return (f"Run {run.id} is planned and waits for its time, {_iso(run.fire_after)}"
-                f"{moved}, or for a free executor")
+                f"{moved}, or for a free executor{keyed}")
     if status is RunStatus.SKIPPED:
         return _skip_reason(run, spec)
     return f"Run {run.id} was cancelled{error}"
