@@ -79,3 +79,20 @@ async def test_a_deleted_schedule_no_longer_limits_its_key(api: Api) -> None:
     assert deleted.status_code == 204
     assert [k["max_concurrency"] for k in await _keys(api, tenant)] == [9]
     assert loose["flow_control"]["key"] == ORIGIN
+
+
+async def test_one_key_is_asked_for_by_name(api: Api) -> None:
+    tenant = await api.tenant()
+    await api.create_schedule(tenant, flow_control={"key": "billing", "max_concurrency": 4})
+    await api.create_schedule(tenant, flow_control={"key": "search", "rate_per_second": 2})
+    response = await api.client.get("/v1/flow-control", params={"key": "search"},
+                                    headers=tenant.headers)
+    assert response.status_code == 200, response.text
+    assert [(k["key"], k["rate_per_second"]) for k in response.json()["items"]] == [
+        ("search", 2.0)]
+    unknown = await api.client.get("/v1/flow-control", params={"key": "nope"},
+                                   headers=tenant.headers)
+    assert unknown.json() == {"items": []}
+    blank = await api.client.get("/v1/flow-control", params={"key": ""},
+                                 headers=tenant.headers)
+    assert blank.status_code == 422 and blank.json()["error"]["field"] == "key"

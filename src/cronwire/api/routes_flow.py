@@ -12,6 +12,7 @@ from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
 from cronwire.api.schemas_flow import FlowControlPage
+from cronwire.domain.flow_control import MAX_KEY_CHARS
 
 MAX_KEYS = 1000
 
@@ -28,8 +29,11 @@ def flow_router(ctx: ApiContext) -> APIRouter:
                 summary="The tenant's flow-control keys: limits, in flight, waiting, held")
     async def list_keys(
         tenant: Tenant, limit: Annotated[int, Query(ge=1, le=MAX_KEYS)] = MAX_KEYS,
+        key: Annotated[str | None, Query(min_length=1, max_length=MAX_KEY_CHARS,
+                                         description="Only this key (a schedule's "
+                                         "flow_control.key).")] = None,
     ) -> dict[str, Any]:
-        keys = await flows.keys(tenant, limit)
+        keys = await flows.keys(tenant, limit, key)
         return {"items": [
             {"key": k.key, "max_concurrency": k.max_concurrency,
              "rate_per_second": k.rate_per_second, "in_flight": k.in_flight,

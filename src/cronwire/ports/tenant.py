@@ -122,9 +122,11 @@ class RunCommands(Protocol):
 class FlowControlView(Protocol):
     """Flow control as it stands (ADR 0040), read only."""
 
-    async def keys(self, tenant_id: UUID, limit: int) -> Sequence[FlowKeyState]:
-        """The tenant's keys in key order, at most ``limit``: limits, runs in flight,
-        runs due and waiting, a Retry-After hold. Raises StorageError."""
+    async def keys(self, tenant_id: UUID, limit: int,
+                   key: str | None = None) -> Sequence[FlowKeyState]:
+        """The tenant's keys in key order, at most ``limit`` (only ``key`` when given):
+        limits, runs in flight, runs due and waiting, a Retry-After hold. Raises
+        StorageError."""
         ...
 
 

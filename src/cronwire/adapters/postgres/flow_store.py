@@ -57,9 +57,10 @@ class PostgresFlowControl:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-    async def keys(self, tenant_id: uuid.UUID, limit: int) -> list[FlowKeyState]:
+    async def keys(self, tenant_id: uuid.UUID, limit: int,
+                   key: str | None = None) -> list[FlowKeyState]:
         with storage_errors("listing flow-control keys"):
-            rows = await self._pool.fetch(Q["flow_control_list"], tenant_id, limit)
+            rows = await self._pool.fetch(Q["flow_control_list"], tenant_id, limit, key)
         return [FlowKeyState(key=r["key"], max_concurrency=r["max_concurrency"],
                              rate_per_second=r["rate_per_second"], in_flight=r["in_flight"],
                              waiting=r["waiting"], held_until=r["held_until"])

@@ -42,13 +42,14 @@ SELECT flow_key FROM schedule WHERE tenant_id = $1 AND id = $2
 -- name: flow_control_list
 -- GET /v1/flow-control: the tenant's keys (not its own row, key ''), with the runs in
 -- flight and those due and waiting (job_run_flow_waiting_idx), and a hold still running.
+-- $3: only that key (NULL: every key; the console asks for a schedule's own).
 SELECT f.key, f.max_concurrency, f.rate_per_second, f.in_flight,
        CASE WHEN f.held_until > now() THEN f.held_until END AS held_until,
        (SELECT count(*) FROM job_run r
          WHERE r.tenant_id = f.tenant_id AND r.flow_key = f.key
            AND r.status IN ('pending', 'retrying') AND r.fire_after <= now()) AS waiting
   FROM flow_control f
- WHERE f.tenant_id = $1 AND f.key <> ''
+ WHERE f.tenant_id = $1 AND f.key <> '' AND ($3::text IS NULL OR f.key = $3)
  ORDER BY f.key
  LIMIT $2
 
