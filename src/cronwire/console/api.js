@@ -85,6 +85,7 @@ export const api = {
     call("GET", `/v1/schedules/${id(scheduleId)}/stats`, { query: { window } }),
   explain: (scheduleId, at) =>
     call("GET", `/v1/schedules/${id(scheduleId)}/explain`, { query: { at } }),
+  flowControl: (key) => call("GET", "/v1/flow-control", { query: { key } }),
   listRuns: (query) => call("GET", "/v1/runs", { query }),
   getRun: (runId) => call("GET", `/v1/runs/${id(runId)}`),
   replay: (runId) => call("POST", `/v1/runs/${id(runId)}/replay`),

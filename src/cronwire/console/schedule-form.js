@@ -4,6 +4,7 @@
 import { api } from "./api.js";
 import { el, focusHeading } from "./dom.js";
 import { announce } from "./feedback.js";
+import { FLOW_FIELDS, FLOW_INTEGERS, flowChanged, flowFrom, flowValues } from "./flow.js";
 
 const METHODS = ["POST", "PUT", "PATCH", "GET", "DELETE"];
 const MISFIRE = [
@@ -50,6 +51,7 @@ const FIELDS = [
     hint: "Optional: completed after this many scheduled occurrences." },
   { name: "pause_after_failures", label: "Pause after failures", type: "number",
     hint: "Optional, 1 to 100: pause itself after this many failed runs in a row." },
+  ...FLOW_FIELDS,
   { name: "starts_at", label: "Starts at", mono: true,
     hint: "Optional, RFC 3339, e.g. 2027-01-01T00:00:00Z." },
   { name: "ends_at", label: "Ends at", mono: true, hint: "Optional, later than starts at." },
@@ -57,7 +59,7 @@ const FIELDS = [
 ];
 
 const INTEGER_FIELDS = new Set(["retry.max_attempts", "catchup_window_seconds", "jitter_seconds",
-  "max_runs", "pause_after_failures"]);
+  "max_runs", "pause_after_failures", ...FLOW_INTEGERS]);
 const DEFAULTS = {
   timezone: "UTC", "target.method": "POST", "retry.max_attempts": "3",
   "retry.initial_backoff_seconds": "10", "retry.max_backoff_seconds": "3600",
@@ -67,7 +69,8 @@ const DEFAULTS = {
 // Fieldsets by the names they start with (the blocks in between follow FIELDS' order).
 const GROUPS = [
   ["Schedule", "name"], ["Target", "target.url"], ["Retries and misfires", "retry.max_attempts"],
-  ["Overlap and limits", "overlap_policy"], ["Active window", "starts_at"],
+  ["Overlap and limits", "overlap_policy"], ["Flow control", "flow_control.key"],
+  ["Active window", "starts_at"],
 ];
 
 function fieldId(name) {
@@ -120,6 +123,7 @@ function valuesOf(schedule) {
     max_runs: schedule.max_runs === null ? "" : String(schedule.max_runs),
     pause_after_failures: schedule.pause_after_failures === null ? ""
       : String(schedule.pause_after_failures),
+    ...flowValues(schedule.flow_control),
   };
 }
 
@@ -175,6 +179,7 @@ function bodyFrom(values) {
   body.jitter_seconds = numberOf("jitter_seconds", values.jitter_seconds) ?? 0;
   body.max_runs = numberOf("max_runs", values.max_runs) ?? null;
   body.pause_after_failures = numberOf("pause_after_failures", values.pause_after_failures) ?? null;
+  body.flow_control = flowFrom(values, numberOf);
   return body;
 }
 
@@ -187,6 +192,7 @@ function changesFrom(next, original) {
   }
   const target = { ...next.target };
   if (JSON.stringify(target) !== JSON.stringify(original.target)) changes.target = target;
+  if (flowChanged(next.flow_control, original.flow_control)) changes.flow_control = next.flow_control;
   const retry = { ...original.retry, ...next.retry };
   if (JSON.stringify(retry) !== JSON.stringify(original.retry)) changes.retry = retry;
   for (const key of ["starts_at", "ends_at", "at"]) {

@@ -5,6 +5,7 @@ import { api } from "./api.js";
 import { scheduleActions } from "./actions.js";
 import { backfillDialog } from "./dialogs.js";
 import { el, focusHeading } from "./dom.js";
+import { flowSection } from "./flow.js";
 import { announce, confirmAction, secretPanel } from "./feedback.js";
 import { inZone, localText, offsetAt, offsetOfLocal, utc } from "./format.js";
 import { explainSection, statsSection } from "./insight.js";
@@ -196,7 +197,8 @@ export async function renderSchedulePage(root, { id, secret, onCleanup }) {
       el("section", { class: "card", "aria-labelledby": "facts-title" },
         el("h2", { id: "facts-title", text: "Settings" }), factsSlot),
       previewSection(schedule)),
-    el("div", { class: "columns" }, statsSection(schedule), explainSection(schedule)));
+    el("div", { class: "columns" }, statsSection(schedule), explainSection(schedule)),
+    flowSection(schedule, { onCleanup }));
   root.append(section);
   runs = renderRuns(section, schedule, { onCleanup });
   focusHeading(root);
