@@ -82,11 +82,17 @@ def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
     return ClaimBatch(tuple(runs), tuple(ended))
 
 
+# After an empty claim with runs overdue, the next claim waits this long, doubling per
+# empty claim in a row (the claim loop caps the wait at its poll interval).
+EMPTY_CLAIM_BACKOFF_SECONDS = 0.01
+
+
 class PostgresClaimSource:
     name = "postgres"
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+        self._empty_claims = 0  # in a row: nothing leased or ended
 
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         if limit <= 0:
@@ -94,6 +100,7 @@ class PostgresClaimSource:
         with storage_errors("claim runs"):
             rows = await self._pool.fetch(Q["job_run_claim"], owner, limit, lease_seconds, 0.0)
         runs = claimed_runs(rows)
+        self._empty_claims = 0 if runs.runs or runs.ended else self._empty_claims + 1
         ended = [status for status in runs.ended if status is not RunStatus.SKIPPED]
         if ended:
             log.warning(
@@ -104,9 +111,20 @@ class PostgresClaimSource:
         return runs
 
     async def seconds_until_due(self) -> float | None:
+        """Until the earliest runnable run is due (negative: overdue). When runs are
+        overdue but the last claim took nothing, they are not ours to take now: a
+        flow-control key holds them back (for as long as it stays full) or another
+        replica's claim holds their rows. Claiming again 10 ms later, for as long as that
+        lasts, would be a tight loop on every replica; so back off, doubling per empty
+        claim, but wake for the next run that falls due."""
         with storage_errors("find the next due run"):
-            seconds: float | None = await self._pool.fetchval(Q["job_run_next_due"])
-        return seconds
+            row = await self._pool.fetchrow(Q["job_run_next_due"])
+        earliest: float | None = row["earliest"]
+        if earliest is None or earliest > 0 or self._empty_claims == 0:
+            return earliest
+        backoff: float = EMPTY_CLAIM_BACKOFF_SECONDS * 2.0 ** min(self._empty_claims - 1, 10)
+        fresh: float | None = row["fresh"]
+        return backoff if fresh is None else min(backoff, fresh)
 
     async def wait_for_work(self, seconds: float) -> None:
         await asyncio.sleep(seconds)  # polling has no notice of work: the executor polls

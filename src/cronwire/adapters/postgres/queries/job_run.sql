@@ -710,10 +710,17 @@ SELECT count(*) FROM given
 
 -- name: job_run_next_due
 -- Seconds (database clock) until the earliest runnable run is due: negative when one is
--- overdue, NULL when none is runnable. The planner writes runs ahead of their time, so an
--- idle executor can sleep until exactly then instead of polling. One probe per partition
--- of job_run_claim_idx.
-SELECT EXTRACT(EPOCH FROM (min(fire_after) - now()))::float8
+-- overdue, NULL when none is runnable (earliest); and until the earliest one not due yet
+-- (fresh; NULL: none). The planner writes runs ahead of their time, so an idle executor
+-- can sleep until exactly then instead of polling. Overdue runs an empty claim left behind
+-- are not the caller's to take now (a flow-control key holds them back, or another
+-- replica's claim holds their rows): the caller backs off from them but still wakes for
+-- the next run that falls due (PostgresClaimSource). Two probes per partition of
+-- job_run_claim_idx.
+SELECT EXTRACT(EPOCH FROM (min(fire_after) - now()))::float8 AS earliest,
+       EXTRACT(EPOCH FROM ((SELECT min(f.fire_after) FROM job_run f
+                             WHERE f.status IN ('pending', 'retrying')
+                               AND f.fire_after > now()) - now()))::float8 AS fresh
 FROM job_run
 WHERE status IN ('pending', 'retrying')
 
