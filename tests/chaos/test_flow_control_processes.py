@@ -104,6 +104,31 @@ async def test_three_replicas_never_send_a_key_more_than_its_max_concurrency(
                                                 "replicas_that_delivered": owners}))
 
 
+@pytest.mark.parametrize("mode", broker_params(TANSU))
+async def test_in_kafka_mode_a_full_key_drains_as_its_slots_free(
+        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, mode: str,
+        request: pytest.FixtureRequest) -> None:
+    """A claim of the key's messages admits two runs at a time; the others have consumed
+    their messages. Before, they waited for the sweeper: its grace (5 s), then two per
+    sweep, once a second per replica, 13 s from the first request to the last. At the
+    key's own pace it is 60 x 0.05 s / 2 = 1.5 s; the replica that holds them now reclaims
+    them as the key's slots free (ADR 0040)."""
+    sink.behaviour = always(Reply(delay=0.05))
+    settings = _claim_mode(mode, request)
+    replicas = [await fleet.spawn(name, executor_workers=16, **settings)
+                for name in ("a", "b", "c")]
+    await _keyed(db_pool, sink.url, 60, max_concurrency=2)
+    await sink.wait_for(lambda s: s.unique == 60, within=300)
+    starts = sorted(arrival.arrived_at for arrival in sink.arrivals)
+    drain = starts[-1] - starts[0]
+    assert drain < 6.0
+    assert _peak_in_flight(sink.arrivals) <= 2 and sink.duplicates == 0
+    for replica in replicas:
+        assert await replica.stop() == 0
+    print("flow_control_kafka_drain: " + json.dumps({
+        "mode": mode, "runs": 60, "max_concurrency": 2, "first_to_last_start_s": round(drain, 3)}))
+
+
 def _busiest_second(instants: list[float]) -> int:
     """The most instants within any one second (a sliding window)."""
     times = sorted(instants)

@@ -198,6 +198,7 @@ async def test_kafka_modes_claims_admit_by_the_same_rules(db_pool: asyncpg.Pool)
     claims = PostgresKeyedClaims(db_pool)
     batch = await claims.claim_keys("k", [(i, times[i]) for i in ids], 30)
     assert len(batch.runs) == 4
+    assert batch.held == 6  # left runnable and due: the hybrid source reclaims them
     swept = await claims.sweep("k", 10, 30, 0)
     assert swept.runs == ()  # the key is full: the sweeper passes its runs over
     assert (await _flow_row(db_pool, schedule.tenant_id))["in_flight"] == 4

@@ -5,6 +5,7 @@ that is away hands every claim to the polling source."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from cronwire.adapters.memory import (
     MemoryClaimSource,
@@ -114,3 +115,66 @@ async def test_a_backlogged_claim_whose_claim_by_key_fails_keeps_the_fair_half()
     assert quiet.id in {r.id for r in runs} and len(runs) == 2  # leased: delivered, not lost
     assert hints.acknowledged == []  # rewound: the keys come again
     assert hints.take(10) == [run.key for run in burst[:2]]
+
+
+class _KeyAdmitsOne(MemoryKeyedClaims):
+    """A claim of keys as a flow-control key admitting one run at a time answers it: the
+    first key leased, the others left runnable and reported held; claim_fair counted."""
+
+    fair_claims = 0
+
+    async def claim_keys(self, owner: str, keys: Sequence[RunKey], lease_seconds: float,
+                         ) -> ClaimBatch:
+        batch = await super().claim_keys(owner, keys[:1], lease_seconds)
+        return replace(batch, held=len(keys) - 1)
+
+    async def claim_fair(self, owner: str, limit: int, lease_seconds: float,
+                         grace_seconds: float) -> ClaimBatch:
+        self.fair_claims += 1
+        return await super().claim_fair(owner, 1, lease_seconds, grace_seconds)
+
+
+def _held_rig(count: int = 4) -> tuple[MemoryDatabase, MemoryHints, _KeyAdmitsOne,
+                                       HybridClaimSource, list[MemoryRun]]:
+    db = MemoryDatabase(clock=MemoryClock(frozen=True))
+    runs = db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, count, due_seconds_ago=2)
+    hints, keyed = MemoryHints(), _KeyAdmitsOne(db)
+    source = HybridClaimSource(hints, keyed, MemoryClaimSource(db), db.clock,
+                               grace_seconds=30, sweep_seconds=3600)
+    return db, hints, keyed, source, runs
+
+
+async def test_runs_a_claim_of_keys_held_back_are_reclaimed_without_waiting_for_the_sweeper(
+) -> None:
+    # Their messages are consumed: before, they waited for the sweeper's grace (5 s by
+    # default) and then went one sweep a second, a full key draining at the sweeper's pace.
+    db, hints, _, source, runs = _held_rig()
+    hints.deliver([run.key for run in runs])
+    first = await source.claim("a", 10, 30)
+    assert [r.id for r in first.runs] == [runs[0].id] and first.held == 3
+    assert hints.acknowledged == [run.key for run in runs]  # consumed
+    claimed = {runs[0].id}
+    for _ in range(3):  # one per claim, as the key admits them; no sweep, no clock advance
+        batch = await source.claim("a", 10, 30)
+        assert batch.sources[0] == ("sweeper", 1)
+        claimed |= {r.id for r in batch.runs}
+    assert claimed == {run.id for run in runs}
+    # Fresh keys of another tenant are claimed in the same claims, not behind the held runs.
+    [fresh] = db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 1, due_seconds_ago=0)
+    hints.deliver([fresh.key])
+    batch = await source.claim("a", 10, 30)
+    assert [r.id for r in batch.runs] == [fresh.id] and ("kafka", 1) in batch.sources
+
+
+async def test_reclaiming_stops_one_grace_after_it_last_found_a_run() -> None:
+    db, hints, keyed, source, runs = _held_rig(2)
+    hints.deliver([run.key for run in runs])
+    await source.claim("a", 10, 30)  # one leased, one held
+    assert len((await source.claim("a", 10, 30)).runs) == 1  # the held one, reclaimed
+    assert keyed.fair_claims == 1
+    db.clock.advance(29)
+    await source.claim("a", 10, 30)  # nothing left, but within a grace of the last found
+    assert keyed.fair_claims == 2
+    db.clock.advance(2)
+    await source.claim("a", 10, 30)
+    assert keyed.fair_claims == 2  # reclaiming over: the sweeper's work again

@@ -245,15 +245,18 @@ class ClaimBatch:
     schedule was deleted: cancelled), so the caller counts them in scheduler_runs_total
     like any other finished run; and ``sources``, how many runs each source gave as
     ``(label, count)`` for a claim that says so (kafka mode's, which draws on the broker's
-    keys and on the sweeper); when empty, the claim source's ``name`` labels them all."""
+    keys and on the sweeper); when empty, the claim source's ``name`` labels them all;
+    ``held``, for a claim of keys, how many of the keys' runs it left runnable and due (a
+    flow-control limit held them back): they need another claim soon."""
 
     runs: tuple[ClaimedRun, ...] = ()
     ended: tuple[RunStatus, ...] = ()
     sources: tuple[tuple[str, int], ...] = ()
+    held: int = 0
 
     def labelled(self, source: str) -> ClaimBatch:
         """This batch with every run it leased counted for ``source``."""
-        return ClaimBatch(self.runs, self.ended, ((source, len(self.runs)),))
+        return ClaimBatch(self.runs, self.ended, ((source, len(self.runs)),), self.held)
 
 
 @dataclass(slots=True, unsafe_hash=True)  # per-run value, never mutated: see ClaimedRun

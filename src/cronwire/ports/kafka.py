@@ -56,7 +56,9 @@ class KeyedClaimStore(Protocol):
     async def claim_keys(
         self, owner: str, keys: Sequence[RunKey], lease_seconds: float
     ) -> ClaimBatch:
-        """Lease those of ``keys`` that are runnable now (or hold an expired lease)."""
+        """Lease those of ``keys`` that are runnable now (or hold an expired lease). The
+        batch's ``held`` counts the keys whose runs it left runnable and due: a
+        flow-control limit (ADR 0040) refused them, so they need another claim."""
         ...
 
     async def claim_fair(

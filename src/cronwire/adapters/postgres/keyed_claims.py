@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 import asyncpg
 
@@ -31,6 +32,7 @@ class PostgresKeyedClaims:
         self._claim_keys = named["job_run_claim_keys"]
         self._sweep = named["job_run_sweep"]
         self._fair = named["job_run_claim"]  # the polling claim itself, with a grace
+        self._held = named["job_run_held_keys"]
 
     async def claim_keys(
         self, owner: str, keys: Sequence[RunKey], lease_seconds: float
@@ -44,7 +46,16 @@ class PostgresKeyedClaims:
             rows = await self._pool.fetch(
                 self._claim_keys, owner, len(unique), lease_seconds, ids, times
             )
-        return self._runs(rows)
+            batch = self._runs(rows)
+            # Keys the claim neither leased nor ended: almost always none, except while
+            # flow control holds runs back. Those still runnable and due are counted.
+            answered = {(row["id"], row["scheduled_for"]) for row in rows}
+            left = [key for key in unique if key not in answered]
+            if not left:
+                return batch
+            held: int = await self._pool.fetchval(
+                self._held, [run_id for run_id, _ in left], [at for _, at in left])
+        return replace(batch, held=held)
 
     async def claim_fair(
         self, owner: str, limit: int, lease_seconds: float, grace_seconds: float

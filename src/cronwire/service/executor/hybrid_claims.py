@@ -16,7 +16,14 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
   fresh runs (OutboxRelay), so the two take different rows and neither waits on the
   other; the claim loop's wait per batch is the slower of the two, not their sum (ADR 0025);
 * while the broker is unreachable the polling claim does all the work (labelled
-  ``sweeper``), with no grace: nothing is being published, so nothing is worth waiting for.
+  ``sweeper``), with no grace: nothing is being published, so nothing is worth waiting for;
+* after a claim of keys left runs a flow-control limit held back (``ClaimBatch.held``:
+  their messages are consumed) or a sweep found runs of flow-control keys, each claim runs
+  the fair polling claim of runs due at least ``BACKLOG_GRACE_SECONDS``, for as long as it
+  keeps finding runs and for the sweeper's grace after that, then keys with what is left
+  of the limit. A held run is claimed by the first claim after its key admits it and it
+  is a second overdue (a freed slot here wakes the claim loop; else its poll, 0.25 s), not
+  after the sweeper's grace and then one sweep a second (ADR 0040).
 
 Every batch says where its runs came from in ``ClaimBatch.sources``
 (scheduler_claims_total{source="kafka"|"sweeper"}); a backlogged claim, which draws on
@@ -59,6 +66,8 @@ class HybridClaimSource:
         self._grace = grace_seconds
         self._sweep_seconds = sweep_seconds
         self._next_sweep = clock.monotonic() + sweep_seconds
+        # Until then (monotonic), claims reclaim held runs fairly first (see above).
+        self._reclaim_until = float("-inf")
 
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         if limit <= 0:
@@ -71,11 +80,20 @@ class HybridClaimSource:
             if both.runs or both.ended:
                 return both
         now = self._clock.monotonic()
+        if now < self._reclaim_until:
+            return await self._claim_reclaiming(owner, limit, lease_seconds, now)
         if now >= self._next_sweep:
             self._next_sweep = now + self._sweep_seconds
             swept = await self._keyed.sweep(owner, limit, lease_seconds, self._grace)
             if swept.runs or swept.ended:  # a batch the claim only ended is counted too
+                if any(run.flow_key is not None for run in swept.runs):
+                    # Runs of flow-control keys no claim took in the grace: held back
+                    # (a Retry-After that has just run out), their siblings likely too.
+                    self._reclaim_until = now + self._grace
                 return swept.labelled(SWEEPER)
+        return await self._claim_keys(owner, limit, lease_seconds)
+
+    async def _claim_keys(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         keys = self._hints.take(limit)
         if not keys:
             # Whatever was taken was unreadable messages (skipped): settled, so their
@@ -88,9 +106,38 @@ class HybridClaimSource:
             self._hints.rewind()
             raise
         # Keys that found nothing claimable (finished, leased elsewhere, deleted) are
-        # acknowledged with the rest: dropped, as a hint may be.
+        # acknowledged with the rest: dropped, as a hint may be. Held ones are reclaimed.
         self._hints.acknowledge()
+        self._note_held(batch)
         return batch.labelled(KAFKA)
+
+    def _note_held(self, batch: ClaimBatch) -> None:
+        if batch.held:
+            self._reclaim_until = self._clock.monotonic() + self._grace
+
+    async def _claim_reclaiming(self, owner: str, limit: int, lease_seconds: float,
+                                now: float) -> ClaimBatch:
+        """Runs held back after their keys were consumed are due and waiting: the fair
+        polling claim of runs due at least BACKLOG_GRACE_SECONDS (it also does the sweep's
+        work meanwhile), then keys with what is left of the limit, so other tenants' fresh
+        keys never queue behind the held runs."""
+        reclaimed = await self._keyed.claim_fair(owner, limit, lease_seconds,
+                                                 BACKLOG_GRACE_SECONDS)
+        if reclaimed.runs or reclaimed.ended:
+            self._reclaim_until = now + self._grace  # still draining
+        rest = limit - len(reclaimed.runs)
+        keyed = ClaimBatch()
+        if rest > 0:
+            try:
+                keyed = await self._claim_keys(owner, rest, lease_seconds)
+            except StorageError:
+                if not (reclaimed.runs or reclaimed.ended):
+                    raise
+                # The fair claim's leases are taken: deliver them rather than let them expire.
+                log.warning("a claim of keys failed; the fair claim's runs go ahead",
+                            exc_info=True)
+        return ClaimBatch(reclaimed.runs + keyed.runs, reclaimed.ended + keyed.ended,
+                          ((SWEEPER, len(reclaimed.runs)), (KAFKA, len(keyed.runs))))
 
     async def _claim_backlogged(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         """A partition this replica owns is behind (one tenant's burst), so the tenants whose
@@ -109,6 +156,7 @@ class HybridClaimSource:
             self._hints.rewind()
         else:
             self._hints.acknowledge()
+            self._note_held(keyed)
         failed = [part for part in (fair, keyed) if isinstance(part, BaseException)]
         for failure in failed:
             if not isinstance(failure, StorageError):

@@ -972,6 +972,21 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
               AS previous_signing_secret,
           j.flow_key AS flow
 
+-- name: job_run_held_keys
+-- Kafka mode, after a claim of keys ($1 ids, $2 scheduled_for: those it neither leased nor
+-- ended): how many of their runs are still runnable, due and not leased. A flow-control
+-- limit held them back (ADR 0040); their messages are consumed, so the hybrid claim
+-- source claims fairly for a while rather than leave them to the sweeper's grace. Read only
+-- when a claim of keys left some, by primary key.
+SELECT count(*)
+  FROM job_run r
+ WHERE r.id = ANY ($1::uuid[]) AND r.scheduled_for = ANY ($2::timestamptz[])
+   AND (r.id, r.scheduled_for) IN (
+        SELECT k.id, k.scheduled_for
+          FROM unnest($1::uuid[], $2::timestamptz[]) AS k(id, scheduled_for))
+   AND r.status IN ('pending', 'retrying') AND r.fire_after <= now()
+   AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
+
 -- name: job_run_sweep
 -- Kafka mode's safety net: runs due longer than the grace ($4 seconds) that no message
 -- delivered (broker restart, lost partition, crash between commit and publish), and
