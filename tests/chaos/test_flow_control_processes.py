@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
 
 import asyncpg
 import pytest
@@ -31,7 +29,7 @@ from cronwire.harness.seeding import (
 )
 from cronwire.harness.sink import Arrival, Reply, Sink, always
 from cronwire.harness.stats import percentile
-from tests.support.brokers import TANSU, bootstrap_of, broker_params
+from tests.support.brokers import TANSU, broker_params, claim_mode_settings
 from tests.support.replicas import ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -68,23 +66,12 @@ async def _in_flight(pool: asyncpg.Pool, schedule: SeededSchedule) -> int:
                                    "AND key = $2", schedule.tenant_id, KEY))
 
 
-def _claim_mode(mode: str, request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The replicas' settings for a claim mode: postgres, or Kafka on a broker of that kind
-    (a new topic)."""
-    if mode == "postgres":
-        return {}
-    topic = f"runs-{uuid.uuid4().hex[:10]}"
-    return {"claim_source": "kafka", "kafka_topic": topic,
-            "kafka_bootstrap_servers": bootstrap_of(request, mode),
-            "kafka_consumer_group": f"group-{topic}"}
-
-
 @pytest.mark.parametrize("mode", ["postgres", *broker_params(TANSU)])
 async def test_three_replicas_never_send_a_key_more_than_its_max_concurrency(
         db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, mode: str,
         request: pytest.FixtureRequest) -> None:
     sink.behaviour = always(Reply(delay=0.05))
-    settings = _claim_mode(mode, request)
+    settings = claim_mode_settings(request, mode)
     replicas = [await fleet.spawn(name, executor_workers=64, **settings)
                 for name in ("a", "b", "c")]
     schedule = await _keyed(db_pool, sink.url, 300, max_concurrency=5)
@@ -114,7 +101,7 @@ async def test_in_kafka_mode_a_full_key_drains_as_its_slots_free(
     key's own pace it is 60 x 0.05 s / 2 = 1.5 s; the replica that holds them now reclaims
     them as the key's slots free (ADR 0040)."""
     sink.behaviour = always(Reply(delay=0.05))
-    settings = _claim_mode(mode, request)
+    settings = claim_mode_settings(request, mode)
     replicas = [await fleet.spawn(name, executor_workers=16, **settings)
                 for name in ("a", "b", "c")]
     await _keyed(db_pool, sink.url, 60, max_concurrency=2)

@@ -22,7 +22,7 @@ from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
 from cronwire.domain.schedules import ScheduleSpec
 from cronwire.harness.seeding import non_terminal, seed_tenant
 from cronwire.harness.sink import Reply, Sink, always
-from tests.support.brokers import KAFKA_BROKERS, bootstrap_of, broker_params
+from tests.support.brokers import KAFKA_BROKERS, broker_params, claim_mode_settings
 from tests.support.polling import wait_until
 from tests.support.replicas import ReplicaSet
 
@@ -49,17 +49,6 @@ async def _three(fleet: ReplicaSet, roles: str = "planner,executor", **settings:
                           **settings)
 
 
-def _claim_mode(mode: str, request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The replicas' settings for a claim mode: postgres, or Kafka on a broker of that kind
-    (the session's broker, a new topic)."""
-    if mode == "postgres":
-        return {}
-    topic = f"runs-{uuid.uuid4().hex[:10]}"
-    return {"claim_source": "kafka", "kafka_topic": topic,
-            "kafka_bootstrap_servers": bootstrap_of(request, mode),
-            "kafka_consumer_group": f"group-{topic}"}
-
-
 @pytest.mark.parametrize("mode", ["postgres", *broker_params(*KAFKA_BROKERS)])
 async def test_overlap_policies_hold_across_three_replicas(
     db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, mode: str,
@@ -80,7 +69,7 @@ async def test_overlap_policies_hold_across_three_replicas(
                                 ends_at=ends)
            for policy in (OverlapPolicy.SKIP, OverlapPolicy.BUFFER_ONE,
                           OverlapPolicy.BUFFER_ALL, OverlapPolicy.CANCEL_OTHER)}
-    await _three(fleet, **_claim_mode(mode, request))
+    await _three(fleet, **claim_mode_settings(request, mode))
     most_waiting = 0
 
     async def sample_waiting() -> None:

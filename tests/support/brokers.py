@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,17 @@ def bootstrap_of(request: pytest.FixtureRequest, kind: str) -> str:
         return os.environ[EXPLICIT]
     value = request.getfixturevalue(_FIXTURE[kind])
     return value if isinstance(value, str) else str(value.bootstrap)
+
+
+def claim_mode_settings(request: pytest.FixtureRequest, mode: str) -> dict[str, str]:
+    """Replica settings for a claim mode: ``postgres`` (none), or Kafka on a running broker
+    of that kind with a new topic and consumer group of its own."""
+    if mode == "postgres":
+        return {}
+    topic = f"runs-{uuid.uuid4().hex[:10]}"
+    return {"claim_source": "kafka", "kafka_topic": topic,
+            "kafka_bootstrap_servers": bootstrap_of(request, mode),
+            "kafka_consumer_group": f"group-{topic}"}
 
 
 @contextlib.contextmanager
