@@ -14,13 +14,6 @@ from tests.support.browser import Console, needs_chromium
 
 pytestmark = [needs_chromium, pytest.mark.asyncio(loop_scope="module")]
 
-# The browser's own note on the 422 the form test provokes on purpose.
-EXPECTED = re.compile(r"^Failed to load resource: the server responded with a status of "
-                      r"422 \(Unprocessable (Entity|Content)\)$")
-
-
-def unexpected_errors(console: Console) -> list[str]:
-    return [e for e in console.watched.console_errors if not EXPECTED.match(e)]
 
 
 async def test_the_schedule_page_shows_its_keys_limits_and_live_state(console: Console) -> None:
@@ -55,7 +48,7 @@ async def test_the_schedule_page_shows_its_keys_limits_and_live_state(console: C
         await console.screenshot("schedule-flow-control-held.png")
     finally:
         await console.api("DELETE", f"/v1/schedules/{created['id']}")
-    assert unexpected_errors(console) == [] and console.watched.external_requests == []
+    assert console.unexpected_errors() == [] and console.watched.external_requests == []
 
 
 async def test_the_form_edits_flow_control_and_shows_a_refusal_beside_its_field(
@@ -97,4 +90,4 @@ async def test_the_form_edits_flow_control_and_shows_a_refusal_beside_its_field(
     await expect(page.locator("#flow-control")).to_contain_text("None: its runs start")
     stored = await console.api("GET", f"/v1/schedules/{created['id']}")
     assert stored["flow_control"] is None
-    assert unexpected_errors(console) == [] and console.watched.external_requests == []
+    assert console.unexpected_errors() == [] and console.watched.external_requests == []

@@ -17,13 +17,6 @@ from tests.support.browser import Console, needs_chromium
 
 pytestmark = [needs_chromium, pytest.mark.asyncio(loop_scope="module")]
 
-# The browser's own notes on refusals the tests provoke on purpose (422s in the dialogs).
-EXPECTED = re.compile(r"^Failed to load resource: the server responded with a status of "
-                      r"422 \(Unprocessable (Entity|Content)\)$")
-
-
-def unexpected_errors(console: Console) -> list[str]:
-    return [e for e in console.watched.console_errors if not EXPECTED.match(e)]
 
 
 def local_input(moment: datetime) -> str:
@@ -77,7 +70,7 @@ async def test_the_form_sets_the_new_fields_and_the_page_shows_them(console: Con
     await expect(page.locator("dl.facts .state-paused")).to_have_text("paused")
     await expect(page.locator(".paused-reason")).to_have_text("waiting for the vendor, ticket 42")
     await console.screenshot("schedule-paused-note.png")
-    assert unexpected_errors(console) == [] and console.watched.external_requests == []
+    assert console.unexpected_errors() == [] and console.watched.external_requests == []
 
 
 async def test_backfill_previews_then_writes_and_the_runs_show_it(
@@ -118,7 +111,7 @@ async def test_backfill_previews_then_writes_and_the_runs_show_it(
     await expect(page.locator("#status")).to_contain_text("6 runs created")
     await expect(page.locator("tr[data-run-id]", has_text="backfill")).to_have_count(6)
     assert "null" not in await page.locator("table.runs").inner_text()
-    assert unexpected_errors(console) == [] and console.watched.dialogs == []
+    assert console.unexpected_errors() == [] and console.watched.dialogs == []
 
 
 async def test_skip_reasons_show_and_failed_runs_replay(
@@ -162,4 +155,4 @@ async def test_skip_reasons_show_and_failed_runs_replay(
     replays = await module_pool.fetch(
         "SELECT replay_of FROM job_run WHERE trigger = 'replay' AND schedule_id = $1", sid)
     assert len(replays) == 2
-    assert unexpected_errors(console) == [] and console.watched.dialogs == []
+    assert console.unexpected_errors() == [] and console.watched.dialogs == []

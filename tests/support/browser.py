@@ -8,6 +8,7 @@ in CI (CI=true), where a missing browser is a failure.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("CRONWIRE_TEST_ARTIFACTS", REPO / "test-artifacts")) / "browser"
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
+# The browser's own note on a 422 a test provokes on purpose (a form's refusal).
+REFUSED_422 = re.compile(r"^Failed to load resource: the server responded with a status of "
+                         r"422 \(Unprocessable (Entity|Content)\)$")
 
 
 # Test modules here mark themselves with this: skip without the browser, but not in CI.
@@ -60,6 +64,10 @@ class Console:
         ) as response:
             assert response.status < 300, await response.text()
             return None if response.status == 204 else await response.json()
+
+    def unexpected_errors(self, expected: re.Pattern[str] = REFUSED_422) -> list[str]:
+        """The page's console errors but those ``expected``."""
+        return [e for e in self.watched.console_errors if not expected.match(e)]
 
     async def screenshot(self, name: str, *, full_page: bool = True) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
