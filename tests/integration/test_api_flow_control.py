@@ -4,6 +4,7 @@ merge of a PATCH, and GET /v1/flow-control."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -96,3 +97,29 @@ async def test_one_key_is_asked_for_by_name(api: Api) -> None:
     blank = await api.client.get("/v1/flow-control", params={"key": ""},
                                  headers=tenant.headers)
     assert blank.status_code == 422 and blank.json()["error"]["field"] == "key"
+
+
+async def test_a_nul_in_the_key_asked_for_is_a_422_not_a_database_error(api: Api) -> None:
+    # It reached the database as the lookup and answered 503, "the database is unavailable".
+    tenant = await api.tenant()
+    response = await api.client.get("/v1/flow-control", params={"key": "a\x00b"},
+                                    headers=tenant.headers)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == "key"
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "a\ud800b"], ids=["nul", "lone-surrogate"])
+async def test_a_key_postgres_cannot_store_is_a_422_naming_it(api: Api, bad: str) -> None:
+    # A lone surrogate passed the key's checks and failed to encode on its way to the
+    # database, answered 503 as if it were down; sent as a JSON escape, as a client may.
+    tenant = await api.tenant()
+    headers = {**tenant.headers, "content-type": "application/json"}
+    created = await api.client.post("/v1/schedules", headers=headers, content=json.dumps(
+        {**schedule_body(), "flow_control": {"key": bad}}).encode())
+    assert created.status_code == 422, created.text
+    assert created.json()["error"]["field"] == "flow_control.key"
+    schedule = await api.create_schedule(tenant)
+    patched = await api.client.patch(f"/v1/schedules/{schedule['id']}", headers=headers,
+                                     content=json.dumps({"flow_control": {"key": bad}}).encode())
+    assert patched.status_code == 422, patched.text
+    assert patched.json()["error"]["field"] == "flow_control.key"

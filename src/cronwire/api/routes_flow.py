@@ -12,6 +12,7 @@ from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
 from cronwire.api.schemas_flow import FlowControlPage
+from cronwire.api.text import Text
 from cronwire.domain.flow_control import MAX_KEY_CHARS
 
 MAX_KEYS = 1000
@@ -29,7 +30,7 @@ def flow_router(ctx: ApiContext) -> APIRouter:
                 summary="The tenant's flow-control keys: limits, in flight, waiting, held")
     async def list_keys(
         tenant: Tenant, limit: Annotated[int, Query(ge=1, le=MAX_KEYS)] = MAX_KEYS,
-        key: Annotated[str | None, Query(min_length=1, max_length=MAX_KEY_CHARS,
+        key: Annotated[Text | None, Query(min_length=1, max_length=MAX_KEY_CHARS,
                                          description="Only this key (a schedule's "
                                          "flow_control.key).")] = None,
     ) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from cronwire.api.schemas_flow import FLOW_CONTROL_HELP, FlowControlIn, FlowControlOut
+from cronwire.api.text import Text
 from cronwire.domain.alerts import RULE_BOUNDS
 from cronwire.domain.jitter import MAX_JITTER_SECONDS
 from cronwire.domain.model import MAX_ATTEMPTS
@@ -76,20 +77,8 @@ def _in_range(value: datetime) -> datetime:
     return utc
 
 
-def _clean_text(value: str) -> str:
-    """Postgres text holds neither NUL nor a lone UTF-16 surrogate (which is no character
-    at all): refused here, naming the field, instead of failing in the database."""
-    if "\x00" in value:
-        raise ValueError("must not contain a NUL character")
-    if any("\ud800" <= ch <= "\udfff" for ch in value):
-        raise ValueError("must not contain a lone UTF-16 surrogate (not valid Unicode)")
-    return value
-
-
 # An instant given by a client: RFC 3339 text with a UTC offset, nothing else.
 Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text), AfterValidator(_in_range)]
-# Any text a client gives that may reach the database.
-Text = Annotated[str, AfterValidator(_clean_text)]
 
 RunStatusName = Literal[
     "pending", "running", "retrying", "succeeded", "failed", "skipped", "cancelled"

@@ -10,7 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
-from cronwire.api.schemas import INPUT_CONFIG, OVERLAP_ENUM, Instant, Text, with_examples
+from cronwire.api.schemas import INPUT_CONFIG, OVERLAP_ENUM, Instant, with_examples
+from cronwire.api.text import Text
 from cronwire.domain.backfill import FIRST_SHOWN, MAX_BACKFILL
 from cronwire.domain.replay import DEFAULT_REPLAY, MAX_REPLAY
 from cronwire.domain.schedule_rules import PAUSE_NOTE_MAX_CHARS

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
+from cronwire.api.text import Text
 from cronwire.domain.flow_control import (
     MAX_BURST,
     MAX_CONCURRENCY,
@@ -28,7 +29,7 @@ class FlowControlIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"key": "billing-api", "max_concurrency": 5, "rate_per_second": 20, "burst": 5}]})
 
-    key: str | None = Field(None, description="null: the target's origin "
+    key: Text | None = Field(None, description="null: the target's origin "
                             "(scheme://host:port).",
                             json_schema_extra={"minLength": 1, "maxLength": MAX_KEY_CHARS})
     max_concurrency: StrictInt | None = Field(
