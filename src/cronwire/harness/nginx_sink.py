@@ -22,11 +22,10 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 from cronwire.harness.processes import HarnessError, free_port, spawn, stop_process, wait_http
-from cronwire.harness.stats import percentile
+from cronwire.harness.stats import instant_seconds, percentile
 
 START_SECONDS = 20.0
 SBIN = "/usr/sbin:/usr/local/sbin"  # where Debian puts it: not on every user's PATH
@@ -137,7 +136,6 @@ class LogTally:
     failed: int = 0
     acknowledged: set[str] = field(default_factory=set)
     _offset: int = 0
-    _instants: dict[str, float | None] = field(default_factory=dict)
 
     def read(self) -> dict[str, float | None]:
         lags: list[float] = []
@@ -150,7 +148,7 @@ class LogTally:
             if entry.webhook_id in self.acknowledged:
                 self.duplicates += 1
             self.acknowledged.add(entry.webhook_id)
-            instant = self._instant(entry.scheduled_for)
+            instant = instant_seconds(entry.scheduled_for)
             if instant is not None:
                 lags.append(entry.at - instant)
         return {"requests": self.requests, "received": self.received,
@@ -169,15 +167,6 @@ class LogTally:
         self._offset += complete
         lines = data[:complete].decode("utf-8", errors="replace").splitlines()
         return [entry for line in lines if (entry := parse_log_line(line)) is not None]
-
-    def _instant(self, text: str) -> float | None:
-        # Every run of one occurrence shares its instant: parse each text once.
-        if text not in self._instants:
-            try:
-                self._instants[text] = datetime.fromisoformat(text).timestamp() if text else None
-            except ValueError:
-                self._instants[text] = None
-        return self._instants[text]
 
 
 def child_pids(parent: int) -> list[int]:

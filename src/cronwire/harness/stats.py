@@ -4,8 +4,10 @@ which also measure everyone else's load."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 
 
@@ -17,6 +19,16 @@ def percentile(values: Iterable[float], fraction: float) -> float:
         return 0.0
     index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
     return ordered[index]
+
+
+@functools.lru_cache(maxsize=4096)
+def instant_seconds(text: str) -> float | None:
+    """An ISO 8601 instant (a delivery's ``x-cronwire-scheduled-for``) as epoch seconds;
+    None if it is not one. Cached: every run of one occurrence shares its instant."""
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
 
 
 def cpu_seconds(pids: Iterable[int]) -> float | None:
