@@ -26,12 +26,14 @@ class Baselines:
 
 @dataclass(frozen=True, slots=True)
 class Costs:
-    """CPU seconds the replicas and the sink used from the first instant to the end of
-    the drain (None where /proc could not tell), and which sink answered."""
+    """CPU seconds the replicas, the sink and Postgres used from the first instant to the
+    end of the drain (None where /proc could not tell, or Postgres is not ours), and which
+    sink answered."""
 
     replica_seconds: float | None = None
     sink_seconds: float | None = None
     sink: str = "python"
+    postgres_seconds: float | None = None
 
 
 @dataclass
@@ -119,6 +121,7 @@ def _compared(runs_per_second: float, delivered: int, baselines: Baselines,
         "sink": costs.sink,
         "replica_cpu_us_per_run": per_run_us(0.0, costs.replica_seconds, delivered),
         "sink_cpu_us_per_run": per_run_us(0.0, costs.sink_seconds, delivered),
+        "postgres_cpu_us_per_run": per_run_us(0.0, costs.postgres_seconds, delivered),
     }
     if baselines.bound_http_note:
         compared["bound_http_note"] = baselines.bound_http_note

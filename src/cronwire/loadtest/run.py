@@ -16,7 +16,7 @@ import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronwire.bootstrap.embedded import LINKED_BINARIES
+from cronwire.bootstrap.embedded import LINKED_BINARIES, EmbeddedPostgres
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.jitter import jittered
 from cronwire.domain.model import idempotency_key_for, run_id_for
@@ -63,7 +63,8 @@ async def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | Non
                 if plan.jitter_seconds else ""))
         progress = Progress([at.timestamp() for at in occurrences], plan.schedules)
         pids = [replica.proc.pid for replica in fleet.replicas if replica.proc is not None]
-        drain, costs = await watch(dsn, tenant_id, horizon, sink, progress, pids, first)
+        drain, costs = await watch(dsn, tenant_id, horizon, sink, progress, pids, first,
+                                   _our_postmaster(plan))
     finally:
         for replica in fleet.replicas:
             await replica.stop(STOP_SECONDS)
@@ -73,11 +74,24 @@ async def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | Non
     return planned, acknowledgements, drain, costs
 
 
+def _our_postmaster(plan: LoadTestPlan) -> int | None:
+    """The pid of the embedded Postgres this run started (None with --dsn: not ours to
+    account for, other work may share it)."""
+    if plan.dsn is not None:
+        return None
+    running = EmbeddedPostgres(plan.out / "postgres").postmaster()
+    return running[0] if running is not None else None
+
+
 def _note_costs(costs: Costs, delivered: int) -> None:
     replica = per_run_us(0.0, costs.replica_seconds, delivered)
     if replica is not None:
         note(f"cronwire: {replica:,.0f} µs of replica CPU per delivered run, first instant "
              "to the end of the drain")
+    database = per_run_us(0.0, costs.postgres_seconds, delivered)
+    if database is not None:
+        note(f"Postgres: {database:,.0f} µs of CPU per delivered run (every process of "
+             "the server, same window)")
     receiver = per_run_us(0.0, costs.sink_seconds, delivered)
     if receiver is not None:
         note(f"the {costs.sink} sink: {receiver:,.0f} µs of CPU per delivered run")

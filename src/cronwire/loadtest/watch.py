@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cronwire.bootstrap.factories import Pool, harness_queries, open_pool
 from cronwire.harness.seeding import db_now
-from cronwire.harness.stats import cpu_seconds
+from cronwire.harness.stats import cpu_seconds, server_cpu_seconds
 from cronwire.loadtest.progress import Progress
 from cronwire.loadtest.report import Costs
 from cronwire.loadtest.setup import note
@@ -29,11 +29,12 @@ def _used(before: float | None, pids: list[int]) -> float | None:
 
 async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSink,
                  progress: Progress, replica_pids: list[int], first: datetime,
-                 ) -> tuple[float, Costs]:
+                 postgres_pid: int | None = None) -> tuple[float, Costs]:
     """Show progress until the planner has passed the horizon and every run up to it is
     terminal; returns (seconds from the horizon to the end of the drain, the CPU the
-    replicas and the sink used from the first instant on). The database is asked only
-    after the horizon, so watching costs the replicas nothing before it."""
+    replicas, the sink and Postgres (``postgres_pid``: its postmaster, when it is ours)
+    used from the first instant on). The database is asked only after the horizon, so
+    watching costs the replicas nothing before it."""
     pool = await open_pool(dsn, 2)
     try:
         deadline = time.monotonic() + MAX_DRAIN_SECONDS + progress.seconds_to_horizon()
@@ -42,11 +43,14 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
         cpu_at_first: float | None = None
         sink_pids: list[int] = []
         sink_cpu_at_first: float | None = None
+        postgres_cpu_at_first: float | None = None
         while time.monotonic() < deadline:
             if cpu_at_first is None and progress.seconds_to_first() <= 0:
                 cpu_at_first = cpu_seconds(replica_pids)
                 sink_pids = sink.pids()
                 sink_cpu_at_first = cpu_seconds(sink_pids)
+                if postgres_pid is not None:
+                    postgres_cpu_at_first = server_cpu_seconds(postgres_pid)
                 written = await pool.fetchval(Q["loadtest_materialised"], tenant_id, horizon)
                 # The burst's lag is the executor's only if the planner was done by now.
                 note(f"at the first instant the planner had written {written:,} of "
@@ -71,8 +75,13 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
                     break
             to_first = progress.seconds_to_first()
             await asyncio.sleep(0.25 if past else min(1.0, to_first) if to_first > 0 else 1.0)
+        postgres_cpu = (server_cpu_seconds(postgres_pid)
+                        if postgres_pid is not None and postgres_cpu_at_first is not None
+                        else None)
         costs = Costs(_used(cpu_at_first, replica_pids), _used(sink_cpu_at_first, sink_pids),
-                      sink.kind)
+                      sink.kind,
+                      None if postgres_cpu is None or postgres_cpu_at_first is None
+                      else postgres_cpu - postgres_cpu_at_first)
         progress.done(sink.stats())
         await _planner_lead(pool, tenant_id, first)
         now = await db_now(pool)
