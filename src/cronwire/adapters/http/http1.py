@@ -27,8 +27,8 @@ class Connection(asyncio.Protocol):
     arrive; a byte with no exchange outstanding closes the connection."""
 
     reader_class = ResponseReader  # the benchmark of ADR 0026 swaps in an h11 reader
-    __slots__ = ("_poller", "_reader", "_timer", "_waiter", "closed", "idle_since", "on_idle_close",
-                 "reader", "reused", "transport")
+    __slots__ = ("_loop", "_poller", "_reader", "_timer", "_waiter", "closed", "idle_since",
+                 "on_idle_close", "reader", "reused", "transport")
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -41,10 +41,14 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[Answer] | None = None
         self._poller: select.poll | None = None  # the socket, registered once
         self._timer: asyncio.TimerHandle | None = None  # the current exchange's deadline
+        self._loop: asyncio.AbstractEventLoop | None = None  # set with the transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self._poller = _socket_poller(transport)
+        # The loop that made the transport; asyncio.get_running_loop() asks getpid() on
+        # every call (~2% of a burst's CPU when asked per request).
+        self._loop = asyncio.get_running_loop()
 
     def data_received(self, data: bytes) -> None:
         reader = self.reader
@@ -111,7 +115,8 @@ class Connection(asyncio.Protocol):
         by ``deadline`` (the loop's clock), ConnectionError/ProtocolError for anything
         else. A future, not a coroutine: one frame less per delivery on the hot path."""
         assert self.transport is not None
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        assert loop is not None
         reader = self._reader
         if reader is None:
             reader = self._reader = self.reader_class(method)
@@ -125,18 +130,22 @@ class Connection(asyncio.Protocol):
         return waiter
 
     @property
-    def usable(self) -> bool:
-        """Open, its last exchange (if any) ended in a complete, reusable answer, and no
-        byte waits unread in the kernel: bytes the loop has not handed to
-        :meth:`data_received` yet (a surplus answer sent right after the last one) would
-        otherwise be read as the next request's answer."""
+    def reusable(self) -> bool:
+        """Open, and its last exchange (if any) ended in a complete, reusable answer: worth
+        parking. Whether bytes wait unread is asked at checkout (:attr:`usable`), the
+        moment that matters, not here as well."""
         transport = self.transport
         if self.closed or transport is None or transport.is_closing():
             return False
         reader = self.reader
-        if reader is not None and not (reader.done and reader.reusable):
-            return False
-        return not _bytes_waiting(self._poller)
+        return reader is None or (reader.done and reader.reusable)
+
+    @property
+    def usable(self) -> bool:
+        """:attr:`reusable`, and no byte waits unread in the kernel: bytes the loop has not
+        handed to :meth:`data_received` yet (a surplus answer sent right after the last
+        one) would otherwise be read as the next request's answer."""
+        return self.reusable and not _bytes_waiting(self._poller)
 
     def park(self) -> None:
         """Between requests: a byte arriving now closes the connection."""
