@@ -123,7 +123,8 @@ def test_every_command_has_help(args: list[str]) -> None:
     [[], ["frobnicate"], ["tenant"], ["tenant", "token", "not-a-uuid"], ["tenant", "create"],
      ["loadtest", "--schedules", "0"],
      ["loadtest", "--sink-failure-rate", "2"], ["loadtest", "--scenario", "spike"],
-     ["loadtest", "--cron", "61 * * * *"], ["loadtest", "--replicas", "many"]],
+     ["loadtest", "--cron", "61 * * * *"], ["loadtest", "--replicas", "many"],
+     ["loadtest", "--sink", "apache"], ["loadtest", "--sink", "nginx", "--sink-latency-ms", "5"]],
 )
 def test_bad_arguments_exit_2_with_one_line(args: list[str], database_url: str) -> None:
     result = run_cli(*args, env=clean_env(SCHEDULER_DATABASE_URL=database_url))

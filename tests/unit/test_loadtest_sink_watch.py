@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from cronwire.loadtest.plan import LoadTestError
-from cronwire.loadtest.watch import SinkWatch
+from cronwire.loadtest.sinks import SinkWatch
 
 
 class _Sink(BaseHTTPRequestHandler):

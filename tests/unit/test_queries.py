@@ -4,6 +4,8 @@ with the same text, and the loose index scans over tenants written once."""
 
 from __future__ import annotations
 
+import re
+
 from cronwire.adapters.postgres.sql import QUERY_DIR, parse_queries, queries, rows_affected
 from cronwire.domain.model import MAX_ATTEMPTS, RetryPolicy
 
@@ -61,3 +63,25 @@ def test_rows_affected_reads_the_command_tag() -> None:
     assert rows_affected("INSERT 0 500") == 500
     assert rows_affected("UPDATE 12") == 12
     assert rows_affected("DELETE 0") == 0
+
+
+def _schedule_row_columns(sql: str) -> list[str] | None:
+    """The columns a statement returns when it returns whole schedule rows (its list starts
+    with id, tenant_id, name, cron), without the clock some of them add; else None."""
+    match = re.search(r"(?:SELECT|RETURNING)\s+(id, tenant_id, name, cron,.*?)(?:\bFROM\b|$)",
+                      sql, re.S)
+    if match is None:
+        return None
+    columns = [c.strip() for c in match.group(1).split(",")]
+    return [c for c in columns if c and c != "now() AS db_now"]
+
+
+def test_every_statement_returning_schedule_rows_returns_the_same_columns() -> None:
+    """One mapping reads the rows of all of them: a column added to one list and not the
+    others would read as missing (or fail) only on the path that uses that statement."""
+    lists = {name: columns for name, sql in queries().items()
+             if name.startswith("schedule_") and (columns := _schedule_row_columns(sql))}
+    assert {"schedule_get", "schedule_lock", "schedule_list", "schedule_share",
+            "schedule_insert", "schedule_update"} <= lists.keys()
+    first = lists["schedule_get"]
+    assert {name: columns for name, columns in lists.items() if columns != first} == {}

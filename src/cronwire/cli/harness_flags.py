@@ -35,6 +35,7 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
     from cronwire.harness.processes import HarnessError
     from cronwire.loadtest.plan import LoadTestPlan
     from cronwire.loadtest.run import run_loadtest
+    from cronwire.loadtest.sinks import choose_sink
 
     try:
         parse_cron(args.cron)
@@ -54,13 +55,14 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
         raise ConfigError(f"--mode {args.mode}: {exc}") from None
     if args.compare and importlib.util.find_spec("pgqueuer") is None:
         raise ConfigError("--compare: pgqueuer is not installed; pip install 'cronwire[bench]'")
+    sink = choose_sink(args.sink, args.sink_latency_ms, args.sink_failure_rate)
     plan = LoadTestPlan(
         mode=args.mode, scenario=args.scenario, schedules=args.schedules,
         replicas=args.replicas, duration=args.duration, out=args.out, cron=args.cron,
         workers=args.workers, dsn=settings.database_url, sink_latency_ms=args.sink_latency_ms,
         sink_failure_rate=args.sink_failure_rate, compare=args.compare,
         keep_data=args.keep_data, kafka_bootstrap=args.kafka_bootstrap,
-        jitter_seconds=args.jitter_seconds,
+        jitter_seconds=args.jitter_seconds, sink=sink,
     )
     try:
         report = run_loadtest(plan)
@@ -146,8 +148,15 @@ def add_harness_commands(commands: argparse._SubParsersAction[Any]) -> None:
                           help="where report.json and report.png go")
     loadtest.add_argument("--compare", action="store_true",
                           help="also measure, in this run, the machine's bound (batched "
-                          "claim + terminal write without HTTP, bare HTTP without a "
-                          "database) and pgqueuer doing the same job (needs .[bench])")
+                          "claim + terminal write without HTTP; wrk posting to nginx "
+                          "without a database, or a bare aiohttp client where either is "
+                          "missing) and pgqueuer doing the same job (needs .[bench])")
+    loadtest.add_argument("--sink", choices=["nginx", "python"], default=None,
+                          help="the receiver: nginx (answers 200 at once, records from its "
+                          "access log; costs the cores next to nothing) or the harness's "
+                          "Python sink (which can also be slow or fail); default nginx "
+                          "when installed and neither --sink-latency-ms nor "
+                          "--sink-failure-rate is set, else python")
     loadtest.add_argument("--sink-latency-ms", type=_bounded(float, 0.0, 60_000.0),
                           default=0.0, help="the sink holds every answer this long")
     loadtest.add_argument("--sink-failure-rate", type=_bounded(float, 0.0, 1.0),

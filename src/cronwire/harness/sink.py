@@ -18,14 +18,13 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from cronwire.harness.stats import percentile
+from cronwire.harness.stats import instant_seconds, percentile
 
 _NO_HEADERS: CIMultiDictProxy[str] = CIMultiDictProxy(CIMultiDict())
 
@@ -99,7 +98,6 @@ class Sink:
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _runner: web.AppRunner | None = None
     _reported: int = 0  # arrivals already covered by a /_stats lag figure
-    _instants: dict[str, float | None] = field(default_factory=dict)
 
     def url_for(self, path: str = "/hook") -> str:
         return f"http://{self.host}:{self.port}{path}"
@@ -163,22 +161,13 @@ class Sink:
     def _notify(self) -> None:
         self._changed.set()
 
-    def _instant(self, text: str) -> float | None:
-        # Every run of one occurrence shares its instant: parse each text once.
-        if text not in self._instants:
-            try:
-                self._instants[text] = datetime.fromisoformat(text).timestamp()
-            except ValueError:
-                self._instants[text] = None
-        return self._instants[text]
-
     def _recent_lag_p99_ms(self) -> float | None:
         recent = self.arrivals[self._reported:]
         self._reported = len(self.arrivals)
         lags = [arrival.at - instant for arrival in recent
                 if arrival.at is not None and arrival.status is not None
                 and 200 <= arrival.status <= 299
-                and (instant := self._instant(arrival.scheduled_for)) is not None]
+                and (instant := instant_seconds(arrival.scheduled_for)) is not None]
         if not lags:
             return None
         return round(percentile(lags, 0.99) * 1000, 1)

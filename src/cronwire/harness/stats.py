@@ -4,8 +4,10 @@ which also measure everyone else's load."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 
 
@@ -19,6 +21,16 @@ def percentile(values: Iterable[float], fraction: float) -> float:
     return ordered[index]
 
 
+@functools.lru_cache(maxsize=4096)
+def instant_seconds(text: str) -> float | None:
+    """An ISO 8601 instant (a delivery's ``x-cronwire-scheduled-for``) as epoch seconds;
+    None if it is not one. Cached: every run of one occurrence shares its instant."""
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
 def cpu_seconds(pids: Iterable[int]) -> float | None:
     """User + system CPU of ``pids`` so far; None where /proc cannot tell."""
     ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -30,6 +42,29 @@ def cpu_seconds(pids: Iterable[int]) -> float | None:
             total += int(fields[11]) + int(fields[12])  # utime, stime
     except (OSError, ValueError, IndexError):
         return None
+    return total / ticks
+
+
+def server_cpu_seconds(root_pid: int) -> float | None:
+    """CPU a server's whole process tree has used so far: its root's own and its reaped
+    children's (cutime, cstime: Postgres backends that came and went) plus the children
+    still running. Continuous as children exit (their time moves into the root's
+    cutime/cstime at reaping). None where /proc cannot tell."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        fields = Path(f"/proc/{root_pid}/stat").read_text().rpartition(")")[2].split()
+        total = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
+    except (OSError, ValueError, IndexError):
+        return None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+            if int(fields[1]) == root_pid:  # ppid
+                total += int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            continue  # a child that exited meanwhile is in the root's cutime by now
     return total / ticks
 
 

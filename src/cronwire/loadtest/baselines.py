@@ -2,12 +2,14 @@
 
 - ``bound-db``: the least a SKIP LOCKED queue must do per run (a batched claim and a
   batched terminal write, no HTTP, no bookkeeping);
-- ``bound-http``: a bare aiohttp client posting to the sink (no database);
+- ``aiohttp-http``: a bare aiohttp client posting delivery-sized webhooks to the sink (no
+  database); for reference beside the C programs' HTTP half (http_bound.py), and that
+  half itself only where wrk or nginx is missing;
 - ``pgqueuer``: pgqueuer doing the same job as cronwire (dequeue, POST to the sink, mark
   done), tuned: batch 100, 1,000 jobs in flight, one aiohttp session.
 
     python -m cronwire.loadtest.baselines bound-db --dsn DSN --jobs N
-    python -m cronwire.loadtest.baselines bound-http --sink URL --jobs N [--workers 256]
+    python -m cronwire.loadtest.baselines aiohttp-http --sink URL --jobs N [--workers 256]
     python -m cronwire.loadtest.baselines pgqueuer-enqueue --dsn DSN --jobs N
     python -m cronwire.loadtest.baselines pgqueuer-worker --dsn DSN --sink URL
 
@@ -29,6 +31,7 @@ import aiohttp
 import asyncpg
 
 from cronwire.bootstrap.factories import harness_queries
+from cronwire.loadtest.http_bound import delivery_sized_request
 
 Q = harness_queries(Path(__file__).with_name("bound.sql"))
 CLAIM_BATCH = 500
@@ -45,11 +48,11 @@ def combined_bound(db_per_second: float, http_per_second: float) -> float:
     return 1.0 / (1.0 / db_per_second + 1.0 / http_per_second)
 
 
-def _body(n: int) -> tuple[dict[str, str], bytes]:
-    """About what cronwire sends: a unique webhook-id and a small JSON body."""
-    webhook_id = f"msg_{uuid.uuid4().hex}"
-    body = json.dumps({"job": n, "scheduled_for": "2026-01-01T00:00:00Z"}).encode()
-    return {"webhook-id": webhook_id, "content-type": "application/json"}, body
+def _requests(jobs: int) -> list[tuple[dict[str, str], bytes]]:
+    """What cronwire sends (http_bound.delivery_sized_request), each with a webhook-id of
+    its own."""
+    _method, headers, body = delivery_sized_request()
+    return [({**headers, "webhook-id": f"msg_{uuid.uuid4().hex}"}, body) for _ in range(jobs)]
 
 
 async def bound_db(dsn: str, jobs: int) -> dict[str, object]:
@@ -84,8 +87,8 @@ async def bound_db(dsn: str, jobs: int) -> dict[str, object]:
             "runs_per_second": round(done / seconds, 1)}
 
 
-async def bound_http(sink: str, jobs: int, workers: int) -> dict[str, object]:
-    requests = [_body(n) for n in range(jobs)]
+async def aiohttp_http(sink: str, jobs: int, workers: int) -> dict[str, object]:
+    requests = _requests(jobs)
     connector = aiohttp.TCPConnector(limit=workers)
     async with aiohttp.ClientSession(connector=connector) as session:
         queue = iter(requests)
@@ -98,7 +101,7 @@ async def bound_http(sink: str, jobs: int, workers: int) -> dict[str, object]:
         began, cpu_began = time.perf_counter(), time.process_time()
         await asyncio.gather(*(worker() for _ in range(workers)))
         seconds, cpu = time.perf_counter() - began, time.process_time() - cpu_began
-    return {"baseline": "bound-http", "jobs": jobs, "seconds": round(seconds, 3),
+    return {"baseline": "aiohttp-http", "jobs": jobs, "seconds": round(seconds, 3),
             "runs_per_second": round(jobs / seconds, 1),
             "cpu_us_per_run": round(cpu / jobs * 1e6, 1)}
 
@@ -156,7 +159,7 @@ async def pgqueuer_worker(dsn: str, sink: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("what", choices=["bound-db", "bound-http", "pgqueuer-enqueue",
+    parser.add_argument("what", choices=["bound-db", "aiohttp-http", "pgqueuer-enqueue",
                                          "pgqueuer-worker"])
     parser.add_argument("--dsn")
     parser.add_argument("--sink")
@@ -167,8 +170,8 @@ def main() -> None:
 
     if args.what == "bound-db":
         result = uvloop.run(bound_db(args.dsn, args.jobs))
-    elif args.what == "bound-http":
-        result = uvloop.run(bound_http(args.sink, args.jobs, args.workers))
+    elif args.what == "aiohttp-http":
+        result = uvloop.run(aiohttp_http(args.sink, args.jobs, args.workers))
     elif args.what == "pgqueuer-enqueue":
         result = uvloop.run(pgqueuer_enqueue(args.dsn, args.jobs))
     else:

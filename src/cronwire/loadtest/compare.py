@@ -1,6 +1,11 @@
 """`--compare`: the machine's bound for this job and pgqueuer doing it, in the same
 invocation, on the same Postgres server and against the same kind of sink as cronwire.
 
+The bound is 1/(1/db + 1/http): the batched claim + terminal write alone (bound-db), and
+C programs doing the HTTP half (wrk posting delivery-sized webhooks to nginx,
+http_bound.py). A bare aiohttp client is measured too, for reference; it is the HTTP half
+only where wrk or nginx is missing (``bound_http_source`` then says "aiohttp").
+
 Every measured party runs in processes of its own, as cronwire's replicas do.
 """
 
@@ -19,9 +24,16 @@ from cronwire.bootstrap.factories import blank_database
 from cronwire.harness.processes import stop_process
 from cronwire.harness.stats import cpu_seconds, per_run_us
 from cronwire.loadtest.baselines import combined_bound
+from cronwire.loadtest.http_bound import (
+    CONNECTIONS,
+    SECONDS,
+    http_bound_available,
+    measure_http_bound,
+)
 from cronwire.loadtest.plan import LoadTestError, LoadTestPlan
 from cronwire.loadtest.report import Baselines
-from cronwire.loadtest.setup import database_name, note, start_sink
+from cronwire.loadtest.setup import database_name, note
+from cronwire.loadtest.sinks import LoadSink, start_sink
 
 BASELINE_TIMEOUT = 900.0
 STOP_SECONDS = 30.0
@@ -41,15 +53,17 @@ def _baseline(*args: str, log: Path) -> dict[str, float]:
     return result
 
 
-def _last_ack(records: Path) -> tuple[int, float]:
+def _started_sink(plan: LoadTestPlan, name: str) -> LoadSink:
+    return asyncio.run(start_sink(plan, name))
+
+
+def _last_ack(sink: LoadSink) -> tuple[int, float]:
     """(acknowledged ids, time of the last acknowledgement) from a sink's records."""
     seen: set[str] = set()
     last = 0.0
-    if records.exists():
-        for line in records.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            seen.add(record["id"])
-            last = max(last, float(record["at"]))
+    for webhook_id, at in sink.acknowledgements():
+        seen.add(webhook_id)
+        last = max(last, at)
     return len(seen), last
 
 
@@ -67,7 +81,7 @@ async def _wait_for(dsn: str, query: str, check: object, seconds: float, what: s
 
 
 def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path) -> float:
-    sink = start_sink(plan, "pgqueuer")
+    sink = _started_sink(plan, "pgqueuer")
     workers: list[subprocess.Popen[bytes]] = []
     try:
         _baseline("pgqueuer-enqueue", "--dsn", dsn, "--jobs", "0", log=log)
@@ -100,11 +114,40 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path) -> float:
         for worker in workers:
             stop_process(worker, STOP_SECONDS)
         sink.stop(STOP_SECONDS)
-    assert sink.out is not None
-    acked, last = _last_ack(sink.out)
+    acked, last = _last_ack(sink)
     if acked < jobs:
         note(f"pgqueuer: only {acked:,} of {jobs:,} jobs were acknowledged by the sink")
     return acked / max(last - float(visible_at), 1e-9)
+
+
+def _aiohttp_http(plan: LoadTestPlan, jobs: int, log: Path) -> float:
+    """A bare aiohttp client's POSTs/s to the plan's sink: for reference (the bound's HTTP
+    half before C programs measured it)."""
+    note(f"--compare: for reference, {jobs:,} POSTs from a bare aiohttp client to the "
+         f"{plan.sink} sink")
+    sink = _started_sink(plan, "aiohttp-http")
+    try:
+        measured = _baseline("aiohttp-http", "--sink", sink.url, "--jobs", str(jobs),
+                             "--workers", str(plan.workers), log=log)
+    finally:
+        sink.stop(STOP_SECONDS)
+    note(f"--compare: aiohttp {measured['runs_per_second']:,.0f} POSTs/s, "
+         f"{measured['cpu_us_per_run']:,.0f} µs of client CPU per POST")
+    return measured["runs_per_second"]
+
+
+def _wrk_nginx(plan: LoadTestPlan) -> tuple[float | None, str | None]:
+    """(requests/s of wrk to nginx, None) or (None, why not)."""
+    if not http_bound_available():
+        return None, "wrk or nginx is not installed; the HTTP half is the aiohttp client's"
+    note(f"--compare: the bound's HTTP half: wrk, {CONNECTIONS} connections, delivery-sized "
+         f"POSTs to nginx for {SECONDS:g} s")
+    try:
+        measured = measure_http_bound(plan.out / "baselines" / "wrk")
+    except (LoadTestError, OSError) as exc:
+        return None, f"wrk to nginx failed ({exc}); the HTTP half is the aiohttp client's"
+    note(f"--compare: wrk to nginx {measured.per_second:,.0f} requests/s")
+    return measured.per_second, None
 
 
 def measure_baselines(plan: LoadTestPlan, admin_dsn: str, jobs: int) -> Baselines:
@@ -113,19 +156,17 @@ def measure_baselines(plan: LoadTestPlan, admin_dsn: str, jobs: int) -> Baseline
     note(f"--compare: the bound's database half ({jobs:,} claims and terminal writes)")
     bound_dsn = asyncio.run(blank_database(admin_dsn, database_name("bound")))
     db = _baseline("bound-db", "--dsn", bound_dsn, "--jobs", str(jobs), log=log)["runs_per_second"]
-    note(f"--compare: the bound's HTTP half ({jobs:,} bare aiohttp POSTs)")
-    sink = start_sink(plan, "bound-http")
-    try:
-        measured = _baseline("bound-http", "--sink", sink.url, "--jobs", str(jobs),
-                             "--workers", str(plan.workers), log=log)
-        http, http_cpu = measured["runs_per_second"], measured["cpu_us_per_run"]
-    finally:
-        sink.stop(STOP_SECONDS)
+    http, why_not = _wrk_nginx(plan)
+    aiohttp = _aiohttp_http(plan, jobs, log)
+    if http is None:
+        note(f"--compare: {why_not}")
+    source = "wrk+nginx" if http is not None else "aiohttp"
+    http = http if http is not None else aiohttp
     ceiling = combined_bound(db, http)
-    note(f"--compare: bare aiohttp used {http_cpu:,.0f} µs of CPU per POST")
-    note(f"--compare: bound = 1/(1/{db:,.0f} + 1/{http:,.0f}) = {ceiling:,.0f} runs/s; "
-         f"now pgqueuer on the same job")
+    note(f"--compare: bound = 1/(1/{db:,.0f} + 1/{http:,.0f} ({source})) = {ceiling:,.0f} "
+         "runs/s; now pgqueuer on the same job")
     pgq_dsn = asyncio.run(blank_database(admin_dsn, database_name("pgqueuer")))
     pgq = _pgqueuer(plan, pgq_dsn, jobs, log)
     note(f"--compare: pgqueuer {pgq:,.0f} jobs/s")
-    return Baselines(bound_db=db, bound_http=http, ceiling=ceiling, pgqueuer=pgq)
+    return Baselines(bound_db=db, bound_http=http, ceiling=ceiling, pgqueuer=pgq,
+                     aiohttp_http=aiohttp, bound_http_source=source, bound_http_note=why_not)

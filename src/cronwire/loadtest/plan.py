@@ -31,6 +31,9 @@ class LoadTestPlan:
     kafka_bootstrap: str | None = None  # kafka mode on the user's broker, else the embedded one
     # Every schedule's jitter_seconds; the lag is then measured from each fire_after.
     jitter_seconds: int = 0
+    # The receiver: "nginx" (answers 200 at once, counted from its access log) or
+    # "python" (the harness's sink, which can also answer slowly or fail).
+    sink: str = "python"
 
     def warmup_seconds(self) -> float:
         """From seeding to the first instant: the replicas' planner must have written

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from cronwire.harness.stats import percentile
+from cronwire.harness.stats import per_run_us, percentile
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,9 +16,24 @@ class Baselines:
     """What --compare measured in the same invocation (runs/s)."""
 
     bound_db: float
-    bound_http: float
+    bound_http: float  # wrk to nginx; the aiohttp figure when either is missing
     ceiling: float  # 1 / (1/bound_db + 1/bound_http)
     pgqueuer: float
+    aiohttp_http: float = 0.0  # a bare aiohttp client to the sink, for reference
+    bound_http_source: str = "wrk+nginx"  # or "aiohttp"
+    bound_http_note: str | None = None  # why the fallback, when there was one
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """CPU seconds the replicas, the sink and Postgres used from the first instant to the
+    end of the drain (None where /proc could not tell, or Postgres is not ours), and which
+    sink answered."""
+
+    replica_seconds: float | None = None
+    sink_seconds: float | None = None
+    sink: str = "python"
+    postgres_seconds: float | None = None
 
 
 @dataclass
@@ -35,20 +50,20 @@ def _ratio(value: float, reference: float) -> float:
 
 def build_report(
     mode: str, scenario: str, schedules: int, replicas: int, planned: dict[str, datetime],
-    deliveries: Path, drain_seconds: float, baselines: Baselines | None = None,
+    acknowledgements: Iterable[tuple[str, float]], drain_seconds: float,
+    baselines: Baselines | None = None, costs: Costs | None = None,
 ) -> Report:
-    """``planned`` maps each occurrence's webhook-id to its instant. Every sink record is a
-    2xx acknowledgement; a second one for the same id is a duplicate. Throughput is
-    delivered / seconds from the first instant to the last acknowledgement."""
+    """``planned`` maps each occurrence's webhook-id to its instant; ``acknowledgements``
+    are the sink's (webhook-id, time) of every 2xx answer, whichever sink it was. A second
+    one for the same id is a duplicate. Throughput is delivered / seconds from the first
+    instant to the last acknowledgement."""
     acked: dict[str, float] = {}
     duplicates = 0
-    lines = deliveries.read_text(encoding="utf-8").splitlines() if deliveries.exists() else []
-    for line in lines:
-        record = json.loads(line)
-        if record["id"] in acked:
+    for webhook_id, answered_at in acknowledgements:
+        if webhook_id in acked:
             duplicates += 1
         else:
-            acked[record["id"]] = float(record["at"])
+            acked[webhook_id] = answered_at
     lags: list[float] = []
     per_second: Counter[int] = Counter()
     lag_by_second: dict[int, list[float]] = {}
@@ -84,13 +99,33 @@ def build_report(
         "drain_seconds": round(drain_seconds, 2),
     }
     if baselines is not None:
-        summary.update({
-            "ceiling_runs_per_second": round(baselines.ceiling, 1),
-            "pgqueuer_runs_per_second": round(baselines.pgqueuer, 1),
-            "ratio_to_ceiling": _ratio(runs_per_second, baselines.ceiling),
-            "ratio_to_pgqueuer": _ratio(runs_per_second, baselines.pgqueuer),
-        })
+        summary.update(_compared(runs_per_second, delivered, baselines, costs or Costs()))
     return Report(summary, dict(per_second), lag_by_second, baselines)
+
+
+def _compared(runs_per_second: float, delivered: int, baselines: Baselines,
+              costs: Costs) -> dict[str, object]:
+    """--compare's keys: CONTRACT.md's (ceiling, pgqueuer and the ratios to them), then
+    what the bound was made of, the reference figures, which sink answered cronwire,
+    pgqueuer and the aiohttp client, and CPU per delivered run."""
+    compared: dict[str, object] = {
+        "ceiling_runs_per_second": round(baselines.ceiling, 1),
+        "pgqueuer_runs_per_second": round(baselines.pgqueuer, 1),
+        "ratio_to_ceiling": _ratio(runs_per_second, baselines.ceiling),
+        "ratio_to_pgqueuer": _ratio(runs_per_second, baselines.pgqueuer),
+        "ratio_to_bound": _ratio(runs_per_second, baselines.ceiling),  # the ceiling is it
+        "bound_db_per_second": round(baselines.bound_db, 1),
+        "bound_http_per_second": round(baselines.bound_http, 1),
+        "bound_http_source": baselines.bound_http_source,
+        "aiohttp_http_per_second": round(baselines.aiohttp_http, 1),
+        "sink": costs.sink,
+        "replica_cpu_us_per_run": per_run_us(0.0, costs.replica_seconds, delivered),
+        "sink_cpu_us_per_run": per_run_us(0.0, costs.sink_seconds, delivered),
+        "postgres_cpu_us_per_run": per_run_us(0.0, costs.postgres_seconds, delivered),
+    }
+    if baselines.bound_http_note:
+        compared["bound_http_note"] = baselines.bound_http_note
+    return compared
 
 
 def _plural(count: object, word: str) -> str:
@@ -110,7 +145,8 @@ def write_chart(report: Report, path: Path, jitter_seconds: int = 0) -> None:
             color="#3b7dd8", label=f"cronwire ({s['runs_per_second']:,}/s overall)")
     if report.baselines is not None:
         top.axhline(report.baselines.ceiling, color="#2a9d47", linestyle="--",
-                    label=f"bound: claim+write and bare HTTP ({report.baselines.ceiling:,.0f}/s)")
+                    label=f"bound: claim+write and {report.baselines.bound_http_source} "
+                    f"({report.baselines.ceiling:,.0f}/s)")
         top.axhline(report.baselines.pgqueuer, color="#d2691e", linestyle=":",
                     label=f"pgqueuer, same job ({report.baselines.pgqueuer:,.0f}/s)")
     peak = max([*report.per_second.values(), report.baselines.ceiling if report.baselines else 0, 1])

@@ -16,30 +16,36 @@ import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronwire.bootstrap.embedded import LINKED_BINARIES
+from cronwire.bootstrap.embedded import LINKED_BINARIES, EmbeddedPostgres
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.jitter import jittered
 from cronwire.domain.model import idempotency_key_for, run_id_for
 from cronwire.harness.fleet import Fleet
+from cronwire.harness.stats import per_run_us
 from cronwire.loadtest.plan import LoadTestPlan
 from cronwire.loadtest.progress import Progress
-from cronwire.loadtest.report import Baselines, Report, build_report, write_chart
-from cronwire.loadtest.setup import note, prepare, seed, servers, sink_for, start_replicas
+from cronwire.loadtest.report import Baselines, Costs, Report, build_report, write_chart
+from cronwire.loadtest.setup import note, prepare, seed, servers, start_replicas
+from cronwire.loadtest.sinks import start_sink
 from cronwire.loadtest.watch import watch
 
-# What a run leaves in --out besides the reports; removed unless --keep-data.
-DATA_ENTRIES = ("postgres", LINKED_BINARIES, "broker.log", "replicas", "deliveries.jsonl",
-                "bound-http.jsonl", "pgqueuer.jsonl", "baselines")
+# What a run leaves in --out besides the reports; removed unless --keep-data. A sink's
+# records are NAME.jsonl (the Python sink) or the directory NAME (nginx's).
+DATA_ENTRIES = ("postgres", LINKED_BINARIES, "broker.log", "replicas", "baselines",
+                *(f"{name}{suffix}" for name in ("deliveries", "aiohttp-http", "pgqueuer")
+                  for suffix in (".jsonl", "")))
 
 
 STOP_SECONDS = 30.0  # a process's drain at SIGTERM, before SIGKILL
 
 
 async def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | None,
-                        ) -> tuple[dict[str, datetime], Path, float]:
-    """(planned webhook-id -> instant, the sink's records, drain seconds)."""
+                        ) -> tuple[dict[str, datetime], list[tuple[str, float]], float, Costs]:
+    """(planned webhook-id -> instant, the sink's acknowledgements, drain seconds, CPU)."""
     dsn, tenant_id = await prepare(admin_dsn)
-    sink = await sink_for(plan, "deliveries").start()
+    note(f"sink: {plan.sink}" + (" (answers 200 at once; its access log is the record)"
+                                 if plan.sink == "nginx" else ""))
+    sink = await start_sink(plan, "deliveries")
     fleet = Fleet(plan.out / "replicas")
     try:
         note(f"starting {plan.replicas} {plan.mode} replica{'s' if plan.replicas != 1 else ''}")
@@ -57,26 +63,52 @@ async def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | Non
                 if plan.jitter_seconds else ""))
         progress = Progress([at.timestamp() for at in occurrences], plan.schedules)
         pids = [replica.proc.pid for replica in fleet.replicas if replica.proc is not None]
-        drain = await watch(dsn, tenant_id, horizon, sink, progress, pids, first)
+        drain, costs = await watch(dsn, tenant_id, horizon, sink, progress, pids, first,
+                                   _our_postmaster(plan))
     finally:
         for replica in fleet.replicas:
             await replica.stop(STOP_SECONDS)
         await asyncio.to_thread(sink.stop, STOP_SECONDS)
-    assert sink.out is not None
-    return planned, sink.out, drain
+    acknowledgements = list(sink.acknowledgements())
+    _note_costs(costs, len(planned.keys() & {webhook_id for webhook_id, _ in acknowledgements}))
+    return planned, acknowledgements, drain, costs
+
+
+def _our_postmaster(plan: LoadTestPlan) -> int | None:
+    """The pid of the embedded Postgres this run started (None with --dsn: not ours to
+    account for, other work may share it)."""
+    if plan.dsn is not None:
+        return None
+    running = EmbeddedPostgres(plan.out / "postgres").postmaster()
+    return running[0] if running is not None else None
+
+
+def _note_costs(costs: Costs, delivered: int) -> None:
+    replica = per_run_us(0.0, costs.replica_seconds, delivered)
+    if replica is not None:
+        note(f"cronwire: {replica:,.0f} µs of replica CPU per delivered run, first instant "
+             "to the end of the drain")
+    database = per_run_us(0.0, costs.postgres_seconds, delivered)
+    if database is not None:
+        note(f"Postgres: {database:,.0f} µs of CPU per delivered run (every process of "
+             "the server, same window)")
+    receiver = per_run_us(0.0, costs.sink_seconds, delivered)
+    if receiver is not None:
+        note(f"the {costs.sink} sink: {receiver:,.0f} µs of CPU per delivered run")
 
 
 def run_loadtest(plan: LoadTestPlan) -> Report:
     plan.out.mkdir(parents=True, exist_ok=True)
     baselines: Baselines | None = None
     with servers(plan) as (admin_dsn, bootstrap):
-        planned, records, drain = asyncio.run(_run_cronwire(plan, admin_dsn, bootstrap))
+        planned, acknowledgements, drain, costs = asyncio.run(
+            _run_cronwire(plan, admin_dsn, bootstrap))
         if plan.compare:
             from cronwire.loadtest.compare import measure_baselines
 
             baselines = measure_baselines(plan, admin_dsn, len(planned))
     report = build_report(plan.mode, plan.scenario, plan.schedules, plan.replicas, planned,
-                          records, drain, baselines)
+                          acknowledgements, drain, baselines, costs)
     (plan.out / "report.json").write_text(json.dumps(report.summary, indent=2))
     write_chart(report, plan.out / "report.png", jitter_seconds=plan.jitter_seconds)
     if not plan.keep_data:

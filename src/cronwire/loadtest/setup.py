@@ -1,10 +1,10 @@
 """What a load test sets up before it measures: the servers (an embedded Postgres unless
 given one, the embedded broker for kafka mode), a fresh database with the load test's
-tenant and schedules, the sink and the replicas. Everything runs on loopback."""
+tenant and schedules, and the replicas (the sink is sinks.py's). Everything runs on
+loopback."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import time
@@ -19,7 +19,6 @@ from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.model import RetryPolicy, Target
 from cronwire.harness.fleet import Fleet, replica_env
 from cronwire.harness.seeding import db_now, seed_firing_schedules, seed_tenant
-from cronwire.harness.sink_process import SinkProcess
 from cronwire.loadtest.plan import LoadTestPlan
 
 REPLICA_START_SECONDS = 60.0
@@ -88,16 +87,6 @@ async def seed(dsn: str, plan: LoadTestPlan, tenant_id: uuid.UUID,
         return ids, first, ends_at
     finally:
         await pool.close()
-
-
-def sink_for(plan: LoadTestPlan, name: str) -> SinkProcess:
-    """A sink whose records go to OUT/<name>.jsonl, answering as the flags ask."""
-    return SinkProcess(plan.out / f"{name}.jsonl", plan.sink_latency_ms, plan.sink_failure_rate)
-
-
-def start_sink(plan: LoadTestPlan, name: str) -> SinkProcess:
-    """:func:`sink_for`, started, for the baselines' synchronous code."""
-    return asyncio.run(sink_for(plan, name).start())
 
 
 async def start_replicas(fleet: Fleet, plan: LoadTestPlan, dsn: str,

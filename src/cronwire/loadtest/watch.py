@@ -5,81 +5,57 @@ of the drain."""
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 import time
-import urllib.request
 import uuid
 from datetime import datetime
 from pathlib import Path
 
 from cronwire.bootstrap.factories import Pool, harness_queries, open_pool
 from cronwire.harness.seeding import db_now
-from cronwire.harness.sink_process import SinkProcess
-from cronwire.harness.stats import cpu_seconds, per_run_us
-from cronwire.loadtest.plan import LoadTestError
+from cronwire.harness.stats import cpu_seconds, server_cpu_seconds
 from cronwire.loadtest.progress import Progress
+from cronwire.loadtest.report import Costs
 from cronwire.loadtest.setup import note
+from cronwire.loadtest.sinks import LoadSink
 
 Q = harness_queries(Path(__file__).with_name("loadtest.sql"))
 MAX_DRAIN_SECONDS = 600.0
 
 
-def sink_stats(port: int, timeout: float = 5.0) -> dict[str, float | None]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stats", timeout=timeout) as response:
-        stats: dict[str, float | None] = json.load(response)
-        return stats
+def _used(before: float | None, pids: list[int]) -> float | None:
+    after = cpu_seconds(pids)
+    return None if before is None or after is None else after - before
 
 
-class SinkWatch:
-    """The sink's /_stats, read while the sink is at full load. A sink busy with hundreds
-    of connections (three replicas' burst) can leave one stats request unanswered for
-    seconds; that is no reason to abandon the run, so the last answer stands in until
-    the sink has been silent for ``patience`` seconds or its process has exited."""
-
-    def __init__(self, port: int, proc: subprocess.Popen[bytes] | None = None, *,
-                 timeout: float = 5.0, patience: float = 60.0) -> None:
-        self._port, self._proc = port, proc
-        self._timeout, self._patience = timeout, patience
-        self._last: dict[str, float | None] = {}
-        self._silent_since: float | None = None
-
-    def read(self) -> dict[str, float | None]:
-        try:
-            self._last = sink_stats(self._port, self._timeout)
-        except (OSError, ValueError) as exc:  # URLError and socket timeouts are OSErrors
-            if self._proc is not None and self._proc.poll() is not None:
-                raise LoadTestError(f"the sink exited with {self._proc.returncode}") from None
-            now = time.monotonic()
-            self._silent_since = self._silent_since or now
-            if now - self._silent_since >= self._patience:
-                raise LoadTestError(
-                    f"the sink did not answer /_stats for {self._patience:g}s: {exc}") from None
-            return self._last
-        self._silent_since = None
-        return self._last
-
-
-async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: SinkProcess,
-                 progress: Progress, replica_pids: list[int], first: datetime) -> float:
+async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSink,
+                 progress: Progress, replica_pids: list[int], first: datetime,
+                 postgres_pid: int | None = None) -> tuple[float, Costs]:
     """Show progress until the planner has passed the horizon and every run up to it is
-    terminal; returns seconds from the horizon to the end of the drain. The database is
-    asked only after the horizon, so watching costs the replicas nothing before it."""
+    terminal; returns (seconds from the horizon to the end of the drain, the CPU the
+    replicas, the sink and Postgres (``postgres_pid``: its postmaster, when it is ours)
+    used from the first instant on). The database is asked only after the horizon, so
+    watching costs the replicas nothing before it."""
     pool = await open_pool(dsn, 2)
     try:
         deadline = time.monotonic() + MAX_DRAIN_SECONDS + progress.seconds_to_horizon()
         next_check = 0.0
         last_acknowledged, last_progress = -1, time.monotonic()
-        sink_watch = SinkWatch(sink.port, sink.proc)
         cpu_at_first: float | None = None
+        sink_pids: list[int] = []
+        sink_cpu_at_first: float | None = None
+        postgres_cpu_at_first: float | None = None
         while time.monotonic() < deadline:
             if cpu_at_first is None and progress.seconds_to_first() <= 0:
                 cpu_at_first = cpu_seconds(replica_pids)
+                sink_pids = sink.pids()
+                sink_cpu_at_first = cpu_seconds(sink_pids)
+                if postgres_pid is not None:
+                    postgres_cpu_at_first = server_cpu_seconds(postgres_pid)
                 written = await pool.fetchval(Q["loadtest_materialised"], tenant_id, horizon)
                 # The burst's lag is the executor's only if the planner was done by now.
                 note(f"at the first instant the planner had written {written:,} of "
                      f"{progress.planned:,} runs")
-            stats = sink_watch.read()
+            stats = sink.stats()
             progress.show(stats)
             past = progress.seconds_to_horizon() <= 0
             acknowledged = int(stats.get("unique") or 0)
@@ -99,17 +75,19 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: SinkPro
                     break
             to_first = progress.seconds_to_first()
             await asyncio.sleep(0.25 if past else min(1.0, to_first) if to_first > 0 else 1.0)
-        final = sink_watch.read()
-        progress.done(final)
-        cpu = per_run_us(cpu_at_first, cpu_seconds(replica_pids), int(final.get("unique") or 0))
-        if cpu is not None:
-            note(f"cronwire: {cpu:,.0f} µs of replica CPU per delivered run, first instant "
-                 "to the end of the drain")
+        postgres_cpu = (server_cpu_seconds(postgres_pid)
+                        if postgres_pid is not None and postgres_cpu_at_first is not None
+                        else None)
+        costs = Costs(_used(cpu_at_first, replica_pids), _used(sink_cpu_at_first, sink_pids),
+                      sink.kind,
+                      None if postgres_cpu is None or postgres_cpu_at_first is None
+                      else postgres_cpu - postgres_cpu_at_first)
+        progress.done(sink.stats())
         await _planner_lead(pool, tenant_id, first)
         now = await db_now(pool)
         counts = {r["status"]: r["n"] for r in await pool.fetch(Q["loadtest_run_counts"], tenant_id, horizon)}
         note(f"run states up to the horizon: {counts}")
-        return max(0.0, (now - horizon).total_seconds())
+        return max(0.0, (now - horizon).total_seconds()), costs
     finally:
         await pool.close()
 

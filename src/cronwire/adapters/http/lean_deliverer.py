@@ -95,6 +95,7 @@ class LeanDeliverer:
         self.stats = PoolStats()
         self._tls: ssl.SSLContext | None = None
         self._reaper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def idle_connections(self) -> int:
@@ -102,10 +103,12 @@ class LeanDeliverer:
 
     async def start(self) -> None:
         if self._reaper is None:
+            self._loop = asyncio.get_running_loop()  # asked once, not per delivery (getpid)
             self._reaper = asyncio.create_task(self._reap(), name="lean-deliverer-reaper")
 
     async def close(self) -> None:
         reaper, self._reaper = self._reaper, None
+        self._loop = None
         if reaper is not None:
             reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -119,7 +122,8 @@ class LeanDeliverer:
 
     async def deliver(self, req: DeliveryRequest) -> DeliveryResult:
         """One attempt. Never raises for delivery failures; CancelledError propagates."""
-        if self._reaper is None:
+        loop = self._loop
+        if self._reaper is None or loop is None:
             raise RuntimeError("LeanDeliverer.start() was not called")
         timer = AttemptTimer()
         try:
@@ -129,7 +133,7 @@ class LeanDeliverer:
             headers = delivery_headers(
                 req, int(timer.started_at.timestamp()), user_agent=self._user_agent
             )
-            deadline = asyncio.get_running_loop().time() + req.timeout_seconds
+            deadline = loop.time() + req.timeout_seconds
             answer = await self._exchange(
                 req, url, headers, req.send_by_monotonic, deadline)
         except RequestNotSent:
@@ -180,7 +184,7 @@ class LeanDeliverer:
                     self.stats.reuses += 1
                 answer = await self._send(connection, data, req.method, send_by, deadline)
             except RequestNotSent:
-                if connection is not None and connection.usable:
+                if connection is not None and connection.reusable:
                     self._idle.checkin(key, connection)  # nothing was written on it
                 elif connection is not None:
                     connection.abort()
@@ -191,7 +195,7 @@ class LeanDeliverer:
                 raise
             finally:
                 self._in_use -= 1
-            if connection.usable:
+            if connection.reusable:  # checkout asks the socket before any reuse
                 self._idle.checkin(key, connection)
             else:
                 connection.abort()

@@ -15,6 +15,7 @@ from uuid import UUID
 
 import asyncpg
 
+from cronwire.adapters.postgres.claim_source import STATUS_BY_TEXT
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.schedule_store import unplan_ahead
 from cronwire.adapters.postgres.sql import queries
@@ -73,7 +74,7 @@ class PostgresRunStore:
             return {}
         with storage_errors("resolve runs"):
             rows = await self._pool.fetch(Q["job_run_resolve"], owner, *_columns(resolutions))
-        landed = {row["id"]: RunStatus(row["status"]) for row in rows if row["id"] is not None}
+        landed = {row["id"]: STATUS_BY_TEXT[row["status"]] for row in rows if row["id"] is not None}
         paused = [(row["paused_tenant"], row["paused_schedule"]) for row in rows
                   if row["id"] is None]
         if paused:

@@ -400,9 +400,11 @@ WITH outcome AS (
 ),
 landed AS (
     -- "superseded" below: a cancel_other run that no longer holds its schedule's gate. It
-    -- is read only for such a run (CASE evaluates lazily).
+    -- is read only for such a run: CASE evaluates lazily, and the policy's test is never
+    -- NULL (NULL AND EXISTS (...) would still run the EXISTS, for every run under 'allow':
+    -- tests/integration/test_allow_pays_nothing.py).
     UPDATE job_run j
-       SET status           = CASE WHEN j.overlap_policy = 'cancel_other' AND EXISTS (
+       SET status           = CASE WHEN j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AND EXISTS (
                                         SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
                                            AND s.overlap_run IS DISTINCT FROM j.id)
                                    THEN 'cancelled'
@@ -413,13 +415,13 @@ landed AS (
                                    ELSE j.fire_after END,
            finished_at      = CASE WHEN o.status IN ('succeeded', 'failed') OR j.cancel_requested
                                    THEN now()
-                                   WHEN j.overlap_policy = 'cancel_other' AND EXISTS (
+                                   WHEN j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AND EXISTS (
                                         SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
                                            AND s.overlap_run IS DISTINCT FROM j.id)
                                    THEN now() END,
            claim_expires_at = NULL,
            last_status_code = o.status_code,
-           last_error       = CASE WHEN j.overlap_policy = 'cancel_other' AND EXISTS (
+           last_error       = CASE WHEN j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AND EXISTS (
                                         SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
                                            AND s.overlap_run IS DISTINCT FROM j.id)
                                    THEN 'Cancelled: superseded by a newer occurrence '

@@ -1,0 +1,75 @@
+"""Under 'allow' (the default overlap policy) the overlap machinery of the claim and the
+resolve does no work per run: EXPLAIN ANALYZE of a claim of fresh runs and of the batch of
+successes that ends them shows none of their per-row subplans executed. In SQL, ``NULL AND x`` still evaluates ``x`` (it is NULL or false depending on
+it), so a test on a nullable column must never be NULL when it guards a subquery."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from cronwire.adapters.postgres.pool import create_pool
+from cronwire.adapters.postgres.sql import queries
+from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
+
+Q = queries()
+RUNS = 40
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+@pytest.mark.asyncio
+async def test_a_batch_of_successes_under_allow_runs_no_per_row_subplan(
+        database_url: str) -> None:
+    pool = await create_pool(database_url, 1)
+    conn = await pool.acquire()
+    try:
+        tenant = await seed_tenant(conn)
+        schedule = await seed_schedule(conn, tenant, "http://127.0.0.1:9/")
+        await seed_due_runs(conn, schedule, RUNS)
+        async with conn.transaction():
+            claim_plan = await conn.fetchval(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + Q["job_run_claim"], "owner", RUNS, 30.0, 0.0)
+            claimed = await conn.fetch(
+                "SELECT id, scheduled_for, attempt_count, lease_generation FROM job_run"
+                " WHERE claimed_by = 'owner' AND status = 'running'")
+            assert len(claimed) == RUNS
+            now = datetime.now(UTC)
+            n = len(claimed)
+            raw = await conn.fetchval(
+                "EXPLAIN (ANALYZE, FORMAT JSON) " + Q["job_run_resolve"], "owner",
+                [r["id"] for r in claimed], [r["scheduled_for"] for r in claimed],
+                ["succeeded"] * n, [r["attempt_count"] for r in claimed], [None] * n,
+                [200] * n, [None] * n, [tenant] * n, [now] * n, [now] * n, ["success"] * n,
+                [5] * n, [None] * n, [r["lease_generation"] for r in claimed])
+            resolved = await conn.fetchval(
+                "SELECT count(*) FROM job_run WHERE schedule_id = $1 AND status = 'succeeded'",
+                schedule.id)
+            assert resolved == RUNS  # the statement really ran (EXPLAIN ANALYZE executes it)
+            raise _Rollback
+    except _Rollback:
+        pass
+    finally:
+        await pool.release(conn)
+        await pool.close()
+    assert _subplans_run(claim_plan) == []
+    assert _subplans_run(raw) == []
+
+
+def _subplans_run(raw: Any) -> list[tuple[object, ...]]:
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    return [(n.get("Subplan Name"), n["Node Type"], n.get("Relation Name"), n["Actual Loops"])
+            for n in _nodes(plan)
+            if n.get("Parent Relationship") == "SubPlan" and n["Actual Loops"] > 0]
+
+
+class _Rollback(Exception):
+    """Leaves the transaction rolled back (the claim and the resolve were only measured)."""
