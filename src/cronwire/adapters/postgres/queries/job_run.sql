@@ -173,8 +173,10 @@ admitted AS (
                                                    FROM flow_admission f WHERE NOT f.admitted)
                 END AS refused
       FROM candidates c
-     -- NOT IN over the refused: one hashed set, not a lookup per candidate.
+     -- NOT IN over the refused: one hashed set, not a lookup per candidate, and not even
+     -- built when the admission returned nothing.
      WHERE c.status = 'running' OR c.overlap_policy IS NOT NULL
+        OR (SELECT NOT EXISTS (SELECT 1 FROM flow_admission))
         OR (c.id, c.scheduled_for) NOT IN (SELECT f.id, f.scheduled_for FROM flow_admission f
                                             WHERE NOT f.admitted)
 ),
@@ -793,8 +795,10 @@ admitted AS (
                                                    FROM flow_admission f WHERE NOT f.admitted)
                 END AS refused
       FROM candidates c
-     -- NOT IN over the refused: one hashed set, not a lookup per candidate.
+     -- NOT IN over the refused: one hashed set, not a lookup per candidate, and not even
+     -- built when the admission returned nothing.
      WHERE c.status = 'running' OR c.overlap_policy IS NOT NULL
+        OR (SELECT NOT EXISTS (SELECT 1 FROM flow_admission))
         OR (c.id, c.scheduled_for) NOT IN (SELECT f.id, f.scheduled_for FROM flow_admission f
                                             WHERE NOT f.admitted)
 ),
@@ -1072,8 +1076,10 @@ admitted AS (
                                                    FROM flow_admission f WHERE NOT f.admitted)
                 END AS refused
       FROM candidates c
-     -- NOT IN over the refused: one hashed set, not a lookup per candidate.
+     -- NOT IN over the refused: one hashed set, not a lookup per candidate, and not even
+     -- built when the admission returned nothing.
      WHERE c.status = 'running' OR c.overlap_policy IS NOT NULL
+        OR (SELECT NOT EXISTS (SELECT 1 FROM flow_admission))
         OR (c.id, c.scheduled_for) NOT IN (SELECT f.id, f.scheduled_for FROM flow_admission f
                                             WHERE NOT f.admitted)
 ),
