@@ -85,3 +85,13 @@ def test_every_statement_returning_schedule_rows_returns_the_same_columns() -> N
             "schedule_insert", "schedule_update"} <= lists.keys()
     first = lists["schedule_get"]
     assert {name: columns for name, columns in lists.items() if columns != first} == {}
+
+
+def test_every_statement_fits_the_pools_statement_cache() -> None:
+    """A statement longer than the pool's cacheable size is parsed and planned on every call
+    (the claim once cost ~6 ms a call that way)."""
+    from cronwire.adapters.postgres.pool import MAX_CACHEABLE_STATEMENT_BYTES
+
+    too_long = {name: len(sql.encode()) for name, sql in queries().items()
+                if len(sql.encode()) > MAX_CACHEABLE_STATEMENT_BYTES}
+    assert too_long == {}
