@@ -9,10 +9,12 @@ transaction that is rolled back, so every statement sees the same rows. Each is 
 wall clock and by the CPU its Postgres backend used (from /proc: on a shared machine the
 wall clock mostly measures the neighbours). Prints one JSON line with the median and mean
 milliseconds per statement and the new/old ratios; with ``--gated`` it also times the new
-claim with every run under ``skip`` (the gate's own cost).
+claim with every run under ``skip`` (the gate's own cost); with ``--keys N`` it then
+gives the schedules flow control over N keys (limits no claim reaches: every run is
+admitted) and times the new claim again (flow control's cost on many keys).
 
     python benchmarks/bench_overlap_cost.py --old-sql OLD_job_run.sql --old-schedule-sql \\
-        OLD_schedule.sql [--rounds 40] [--repeat 10] [--batch 500] [--gated]
+        OLD_schedule.sql [--rounds 40] [--repeat 10] [--batch 500] [--gated] [--keys N]
 
 The old files come from git: ``git show 7ec46d0:src/cronwire/adapters/postgres/queries/
 job_run.sql > /tmp/old_job_run.sql`` (and schedule.sql likewise).
@@ -37,7 +39,12 @@ from cronwire.adapters.postgres.migrator import migrate
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.sql import parse_queries, queries
 from cronwire.domain.model import IDEMPOTENCY_KEY_PREFIX, run_id_hexes
-from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.seeding import (
+    seed_due_runs,
+    seed_flow_control,
+    seed_schedule,
+    seed_tenant,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,6 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--plan-cache-mode",
                         choices=["auto", "force_generic_plan", "force_custom_plan"],
                         help="set on the connection (default: the server's, auto)")
+    parser.add_argument("--keys", type=int, default=0,
+                        help="also time the new claim with the schedules spread over N "
+                             "flow-control keys (max_concurrency 1,000,000 each)")
     parser.add_argument("--gated", action="store_true",
                         help="also time the new claim with every run under overlap 'skip'")
     parser.add_argument("--dsn", help="an existing, empty database (default: embedded)")
@@ -115,11 +125,13 @@ async def run(args: argparse.Namespace, dsn: str) -> dict[str, object]:
         async with pool.acquire() as conn:
             tenant = await seed_tenant(conn)
             seeded = []
+            schedules = []
             per = args.runs // args.schedules
             for n in range(args.schedules):
                 schedule = await seed_schedule(conn, tenant, "http://127.0.0.1:9/")
                 await seed_due_runs(conn, schedule, per, first=n * per)
                 seeded.append(schedule.id)
+                schedules.append(schedule)
             await conn.execute("ANALYZE")
             at = (await conn.fetchval("SELECT date_trunc('second', now())")) + timedelta(hours=1)
             claim = [args.batch, 30.0, 0.0]
@@ -145,6 +157,15 @@ async def run(args: argparse.Namespace, dsn: str) -> dict[str, object]:
                     wall, cpu = await timed(conn, pid, cases[name], args.repeat)
                     walls[name].append(wall)
                     cpus[name].append(cpu)
+            if args.keys:
+                for n, schedule in enumerate(schedules):
+                    await seed_flow_control(conn, schedule, f"key-{n % args.keys}",
+                                            max_concurrency=1_000_000)
+                await conn.execute("ANALYZE")
+                keyed = [await timed(conn, pid, cases["claim_new"], args.repeat)
+                         for _ in range(max(1, args.rounds // 2))]
+                walls[f"claim_new_{args.keys}_keys"] = [w for w, _ in keyed]
+                cpus[f"claim_new_{args.keys}_keys"] = [c for _, c in keyed]
             if args.gated:
                 await conn.execute("UPDATE schedule SET overlap_policy = 'skip'")
                 await conn.execute("UPDATE job_run SET overlap_policy = 'skip'")

@@ -42,12 +42,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
       brokers (session fixtures, a JVM per node) start once in the run, not once a worker;
     - ``processes``: the chaos and load tests, which time fleets of replica processes under
       faults; two at once on a 2-core machine starve each other;
+    - ``chaos-command``: the `cronwire chaos` runs (two module fixtures, ~3 minutes), beside
+      ``processes`` rather than behind it: their verdicts are counts (lost, duplicated,
+      written after a lease was lost), which contention slows but does not change, and
+      behind it they made the suite's critical path;
     - one group per module with a module-scoped fixture, which then runs once.
     The rest spreads over the workers test by test."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
         group = _apache_group(item)
+        if group is None and item.nodeid.startswith("tests/chaos/test_chaos_command.py"):
+            group = "chaos-command"
         if group is None and (item.get_closest_marker("chaos") is not None
                               or item.nodeid.startswith("tests/chaos/")
                               or item.nodeid.startswith("tests/e2e/test_loadtest.py")):
