@@ -30,6 +30,7 @@ from cronwire.harness.seeding import (
 from cronwire.harness.sink import Arrival, Reply, Sink, always
 from cronwire.harness.stats import percentile
 from tests.support.brokers import TANSU, broker_params, claim_mode_settings
+from tests.support.kafka_fleet import PARTITIONS, group_stable
 from tests.support.replicas import ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -127,9 +128,13 @@ def _busiest_second(instants: list[float]) -> int:
     return busiest
 
 
+@pytest.mark.parametrize("mode", ["postgres", *broker_params(TANSU)])
 async def test_three_replicas_start_no_more_than_the_keys_rate(
-        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet) -> None:
-    replicas = [await fleet.spawn(name, executor_workers=64) for name in ("a", "b", "c")]
+        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, mode: str,
+        request: pytest.FixtureRequest) -> None:
+    settings = claim_mode_settings(request, mode)
+    replicas = [await fleet.spawn(name, executor_workers=64, **settings)
+                for name in ("a", "b", "c")]
     await _keyed(db_pool, sink.url, 120, rate_per_second=20, burst=5)
     await sink.wait_for(lambda s: s.unique == 120, within=300)
     # On the clock the bucket runs on (the claims' now(), first_attempt_at), the bound is
@@ -144,13 +149,15 @@ async def test_three_replicas_start_no_more_than_the_keys_rate(
     assert sink.duplicates == 0
     for replica in replicas:
         assert await replica.stop() == 0
-    print("flow_control_rate: " + json.dumps({"runs": 120, "rate_per_second": 20, "burst": 5,
+    print("flow_control_rate: " + json.dumps({"mode": mode, "runs": 120, "rate_per_second": 20, "burst": 5,
                                                "busiest_second_started": _busiest_second(started),
                                                "busiest_second_at_receiver": busiest}))
 
 
+@pytest.mark.parametrize("mode", ["postgres", *broker_params(TANSU)])
 async def test_a_429_retry_after_holds_the_key_on_every_replica(
-        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet) -> None:
+        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, mode: str,
+        request: pytest.FixtureRequest) -> None:
     answered_429: list[float] = []
 
     def behaviour(arrival: Arrival) -> Reply:
@@ -160,7 +167,9 @@ async def test_a_429_retry_after_holds_the_key_on_every_replica(
         return Reply()
 
     sink.behaviour = behaviour
-    replicas = [await fleet.spawn(name, executor_workers=16) for name in ("a", "b", "c")]
+    settings = claim_mode_settings(request, mode)
+    replicas = [await fleet.spawn(name, executor_workers=16, **settings)
+                for name in ("a", "b", "c")]
     # One slot: the 429's run holds it until its result lands, and that same write sets
     # the hold, so no other run of the key can slip in between.
     schedule = await _keyed(db_pool, sink.url, 1, max_concurrency=1)
@@ -177,16 +186,26 @@ async def test_a_429_retry_after_holds_the_key_on_every_replica(
         assert await replica.stop() == 0
 
 
+@pytest.mark.parametrize("mode", ["postgres", *broker_params(TANSU)])
 async def test_a_held_backlog_does_not_delay_another_tenants_fires(
-        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet) -> None:
+        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, mode: str,
+        request: pytest.FixtureRequest) -> None:
     """Tenant A has 3,000 runs due for a key a Retry-After holds; tenant B's schedules fire
     every second meanwhile, planned and delivered by three replicas. B's fire lag stays
     under a second (p99), and A's runs stay pending, untouched."""
     held = await _keyed(db_pool, sink.url, 3000)
     await db_pool.execute("UPDATE flow_control SET held_until = now() + interval '1 hour' "
                           "WHERE tenant_id = $1 AND key = $2", held.tenant_id, KEY)
-    replicas = [await fleet.spawn(name, roles="planner,executor", executor_workers=64)
+    settings: dict[str, object] = dict(claim_mode_settings(request, mode))
+    if mode != "postgres":
+        settings["kafka_partitions"] = PARTITIONS  # the topic group_stable knows
+    replicas = [await fleet.spawn(name, roles="planner,executor", executor_workers=64,
+                                  **settings)
                 for name in ("a", "b", "c")]
+    if mode != "postgres":
+        # B's fires start once the group holds every partition: lag during a rebalance
+        # (the first seconds of three consumers joining) is the broker's, not the backlog's.
+        await group_stable(replicas)
     other = await seed_tenant(db_pool, "b")
     now = await db_now(db_pool)
     first = now.replace(microsecond=0) + timedelta(seconds=3)
@@ -207,14 +226,18 @@ async def test_a_held_backlog_does_not_delay_another_tenants_fires(
     assert pending == 3000  # the held key's runs stayed pending, untouched
     for replica in replicas:
         assert await replica.stop() == 0
-    print("flow_control_fairness: " + json.dumps({"held_runs": 3000, "fires": len(lags),
+    print("flow_control_fairness: " + json.dumps({"mode": mode, "held_runs": 3000, "fires": len(lags),
                                                    "fire_lag_p99_s": round(p99, 3)}))
 
 
+@pytest.mark.parametrize("mode", ["postgres", *broker_params(TANSU)])
 async def test_a_killed_replicas_slots_come_back_when_its_leases_expire(
-        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet) -> None:
+        db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, mode: str,
+        request: pytest.FixtureRequest) -> None:
     sink.behaviour = always(Reply(delay=0.5))
-    victim = await fleet.spawn("victim", delivery_timeout=1.0, executor_workers=16)
+    settings = claim_mode_settings(request, mode)
+    victim = await fleet.spawn("victim", delivery_timeout=1.0, executor_workers=16,
+                               **settings)
     schedule = await _keyed(db_pool, sink.url, 40, max_concurrency=4)
     await sink.wait_for(lambda s: len(s.arrivals) >= 4, within=60)
     victim.kill()
@@ -222,7 +245,8 @@ async def test_a_killed_replicas_slots_come_back_when_its_leases_expire(
     held = await db_pool.fetchval("SELECT count(*) FROM job_run WHERE status = 'running' "
                                   "AND claimed_by = 'victim'")
     assert held > 0 and await _in_flight(db_pool, schedule) == held  # the dead one's slots
-    survivor = await fleet.spawn("survivor", delivery_timeout=1.0, executor_workers=16)
+    survivor = await fleet.spawn("survivor", delivery_timeout=1.0, executor_workers=16,
+                                 **settings)
     await sink.wait_for(lambda s: s.unique == 40, within=120)
     await _until(lambda: _settled(db_pool), within=60)
     assert await status_counts(db_pool) == {"succeeded": 40}
