@@ -1,5 +1,5 @@
 """Operator commands, straight on the database: `cronwire serve`, `migrate`,
-`tenant create|token|list|tokens|revoke` and `partitions maintain`.
+`tenant create|token|list|tokens|revoke|limit` and `partitions maintain`.
 
 Which database, and when an embedded one may be started, is database.py's rule. Errors a
 user can fix are a ConfigError (one line, exit 2, from main.py)."""
@@ -119,6 +119,16 @@ def cmd_tenant_revoke(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tenant_limit(settings: Settings, args: argparse.Namespace) -> int:
+    tenant_id = _uuid("TENANT_ID", args.tenant_id)
+    limit = None if args.unlimited else args.max_concurrency
+    if limit is not None and not 1 <= limit <= 1_000_000:
+        raise ConfigError("--max-concurrency: must be 1..1000000")
+    changed = on_tenants(settings, lambda store: store.set_max_concurrency(tenant_id, limit))
+    print_json(changed)
+    return 0
+
+
 def add_operator_commands(commands: argparse._SubParsersAction[Any]) -> None:
     """`serve`, `migrate`, `tenant ...` and `partitions maintain` as commands of `cronwire`."""
     serve = commands.add_parser(
@@ -155,6 +165,20 @@ def add_operator_commands(commands: argparse._SubParsersAction[Any]) -> None:
         "revocation on every request, so the next request with it answers 401 on every replica.")
     revoke.add_argument("token_id", metavar="TOKEN_ID", help="the token's id (not the token)")
     revoke.set_defaults(handler=cmd_tenant_revoke)
+
+    limit = tenant_commands.add_parser(
+        "limit", help="cap a tenant's requests in flight (its own SCHEDULER_TENANT_MAX_"
+        "CONCURRENCY); prints the tenant as JSON",
+        description="Set the tenant's own cap on requests in flight, over all its keys, on "
+        "every replica; --unlimited goes back to SCHEDULER_TENANT_MAX_CONCURRENCY. It applies "
+        "to runs claimed after it (docs/flow-control.md).")
+    limit.add_argument("tenant_id", metavar="TENANT_ID", help="the tenant's UUID")
+    which = limit.add_mutually_exclusive_group(required=True)
+    which.add_argument("--max-concurrency", type=int, metavar="N",
+                       help="at most N requests of this tenant in flight at once")
+    which.add_argument("--unlimited", action="store_true",
+                       help="no limit of its own: the configured default applies")
+    limit.set_defaults(handler=cmd_tenant_limit)
 
     partitions = commands.add_parser("partitions", help="run-history partition upkeep")
     partition_commands = partitions.add_subparsers(dest="partitions_command", required=True)

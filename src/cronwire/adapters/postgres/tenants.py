@@ -125,6 +125,17 @@ class PostgresTenantStore:
             raise NotFound(f"token {token_id} does not exist")
         return TokenRecord(**dict(row))
 
+    async def set_max_concurrency(self, tenant_id: uuid.UUID,
+                                  limit: int | None) -> dict[str, Any]:
+        """The tenant's own concurrency cap (None: the configured default); NotFound for an
+        unknown tenant."""
+        with storage_errors("setting a tenant's limit"):
+            row = await self._pool.fetchrow(Q["tenant_set_max_concurrency"], tenant_id, limit)
+        if row is None:
+            raise NotFound(f"tenant {tenant_id} does not exist")
+        return {"id": str(row["id"]), "name": row["name"],
+                "max_concurrency": row["max_concurrency"]}
+
     async def tenant_for_token(self, token: str) -> uuid.UUID | None:
         """The token's tenant, or None. The lookup is by hash; the final comparison is
         constant-time so response timing says nothing about near-miss hashes."""

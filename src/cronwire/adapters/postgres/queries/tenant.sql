@@ -31,3 +31,9 @@ SELECT t.id, now() AS db_now,
         WHERE s.tenant_id = t.id AND s.status <> 'deleted') AS live
 FROM tenant t WHERE t.id = $1
 FOR UPDATE OF t
+
+-- name: tenant_set_max_concurrency
+-- The tenant's own cap on requests in flight (NULL: SCHEDULER_TENANT_MAX_CONCURRENCY).
+-- Claims read it as they admit runs (ADR 0040): it applies to runs claimed after this.
+UPDATE tenant SET max_concurrency = $2 WHERE id = $1
+RETURNING id, name, max_concurrency
