@@ -42,10 +42,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
       brokers (session fixtures, a JVM per node) start once in the run, not once a worker;
     - ``processes``: the chaos and load tests, which time fleets of replica processes under
       faults; two at once on a 2-core machine starve each other;
-    - ``chaos-command``: the `cronwire chaos` runs (two module fixtures, ~3 minutes), beside
-      ``processes`` rather than behind it: their verdicts are counts (lost, duplicated,
-      written after a lease was lost), which contention slows but does not change, and
-      behind it they made the suite's critical path;
+    - ``chaos-command`` and ``flow-control-chaos``: the `cronwire chaos` runs (two module
+      fixtures, ~3 minutes) and flow control's fleet tests (~2.5 minutes), each beside
+      ``processes`` rather than behind it: their verdicts are counts and bounds (lost,
+      duplicated, peak in flight, requests per second, a hold's length) that contention
+      slows but does not change, or a fire lag with a wide margin (p99 under 1 s against
+      0.003-0.06 s measured); behind it they made the suite's critical path;
     - one group per module with a module-scoped fixture, which then runs once.
     The rest spreads over the workers test by test."""
     for item in items:
@@ -54,6 +56,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = _apache_group(item)
         if group is None and item.nodeid.startswith("tests/chaos/test_chaos_command.py"):
             group = "chaos-command"
+        if group is None and item.nodeid.startswith(
+                "tests/chaos/test_flow_control_processes.py"):
+            group = "flow-control-chaos"
         if group is None and (item.get_closest_marker("chaos") is not None
                               or item.nodeid.startswith("tests/chaos/")
                               or item.nodeid.startswith("tests/e2e/test_loadtest.py")):
