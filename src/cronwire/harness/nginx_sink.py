@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cronwire.harness.processes import HarnessError, free_port, spawn, stop_process, wait_http
-from cronwire.harness.stats import instant_seconds, percentile
+from cronwire.harness.stats import child_pids, instant_seconds, percentile
 
 START_SECONDS = 20.0
 SBIN = "/usr/sbin:/usr/local/sbin"  # where Debian puts it: not on every user's PATH
@@ -167,22 +167,6 @@ class LogTally:
         self._offset += complete
         lines = data[:complete].decode("utf-8", errors="replace").splitlines()
         return [entry for line in lines if (entry := parse_log_line(line)) is not None]
-
-
-def child_pids(parent: int) -> list[int]:
-    """The processes whose parent is ``parent`` (nginx's workers), from /proc."""
-    children = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        fields = stat.rpartition(")")[2].split()
-        if len(fields) > 1 and fields[1] == str(parent):
-            children.append(int(entry.name))
-    return children
 
 
 def _kill_if_nginx_worker(pid: int) -> None:

@@ -45,6 +45,23 @@ def cpu_seconds(pids: Iterable[int]) -> float | None:
     return total / ticks
 
 
+def child_pids(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (nginx's workers, Postgres's backends),
+    from /proc."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        fields = stat.rpartition(")")[2].split()
+        if len(fields) > 1 and fields[1] == str(parent):
+            children.append(int(entry.name))
+    return children
+
+
 def server_cpu_seconds(root_pid: int) -> float | None:
     """CPU a server's whole process tree has used so far: its root's own and its reaped
     children's (cutime, cstime: Postgres backends that came and went) plus the children
@@ -56,13 +73,10 @@ def server_cpu_seconds(root_pid: int) -> float | None:
         total = sum(int(fields[i]) for i in (11, 12, 13, 14))  # utime stime cutime cstime
     except (OSError, ValueError, IndexError):
         return None
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in child_pids(root_pid):
         try:
-            fields = (entry / "stat").read_text().rpartition(")")[2].split()
-            if int(fields[1]) == root_pid:  # ppid
-                total += int(fields[11]) + int(fields[12])
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])
         except (OSError, ValueError, IndexError):
             continue  # a child that exited meanwhile is in the root's cutime by now
     return total / ticks
