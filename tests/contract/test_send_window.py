@@ -137,3 +137,49 @@ async def test_a_stop_between_the_executors_check_and_the_deliverer_sends_nothin
     assert len(receiver.requests) == 1  # only the later claim's
     assert rig.statuses() == {"succeeded": 1}
     assert [attempt for _, attempt, _ in rig.db.attempts] == [1]
+
+
+class StopAtTheWrite:
+    """A monotonic clock that jumps ``seconds`` ahead from its ``at``-th reading on, as if
+    the process had been stopped right there."""
+
+    def __init__(self, at: int, seconds: float) -> None:
+        self.readings = 0
+        self._at = at
+        self._seconds = seconds
+
+    def __call__(self) -> float:
+        self.readings += 1
+        return time.monotonic() + (self._seconds if self.readings >= self._at else 0.0)
+
+
+async def test_the_window_is_read_last_and_a_stop_after_that_reading_is_counted(
+    receiver: SlowReceiver,
+) -> None:
+    # The lean deliverer reads its clock for the window as the last step before the write,
+    # and once more right after it. A stop after the first reading cannot be caught (the
+    # process writes once it wakes), but it is seen: counted, logged and reported.
+    late: list[None] = []
+    clock = StopAtTheWrite(at=2, seconds=10.0)
+    deliverer = LeanDeliverer(TargetGuard(allow_private=True), monotonic=clock,
+                              on_late_send=lambda: late.append(None))
+    await deliverer.start()
+    try:
+        url = f"http://127.0.0.1:{receiver.port}/hook"
+        request = make_request(url, send_by_monotonic=time.monotonic() + 5.0)
+        assert (await deliverer.deliver(request)).outcome is Outcome.SUCCESS
+        assert clock.readings == 2 and len(receiver.requests) == 1
+        assert deliverer.stats.late_sends == 1 and len(late) == 1
+        # The same stop one reading earlier (before the write) sends nothing and counts
+        # nothing; the unused connection is kept for the next request.
+        clock = StopAtTheWrite(at=1, seconds=10.0)
+        deliverer._monotonic = clock
+        with pytest.raises(RequestNotSent):
+            await deliverer.deliver(make_request(url, send_by_monotonic=time.monotonic() + 5.0))
+        assert clock.readings == 1 and len(receiver.requests) == 1
+        assert deliverer.stats.late_sends == 1 and deliverer.stats.connects == 1
+        deliverer._monotonic = time.monotonic
+        assert (await deliverer.deliver(make_request(url))).outcome is Outcome.SUCCESS
+        assert deliverer.stats.connects == 1 and len(receiver.requests) == 2
+    finally:
+        await deliverer.close()

@@ -101,7 +101,16 @@ async def test_a_missing_topic_is_created_with_replication_three_on_a_three_node
         assert link.layout.replication_factor == 3
     finally:
         await link.close()
-    partitions = await _describe(apache_kafka_cluster.bootstrap, topic)
+    # The broker that answers the describe may learn of the new topic a moment after the
+    # controller created it (CI saw an empty answer once): ask until it knows.
+    partitions: list[dict[str, object]] = []
+
+    async def described() -> bool:
+        nonlocal partitions
+        partitions = await _describe(apache_kafka_cluster.bootstrap, topic)
+        return bool(partitions)
+
+    await wait_until(described, within=30, every=0.5)
     assert len(partitions) == 4
     assert all(len(p["replicas"]) == 3 for p in partitions)  # type: ignore[arg-type]
 

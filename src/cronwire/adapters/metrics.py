@@ -34,6 +34,12 @@ class PrometheusMetrics:
             "scheduler_lease_lost_total", "Deliveries abandoned because the lease was lost",
             registry=r,
         )
+        self._sent_after_deadline = Counter(
+            "scheduler_sends_after_deadline_total",
+            "Requests written after their send deadline (the process was stopped as it "
+            "wrote): each may also be delivered by the replica that took its lease",
+            registry=r,
+        )
         self._breakers = Gauge(
             "scheduler_breaker_open", "Targets whose circuit breaker is open", registry=r
         )
@@ -93,6 +99,9 @@ class PrometheusMetrics:
 
     def lease_lost(self, count: int = 1) -> None:
         self._lease_lost.inc(count)
+
+    def sent_after_deadline(self) -> None:
+        self._sent_after_deadline.inc()
 
     def fire_lag(self, seconds: float) -> None:
         self._lag.observe(seconds)

@@ -164,6 +164,7 @@ class Container(containers.DeclarativeContainer):
                 LeanDeliverer, guard=target_guard,
                 max_connections=settings.provided.executor_workers,
                 monotonic=clock.provided.monotonic,
+                on_late_send=metrics.provided.sent_after_deadline,
             ),
         ),
     )

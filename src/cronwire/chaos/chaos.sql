@@ -21,7 +21,8 @@ SELECT status, count(*) AS n FROM job_run WHERE tenant_id = ANY($1::uuid[]) GROU
 
 -- name: chaos_leases_of_owner
 -- The leases an owner holds right now: after a kill -9 or a SIGSTOP, its requests in flight.
-SELECT id, lease_generation, attempt_count FROM job_run
+SELECT id, lease_generation, attempt_count, extract(epoch FROM claim_expires_at) AS expires
+FROM job_run
 WHERE status = 'running' AND claimed_by = $1
 
 -- name: chaos_runs_state

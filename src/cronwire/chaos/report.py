@@ -32,6 +32,22 @@ class Interruption:
     kind: str
     at: float
     leases: Mapping[str, tuple[int, int]]  # run id -> (lease generation, attempt count)
+    # run id -> when that lease expired (epoch seconds), for kills and stops: until then no
+    # other replica could take the run, and the interrupted one could not write.
+    expires: Mapping[str, float] = field(default_factory=dict)
+
+    def explains(self, run_id: str, first_arrival: float) -> bool:
+        """Whether this interruption caught ``run_id``'s first request in flight: it
+        arrived before the lease could pass to another replica (or, without a recorded
+        expiry, within the stamping slack). The sink may stamp a request written just
+        before a stop or kill late on a loaded machine (CI saw one past the 0.25 s
+        slack); nobody else can have sent it while the lease held. A stop always lasts
+        beyond the lease (the stall fault pauses 1.5 leases), so the stopped replica
+        cannot have written it after waking either."""
+        if run_id not in self.leases:
+            return False
+        return first_arrival <= max(self.at + IN_FLIGHT_SLACK_SECONDS,
+                                    self.expires.get(run_id, 0.0))
 
 
 @dataclass
@@ -89,10 +105,7 @@ def count_deliveries(
             continue
         duplicates += count - 1
         first = seen.first_seen[run_id]
-        explained = sum(
-            1 for fault in faults
-            if run_id in fault.leases and first <= fault.at + IN_FLIGHT_SLACK_SECONDS
-        )
+        explained = sum(1 for fault in faults if fault.explains(run_id, first))
         # Each interruption that caught the run in flight explains one re-delivery.
         explained = min(explained, count - 1)
         in_flight += explained

@@ -19,6 +19,7 @@ from yarl import URL
 
 from cronwire.adapters.http.response_reader import Answer, ResponseReader
 from cronwire.domain.delivery import EXCERPT_BYTES
+from cronwire.domain.errors import RequestNotSent
 from cronwire.domain.netpolicy import DEFAULT_PORTS
 
 
@@ -110,10 +111,16 @@ class Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
 
-    def exchange(self, data: bytes, method: str, deadline: float) -> asyncio.Future[Answer]:
+    def exchange(self, data: bytes, method: str, deadline: float,
+                 send_by: float | None = None,
+                 monotonic: Callable[[], float] | None = None) -> asyncio.Future[Answer]:
         """Write one request; the future is its answer, or TimeoutError if no head came
         by ``deadline`` (the loop's clock), ConnectionError/ProtocolError for anything
-        else. A future, not a coroutine: one frame less per delivery on the hot path."""
+        else. A future, not a coroutine: one frame less per delivery on the hot path.
+
+        RequestNotSent, with nothing written, if ``monotonic()`` has passed ``send_by``:
+        read as the very last step before the write (ADR 0022), because a process
+        stopped between that reading and the write sends once it wakes."""
         assert self.transport is not None
         loop = self._loop
         assert loop is not None
@@ -126,6 +133,10 @@ class Connection(asyncio.Protocol):
         waiter: asyncio.Future[Answer] = loop.create_future()
         self._waiter = waiter
         self._timer = loop.call_at(deadline, self._deadline_passed)
+        if send_by is not None and monotonic is not None and monotonic() > send_by:
+            self._stop_timer()
+            self.park()  # nothing was written: the connection is as it was
+            raise RequestNotSent("send window closed before the request was written")
         self.transport.write(data)
         return waiter
 

@@ -68,6 +68,10 @@ class PoolStats:
     # A connection attempt that failed for want of file descriptors, retried after the
     # idle connections were closed: nothing had been sent, so the retry is not a resend.
     fd_retries: int = 0
+    # Requests whose send deadline had passed right after their write: the process was
+    # stopped between the last check and the write (or just after it). The receiver may
+    # see such a run twice, like a request in flight at a crash (ADR 0022).
+    late_sends: int = 0
 
 
 class LeanDeliverer:
@@ -81,8 +85,10 @@ class LeanDeliverer:
         self, guard: TargetGuard, *, max_connections: int = 1000,
         max_idle_per_key: int | None = None, user_agent: str | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        on_late_send: Callable[[], None] | None = None,
     ) -> None:
         self._guard = guard
+        self._on_late_send = on_late_send
         # The clock of DeliveryRequest.send_by_monotonic: the executor's Clock.monotonic.
         self._monotonic = monotonic
         self._user_agent = user_agent or default_user_agent()
@@ -205,9 +211,11 @@ class LeanDeliverer:
 
     async def _send(self, connection: Connection, data: bytes, method: str,
                     send_by: float | None, deadline: float) -> Answer:
-        _check_send_window(send_by, self._monotonic)
         try:
-            return await connection.exchange(data, method, deadline)
+            answer = connection.exchange(data, method, deadline, send_by, self._monotonic)
+            if send_by is not None and (now := self._monotonic()) > send_by:
+                self._sent_late(now - send_by)
+            return await answer
         except ConnectionResetError as exc:
             reader = connection.reader
             if connection.reused and reader is not None and reader.received == 0:
@@ -218,6 +226,14 @@ class LeanDeliverer:
                     "the receiver closed a reused keep-alive connection without answering;"
                     " the request was not resent (it may have arrived)") from exc
             raise
+
+    def _sent_late(self, seconds: float) -> None:
+        self.stats.late_sends += 1
+        log.warning("delivery: a request was written %.3f s after its send deadline (the "
+                    "process was stopped as it wrote); another replica may deliver the run "
+                    "too", seconds)
+        if self._on_late_send is not None:
+            self._on_late_send()
 
     async def _connect(self, scheme: str, host: str, port: int) -> Connection:
         """Dial the checked addresses in order; only those (the guard's promise). Keeps
@@ -270,8 +286,3 @@ async def _within(awaitable: Awaitable[T], deadline: float) -> T:
     return await asyncio.wait_for(awaitable, max(0.0, remaining))
 
 
-def _check_send_window(send_by: float | None, monotonic: Callable[[], float]) -> None:
-    """Raise RequestNotSent when the request's send deadline passed while it waited for a
-    pool slot or a connection (checked right before the bytes are written)."""
-    if send_by is not None and monotonic() > send_by:
-        raise RequestNotSent("send window closed before the request was written")
