@@ -48,6 +48,22 @@ async def _post(http: aiohttp.ClientSession, url: str, webhook_id: str) -> int:
 
 
 @needs_nginx
+async def test_a_relative_directory_works_as_the_load_tests_default_out_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `cronwire loadtest` without --out passes "loadtest-out/deliveries": nginx read its
+    # -c path relative to its -p prefix and found nothing.
+    monkeypatch.chdir(tmp_path)
+    sink = await NginxSink(Path("out") / "deliveries").start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            assert await _post(http, sink.url, "a") == 200
+    finally:
+        sink.stop()
+    assert sink.directory == tmp_path / "out" / "deliveries"
+
+
+@needs_nginx
 async def test_the_nginx_sinks_log_counts_deliveries_duplicates_and_losses(
     nginx: NginxSink,
 ) -> None:

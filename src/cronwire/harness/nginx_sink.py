@@ -190,6 +190,11 @@ class NginxSink:
     proc: subprocess.Popen[bytes] | None = None
     tally: LogTally | None = None
 
+    def __post_init__(self) -> None:
+        # nginx reads -c relative to -p: a relative directory (the load test's default
+        # --out) would be joined to itself.
+        self.directory = Path(self.directory).absolute()
+
     @property
     def access_log(self) -> Path:
         return self.directory / "access.log"
