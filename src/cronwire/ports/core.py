@@ -67,6 +67,8 @@ class ClaimSource(Protocol):
     """Stage 2's claim step; the only piece that differs between postgres and kafka mode."""
 
     name: str  # label of scheduler_claims_total{source} when a batch names no sources
+    # How many claims the executor may have in flight at once (ADR 0042).
+    claims_at_once: int
 
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         """Take leases on at most ``limit`` due runs (``pending``/``retrying``,

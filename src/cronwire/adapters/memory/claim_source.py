@@ -14,6 +14,7 @@ log = logging.getLogger(__name__)
 
 class MemoryClaimSource:
     name = "memory"
+    claims_at_once = 1
 
     def __init__(self, db: MemoryDatabase) -> None:
         self._db = db

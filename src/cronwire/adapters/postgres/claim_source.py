@@ -94,6 +94,9 @@ EMPTY_CLAIM_BACKOFF_SECONDS = 0.01
 
 class PostgresClaimSource:
     name = "postgres"
+    # Each claim is one statement on its own pooled connection, and SKIP LOCKED keeps
+    # concurrent claims apart (as it keeps replicas apart): two may run at once (ADR 0042).
+    claims_at_once = 2
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool

@@ -92,6 +92,13 @@ class Executor:
         # Claim when a quarter of the slots are idle, or after a short gathering wait:
         # fewer, larger claims at full load; no starvation when most slots are busy.
         self._claim_threshold = max(1, min(batch, workers) // 4)
+        # Claims in flight at once (ADR 0042): while one claim runs in Postgres, the next
+        # is already asked, each for its share of the slots. A source that keeps state
+        # between claims (kafka mode's consumed keys) says 1.
+        self._claims_at_once = max(1, claim_source.claims_at_once)
+        self._claim_share = -(-workers // self._claims_at_once)
+        self._reserved = 0  # slots promised to claims in flight
+        self._backlogged = False  # the last claim came back full: more are due
         self._gather_seconds = 0.005
         self._wake = ClaimWake()
         self._keeper = LeaseKeeper(
@@ -131,7 +138,7 @@ class Executor:
                                 name="executor-gauges"),
         ]
         writer = asyncio.create_task(self._writer.run(), name="executor-writer")
-        claims = asyncio.create_task(self._claim_until(halt), name="executor-claims")
+        claims = asyncio.create_task(self._claim_loops(halt), name="executor-claims")
         try:
             crashed = await first_failure(claims, [writer, keeper])
             if crashed is not None:
@@ -174,39 +181,76 @@ class Executor:
 
     # -- claiming --------------------------------------------------------------------
 
-    async def _claim_until(self, stopping: asyncio.Event) -> None:
+    async def _claim_loops(self, stopping: asyncio.Event) -> None:
         self._wake.watch(stopping)
+        if self._claims_at_once == 1:
+            await self._claim_until(stopping)
+            return
+        # The first loop claims as a single loop would; the others join in only while
+        # claims come back full (a backlog), so an idle or held-back executor claims, and
+        # backs off, exactly as with one loop. One loop's crash ends them all and is
+        # raised as it is (the supervisor names the claim loop).
+        loops = [asyncio.create_task(self._claim_until(stopping, follower=i > 0))
+                 for i in range(self._claims_at_once)]
+        try:
+            done, _pending = await asyncio.wait(loops, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                if not task.cancelled() and (error := task.exception()) is not None:
+                    raise error
+        finally:
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+
+    async def _claim_until(self, stopping: asyncio.Event, follower: bool = False) -> None:
         while not stopping.is_set():
+            if follower and not self._backlogged:
+                await self._wake.pause(self._poll)  # a finished delivery wakes it too
+                continue
             idle = await self._idle_slots(stopping)
             if idle <= 0:
                 continue
-            limit = min(idle, self._batch)
-            asked_at = self._clock.now()
-            # Read before the claim leaves: no stall after this line can move it later.
-            send_by = send_deadline(self._clock.monotonic(), self._lease_seconds)
-            claim_started = time.time_ns() if self._tracer.enabled else 0
+            limit = min(idle, self._batch, self._claim_share)
+            self._reserved += limit
             try:
-                batch = await self._claims.claim(self._owner, limit, self._lease_seconds)
-            except StorageError:
-                log.warning("claim failed; retrying in %.2fs", self._poll, exc_info=True)
-                await self._wake.pause(self._poll)
-                continue
-            for status in batch.ended:  # ended by the claim itself (exhausted, cancelled)
-                self._metrics.run_finished(str(status))
-            runs = batch.runs
-            if runs:
-                # Every lease of a claim expires at the database's now() + lease_seconds.
-                db_now = runs[0].lease_expires_at - timedelta(seconds=self._lease_seconds)
-                self._deliveries.clock_offset = asked_at - db_now
-                for source, count in batch.sources or ((self._claims.name, len(runs)),):
-                    self._metrics.claims(source, count)
-                if self._tracer.enabled:
-                    self._tracer.claim(claim_started, time.time_ns(), source=self._claims.name,
-                                       runs=runs)
-                await self._admit(runs, send_by)
-            if len(runs) < limit:
+                leased = await self._claim_once(limit)
+            finally:
+                # Leased runs count as delivering now; a loop waiting for the slots this
+                # claim left unused is woken by the next delivery that ends, or its poll.
+                self._reserved -= limit
+            self._backlogged = leased == limit
+            if leased is None:
+                await self._wake.pause(self._poll)  # the claim failed (logged)
+            elif leased < limit:
                 # Nothing more now: until the next run is due, a freed slot or a hint.
                 await self._wake.wait_for_work(await self._until_next_due(), self._claims)
+
+    async def _claim_once(self, limit: int) -> int | None:
+        """One claim of at most ``limit`` runs, started at once; how many it leased, or
+        None when the claim failed."""
+        asked_at = self._clock.now()
+        # Read before the claim leaves: no stall after this line can move it later.
+        send_by = send_deadline(self._clock.monotonic(), self._lease_seconds)
+        claim_started = time.time_ns() if self._tracer.enabled else 0
+        try:
+            batch = await self._claims.claim(self._owner, limit, self._lease_seconds)
+        except StorageError:
+            log.warning("claim failed; retrying in %.2fs", self._poll, exc_info=True)
+            return None
+        for status in batch.ended:  # ended by the claim itself (exhausted, cancelled)
+            self._metrics.run_finished(str(status))
+        runs = batch.runs
+        if runs:
+            # Every lease of a claim expires at the database's now() + lease_seconds.
+            db_now = runs[0].lease_expires_at - timedelta(seconds=self._lease_seconds)
+            self._deliveries.clock_offset = asked_at - db_now
+            for source, count in batch.sources or ((self._claims.name, len(runs)),):
+                self._metrics.claims(source, count)
+            if self._tracer.enabled:
+                self._tracer.claim(claim_started, time.time_ns(), source=self._claims.name,
+                                   runs=runs)
+            await self._admit(runs, send_by)
+        return len(runs)
 
     async def _until_next_due(self) -> float:
         """How long to wait before the next claim: until the earliest planned run is due,
@@ -229,7 +273,7 @@ class Executor:
         deadline: float | None = None
         while not stopping.is_set():
             backlog = max(0, self._writer.backlog - self._max_write_batch)
-            idle = self._workers - len(self._delivering) - backlog
+            idle = self._workers - len(self._delivering) - backlog - self._reserved
             if idle >= self._claim_threshold:
                 return idle
             now = self._clock.monotonic()
