@@ -1,5 +1,6 @@
-"""A live `cronwire serve` and the ways tests/e2e/test_cli_shell.py calls the CLI on it:
-as a real process (run_cli) or in this process (:class:`InProcess`)."""
+"""A live `cronwire serve` and the ways the command-line tests (tests/e2e/test_cli_*.py,
+their fixtures in tests/e2e/conftest.py) call the CLI on it: as a real process (run_cli)
+or in this process (:class:`InProcess`)."""
 
 from __future__ import annotations
 

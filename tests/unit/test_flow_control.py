@@ -8,7 +8,7 @@ import math
 import pytest
 
 from cronwire.api.merge_patch import patched_spec
-from cronwire.api.schemas import SchedulePatch
+from cronwire.api.schemas_schedule_input import SchedulePatch
 from cronwire.domain.errors import RuleViolation
 from cronwire.domain.flow_control import (
     FlowControl,

@@ -24,8 +24,6 @@ ALLOWED_LONG = {
                  "table --help shows, read top to bottom",
     "domain/cron.py": "cron maths: parsing an expression and stepping through its "
                       "occurrences, one pure job",
-    "api/schemas.py": "the API's request and response models, which are its OpenAPI "
-                      "document: one declaration per body",
 }
 
 

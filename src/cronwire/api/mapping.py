@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronwire.api.schemas import AlertsIn, RetryIn, ScheduleCreate, TargetIn
 from cronwire.api.schemas_flow import FlowControlIn
+from cronwire.api.schemas_schedule_input import AlertsIn, RetryIn, ScheduleCreate, TargetIn
 from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.flow_control import FlowControl, effective_key

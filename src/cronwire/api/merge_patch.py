@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from cronwire.api.schemas import AlertsIn, RetryPatch, SchedulePatch, TargetPatch
 from cronwire.api.schemas_flow import FlowControlIn
+from cronwire.api.schemas_schedule_input import AlertsIn, RetryPatch, SchedulePatch, TargetPatch
 from cronwire.domain.alerts import AlertRules
 from cronwire.domain.errors import RuleViolation
 from cronwire.domain.flow_control import FlowControl

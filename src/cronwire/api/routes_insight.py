@@ -13,7 +13,7 @@ from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
 from cronwire.api.mapping import run_out
-from cronwire.api.schemas import Instant
+from cronwire.api.schemas_common import Instant
 from cronwire.api.schemas_observability import ExplanationOut, ScheduleStatsOut
 from cronwire.service import insight
 

@@ -13,14 +13,9 @@ from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
 from cronwire.api.mapping import run_detail_out, run_out
-from cronwire.api.schemas import (
-    Instant,
-    RunDetailOut,
-    RunOut,
-    RunPage,
-    RunStatusName,
-)
 from cronwire.api.schemas_commands import ReplayIn, ReplayOut
+from cronwire.api.schemas_common import Instant
+from cronwire.api.schemas_runs import RunDetailOut, RunOut, RunPage, RunStatusName
 from cronwire.domain.history import MAX_PAGE, RunQuery
 from cronwire.domain.keyset import decode_run_cursor, encode_run_cursor
 from cronwire.domain.model import RunStatus

@@ -20,15 +20,14 @@ from cronwire.api.merge_patch import patched_spec, url_changed
 from cronwire.api.schemas import (
     FireTime,
     Preview,
-    RunOut,
-    ScheduleCreate,
     ScheduleCreated,
     ScheduleOut,
     SchedulePage,
-    SchedulePatch,
     SecretRotated,
 )
 from cronwire.api.schemas_commands import BackfillIn, BackfillOut, PauseIn
+from cronwire.api.schemas_runs import RunOut
+from cronwire.api.schemas_schedule_input import ScheduleCreate, SchedulePatch
 from cronwire.domain.backfill import MAX_BACKFILL, BackfillRequest
 from cronwire.domain.cron import load_timezone
 from cronwire.domain.keyset import decode_id_cursor, encode_id_cursor

@@ -1,6 +1,6 @@
 """Bodies of the routes that act on schedules and runs beyond CRUD: pause with a note,
-backfill, replay. Same conventions as :mod:`cronwire.api.schemas` (types only; the rules
-are the domain's, and the bounds shown are read from it)."""
+backfill, replay. Same conventions as :mod:`cronwire.api.schemas_schedule_input` (types
+only; the rules are the domain's, and the bounds shown are read from it)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, StrictBool, StrictInt
 
-from cronwire.api.schemas import INPUT_CONFIG, OVERLAP_ENUM, Instant, with_examples
+from cronwire.api.schemas_common import INPUT_CONFIG, Instant, with_examples
+from cronwire.api.schemas_schedule_input import OVERLAP_ENUM
 from cronwire.api.text import Text
 from cronwire.domain.backfill import FIRST_SHOWN, MAX_BACKFILL
 from cronwire.domain.replay import DEFAULT_REPLAY, MAX_REPLAY

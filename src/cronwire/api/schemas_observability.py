@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cronwire.api.schemas import AttemptOut, RunOut
+from cronwire.api.schemas_runs import AttemptOut, RunOut
 
 EXAMPLE_STATS: dict[str, Any] = {
     "window": "24h", "occurrences": 1440, "succeeded": 1420, "failed": 12,

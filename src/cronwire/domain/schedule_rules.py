@@ -33,7 +33,7 @@ from cronwire.domain.model import (
     ScheduleStatus,
     Target,
 )
-from cronwire.domain.model import METHODS as METHODS  # re-exported: api/schemas.py names it here
+from cronwire.domain.model import METHODS as METHODS  # re-exported: the API's schemas name it here
 from cronwire.domain.netpolicy import validate_target_url
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 

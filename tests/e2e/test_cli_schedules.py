@@ -1,0 +1,120 @@
+"""`cronwire schedules` (and `alerts`) from the shell against a live `cronwire serve` (one
+per module, all roles, see conftest.py): every schedule command round trips through the
+API, a terminal gets tables, and `schedules explain|stats` and `alerts set|get|events`
+show what the API answers. Real processes, real Postgres.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+
+from tests.support.cli_shell import InProcess, Live
+from tests.support.cli_shell import hook as _hook
+from tests.support.processes import cronwire_executable
+
+
+def test_every_schedule_command_round_trips_through_the_api(live: Live, cli: InProcess) -> None:
+    token = cli.ok("tenant", "create", "acme")["token"]
+    created = cli.ok("schedules", "create", "--name", "nightly", "--cron", "0 3 * * *",
+                     "--timezone", "Europe/Berlin", *_hook(live), "--header", "x-a:1",
+                     "--body", '{"k": 1}', "--max-attempts", "5",
+                     "--initial-backoff-seconds", "7", "--misfire-policy", "skip", "--paused",
+                     token=token)
+    sid = created["id"]
+    assert created["paused"] is True and created["misfire_policy"] == "skip"
+    assert cli.ok("schedules", "get", sid, token=token)["timezone"] == "Europe/Berlin"
+    listed = cli.ok("schedules", "list", "--all", "--limit", "1", token=token)
+    assert [s["id"] for s in listed["items"]] == [sid] and listed["next_cursor"] is None
+
+    # target and retry are replaced whole by the API: the CLI keeps what no flag names.
+    updated = cli.ok("schedules", "update", sid, "--cron", "30 4 * * *", "--max-attempts", "2",
+                     token=token)
+    assert updated["cron"] == "30 4 * * *" and updated["retry"]["max_attempts"] == 2
+    assert updated["retry"]["initial_backoff_seconds"] == 7
+    assert updated["target"]["headers"] == {"x-a": "1"} and updated["target"]["body"]
+    updated = cli.ok("schedules", "update", sid, "--header", "x-b:2", "--no-body", token=token)
+    assert updated["target"]["headers"] == {"x-b": "2"} and updated["target"]["body"] is None
+    assert updated["target"]["method"] == "GET"
+
+    assert cli.ok("schedules", "resume", sid, token=token)["status"] == "active"
+    assert cli.ok("schedules", "pause", sid, token=token)["status"] == "paused"
+    run = cli.ok("schedules", "trigger", sid, token=token)
+    assert run["trigger"] == "manual" and run["schedule_id"] == sid
+    fires = cli.ok("schedules", "preview", sid, "--count", "3", token=token)["items"]
+    assert len(fires) == 3 and all(f["utc"].endswith("Z") for f in fires)
+    rotated = cli.ok("schedules", "rotate-secret", sid, token=token)
+    assert rotated["signing_secret"] != created["signing_secret"]
+    assert cli.ok("schedules", "delete", sid, token=token) == {"id": sid, "deleted": True}
+    assert "not found" in cli.refused("schedules", "get", sid, token=token, code=1)
+
+
+def test_a_terminal_gets_tables(live: Live, cli: InProcess) -> None:
+    token = cli.ok("tenant", "create", "tables")["token"]
+    env = live.env(token)
+    created = cli.ok("schedules", "create", "--name", "tabled", "--cron", "0 3 * * *",
+                     *_hook(live), "--paused", token=token)
+    listing = _in_terminal(["schedules", "list"], env)
+    header, row = listing.splitlines()[:2]
+    assert header.split() == ["ID", "NAME", "CRON", "TIMEZONE", "STATUS", "NEXT", "FIRE",
+                              "(UTC)", "URL"]
+    assert row.startswith(created["id"]) and "paused" in row
+    shown = _in_terminal(["schedules", "get", created["id"]], env)
+    assert "target.url" in shown and "{" not in shown
+    assert json.loads(_in_terminal(["schedules", "get", created["id"], "--json"], env))
+
+
+def _in_terminal(args: list[str], env: dict[str, str]) -> str:
+    """stdout of the CLI when it is a terminal (a pseudo-terminal of our own)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([cronwire_executable(), *args], env=env, stdout=follower,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the process closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+def test_explain_stats_and_alerts_commands_round_trip_through_the_api(
+    live: Live, cli: InProcess
+) -> None:
+    token = cli.ok("tenant", "create", "watcher")["token"]
+    sid = cli.ok("schedules", "create", "--name", "wall", "--cron", "30 2 * * *",
+                 "--timezone", "Europe/Berlin", *_hook(live), "--paused", token=token)["id"]
+    explained = cli.ok("schedules", "explain", sid, "--at", "2027-03-28T00:00:00Z", token=token)
+    assert explained["occurrence"] == "2027-03-28T01:00:00Z"
+    assert explained["verdict"] == "paused" and explained["reason"].startswith("DST moved it")
+    stats = cli.ok("schedules", "stats", sid, "--window", "7d", token=token)
+    assert stats["window"] == "7d" and stats["occurrences"] == 0
+    assert cli.ok("schedules", "stats", sid, token=token)["window"] == "24h"
+    assert "invalid choice" in cli.refused("schedules", "stats", sid, "--window", "2h",
+                                           token=token, code=2)
+    assert "--at" in cli.refused("schedules", "explain", sid, token=token, code=2)
+
+    alerts = cli.ok("alerts", "set", "--url", f"{live.url}/healthz", "--event",
+                    "schedule.failing", "--event", "schedule.late", token=token)
+    assert alerts["events"] == ["schedule.failing", "schedule.late"]
+    assert alerts["signing_secret"].startswith("whsec_")
+    shown = cli.ok("alerts", "get", token=token)
+    assert shown["url"] == f"{live.url}/healthz" and "signing_secret" not in shown
+    assert cli.ok("alerts", "events", token=token) == {"items": [], "next_cursor": None}
+    ruled = cli.ok("schedules", "update", sid, "--alert-after-failures", "3",
+                   "--alert-max-duration-ms", "900", token=token)
+    assert ruled["alerts"] == {"after_failures": 3, "late_after_seconds": None,
+                               "max_duration_ms": 900}
+    ruled = cli.ok("schedules", "update", sid, "--alert-after-failures", "none", token=token)
+    assert ruled["alerts"]["after_failures"] is None and ruled["alerts"]["max_duration_ms"] == 900
+    assert "url" in cli.refused("alerts", "set", "--url", "ftp://x", token=token, code=1)
