@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,22 @@ async def first_failure(
     if main.cancelled() or main.exception() is not None:
         return main
     return None
+
+
+async def all_or_none(loops: Sequence[Coroutine[Any, Any, None]]) -> None:
+    """Run ``loops`` together until every one has returned; the first to raise cancels the
+    others and its exception is raised as it is (not in a group), so whoever supervises
+    names the task running this, as it would name a single loop."""
+    tasks = [asyncio.create_task(loop) for loop in loops]
+    try:
+        done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            if not task.cancelled() and (error := task.exception()) is not None:
+                raise error
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @dataclass

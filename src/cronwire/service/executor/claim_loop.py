@@ -43,7 +43,7 @@ from cronwire.service.executor.drain import abandon, drain
 from cronwire.service.executor.lease_keeper import LeaseKeeper, send_deadline
 from cronwire.service.executor.resolution_writer import ResolutionWriter
 from cronwire.service.signals import ExecutorSignals, quiet_signals
-from cronwire.service.supervisor import LoopCrashed, first_failure
+from cronwire.service.supervisor import LoopCrashed, all_or_none, first_failure
 
 log = logging.getLogger("cronwire.service.executor")  # the package: drain.py logs as it
 
@@ -183,24 +183,11 @@ class Executor:
 
     async def _claim_loops(self, stopping: asyncio.Event) -> None:
         self._wake.watch(stopping)
-        if self._claims_at_once == 1:
-            await self._claim_until(stopping)
-            return
         # The first loop claims as a single loop would; the others join in only while
         # claims come back full (a backlog), so an idle or held-back executor claims, and
-        # backs off, exactly as with one loop. One loop's crash ends them all and is
-        # raised as it is (the supervisor names the claim loop).
-        loops = [asyncio.create_task(self._claim_until(stopping, follower=i > 0))
-                 for i in range(self._claims_at_once)]
-        try:
-            done, _pending = await asyncio.wait(loops, return_when=asyncio.FIRST_EXCEPTION)
-            for task in done:
-                if not task.cancelled() and (error := task.exception()) is not None:
-                    raise error
-        finally:
-            for task in loops:
-                task.cancel()
-            await asyncio.gather(*loops, return_exceptions=True)
+        # backs off, exactly as with one loop.
+        await all_or_none([self._claim_until(stopping, follower=i > 0)
+                           for i in range(self._claims_at_once)])
 
     async def _claim_until(self, stopping: asyncio.Event, follower: bool = False) -> None:
         while not stopping.is_set():
@@ -215,9 +202,7 @@ class Executor:
             try:
                 leased = await self._claim_once(limit)
             finally:
-                # Leased runs count as delivering now; a loop waiting for the slots this
-                # claim left unused is woken by the next delivery that ends, or its poll.
-                self._reserved -= limit
+                self._reserved -= limit  # leased runs count as delivering now
             self._backlogged = leased == limit
             if leased is None:
                 await self._wake.pause(self._poll)  # the claim failed (logged)
