@@ -23,6 +23,7 @@ from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import OWNER, Harness, executor_harness, running
+from tests.support.polling import wait_until
 
 WORKERS = 16
 RUNS = 600
@@ -45,7 +46,8 @@ class _WatchedClaims(PostgresClaimSource):
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         self.most_asked = max(self.most_asked, self.asked)
         try:
-            # A claim that takes a moment in the database, as a large one does under load.
+            # Simulated claim latency (a large claim under load takes tens of ms), so a
+            # second claim has time to start beside it: not a wait for a state.
             await asyncio.sleep(0.02)
             return await super().claim(owner, limit, lease_seconds)
         finally:
@@ -84,5 +86,6 @@ async def test_a_backlog_is_claimed_two_claims_at_a_time_and_delivered_once(
 async def test_with_nothing_due_only_one_loop_claims(harness: Harness) -> None:
     claims = _WatchedClaims(harness.pool)
     async with running(_executor(harness, claims)):
-        await asyncio.sleep(1.5)  # a window to watch the idle loop in, not a wait for a state
-    assert claims.calls >= 1 and claims.most_in_flight == 1
+        # Several idle claims (one a poll interval), each seen alone.
+        await wait_until(lambda: claims.calls >= 5, within=30)
+    assert claims.most_in_flight == 1

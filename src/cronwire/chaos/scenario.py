@@ -83,13 +83,14 @@ class Scenario:
         return (self.horizon - datetime.now(self.first.tzinfo)).total_seconds()
 
     async def leases_of(self, owner: str) -> dict[str, tuple[int, int]]:
-        return {run_id: (generation, attempts)
-                for run_id, (generation, attempts, _expires) in (await self._leases(owner)).items()}
+        leases, _expires = await self._held(owner)
+        return leases
 
-    async def _leases(self, owner: str) -> dict[str, tuple[int, int, float]]:
+    async def _held(self, owner: str) -> tuple[dict[str, tuple[int, int]], dict[str, float]]:
+        """The owner's leases (run id -> generation, attempts) and when each expires."""
         rows = await self.pool.fetch(Q["chaos_leases_of_owner"], owner)
-        return {str(r["id"]): (r["lease_generation"], r["attempt_count"], float(r["expires"]))
-                for r in rows}
+        return ({str(r["id"]): (r["lease_generation"], r["attempt_count"]) for r in rows},
+                {str(r["id"]): float(r["expires"]) for r in rows})
 
     async def interrupt(self, replica: Replica, kind: str) -> Interruption:
         """kill -9 or SIGSTOP ``replica`` and record the leases it held at that moment."""
@@ -98,9 +99,6 @@ class Scenario:
             replica.kill()
         else:
             replica.pause()
-        held = await self._leases(replica.name)
-        found = Interruption(replica.name, kind, at,
-                             {run_id: (gen, attempts) for run_id, (gen, attempts, _e) in held.items()},
-                             {run_id: expires for run_id, (_g, _a, expires) in held.items()})
+        found = Interruption(replica.name, kind, at, *await self._held(replica.name))
         self.interruptions.append(found)
         return found
