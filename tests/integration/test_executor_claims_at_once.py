@@ -1,5 +1,5 @@
-"""Two claims in flight at once from one executor (ADR 0042: built and measured, not on by
-default), against real Postgres and a real sink: while a backlog lasts the second claim
+"""Two claims in flight at once from one executor (ADR 0042; postgres mode's default),
+against real Postgres and a real sink: while a backlog lasts the second claim
 loop claims beside the first, SKIP LOCKED keeps their batches apart (every run delivered
 once), the slots both reserve never exceed the executor's workers, and an executor with
 nothing due claims as one loop does."""
@@ -30,7 +30,8 @@ RUNS = 600
 
 
 class _WatchedClaims(PostgresClaimSource):
-    """Two claims at once; counts the claims in flight and the slots they asked for."""
+    """Two claims at once (said here too, so the test keeps its premise whatever the
+    default); counts the claims in flight and the slots they asked for."""
 
     claims_at_once = 2
 
