@@ -60,6 +60,9 @@ class Deliveries:
         # Off: the hot path reads this one attribute and calls nothing else (ADR 0035).
         self._tracer = tracer
         self.leases: set[Lease] = set()  # the requests in flight
+        # asyncio.create_task asks get_running_loop(), which asks getpid(): a system call
+        # per delivery. The loop is asked once, at the first delivery, instead.
+        self._loop: asyncio.AbstractEventLoop | None = None
         # Replica clock minus the database's, measured by the claim loop at each claim:
         # fire lag is a database-clock figure (scheduled_for is one), so the replica's
         # send time is corrected by it. Off by at most the claim's latency.
@@ -73,7 +76,10 @@ class Deliveries:
             # that older request is the one to abandon.
             self._keeper.lose(stale)
         lease = Lease(run.id, run.scheduled_for, run.lease_generation)
-        lease.task = asyncio.create_task(self._deliver(run, lease, breaker_key, send_by))
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        lease.task = loop.create_task(self._deliver(run, lease, breaker_key, send_by))
         self.leases.add(lease)
         self._keeper.hold(lease)
 
