@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import os
+import random
 import re
 import shutil
 import signal
@@ -142,10 +143,41 @@ def classpath() -> str:
     return os.pathsep.join(str(jar) for jar in sorted(fetch_jars().glob("*.jar")))
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _ephemeral_ports() -> range:
+    """The kernel's range for outgoing connections' local ports (and for bind to 0)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return range(32768, 61000)  # Linux's default
+    return range(low, high + 1)
+
+
+def _free_port(taken: set[int] | None = None) -> int:
+    """A free loopback port below the ephemeral range. A JVM takes seconds to bind the
+    port it was given, and a node is restarted on the same port after a kill; a port from
+    the ephemeral range can meanwhile become the local port of any outgoing connection
+    (the suite opens thousands), and the node then exits at start with its address in
+    use (a full run lost the three-node cluster so). Ports below the range are only ever
+    taken by an explicit bind."""
+    taken = taken if taken is not None else set()
+    ephemeral = _ephemeral_ports()
+    low, high = 10000, ephemeral.start - 1
+    if high - low < 1000:  # an unusual range: let the kernel pick
+        low = high = 0
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randint(low, high) if high else 0
+        if port in taken:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            chosen = int(sock.getsockname()[1])
+        taken.add(chosen)
+        return chosen
+    raise RuntimeError("no free loopback port below the ephemeral range after 200 tries")
 
 
 def _cluster_id() -> str:
@@ -206,7 +238,8 @@ class KafkaNode:
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             if self.process is None or self.process.poll() is not None:
-                raise RuntimeError(f"kafka node {self.node_id} exited; see {self.log_file}")
+                tail = "\n".join(self.log().splitlines()[-15:])
+                raise RuntimeError(f"kafka node {self.node_id} exited; its log ends:\n{tail}")
             if self.log().count(_STARTED) > self._starts and _answers(self.port):
                 return
             time.sleep(0.1)
@@ -288,7 +321,8 @@ class KafkaCluster:
         if java() is None:
             raise RuntimeError("Apache Kafka needs a Java runtime (java not on PATH)")
         self._cp = classpath()
-        self.nodes = [KafkaNode(i, _free_port(), _free_port(), self.home / f"node-{i}",
+        taken: set[int] = set()
+        self.nodes = [KafkaNode(i, _free_port(taken), _free_port(taken), self.home / f"node-{i}",
                                 quick=self.quick) for i in range(1, self.size + 1)]
         cluster_id = _cluster_id()
         formats = []
