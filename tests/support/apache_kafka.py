@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import base64
 import os
-import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.loopback_ports import answers, free_port_below_ephemeral
 
 APACHE_KAFKA_VERSION = "4.1.1"
 # Kafka 4 logs through SLF4J 2 to log4j2; the broker's own distribution ships these.
@@ -143,43 +143,6 @@ def classpath() -> str:
     return os.pathsep.join(str(jar) for jar in sorted(fetch_jars().glob("*.jar")))
 
 
-def _ephemeral_ports() -> range:
-    """The kernel's range for outgoing connections' local ports (and for bind to 0)."""
-    try:
-        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
-    except (OSError, ValueError):
-        return range(32768, 61000)  # Linux's default
-    return range(low, high + 1)
-
-
-def _free_port(taken: set[int] | None = None) -> int:
-    """A free loopback port below the ephemeral range. A JVM takes seconds to bind the
-    port it was given, and a node is restarted on the same port after a kill; a port from
-    the ephemeral range can meanwhile become the local port of any outgoing connection
-    (the suite opens thousands), and the node then exits at start with its address in
-    use (a full run lost the three-node cluster so). Ports below the range are only ever
-    taken by an explicit bind."""
-    taken = taken if taken is not None else set()
-    ephemeral = _ephemeral_ports()
-    low, high = 10000, ephemeral.start - 1
-    if high - low < 1000:  # an unusual range: let the kernel pick
-        low = high = 0
-    rng = random.SystemRandom()
-    for _ in range(200):
-        port = rng.randint(low, high) if high else 0
-        if port in taken:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            chosen = int(sock.getsockname()[1])
-        taken.add(chosen)
-        return chosen
-    raise RuntimeError("no free loopback port below the ephemeral range after 200 tries")
-
-
 def _cluster_id() -> str:
     return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
 
@@ -240,7 +203,7 @@ class KafkaNode:
             if self.process is None or self.process.poll() is not None:
                 tail = "\n".join(self.log().splitlines()[-15:])
                 raise RuntimeError(f"kafka node {self.node_id} exited; its log ends:\n{tail}")
-            if self.log().count(_STARTED) > self._starts and _answers(self.port):
+            if self.log().count(_STARTED) > self._starts and answers(self.port):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"kafka node {self.node_id} did not start in {within}s; see {self.log_file}")
@@ -280,14 +243,6 @@ class KafkaNode:
         return None if process is None else process.wait(30)
 
 
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 @dataclass
 class KafkaCluster:
     """``size`` combined KRaft nodes on loopback under ``home``."""
@@ -322,7 +277,7 @@ class KafkaCluster:
             raise RuntimeError("Apache Kafka needs a Java runtime (java not on PATH)")
         self._cp = classpath()
         taken: set[int] = set()
-        self.nodes = [KafkaNode(i, _free_port(taken), _free_port(taken), self.home / f"node-{i}",
+        self.nodes = [KafkaNode(i, free_port_below_ephemeral(taken), free_port_below_ephemeral(taken), self.home / f"node-{i}",
                                 quick=self.quick) for i in range(1, self.size + 1)]
         cluster_id = _cluster_id()
         formats = []

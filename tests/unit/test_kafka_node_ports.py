@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import socket
 
-from tests.support.apache_kafka import _ephemeral_ports, _free_port
+from tests.support.loopback_ports import ephemeral_ports, free_port_below_ephemeral
 
 
 def test_node_ports_are_distinct_free_and_outside_the_ephemeral_range() -> None:
-    ephemeral = _ephemeral_ports()
+    ephemeral = ephemeral_ports()
     taken: set[int] = set()
-    ports = [_free_port(taken) for _ in range(12)]  # a three-node cluster takes six
+    ports = [free_port_below_ephemeral(taken) for _ in range(12)]  # a three-node cluster takes six
     assert len(set(ports)) == len(ports)
     assert taken == set(ports)
     for port in ports:
         assert port not in ephemeral, (port, ephemeral)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", port))  # still free: nothing kept it
-
