@@ -277,7 +277,8 @@ class KafkaCluster:
             raise RuntimeError("Apache Kafka needs a Java runtime (java not on PATH)")
         self._cp = classpath()
         taken: set[int] = set()
-        self.nodes = [KafkaNode(i, free_port_below_ephemeral(taken), free_port_below_ephemeral(taken), self.home / f"node-{i}",
+        self.nodes = [KafkaNode(i, free_port_below_ephemeral(taken),
+                                free_port_below_ephemeral(taken), self.home / f"node-{i}",
                                 quick=self.quick) for i in range(1, self.size + 1)]
         cluster_id = _cluster_id()
         formats = []
