@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from cronwire.adapters.postgres.sql import QUERY_DIR, parse_queries, queries, rows_affected
-from cronwire.domain.model import MAX_ATTEMPTS, RetryPolicy
+from cronwire.domain.model import MAX_ATTEMPTS, RetryPolicy, RunStatus
 
 
 def test_every_query_name_is_unique_and_starts_with_its_files_entity() -> None:
@@ -95,3 +95,12 @@ def test_every_statement_fits_the_pools_statement_cache() -> None:
     too_long = {name: len(sql.encode()) for name, sql in queries().items()
                 if len(sql.encode()) > MAX_CACHEABLE_STATEMENT_BYTES}
     assert too_long == {}
+
+
+def test_the_tenant_history_reads_every_status() -> None:
+    # The unfiltered tenant history is a merge of one scan per status (ADR 0043): a status
+    # missing from its list would vanish from every tenant's history without an error.
+    listed = re.search(r"unnest\('\{([a-z,]+)\}'::text\[\]\)",
+                       queries()["job_run_list_for_tenant"])
+    assert listed is not None
+    assert sorted(listed.group(1).split(",")) == sorted(s.value for s in RunStatus)

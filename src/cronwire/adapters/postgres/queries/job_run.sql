@@ -1377,16 +1377,35 @@ RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
           skip_reason, replay_of, replayed_by
 
 -- name: job_run_list_for_tenant
--- job_run_tenant_history_idx (tenant_id, scheduled_for DESC, id DESC).
-SELECT id, schedule_id, scheduled_for, status, attempt_count, fire_after,
-       first_attempt_at, finished_at, last_status_code, last_error, trigger,
-       skip_reason, replay_of, replayed_by
-FROM job_run
-WHERE tenant_id = $1
-  AND scheduled_for >= $2 AND scheduled_for < $3
-  AND scheduled_for <= $4 AND (scheduled_for, id) < ($4, $5)
-ORDER BY scheduled_for DESC, id DESC
-LIMIT $6
+-- job_run_tenant_status_history_idx (tenant_id, status, scheduled_for DESC, id DESC), read
+-- once per status: the newest $6 keys of each (index-only where the visibility map
+-- allows), the newest $6 of those, then their rows by primary key. A page reads at most
+-- seven times its length of index entries and its length of rows. There is no index on
+-- (tenant_id, scheduled_for) of its own: it cost every status change of every run an
+-- index entry (migration 0016, ADR 0043).
+WITH page AS (
+    SELECT k.scheduled_for, k.id
+      FROM unnest('{pending,running,retrying,succeeded,failed,skipped,cancelled}'::text[])
+           AS s (status)
+     CROSS JOIN LATERAL (
+        SELECT r.scheduled_for, r.id
+          FROM job_run r
+         WHERE r.tenant_id = $1 AND r.status = s.status
+           AND r.scheduled_for >= $2 AND r.scheduled_for < $3
+           AND r.scheduled_for <= $4 AND (r.scheduled_for, r.id) < ($4, $5)
+         ORDER BY r.scheduled_for DESC, r.id DESC
+         LIMIT $6) k
+     ORDER BY k.scheduled_for DESC, k.id DESC
+     LIMIT $6
+)
+SELECT j.id, j.schedule_id, j.scheduled_for, j.status, j.attempt_count, j.fire_after,
+       j.first_attempt_at, j.finished_at, j.last_status_code, j.last_error, j.trigger,
+       j.skip_reason, j.replay_of, j.replayed_by
+FROM page p
+JOIN job_run j ON j.id = p.id AND j.scheduled_for = p.scheduled_for AND j.tenant_id = $1
+ -- true of every key of the page; said again so the rows' side prunes months as well
+ AND j.scheduled_for >= $2 AND j.scheduled_for < $3 AND j.scheduled_for <= $4
+ORDER BY j.scheduled_for DESC, j.id DESC
 
 -- name: job_run_list_for_tenant_status
 -- job_run_tenant_status_history_idx (tenant_id, status, scheduled_for DESC, id DESC).
