@@ -338,8 +338,10 @@ UPDATE job_run j
        updated_at       = now()
   FROM decided d, schedule s
  -- The id array steers the planner to the primary-key index of each partition; a join on
- -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
- WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold'))
+ -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
+ -- because Postgres sorts it again at every probe of the index, once per claimed run: a
+ -- sorted array costs each of those sorts one pass (ADR 0043).
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
    -- A superseded occupant is ended here only if no lease holds it (it may have been
@@ -960,8 +962,10 @@ UPDATE job_run j
        updated_at       = now()
   FROM decided d, schedule s
  -- The id array steers the planner to the primary-key index of each partition; a join on
- -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
- WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold'))
+ -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
+ -- because Postgres sorts it again at every probe of the index, once per claimed run: a
+ -- sorted array costs each of those sorts one pass (ADR 0043).
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
    -- A superseded occupant is ended here only if no lease holds it (it may have been
@@ -1241,8 +1245,10 @@ UPDATE job_run j
        updated_at       = now()
   FROM decided d, schedule s
  -- The id array steers the planner to the primary-key index of each partition; a join on
- -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run.
- WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold'))
+ -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
+ -- because Postgres sorts it again at every probe of the index, once per claimed run: a
+ -- sorted array costs each of those sorts one pass (ADR 0043).
+ WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
    -- A superseded occupant is ended here only if no lease holds it (it may have been
