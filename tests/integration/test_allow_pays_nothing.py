@@ -6,35 +6,23 @@ it), so a test on a nullable column must never be NULL when it guards a subquery
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.sql import queries
-from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
+from tests.support.plans import due_runs_on_a_connection, plan_nodes
 
 Q = queries()
 RUNS = 40
 
 
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
-
-
 @pytest.mark.asyncio
 async def test_a_batch_of_successes_under_allow_runs_no_per_row_subplan(
         database_url: str) -> None:
-    pool = await create_pool(database_url, 1)
-    conn = await pool.acquire()
-    try:
-        tenant = await seed_tenant(conn)
-        schedule = await seed_schedule(conn, tenant, "http://127.0.0.1:9/")
-        await seed_due_runs(conn, schedule, RUNS)
+    async with due_runs_on_a_connection(database_url, RUNS) as (conn, schedule):
+        tenant = schedule.tenant_id
         claim_plan = await conn.fetchval(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + Q["job_run_claim"], "owner", RUNS, 30.0, 0.0)
         claimed = await conn.fetch(
@@ -54,9 +42,6 @@ async def test_a_batch_of_successes_under_allow_runs_no_per_row_subplan(
             "SELECT count(*) FROM job_run WHERE schedule_id = $1 AND status = 'succeeded'",
             schedule.id)
         assert resolved == RUNS  # the statement really ran (EXPLAIN ANALYZE executes it)
-    finally:
-        await pool.release(conn)
-        await pool.close()
     # Flow control reads, once per due tenant (not per run), which of the tenant's keys
     # admit nothing now (ADR 0040): one index probe of flow_control, empty here.
     assert [(relation, loops) for _, _, relation, loops in _subplans_run(claim_plan)] == [
@@ -67,5 +52,5 @@ async def test_a_batch_of_successes_under_allow_runs_no_per_row_subplan(
 def _subplans_run(raw: Any) -> list[tuple[object, ...]]:
     plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
     return [(n.get("Subplan Name"), n["Node Type"], n.get("Relation Name"), n["Actual Loops"])
-            for n in _nodes(plan)
+            for n in plan_nodes(plan)
             if n.get("Parent Relationship") == "SubPlan" and n["Actual Loops"] > 0]

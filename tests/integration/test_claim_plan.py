@@ -12,29 +12,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.sql import queries
-from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
+from tests.support.plans import due_runs_on_a_connection, plan_nodes
 
 Q = queries()
 RUNS = 20_000
 LIMIT = 128
 
 
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from _nodes(child)
-
-
 def _sorts_by_id(node: dict[str, Any]) -> bool:
     return any(n["Node Type"] == "Sort" and any(k.endswith("id") for k in n.get("Sort Key", []))
-               for n in _nodes(node))
+               for n in plan_nodes(node))
 
 
 def _describe(nodes: list[dict[str, Any]]) -> str:
@@ -46,12 +38,7 @@ def _describe(nodes: list[dict[str, Any]]) -> str:
 @pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
 async def test_the_claim_reaches_its_rows_by_primary_key_with_a_sorted_array(
         database_url: str, plan_mode: str) -> None:
-    pool = await create_pool(database_url, 1)
-    conn = await pool.acquire()
-    try:
-        tenant = await seed_tenant(conn)
-        schedule = await seed_schedule(conn, tenant, "http://127.0.0.1:9/")
-        await seed_due_runs(conn, schedule, RUNS)
+    async with due_runs_on_a_connection(database_url, RUNS) as (conn, _schedule):
         await conn.execute("ANALYZE job_run")
         partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
         await conn.execute(f"SET plan_cache_mode = {plan_mode}")
@@ -64,11 +51,8 @@ async def test_the_claim_reaches_its_rows_by_primary_key_with_a_sorted_array(
         finally:
             await transaction.rollback()
             await conn.execute("DEALLOCATE claim")
-    finally:
-        await pool.release(conn)
-        await pool.close()
     plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-    nodes = list(_nodes(plan))
+    nodes = list(plan_nodes(plan))
     assert plan["Node Type"] == "ModifyTable" and plan["Actual Rows"] == LIMIT, _describe(nodes)
     ran = [n for n in nodes if n.get("Actual Loops", 0) > 0]
     assert not [n for n in ran if n["Node Type"] == "Seq Scan"
