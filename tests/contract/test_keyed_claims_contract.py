@@ -30,6 +30,20 @@ async def test_only_the_runnable_keys_are_claimed(world: World) -> None:
     assert row.lease_left is not None and 28 < row.lease_left <= 30
 
 
+async def test_a_key_names_one_run_by_its_id_and_its_occurrence(world: World) -> None:
+    await world.seed(2)
+    polled = (await world.claims.claim("probe", 10, 30)).runs
+    await world.runs.release("probe", [(r.id, r.scheduled_for, r.lease_generation)
+                                       for r in polled])
+    a, b = polled
+    assert a.scheduled_for != b.scheduled_for
+    crossed = [(a.id, b.scheduled_for), (b.id, a.scheduled_for)]
+    assert not (await world.keyed.claim_keys("x", crossed, 30)).runs
+    assert await world.count("running") == 0
+    batch = (await world.keyed.claim_keys("x", [(a.id, a.scheduled_for)] * 2, 30)).runs
+    assert [r.id for r in batch] == [a.id]  # a key delivered twice leases its run once
+
+
 async def test_an_expired_lease_is_claimable_by_its_key(world: World) -> None:
     await world.seed(1)
     [run] = (await world.claims.claim("gone", 1, 30)).runs

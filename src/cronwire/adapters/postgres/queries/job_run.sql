@@ -737,6 +737,16 @@ WHERE status IN ('pending', 'retrying')
 -- and attempt-exhaustion rules are the same. $1 owner, $2 limit, $3 lease seconds,
 -- $4 run ids, $5 their scheduled_for.
 -- A key is a hint: only rows that are runnable now (or hold an expired lease) are taken.
+-- The two arrays steer each partition's primary key; a row found through them is then
+-- checked against its own key, found by position (a run id names one occurrence: it is
+-- derived from the schedule and the instant, so a second key with the same id and another
+-- instant is not a key of any run, and the first one decides). A semi-join with the key
+-- list did the same check as a nested loop, every row against half the list on average.
+-- In a burst the statistics predate the burst (its runs were planned since), so runnable
+-- and leased runs look rare, and Postgres ANDed the primary key's bitmap with the whole
+-- claim and lease indexes (every unclaimed and every leased run of the burst, 4-8 ms a
+-- claim): the runnable test below is written so that no index can serve it
+-- (tests/integration/test_claim_plan.py).
 -- FOR UPDATE waits instead of skipping: a row locked for a moment by the outbox publisher
 -- (marking it again after a run turned runnable again) or by a SKIP LOCKED claim that will
 -- not keep it must not make this claim drop the key (nothing would deliver it again until
@@ -748,12 +758,14 @@ WITH candidates AS (
            r.tenant_id, r.flow_key, r.flow_slots
       FROM job_run r
      WHERE r.id = ANY ($4::uuid[]) AND r.scheduled_for = ANY ($5::timestamptz[])
-       AND (r.id, r.scheduled_for) IN (
-            SELECT k.id, k.scheduled_for
-              FROM unnest($4::uuid[], $5::timestamptz[]) AS k(id, scheduled_for))
-       AND ((r.status IN ('pending', 'retrying') AND r.fire_after <= now()
-             AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now()))
-            OR (r.status = 'running' AND r.claim_expires_at < now()))
+       AND r.scheduled_for = ($5::timestamptz[])[array_position($4::uuid[], r.id)]
+       -- Runnable now, as a CASE: a test no index can serve and no partial index's
+       -- predicate follows from, so only the primary key finds the rows (see above).
+       AND CASE WHEN r.status IN ('pending', 'retrying')
+                THEN r.fire_after <= now()
+                     AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
+                WHEN r.status = 'running' THEN r.claim_expires_at < now()
+                ELSE false END
      ORDER BY r.id
        FOR UPDATE OF r
 ),
@@ -991,11 +1003,12 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
 SELECT count(*)
   FROM job_run r
  WHERE r.id = ANY ($1::uuid[]) AND r.scheduled_for = ANY ($2::timestamptz[])
-   AND (r.id, r.scheduled_for) IN (
-        SELECT k.id, k.scheduled_for
-          FROM unnest($1::uuid[], $2::timestamptz[]) AS k(id, scheduled_for))
-   AND r.status IN ('pending', 'retrying') AND r.fire_after <= now()
-   AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
+   AND r.scheduled_for = ($2::timestamptz[])[array_position($1::uuid[], r.id)]
+   -- A CASE as in job_run_claim_keys: only the primary key finds the rows.
+   AND CASE WHEN r.status IN ('pending', 'retrying')
+            THEN r.fire_after <= now()
+                 AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
+            ELSE false END
 
 -- name: job_run_sweep
 -- Kafka mode's safety net: runs due longer than the grace ($4 seconds) that no message
