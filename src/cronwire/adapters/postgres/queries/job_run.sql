@@ -340,7 +340,7 @@ UPDATE job_run j
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
  -- because Postgres sorts it again at every probe of the index, once per claimed run: a
- -- sorted array costs each of those sorts one pass (ADR 0043).
+ -- sorted array costs each of those sorts one pass (ADR 0044).
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
@@ -746,7 +746,7 @@ WHERE status IN ('pending', 'retrying')
 -- and leased runs look rare, and Postgres ANDed the primary key's bitmap with the whole
 -- claim and lease indexes (every unclaimed and every leased run of the burst, 4-8 ms a
 -- claim): the runnable test below is written so that no index can serve it
--- (tests/integration/test_claim_plan.py).
+-- (tests/integration/test_claim_plan.py, ADR 0045).
 -- FOR UPDATE waits instead of skipping: a row locked for a moment by the outbox publisher
 -- (marking it again after a run turned runnable again) or by a SKIP LOCKED claim that will
 -- not keep it must not make this claim drop the key (nothing would deliver it again until
@@ -976,7 +976,7 @@ UPDATE job_run j
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
  -- because Postgres sorts it again at every probe of the index, once per claimed run: a
- -- sorted array costs each of those sorts one pass (ADR 0043).
+ -- sorted array costs each of those sorts one pass (ADR 0044).
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
@@ -1260,7 +1260,7 @@ UPDATE job_run j
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
  -- because Postgres sorts it again at every probe of the index, once per claimed run: a
- -- sorted array costs each of those sorts one pass (ADR 0043).
+ -- sorted array costs each of those sorts one pass (ADR 0044).
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
