@@ -25,9 +25,10 @@ CONTRACT_KEYS = {
 
 
 def _loadtest(tmp_path: Path, *args: str, sink: str | None = None,
-              **env: str) -> dict[str, object]:
+              logged: tuple[str, ...] = (), **env: str) -> dict[str, object]:
     """``tmp_path``: a directory of the test's own (``server_dir``): the run's Postgres
-    lives in --out while it runs. ``sink``: the receiver the run must say it used."""
+    lives in --out while it runs. ``sink``: the receiver the run must say it used;
+    ``logged``: lines (or their starts) the run must log on stderr."""
     out = tmp_path / "out"
     result = run_cli(
         "loadtest", *args, "--out", str(out),
@@ -37,6 +38,8 @@ def _loadtest(tmp_path: Path, *args: str, sink: str | None = None,
     assert "delivered" in result.stderr  # the progress line
     if sink is not None:
         assert f"[loadtest] sink: {sink}" in result.stderr
+    for line in logged:
+        assert f"\n[loadtest] {line}" in result.stderr, result.stderr[-2000:]
     report: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
     assert set(report) == CONTRACT_KEYS
     assert json.loads((out / "report.json").read_text()) == report
@@ -86,9 +89,11 @@ def test_a_jittered_burst_spreads_over_the_window_and_is_measured_from_fire_afte
 ) -> None:
     """--jitter-seconds 10: the burst's 1,000 runs arrive over ten seconds, not at once, and
     the lag (from each run's jittered fire_after) stays small. Without the jitter the same
-    burst would have been done in about a second."""
+    burst would have been done in about a second. With --statements, the Postgres the run
+    started names the claim and the resolve among the statements it spent its time on."""
     report = _loadtest(tmp_path, "--scenario", "burst", "--schedules", "1000",
-                       "--replicas", "1", "--jitter-seconds", "10")
+                       "--replicas", "1", "--jitter-seconds", "10", "--statements",
+                       logged=("statement job_run_claim: ", "statement job_run_resolve: "))
     assert (report["planned"], report["delivered"]) == (1000, 1000)
     assert (report["duplicates"], report["lost"]) == (0, 0)
     assert 60 <= float(report["runs_per_second"]) <= 130  # about 1,000 / 10 s
@@ -127,5 +132,17 @@ def test_compare_without_pgqueuer_says_so_in_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "cronwire: --compare: pgqueuer is not installed; pip install 'cronwire[bench]'"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_statements_are_counted_only_on_the_postgres_the_load_test_starts(
+        tmp_path: Path) -> None:
+    result = run_cli("loadtest", "--statements", "--out", str(tmp_path / "out"),
+                     env=clean_env(SCHEDULER_DATABASE_URL="postgresql://127.0.0.1:9/x"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "cronwire: --statements: only with the Postgres the load test starts itself (unset "
+        "SCHEDULER_DATABASE_URL)"
     ]
     assert not (tmp_path / "out").exists()

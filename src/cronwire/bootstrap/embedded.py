@@ -12,14 +12,18 @@ import logging
 from collections.abc import Iterator
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
-from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
+from cronwire.adapters.embedded.postgres import (
+    DURABLE_SETTINGS,
+    FAST_UNSAFE_SETTINGS,
+    EmbeddedPostgres,
+)
 from cronwire.adapters.embedded.postgres_pair import EmbeddedPostgresPair
 from cronwire.adapters.embedded.service_user import LINKED_BINARIES
 from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
 
-__all__ = ["FAST_UNSAFE_SETTINGS", "LINKED_BINARIES", "EmbeddedBroker", "EmbeddedPostgres",
-           "EmbeddedPostgresPair", "embedded_broker", "embedded_postgres"]
+__all__ = ["DURABLE_SETTINGS", "FAST_UNSAFE_SETTINGS", "LINKED_BINARIES", "EmbeddedBroker",
+           "EmbeddedPostgres", "EmbeddedPostgresPair", "embedded_broker", "embedded_postgres"]
 
 log = logging.getLogger("cronwire")
 

@@ -53,6 +53,9 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
             reason = str(exc).removeprefix("SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: ")
             raise ConfigError(f"--kafka-bootstrap: {reason}") from None
         raise ConfigError(f"--mode {args.mode}: {exc}") from None
+    if args.statements and settings.database_url is not None:
+        raise ConfigError("--statements: only with the Postgres the load test starts itself "
+                          "(unset SCHEDULER_DATABASE_URL)")
     if args.compare and importlib.util.find_spec("pgqueuer") is None:
         raise ConfigError("--compare: pgqueuer is not installed; pip install 'cronwire[bench]'")
     sink = choose_sink(args.sink, args.sink_latency_ms, args.sink_failure_rate)
@@ -62,7 +65,7 @@ def cmd_loadtest(settings: Settings, args: argparse.Namespace) -> int:
         workers=args.workers, dsn=settings.database_url, sink_latency_ms=args.sink_latency_ms,
         sink_failure_rate=args.sink_failure_rate, compare=args.compare,
         keep_data=args.keep_data, kafka_bootstrap=args.kafka_bootstrap,
-        jitter_seconds=args.jitter_seconds, sink=sink,
+        jitter_seconds=args.jitter_seconds, sink=sink, statements=args.statements,
     )
     try:
         report = run_loadtest(plan)
@@ -172,6 +175,10 @@ def add_harness_commands(commands: argparse._SubParsersAction[Any]) -> None:
     loadtest.add_argument("--jitter-seconds", type=_bounded(int, 0, 3600), default=0,
                           help="every schedule's jitter_seconds; fire lag is then measured "
                           "from each occurrence's fire_after (its jittered time)")
+    loadtest.add_argument("--statements", action="store_true",
+                          help="the embedded Postgres loads pg_stat_statements; after the "
+                          "drain, the ten heaviest statements of the first instant to the "
+                          "end are logged, each with its statement time per delivered run")
     loadtest.set_defaults(handler=cmd_loadtest)
 
     chaos = commands.add_parser(

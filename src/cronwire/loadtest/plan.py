@@ -34,6 +34,9 @@ class LoadTestPlan:
     # The receiver: "nginx" (answers 200 at once, counted from its access log) or
     # "python" (the harness's sink, which can also answer slowly or fail).
     sink: str = "python"
+    # The embedded Postgres loads pg_stat_statements; the statements' time per delivered
+    # run is logged after the drain (statements.py).
+    statements: bool = False
 
     def warmup_seconds(self) -> float:
         """From seeding to the first instant: the replicas' planner must have written

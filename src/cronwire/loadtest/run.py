@@ -64,7 +64,7 @@ async def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | Non
         progress = Progress([at.timestamp() for at in occurrences], plan.schedules)
         pids = [replica.proc.pid for replica in fleet.replicas if replica.proc is not None]
         drain, costs = await watch(dsn, tenant_id, horizon, sink, progress, pids, first,
-                                   _our_postmaster(plan))
+                                   _our_postmaster(plan), statements=plan.statements)
     finally:
         for replica in fleet.replicas:
             await replica.stop(STOP_SECONDS)

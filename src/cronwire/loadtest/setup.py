@@ -19,6 +19,7 @@ from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.model import RetryPolicy, Target
 from cronwire.harness.fleet import Fleet, replica_env
 from cronwire.harness.seeding import db_now, seed_firing_schedules, seed_tenant
+from cronwire.loadtest import statements
 from cronwire.loadtest.plan import LoadTestPlan
 
 REPLICA_START_SECONDS = 60.0
@@ -37,7 +38,8 @@ def servers(plan: LoadTestPlan) -> Iterator[tuple[str, str | None]]:
     admin_dsn = plan.dsn
     try:
         if admin_dsn is None:
-            pg = EmbeddedPostgres(plan.out / "postgres")
+            pg = (EmbeddedPostgres(plan.out / "postgres", settings=statements.SETTINGS)
+                  if plan.statements else EmbeddedPostgres(plan.out / "postgres"))
             admin_dsn = pg.start()
         if plan.mode == "kafka" and plan.kafka_bootstrap is None:
             broker = EmbeddedBroker(plan.out / "broker.log")

@@ -17,6 +17,7 @@ from cronwire.loadtest.progress import Progress
 from cronwire.loadtest.report import Costs
 from cronwire.loadtest.setup import note
 from cronwire.loadtest.sinks import LoadSink
+from cronwire.loadtest.statements import heaviest, start_counting
 
 Q = harness_queries(Path(__file__).with_name("loadtest.sql"))
 MAX_DRAIN_SECONDS = 600.0
@@ -29,12 +30,14 @@ def _used(before: float | None, pids: list[int]) -> float | None:
 
 async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSink,
                  progress: Progress, replica_pids: list[int], first: datetime,
-                 postgres_pid: int | None = None) -> tuple[float, Costs]:
+                 postgres_pid: int | None = None,
+                 statements: bool = False) -> tuple[float, Costs]:
     """Show progress until the planner has passed the horizon and every run up to it is
     terminal; returns (seconds from the horizon to the end of the drain, the CPU the
     replicas, the sink and Postgres (``postgres_pid``: its postmaster, when it is ours)
     used from the first instant on). The database is asked only after the horizon, so
-    watching costs the replicas nothing before it."""
+    watching costs the replicas nothing before it. With ``statements`` (the server loads
+    pg_stat_statements), the heaviest statements of the same window are logged."""
     pool = await open_pool(dsn, 2)
     try:
         deadline = time.monotonic() + MAX_DRAIN_SECONDS + progress.seconds_to_horizon()
@@ -51,6 +54,8 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
                 sink_cpu_at_first = cpu_seconds(sink_pids)
                 if postgres_pid is not None:
                     postgres_cpu_at_first = server_cpu_seconds(postgres_pid)
+                if statements:
+                    await start_counting(pool)
                 written = await pool.fetchval(Q["loadtest_materialised"], tenant_id, horizon)
                 # The burst's lag is the executor's only if the planner was done by now.
                 note(f"at the first instant the planner had written {written:,} of "
@@ -82,7 +87,11 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
                       sink.kind,
                       None if postgres_cpu is None or postgres_cpu_at_first is None
                       else postgres_cpu - postgres_cpu_at_first)
-        progress.done(sink.stats())
+        final = sink.stats()
+        progress.done(final)
+        if statements:
+            for line in await heaviest(pool, int(final.get("unique") or 0)):
+                note(f"statement {line}")
         await _planner_lead(pool, tenant_id, first)
         now = await db_now(pool)
         counts = {r["status"]: r["n"] for r in await pool.fetch(Q["loadtest_run_counts"], tenant_id, horizon)}
