@@ -149,11 +149,14 @@ def statement_key(sql: str) -> str:
     while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
         lines.pop(0)
     text = re.sub(r"--[^\n]*|/\*.*?\*/", "", "\n".join(lines), flags=re.DOTALL)
+    # EXTRACT's field is a constant to Postgres (EXTRACT($1 FROM ...)).
+    text = re.sub(r"EXTRACT\s*\(\s*(?:\$\d+|\w+)\s+FROM", "EXTRACT(FROM", text,
+                  flags=re.IGNORECASE)
     text = re.sub(r"\$\d+|'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b|\b(?:true|false|null)\b", "",
                   text, flags=re.IGNORECASE)
     # Postgres 18 folds a list of constants into one ("IN ($1 /*, ... */)"), and a negative
-    # constant's minus goes with it: no commas, no minus signs. Only the start is kept:
-    # further in, a keyword can be a constant too (EXTRACT(EPOCH ...)).
+    # constant's minus goes with it: no commas, no minus signs. Only the start is kept, in
+    # case some other keyword is a constant to Postgres further in.
     return "".join(text.replace(",", "").replace("-", "").split())[:STATEMENT_KEY_LENGTH]
 
 
