@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import asyncpg
 import pytest
 
 from cronwire.adapters.postgres.sql import queries
@@ -28,6 +29,26 @@ LIMIT = 128
 def _sorts_by_id(node: dict[str, Any]) -> bool:
     return any(n["Node Type"] == "Sort" and any(k.endswith("id") for k in n.get("Sort Key", []))
                for n in plan_nodes(node))
+
+
+async def _explain_prepared(conn: asyncpg.Connection, name: str, plan_mode: str,
+                            arguments: str) -> list[dict[str, Any]]:
+    """The nodes of one analysed execution of the prepared statement ``name`` (rolled
+    back) under ``plan_mode``; it must have claimed LIMIT runs."""
+    await conn.execute(f"SET plan_cache_mode = {plan_mode}")
+    await conn.execute(f"PREPARE {name} AS {Q[name]}")
+    transaction = conn.transaction()
+    await transaction.start()
+    try:
+        raw = await conn.fetchval(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}({arguments})")
+    finally:
+        await transaction.rollback()
+        await conn.execute(f"DEALLOCATE {name}")
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    nodes = list(plan_nodes(plan))
+    assert plan["Node Type"] == "ModifyTable" and plan["Actual Rows"] == LIMIT, _describe(nodes)
+    return nodes
 
 
 def _array(values: Iterable[object]) -> str:
@@ -47,19 +68,8 @@ async def test_the_claim_reaches_its_rows_by_primary_key_with_a_sorted_array(
     async with due_runs_on_a_connection(database_url, RUNS) as (conn, _schedule):
         await conn.execute("ANALYZE job_run")
         partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
-        await conn.execute(f"SET plan_cache_mode = {plan_mode}")
-        await conn.execute(f"PREPARE claim AS {Q['job_run_claim']}")
-        transaction = conn.transaction()
-        await transaction.start()
-        try:
-            raw = await conn.fetchval(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim('owner', {LIMIT}, 30.0, 0.0)")
-        finally:
-            await transaction.rollback()
-            await conn.execute("DEALLOCATE claim")
-    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-    nodes = list(plan_nodes(plan))
-    assert plan["Node Type"] == "ModifyTable" and plan["Actual Rows"] == LIMIT, _describe(nodes)
+        nodes = await _explain_prepared(conn, "job_run_claim", plan_mode,
+                                        f"'owner', {LIMIT}, 30.0, 0.0")
     ran = [n for n in nodes if n.get("Actual Loops", 0) > 0]
     assert not [n for n in ran if n["Node Type"] == "Seq Scan"
                 and n.get("Relation Name") == partition], _describe(nodes)
@@ -103,21 +113,10 @@ async def test_the_claim_by_keys_reads_only_its_keys_rows(
         partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
         keys = await conn.fetch("SELECT id, scheduled_for FROM job_run ORDER BY random() "
                                 "LIMIT $1", LIMIT)
-        await conn.execute(f"SET plan_cache_mode = {plan_mode}")
-        await conn.execute(f"PREPARE claim_keys AS {Q['job_run_claim_keys']}")
-        transaction = conn.transaction()
-        await transaction.start()
-        try:
-            raw = await conn.fetchval(
-                f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_keys('owner', {LIMIT}, 30.0, "
-                f"{_array(k['id'] for k in keys)}::uuid[], "
-                f"{_array(k['scheduled_for'].isoformat() for k in keys)}::timestamptz[])")
-        finally:
-            await transaction.rollback()
-            await conn.execute("DEALLOCATE claim_keys")
-    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-    nodes = list(plan_nodes(plan))
-    assert plan["Node Type"] == "ModifyTable" and plan["Actual Rows"] == LIMIT, _describe(nodes)
+        nodes = await _explain_prepared(
+            conn, "job_run_claim_keys", plan_mode,
+            f"'owner', {LIMIT}, 30.0, {_array(k['id'] for k in keys)}::uuid[], "
+            f"{_array(k['scheduled_for'].isoformat() for k in keys)}::timestamptz[]")
     compared = sum(n.get("Rows Removed by Join Filter", 0) for n in nodes)
     assert compared < LIMIT, f"{compared} rows compared with keys\n{_describe(nodes)}"
     read = max(n.get("Actual Rows", 0) for n in nodes
