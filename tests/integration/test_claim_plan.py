@@ -126,3 +126,42 @@ async def test_the_claim_by_keys_reads_only_its_keys_rows(
     ran = [n for n in nodes if n.get("Actual Loops", 0) > 0]
     assert not [n for n in ran if n["Node Type"] == "Seq Scan"
                 and n.get("Relation Name") == partition], _describe(nodes)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
+async def test_the_resolve_reaches_its_rows_by_primary_key_whatever_the_statistics(
+        database_url: str, plan_mode: str) -> None:
+    """The resolve of 128 results among 20,000 leases taken after the statistics were (a
+    burst's): written with plain lease conditions, it read the whole lease index, every
+    lease of the burst, to write 128 rows (ADR 0046)."""
+    async with due_runs_on_a_connection(database_url, RUNS) as (conn, _schedule):
+        await conn.execute("ANALYZE job_run")
+        partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
+        leased: list[asyncpg.Record] = []
+        while len(leased) < RUNS:
+            leased += await conn.fetch(Q["job_run_claim"], "owner", 1000, 300.0, 0.0)
+        batch = leased[:LIMIT]
+        now = await conn.fetchval("SELECT now()")
+        await conn.execute(f"SET plan_cache_mode = {plan_mode}")
+        transaction = conn.transaction()
+        await transaction.start()
+        try:
+            explain = await conn.prepare(f"EXPLAIN (ANALYZE, FORMAT JSON) {Q['job_run_resolve']}")
+            raw = await explain.fetchval(
+                "owner", [r["id"] for r in batch], [r["scheduled_for"] for r in batch],
+                ["succeeded"] * LIMIT, [r["attempt_count"] for r in batch], [0.0] * LIMIT,
+                [200] * LIMIT, [None] * LIMIT, [r["tenant_id"] for r in batch], [now] * LIMIT,
+                [now] * LIMIT, ["success"] * LIMIT, [3] * LIMIT, [None] * LIMIT,
+                [r["lease_generation"] for r in batch], [None] * LIMIT)
+        finally:
+            await transaction.rollback()
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    nodes = list(plan_nodes(plan))
+    written = [n for n in nodes if n["Node Type"] == "ModifyTable"
+               and n.get("Relation Name") == "job_run"]
+    assert written and written[0]["Actual Rows"] == LIMIT, _describe(nodes)
+    read = max(n.get("Actual Rows", 0) for n in nodes
+               if n.get("Index Name", "").startswith(partition))
+    # Each leased row has one dead version beside it (the claim's update): 2 entries a row.
+    assert read <= 3 * LIMIT, f"{read} index entries read for {LIMIT} rows\n{_describe(nodes)}"
