@@ -11,8 +11,9 @@ import asyncpg
 
 from cronwire.adapters.postgres.sql import queries
 from cronwire.bootstrap.embedded import EmbeddedPostgres
-from cronwire.bootstrap.factories import fresh_database, production_query_names, statement_key
+from cronwire.bootstrap.factories import fresh_database
 from cronwire.loadtest import statements
+from cronwire.loadtest.statements import production_query_names, statement_key
 
 Q = queries()
 # The statements of a burst, each with arguments that match nothing (nothing is written).

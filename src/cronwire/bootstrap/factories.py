@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, LiteralString
@@ -136,41 +135,10 @@ async def fresh_database(admin_dsn: str, name: str) -> str:
     return dsn
 
 
-STATEMENT_KEY_LENGTH = 240
-
-
-def statement_key(sql: str) -> str:
-    """A statement's skeleton, equal for a production statement and what
-    ``pg_stat_statements`` recorded of it: that keeps the text from the first line that is
-    not a comment, with every constant made a parameter, the parameters renumbered and
-    lists of constants folded into one, so here comments, parameters, quoted and numeric
-    constants, booleans, NULLs, commas, minus signs and whitespace are all left out."""
-    lines = sql.splitlines()
-    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
-        lines.pop(0)
-    text = re.sub(r"--[^\n]*|/\*.*?\*/", "", "\n".join(lines), flags=re.DOTALL)
-    # EXTRACT's field is a constant to Postgres (EXTRACT($1 FROM ...)).
-    text = re.sub(r"EXTRACT\s*\(\s*(?:\$\d+|\w+)\s+FROM", "EXTRACT(FROM", text,
-                  flags=re.IGNORECASE)
-    text = re.sub(r"\$\d+|'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b|\b(?:true|false|null)\b", "",
-                  text, flags=re.IGNORECASE)
-    # Postgres 18 folds a list of constants into one ("IN ($1 /*, ... */)"), and a negative
-    # constant's minus goes with it: no commas, no minus signs. Only the start is kept, in
-    # case some other keyword is a constant to Postgres further in.
-    return "".join(text.replace(",", "").replace("-", "").split())[:STATEMENT_KEY_LENGTH]
-
-
-def production_query_names() -> dict[str, str]:
-    """Each production statement's :func:`statement_key` to its ``-- name:`` (keys two
-    statements share are left out): the load test names the statements it measured."""
-    names: dict[str, str] = {}
-    shared: set[str] = set()
-    for name, sql in queries().items():
-        key = statement_key(sql)
-        if key in names:
-            shared.add(key)
-        names[key] = name
-    return {key: name for key, name in names.items() if key not in shared}
+def production_queries() -> dict[str, LiteralString]:
+    """Every production statement by its ``-- name:`` (the load test names what
+    ``pg_stat_statements`` measured with them)."""
+    return queries()
 
 
 def harness_queries(path: Path) -> dict[str, LiteralString]:

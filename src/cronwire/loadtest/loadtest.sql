@@ -25,3 +25,19 @@ SELECT count(*) FROM job_run WHERE tenant_id = $1 AND scheduled_for <= $2
 -- When the planner wrote the last run of the first instant: created_at is now() of the
 -- planner transaction that wrote it (its start; the commit follows within the tick).
 SELECT max(created_at) FROM job_run WHERE tenant_id = $1 AND scheduled_for = $2
+
+-- name: loadtest_statements_extension
+-- --statements (statements.py): the extension's view in the load test's database.
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements
+
+-- name: loadtest_statements_reset
+-- --statements: counting starts at the first instant.
+SELECT pg_stat_statements_reset()
+
+-- name: loadtest_statements_heaviest
+-- --statements: this database's $1 heaviest statements by statement time since the reset.
+SELECT query, calls, rows, total_exec_time
+  FROM pg_stat_statements
+ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+ ORDER BY total_exec_time DESC
+ LIMIT $1

@@ -7,8 +7,13 @@ files; the time is statement time (execution, waits included), per delivered run
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from cronwire.bootstrap.embedded import DURABLE_SETTINGS
-from cronwire.bootstrap.factories import Pool, production_query_names, statement_key
+from cronwire.bootstrap.factories import Pool, harness_queries, production_queries
+
+Q = harness_queries(Path(__file__).with_name("loadtest.sql"))
 
 SETTINGS: dict[str, str] = {
     **DURABLE_SETTINGS,
@@ -19,20 +24,54 @@ SHOWN = 10  # the heaviest statements logged
 LABEL_CHARACTERS = 60  # of a statement that is not one of ours (the harness's own)
 
 
+STATEMENT_KEY_LENGTH = 240
+
+
+def statement_key(sql: str) -> str:
+    """A statement's skeleton, equal for a production statement and what
+    ``pg_stat_statements`` recorded of it: that keeps the text from the first line that is
+    not a comment, with every constant made a parameter, the parameters renumbered and
+    lists of constants folded into one, so here comments, parameters, quoted and numeric
+    constants, booleans, NULLs, commas, minus signs and whitespace are all left out."""
+    lines = sql.splitlines()
+    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
+        lines.pop(0)
+    text = re.sub(r"--[^\n]*|/\*.*?\*/", "", "\n".join(lines), flags=re.DOTALL)
+    # EXTRACT's field is a constant to Postgres (EXTRACT($1 FROM ...)).
+    text = re.sub(r"EXTRACT\s*\(\s*(?:\$\d+|\w+)\s+FROM", "EXTRACT(FROM", text,
+                  flags=re.IGNORECASE)
+    text = re.sub(r"\$\d+|'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b|\b(?:true|false|null)\b", "",
+                  text, flags=re.IGNORECASE)
+    # Postgres 18 folds a list of constants into one ("IN ($1 /*, ... */)"), and a negative
+    # constant's minus goes with it: no commas, no minus signs. Only the start is kept, in
+    # case some other keyword is a constant to Postgres further in.
+    return "".join(text.replace(",", "").replace("-", "").split())[:STATEMENT_KEY_LENGTH]
+
+
+def production_query_names() -> dict[str, str]:
+    """Each production statement's :func:`statement_key` to its ``-- name:`` (keys two
+    statements share are left out): the load test names the statements it measured."""
+    names: dict[str, str] = {}
+    shared: set[str] = set()
+    for name, sql in production_queries().items():
+        key = statement_key(sql)
+        if key in names:
+            shared.add(key)
+        names[key] = name
+    return {key: name for key, name in names.items() if key not in shared}
+
+
 async def start_counting(pool: Pool) -> None:
     """From now on (the first instant): the extension in the load test's database, the
     counters emptied of the seeding and planning before it."""
-    await pool.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-    await pool.execute("SELECT pg_stat_statements_reset()")
+    await pool.execute(Q["loadtest_statements_extension"])
+    await pool.execute(Q["loadtest_statements_reset"])
 
 
 async def heaviest(pool: Pool, delivered: int) -> list[str]:
     """One line per statement, the heaviest first: its name, calls, rows and statement
     time per delivered run."""
-    rows = await pool.fetch(
-        "SELECT query, calls, rows, total_exec_time FROM pg_stat_statements "
-        "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-        "ORDER BY total_exec_time DESC LIMIT $1", SHOWN)
+    rows = await pool.fetch(Q["loadtest_statements_heaviest"], SHOWN)
     names = production_query_names()
     lines = []
     for row in rows:
