@@ -253,26 +253,35 @@ async def test_manual_trigger_in_the_same_second_as_an_occurrence(api: Api) -> N
     tenant = await api.tenant()
     created = await api.create_schedule(tenant, cron="* * * * * *", timezone="UTC")
     sid = uuid.UUID(created["id"])
-    second: datetime = await api.pool.fetchval(
-        "SELECT date_trunc('second', clock_timestamp()) + interval '1 second'")
-    occurrence = PlannedRun(schedule_id=sid, tenant_id=tenant.id, scheduled_for=second)
-    await api.pool.execute(
-        "INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, "
-        "fire_after) VALUES ($1, $2, $3, $4, $5, $4)",
-        occurrence.id, tenant.id, sid, second, occurrence.idempotency_key)
+
+    async def occurrence_in_the_next_second() -> datetime:
+        second: datetime = await api.pool.fetchval(
+            "SELECT date_trunc('second', clock_timestamp()) + interval '1 second'")
+        occurrence = PlannedRun(schedule_id=sid, tenant_id=tenant.id, scheduled_for=second)
+        await api.pool.execute(
+            "INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, "
+            "fire_after) VALUES ($1, $2, $3, $4, $5, $4)",
+            occurrence.id, tenant.id, sid, second, occurrence.idempotency_key)
+        return second
+
+    occurrences = [await occurrence_in_the_next_second()]
     manual: list[datetime] = []
-    deadline = time.monotonic() + 5
-    while not any(t.replace(microsecond=0) == second for t in manual):
-        assert time.monotonic() < deadline, "no trigger landed in the occurrence's second"
+    deadline = time.monotonic() + 10
+    while not any(t.replace(microsecond=0) in occurrences for t in manual):
+        assert time.monotonic() < deadline, "no trigger landed in an occurrence's second"
         response = await api.client.post(f"/v1/schedules/{sid}/trigger", headers=tenant.headers)
         assert response.status_code == 202, response.text
         manual.append(parse_time(response.json()["scheduled_for"]))
+        if manual[-1].replace(microsecond=0) > occurrences[-1]:
+            # A stall of the loaded machine carried the triggers past that second: next one.
+            occurrences.append(await occurrence_in_the_next_second())
         await asyncio.sleep(0.02)  # pacing the triggers, not waiting for a loop
     rows = await api.pool.fetch(
         "SELECT scheduled_for, trigger FROM job_run WHERE schedule_id = $1", sid)
-    assert sorted(r["scheduled_for"] for r in rows) == sorted([second, *manual])
-    assert [r["trigger"] for r in rows if r["scheduled_for"] == second] == ["schedule"]
-    assert all(t != second and t.microsecond != 0 for t in manual)
+    assert sorted(r["scheduled_for"] for r in rows) == sorted([*occurrences, *manual])
+    assert [r["trigger"] for r in rows if r["scheduled_for"] in occurrences] == (
+        ["schedule"] * len(occurrences))
+    assert all(t not in occurrences and t.microsecond != 0 for t in manual)
 
 
 async def test_preview_lists_fire_times_in_utc_and_local(api: Api) -> None:
