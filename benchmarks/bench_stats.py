@@ -20,6 +20,7 @@ before autovacuum; by default VACUUM (ANALYZE) runs first, as autovacuum would.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import sys
@@ -125,11 +126,31 @@ async def seed(pool: asyncpg.Pool, args: argparse.Namespace) -> tuple[str, uuid.
     async with pool.acquire() as conn:
         await conn.execute("SET default_statistics_target = 10000")
         if not args.no_vacuum:
-            await conn.execute("VACUUM (ANALYZE) job_run", timeout=3600)
+            await _vacuum_until_all_visible(conn)
         else:
             await conn.execute("ANALYZE job_run", timeout=3600)
         await conn.execute("RESET default_statistics_target")
     return issued.token, measured, time.perf_counter() - started
+
+
+# Partitions whose visibility map does not cover every page yet.
+NOT_ALL_VISIBLE = """
+SELECT count(*) FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
+WHERE i.inhparent = 'job_run'::regclass AND c.relallvisible < c.relpages
+"""
+
+
+async def _vacuum_until_all_visible(conn: asyncpg.Connection) -> None:
+    """VACUUM (ANALYZE) again while a page is left out of the visibility map. An
+    autoanalyze that the seeding's inserts start holds a snapshot in this database; a
+    VACUUM that overlaps it cannot mark the newest pages all-visible, the index-only scan
+    then looks dearer than it is, and once in a CI run the plan was a sequential scan.
+    Autovacuum would get there on its next pass; this waits for that state, bounded."""
+    for _ in range(20):
+        await conn.execute("VACUUM (ANALYZE) job_run", timeout=3600)
+        if await conn.fetchval(NOT_ALL_VISIBLE) == 0:
+            return
+        await asyncio.sleep(0.5)
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -182,6 +203,7 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         plan = "\n".join(r[0] for r in await pool.fetch(
             "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + queries()["job_run_stats_values"],
             schedule, now - timedelta(days=30), now, timedelta(days=1)))
+        not_all_visible = await pool.fetchval(NOT_ALL_VISIBLE)
     finally:
         await pool.close()
     return {
@@ -195,6 +217,7 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         "index_only_scan": "Index Only Scan" in plan,
         # the plan's scans, to tell which it was when it is not the index-only scan
         "plan_scans": [line.strip() for line in plan.splitlines() if "Scan" in line],
+        "partitions_not_all_visible": not_all_visible,
         "heap_fetches": sum(int(line.split("Heap Fetches:")[1]) for line in plan.splitlines()
                             if "Heap Fetches:" in line),
     }
