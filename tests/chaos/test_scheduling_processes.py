@@ -27,12 +27,14 @@ from tests.support.polling import wait_until
 from tests.support.replicas import ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+ONE_ATTEMPT = RetryPolicy(1, 1, 1)
 RECEIVER_SECONDS = 2.5  # each delivery takes this long: longer than the schedules' period
 
 
-async def create(pool: asyncpg.Pool, tenant: uuid.UUID, url: str, **fields: object) -> uuid.UUID:
+async def create(pool: asyncpg.Pool, tenant: uuid.UUID, url: str,
+                 retry: RetryPolicy = ONE_ATTEMPT, **fields: object) -> uuid.UUID:
     spec = ScheduleSpec(name=str(fields.pop("name", "s")), cron=str(fields.pop("cron")),
-                        target=Target(url), retry=RetryPolicy(1, 1, 1),
+                        target=Target(url), retry=retry,
                         **fields)  # type: ignore[arg-type]
     record = await PostgresScheduleStore(pool).create(
         tenant, spec, paused=False, signing_secret="whsec_" + "M" * 32, max_schedules=100)
@@ -178,10 +180,16 @@ async def test_a_backfill_survives_kill_9_of_the_replica_serving_it_and_of_a_del
     """5,000 occurrences backfilled through replica a's API; a is killed while the request
     may still be writing, the client retries on b: the occurrences have exactly one run
     each. Then b is killed while delivering; c finishes. The receiver saw every
-    occurrence's webhook-id; second deliveries are only those b had in flight."""
+    occurrence's webhook-id; second deliveries are only those b had in flight or that a
+    retry sent again."""
     sink.behaviour = always(Reply(delay=0.02))
     issued = await PostgresTenantStore(db_pool).create("backfiller")
-    sid = await create(db_pool, issued.tenant_id, sink.url, cron="* * * * * *")
+    # Three attempts: with one, a run whose attempt b had started (marked by a renewal
+    # that the loaded machine let happen mid-request) rightly ends 'failed' when c takes
+    # the expired lease, and so does a request that outlived the 2 s timeout. Once in CI
+    # one of the 5,000 did; the test is about exactly-one-run-per-occurrence, not that.
+    sid = await create(db_pool, issued.tenant_id, sink.url, cron="* * * * * *",
+                       retry=RetryPolicy(3, 1, 1))
     await db_pool.execute("UPDATE schedule SET status = 'paused' WHERE id = $1", sid)
     now: datetime = await db_pool.fetchval("SELECT date_trunc('second', now())")
     window = {"start": (now - timedelta(seconds=5_060)).isoformat(),
@@ -219,7 +227,9 @@ async def test_a_backfill_survives_kill_9_of_the_replica_serving_it_and_of_a_del
     assert len(rows) == 5_000 and {(r["trigger"], r["status"]) for r in rows} == {
         ("backfill", "succeeded")}
     assert len({r["scheduled_for"] for r in rows}) == 5_000
-    assert sink.duplicates <= orphans
+    # every second delivery is an orphan's or a retry's (a started attempt's next one)
+    retries = await db_pool.fetchval("SELECT coalesce(sum(greatest(attempt_count - 1, 0)), 0) FROM job_run")
+    assert sink.duplicates <= orphans + retries
     assert await c.stop() == 0
     _report("backfill_kill_9", occurrences=5_000, created_by_retry=retried["created"],
             existing_at_retry=retried["existing"], orphaned_leases=orphans,
