@@ -228,7 +228,8 @@ async def test_a_backfill_survives_kill_9_of_the_replica_serving_it_and_of_a_del
         ("backfill", "succeeded")}
     assert len({r["scheduled_for"] for r in rows}) == 5_000
     # every second delivery is an orphan's or a retry's (a started attempt's next one)
-    retries = await db_pool.fetchval("SELECT coalesce(sum(greatest(attempt_count - 1, 0)), 0) FROM job_run")
+    retries = await db_pool.fetchval(
+        "SELECT coalesce(sum(greatest(attempt_count - 1, 0)), 0) FROM job_run")
     assert sink.duplicates <= orphans + retries
     assert await c.stop() == 0
     _report("backfill_kill_9", occurrences=5_000, created_by_retry=retried["created"],
