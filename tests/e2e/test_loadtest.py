@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 
 import asyncpg
@@ -25,16 +26,20 @@ CONTRACT_KEYS = {
 
 
 def _loadtest(tmp_path: Path, *args: str, sink: str | None = None,
-              logged: tuple[str, ...] = (), **env: str) -> dict[str, object]:
+              logged: tuple[str, ...] = (), stderr: list[str] | None = None,
+              **env: str) -> dict[str, object]:
     """``tmp_path``: a directory of the test's own (``server_dir``): the run's Postgres
     lives in --out while it runs. ``sink``: the receiver the run must say it used;
-    ``logged``: lines (or their starts) the run must log on stderr."""
+    ``logged``: lines (or their starts) the run must log on stderr; ``stderr``: a list
+    the run's stderr is appended to."""
     out = tmp_path / "out"
     result = run_cli(
         "loadtest", *args, "--out", str(out),
         env=clean_env(MPLCONFIGDIR=str(tmp_path / "mpl"), **env), timeout=170,
     )
     assert result.returncode == 0, result.stderr[-2000:]
+    if stderr is not None:
+        stderr.append(result.stderr)
     assert "delivered" in result.stderr  # the progress line
     if sink is not None:
         assert f"[loadtest] sink: {sink}" in result.stderr
@@ -90,14 +95,22 @@ def test_a_jittered_burst_spreads_over_the_window_and_is_measured_from_fire_afte
     """--jitter-seconds 10: the burst's 1,000 runs arrive over ten seconds, not at once, and
     the lag (from each run's jittered fire_after) stays small. Without the jitter the same
     burst would have been done in about a second. With --statements, the Postgres the run
-    started names the claim and the resolve among the statements it spent its time on."""
+    started names the claim and the resolve among the statements it spent its time on. Its
+    WAL per delivered run is logged: at least the claim's and the resolve's row versions."""
+    stderr: list[str] = []
     report = _loadtest(tmp_path, "--scenario", "burst", "--schedules", "1000",
                        "--replicas", "1", "--jitter-seconds", "10", "--statements",
-                       logged=("statement job_run_claim: ", "statement job_run_resolve: "))
+                       logged=("statement job_run_claim: ", "statement job_run_resolve: "),
+                       stderr=stderr)
     assert (report["planned"], report["delivered"]) == (1000, 1000)
     assert (report["duplicates"], report["lost"]) == (0, 0)
     assert 60 <= float(report["runs_per_second"]) <= 130  # about 1,000 / 10 s
     assert float(report["fire_lag_p50_ms"]) < 1000
+    wal = re.search(r"\[loadtest\] Postgres WAL: ([0-9.,]+) records and ([0-9,]+) bytes per "
+                    r"delivered run \(([0-9,]+) full-page images in all\)", stderr[0])
+    assert wal is not None, stderr[0][-2000:]
+    records, written = (float(wal.group(i).replace(",", "")) for i in (1, 2))
+    assert records >= 2 and written >= 2 * 50  # two heap records of 50+ bytes at least
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from pathlib import Path
 from cronwire.loadtest.baselines import combined_bound
 from cronwire.loadtest.report import Baselines, Costs, _plural, build_report
 from cronwire.loadtest.sinks import records_acknowledgements
+from cronwire.loadtest.wal import WalWritten, wal_note
 
 INSTANT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -66,3 +67,11 @@ def test_a_fallback_bound_says_where_its_http_half_came_from() -> None:
 def test_chart_titles_count_in_the_singular_for_one() -> None:
     assert (_plural(1, "replica"), _plural(3, "replica")) == ("1 replica", "3 replicas")
     assert _plural(100_000, "schedule") == "100,000 schedules"
+
+
+def test_the_wal_line_is_per_delivered_run_and_absent_when_nothing_was_delivered() -> None:
+    written = WalWritten(records=161_000, full_page_images=2, bytes=195_200_000.0)
+    assert wal_note(written, 10_000) == (
+        "Postgres WAL: 16.1 records and 19,520 bytes per delivered run "
+        "(2 full-page images in all), same window")
+    assert wal_note(written, 0) is None

@@ -41,3 +41,14 @@ SELECT query, calls, rows, total_exec_time
  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
  ORDER BY total_exec_time DESC
  LIMIT $1
+
+-- name: loadtest_wal
+-- The WAL the whole server has written: the insert position (exact) and pg_stat_wal's
+-- record and full-page-image counts (each backend reports them at most once a second).
+-- Read at the first instant and after the drain, only on the Postgres the load test
+-- started: on a shared server other work writes WAL too.
+SELECT pg_current_wal_lsn()::text AS lsn, wal_records, wal_fpi FROM pg_stat_wal
+
+-- name: loadtest_wal_bytes_since
+-- Bytes of WAL written since the insert position $1.
+SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)::float8

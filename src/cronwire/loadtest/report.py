@@ -7,8 +7,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cronwire.harness.stats import per_run_us, percentile
+
+if TYPE_CHECKING:
+    from cronwire.loadtest.wal import WalWritten
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,7 @@ class Costs:
     sink_seconds: float | None = None
     sink: str = "python"
     postgres_seconds: float | None = None
+    wal: WalWritten | None = None  # what the server wrote in the window, when it is ours
 
 
 @dataclass

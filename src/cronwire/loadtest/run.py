@@ -27,6 +27,7 @@ from cronwire.loadtest.progress import Progress
 from cronwire.loadtest.report import Baselines, Costs, Report, build_report, write_chart
 from cronwire.loadtest.setup import note, prepare, seed, servers, start_replicas
 from cronwire.loadtest.sinks import start_sink
+from cronwire.loadtest.wal import wal_note
 from cronwire.loadtest.watch import watch
 
 # What a run leaves in --out besides the reports; removed unless --keep-data. A sink's
@@ -92,6 +93,9 @@ def _note_costs(costs: Costs, delivered: int) -> None:
     if database is not None:
         note(f"Postgres: {database:,.0f} µs of CPU per delivered run (every process of "
              "the server, same window)")
+    wal = None if costs.wal is None else wal_note(costs.wal, delivered)
+    if wal is not None:
+        note(wal)
     receiver = per_run_us(0.0, costs.sink_seconds, delivered)
     if receiver is not None:
         note(f"the {costs.sink} sink: {receiver:,.0f} µs of CPU per delivered run")

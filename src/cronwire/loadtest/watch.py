@@ -18,6 +18,7 @@ from cronwire.loadtest.report import Costs
 from cronwire.loadtest.setup import note
 from cronwire.loadtest.sinks import LoadSink
 from cronwire.loadtest.statements import heaviest, start_counting
+from cronwire.loadtest.wal import WalMark, wal_mark, wal_since
 
 Q = harness_queries(Path(__file__).with_name("loadtest.sql"))
 MAX_DRAIN_SECONDS = 600.0
@@ -47,6 +48,7 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
         sink_pids: list[int] = []
         sink_cpu_at_first: float | None = None
         postgres_cpu_at_first: float | None = None
+        wal_at_first: WalMark | None = None
         while time.monotonic() < deadline:
             if cpu_at_first is None and progress.seconds_to_first() <= 0:
                 cpu_at_first = cpu_seconds(replica_pids)
@@ -54,6 +56,7 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
                 sink_cpu_at_first = cpu_seconds(sink_pids)
                 if postgres_pid is not None:
                     postgres_cpu_at_first = server_cpu_seconds(postgres_pid)
+                    wal_at_first = await wal_mark(pool)
                 if statements:
                     await start_counting(pool)
                 written = await pool.fetchval(Q["loadtest_materialised"], tenant_id, horizon)
@@ -86,7 +89,8 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
         costs = Costs(_used(cpu_at_first, replica_pids), _used(sink_cpu_at_first, sink_pids),
                       sink.kind,
                       None if postgres_cpu is None or postgres_cpu_at_first is None
-                      else postgres_cpu - postgres_cpu_at_first)
+                      else postgres_cpu - postgres_cpu_at_first,
+                      None if wal_at_first is None else await wal_since(pool, wal_at_first))
         final = sink.stats()
         progress.done(final)
         if statements:
