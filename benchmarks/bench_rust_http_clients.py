@@ -54,7 +54,7 @@ from cronwire.domain.delivery import (
 from cronwire.harness.nginx_sink import NginxSink
 
 CLIENTS = ("lean", "pyreqwest-bare", "pyreqwest", "rnet-bare", "rnet", "primp-bare", "primp")
-PACKAGES = {"pyreqwest": "pyreqwest", "rnet": "rnet", "primp": "primp"}
+RUST_PACKAGES = ("pyreqwest", "rnet", "primp")  # a client name starts with its package
 BODY = b'{"schedule_id": "0b6f4a8e-4c1e-4f7e-9a53-2d3d5c1e9f00", "attempt": 1}'
 FIXED_HEADERS = {"content-type": "application/json", "webhook-id": "msg_" + "x" * 36,
                  "webhook-timestamp": "1764745200", "webhook-signature": "v1," + "A" * 44}
@@ -174,8 +174,8 @@ def _child(args: argparse.Namespace) -> None:
 
 
 def _installed(name: str) -> bool:
-    package = PACKAGES.get(name.partition("-")[0])
-    return package is None or importlib.util.find_spec(package) is not None
+    package = name.partition("-")[0]
+    return package not in RUST_PACKAGES or importlib.util.find_spec(package) is not None
 
 
 async def _parent(args: argparse.Namespace) -> dict[str, Any]:

@@ -49,6 +49,8 @@ SELECT query, calls, rows, total_exec_time
 -- started: on a shared server other work writes WAL too.
 SELECT pg_current_wal_lsn()::text AS lsn, wal_records, wal_fpi FROM pg_stat_wal
 
--- name: loadtest_wal_bytes_since
--- Bytes of WAL written since the insert position $1.
-SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)::float8
+-- name: loadtest_wal_since
+-- The same counts, and the bytes of WAL written since the insert position $1.
+SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)::float8 AS bytes,
+       wal_records, wal_fpi
+  FROM pg_stat_wal

@@ -33,10 +33,9 @@ async def wal_mark(pool: Pool) -> WalMark:
 
 
 async def wal_since(pool: Pool, mark: WalMark) -> WalWritten:
-    now = await wal_mark(pool)
-    written = await pool.fetchval(Q["loadtest_wal_bytes_since"], mark.lsn)
-    return WalWritten(now.records - mark.records,
-                      now.full_page_images - mark.full_page_images, float(written))
+    row = await pool.fetchrow(Q["loadtest_wal_since"], mark.lsn)
+    return WalWritten(int(row["wal_records"]) - mark.records,
+                      int(row["wal_fpi"]) - mark.full_page_images, float(row["bytes"]))
 
 
 def wal_note(wal: WalWritten, delivered: int) -> str | None:
