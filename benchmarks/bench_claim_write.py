@@ -1,23 +1,27 @@
 """The database half of a burst without HTTP: ``--runs`` due runs claimed and written back
-by ``--claimers`` loops in claims of ``--batch``, in three shapes (ADR 0042):
+by ``--claimers`` loops in claims of ``--batch``, in four shapes (ADRs 0042, 0048):
 
 - ``production``: ``PostgresClaimSource.claim`` and ``PostgresRunStore.resolve``, every
   rule of the lease, fairness, flow control and the overlap gate included;
 - ``status``: the same two writes reduced to the lease: the status moved to 'running' and
   then to 'succeeded' by two updates, with the attempt row (bench_claim_write.sql);
 - ``lease-table``: the lease in a table beside ``job_run``: the claim an insert there,
-  the write a delete there and one update of ``job_run``.
+  the write a delete there and one update of ``job_run``;
+- ``hot-lease``: the lease in columns no index reads, the status left 'pending' by the
+  claim, pages with room (``--fillfactor``): the claim can be a heap-only update, writing
+  no index entry (ADR 0048).
 
 ``--prepare`` is what the table had before the first claim: ``none`` (as the planner
 leaves a burst it has just written: no statistics, no hint bits), ``analyze``, or
 ``vacuum`` (VACUUM ANALYZE). Each round uses a fresh database with ``--runs`` schedules of
 one tenant, one run each, all due. Prints one JSON line per round: runs/s, the CPU of
 every Postgres process per run (/proc; where the server is not local, null), WAL bytes
-per run, and the counts that show each run was written once (the script fails otherwise).
+per run, the share of job_run's updates that were heap-only, and the counts that show
+each run was written once (the script fails otherwise).
 
     python benchmarks/bench_claim_write.py [--runs 100000] [--claimers 2] [--batch 128]
-        [--shapes production,status,lease-table] [--prepare none] [--rounds 1]
-        [--dsn postgresql://...]
+        [--shapes production,status,lease-table,hot-lease] [--prepare none] [--rounds 1]
+        [--fillfactor 50] [--dsn postgresql://...]
 """
 
 from __future__ import annotations
@@ -43,9 +47,11 @@ from cronwire.harness.seeding import db_now, seed_firing_schedules, seed_tenant
 from cronwire.harness.stats import per_run_us, server_cpu_seconds
 
 Q = harness_queries(Path(__file__).with_suffix(".sql"))
-SHAPES = ("production", "status", "lease-table")
+SHAPES = ("production", "status", "lease-table", "hot-lease")
+PREFIX = {"status": "bench_status", "lease-table": "bench_lease", "hot-lease": "bench_hot"}
 PREPARE = {"none": None, "analyze": "ANALYZE job_run", "vacuum": "VACUUM ANALYZE job_run"}
 LEASE_SECONDS = 30.0
+HOT_FILLFACTOR = 50  # every claim heap-only in a burst (at 80, about a quarter of them)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,12 +62,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--prepare", choices=tuple(PREPARE), default="none")
     parser.add_argument("--rounds", type=int, default=1, help="every shape once per round")
+    parser.add_argument("--fillfactor", type=int, default=None,
+                        help="job_run partitions' fillfactor, 10-100 (default: 100; 50 for "
+                             "hot-lease, whose claim needs the room)")
     parser.add_argument("--dsn", help="a server to make the databases on (default: embedded)")
     args = parser.parse_args(argv)
     args.shapes = [s for s in args.shapes.split(",") if s]
     unknown = set(args.shapes) - set(SHAPES)
     if unknown:
         parser.error(f"--shapes: unknown {sorted(unknown)}; choose from {list(SHAPES)}")
+    if args.fillfactor is not None and not 10 <= args.fillfactor <= 100:
+        parser.error(f"--fillfactor: {args.fillfactor} is not between 10 and 100")
     return args
 
 
@@ -92,7 +103,7 @@ class Reduced:
 
     def __init__(self, pool: asyncpg.Pool, shape: str) -> None:
         self._pool = pool
-        prefix = "bench_status" if shape == "status" else "bench_lease"
+        prefix = PREFIX[shape]
         self._claim, self._write = Q[f"{prefix}_claim"], Q[f"{prefix}_write"]
         self.deadlocks = 0
 
@@ -113,7 +124,7 @@ class Reduced:
         raise SystemExit("a statement was a deadlock's victim 100 times in a row")
 
 
-async def seeded(admin_dsn: str, runs: int, shape: str) -> str:
+async def seeded(admin_dsn: str, runs: int, shape: str, fillfactor: int | None) -> str:
     """A fresh database with ``runs`` schedules and one due run each."""
     dsn = await fresh_database(admin_dsn, f"bench_claim_write_{uuid.uuid4().hex[:10]}")
     pool = await open_pool(dsn, 2)
@@ -126,6 +137,13 @@ async def seeded(admin_dsn: str, runs: int, shape: str) -> str:
             target=target_to_document(Target("http://127.0.0.1:9/")),
             retry=retry_to_document(RetryPolicy(5, 1.0, 30.0)), first=later, ends_at=later,
             name="bench-")
+        if shape == "hot-lease":
+            await pool.execute(Q["bench_hot_prepare"])
+            fillfactor = fillfactor or HOT_FILLFACTOR
+        if fillfactor is not None:  # before the runs are written: the room is made then
+            async with pool.acquire() as conn:
+                await conn.execute(f"SET cronwire.bench_fillfactor = {fillfactor:d}")
+                await conn.execute(Q["bench_fillfactor"])
         await pool.execute(Q["bench_runs_for_schedules"], now - timedelta(seconds=1))
         await pool.execute("VACUUM ANALYZE schedule")
         if shape == "lease-table":
@@ -136,7 +154,7 @@ async def seeded(admin_dsn: str, runs: int, shape: str) -> str:
 
 
 async def one_round(admin_dsn: str, shape: str, args: argparse.Namespace) -> dict[str, Any]:
-    dsn = await seeded(admin_dsn, args.runs, shape)
+    dsn = await seeded(admin_dsn, args.runs, shape, args.fillfactor)
     pool = await open_pool(dsn, args.claimers + 1)
     try:
         if PREPARE[args.prepare]:
@@ -163,15 +181,36 @@ async def one_round(admin_dsn: str, shape: str, args: argparse.Namespace) -> dic
         counts = await pool.fetchrow(Q["bench_counts"])
     finally:
         await pool.close()
+    # Each run's claim and terminal write update job_run; the lease table's claim does not.
+    hot = await _hot_updates(dsn, args.runs * (1 if shape == "lease-table" else 2))
     if not done == counts["succeeded"] == counts["attempts"] == counts["attempted_runs"] \
             == args.runs:
         raise SystemExit(f"{shape}: {done} claimed of {args.runs}, counts {dict(counts)}")
     return {"shape": shape, "prepare": args.prepare, "runs": done,
+            "fillfactor": args.fillfactor or (HOT_FILLFACTOR if shape == "hot-lease" else 100),
             "claimers": args.claimers, "batch": args.batch,
             "runs_per_second": round(done / seconds),
             "postgres_cpu_us_per_run": per_run_us(cpu_before, cpu_after, done),
             "wal_bytes_per_run": round(float(wal) / done),
+            "hot_update_share": hot,
             "deadlocks": getattr(shaped, "deadlocks", 0)}
+
+
+async def _hot_updates(dsn: str, updates: int) -> float | None:
+    """The share of job_run's updates that were heap-only. A backend reports its counts when
+    it goes idle or exits, so they are read until ``updates`` are in, for at most five
+    seconds."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        for _ in range(50):
+            row = await conn.fetchrow(Q["bench_hot_updates"])
+            if row["updates"] >= updates:
+                break
+            await asyncio.sleep(0.1)
+            await conn.execute("SELECT pg_stat_clear_snapshot()")
+    finally:
+        await conn.close()
+    return round(row["hot"] / row["updates"], 3) if row["updates"] else None
 
 
 def _parent(pid: int) -> int | None:

@@ -87,3 +87,62 @@ SELECT id, scheduled_for, tenant_id, attempt_count, now(), now(), 'success', 200
 SELECT (SELECT count(*) FROM job_run WHERE status = 'succeeded') AS succeeded,
        (SELECT count(*) FROM job_run_attempt) AS attempts,
        (SELECT count(DISTINCT run_id) FROM job_run_attempt) AS attempted_runs
+
+-- name: bench_fillfactor
+-- Room on job_run's pages (each partition's fillfactor, set before the runs are written):
+-- an update can put the new row version on the same page.
+DO $$
+DECLARE p regclass;
+BEGIN
+    FOR p IN SELECT inhrelid::regclass FROM pg_inherits WHERE inhparent = 'job_run'::regclass
+    LOOP
+        EXECUTE format('ALTER TABLE %s SET (fillfactor = %s)', p,
+                       current_setting('cronwire.bench_fillfactor'));
+    END LOOP;
+END $$
+
+-- name: bench_hot_prepare
+-- The third alternative: the lease in columns no index reads, so that taking it can be a
+-- heap-only (HOT) update: no index entry, the new version on the same page (which needs
+-- room there: --fillfactor). job_run_lease_idx goes (an expired lease is found by the
+-- claim's own scan: a pending row whose claim_expires_at has passed), and
+-- first_attempt_at, which job_run_schedule_stats_idx includes, is written by the terminal
+-- write instead.
+DROP INDEX job_run_lease_idx
+
+-- name: bench_hot_claim
+-- The status stays 'pending': the lease is claimed_by, its generation and expiry. A run
+-- is claimable when it has no lease or its lease expired (the same test as today's).
+UPDATE job_run j
+   SET claimed_by = $1, claim_expires_at = now() + interval '30 s',
+       lease_generation = j.lease_generation + 1, attempt_count = j.attempt_count + 1,
+       updated_at = now()
+  FROM (SELECT id, scheduled_for FROM job_run
+         WHERE status IN ('pending', 'retrying') AND fire_after <= now()
+           AND (claim_expires_at IS NULL OR claim_expires_at < now())
+         ORDER BY fire_after LIMIT $2 FOR UPDATE SKIP LOCKED) c
+ WHERE j.id = c.id AND j.scheduled_for = c.scheduled_for
+RETURNING j.id, j.scheduled_for, j.lease_generation
+
+-- name: bench_hot_write
+-- The terminal write predicated on the lease: still pending, ours, this generation.
+WITH done AS (
+    UPDATE job_run j
+       SET status = 'succeeded', first_attempt_at = COALESCE(j.first_attempt_at, now()),
+           finished_at = now(), last_status_code = 200, last_duration_ms = 1,
+           claim_expires_at = NULL, updated_at = now()
+      FROM unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS f(id, at, generation)
+     WHERE j.id = f.id AND j.scheduled_for = f.at AND j.claimed_by = $1
+       AND j.status IN ('pending', 'retrying') AND j.lease_generation = f.generation
+    RETURNING j.id, j.scheduled_for, j.tenant_id, j.attempt_count)
+INSERT INTO job_run_attempt (run_id, scheduled_for, tenant_id, attempt, started_at,
+                             finished_at, outcome, status_code, duration_ms, claimed_by)
+SELECT id, scheduled_for, tenant_id, attempt_count, now(), now(), 'success', 200, 1, $1
+  FROM done
+
+-- name: bench_hot_updates
+-- How many of the table's updates were heap-only (the shape's premise), every partition.
+SELECT COALESCE(sum(n_tup_upd), 0)::bigint AS updates,
+       COALESCE(sum(n_tup_hot_upd), 0)::bigint AS hot
+  FROM pg_stat_user_tables
+ WHERE relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'job_run'::regclass)
