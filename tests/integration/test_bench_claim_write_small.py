@@ -45,22 +45,17 @@ async def test_every_shape_claims_and_writes_each_run_once(database_url: str) ->
 
 
 @pytest.mark.benchmark
-async def test_a_fillfactor_out_of_range_is_refused_in_one_line(database_url: str) -> None:
+@pytest.mark.parametrize(("args", "message"), [
+    (("--shapes", "status,nope"), "--shapes: unknown ['nope']"),
+    (("--fillfactor", "5"), "--fillfactor: 5 is not between 10 and 100"),
+])
+async def test_bad_arguments_are_refused_in_one_line(
+    database_url: str, args: tuple[str, ...], message: str
+) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(SCRIPT), "--fillfactor", "5", "--dsn", database_url,
+        sys.executable, str(SCRIPT), *args, "--dsn", database_url,
         env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     assert proc.returncode == 2 and out == b""
-    assert "--fillfactor: 5 is not between 10 and 100" in err.decode()
-
-
-@pytest.mark.benchmark
-async def test_an_unknown_shape_is_refused_in_one_line(database_url: str) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(SCRIPT), "--shapes", "status,nope", "--dsn", database_url,
-        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
-    assert proc.returncode == 2 and out == b""
-    assert "--shapes: unknown ['nope']" in err.decode()
+    assert message in err.decode()
