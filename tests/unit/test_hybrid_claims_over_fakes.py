@@ -190,23 +190,3 @@ async def test_a_full_sweep_is_followed_by_another_at_the_next_claim() -> None:
     taken = [len((await source.claim("a", 2, 300)).runs) for _ in range(4)]
     assert taken == [2, 2, 1, 0]  # the third came back short: the interval applies again
 
-
-async def test_after_a_sweep_finds_runs_past_the_grace_the_sweeps_look_back_a_second() -> None:
-    """A sweep that finds runs no message brought within the grace means a consumer is
-    behind (one tenant's steady load beyond one replica): for a grace after it, the sweeps
-    take runs a second late (BACKLOG_GRACE_SECONDS), so idle replicas carry the overflow
-    then instead of at the grace (30 s here, 5 s by default). Then the grace again."""
-    db, _, source = _rig(1, sweep_seconds=0)
-    db.clock.advance(30)  # the first run is past the grace: found by the sweep
-    assert len((await source.claim("a", 10, 300)).runs) == 1
-    schedule = next(iter(db.runs.values())).schedule_id
-    [fresh] = db.add_due_runs(schedule, 1, first=1, due_seconds_ago=0.5)  # key on its way
-    [late] = db.add_due_runs(schedule, 1, first=2, due_seconds_ago=1.5)
-    batch = await source.claim("a", 10, 300)
-    assert [r.id for r in batch.runs] == [late.id] and batch.sources == (("sweeper", 1),)
-    assert fresh.status is RunStatus.PENDING
-    fresh.status = RunStatus.SUCCEEDED  # its key came
-    db.clock.advance(31)  # a grace since the last find: the full grace again
-    [later] = db.add_due_runs(schedule, 1, first=3, due_seconds_ago=1.5)
-    assert (await source.claim("a", 10, 300)).runs == ()
-    assert later.status is RunStatus.PENDING

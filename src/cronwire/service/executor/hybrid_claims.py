@@ -8,12 +8,10 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
 * every ``sweep_seconds`` a SKIP LOCKED sweep claims runs due longer than the grace that
   no message delivered (broker restart, lost partition, crash before publish) and leases
   whose owner vanished — nothing depends on the broker being perfect. A sweep that comes
-  back full is followed by another at the next claim. A sweep that finds runs past the
-  grace while keys flow means a busy peer has not reached them (one tenant's keys all go
-  to one partition, so one replica's slots bound that tenant's rate): for a grace after
-  it, this replica's sweeps look back only ``BACKLOG_GRACE_SECONDS``, so the fleet's
-  idle slots carry the overflow a second late instead of at the grace. A healthy fleet's
-  sweeps find nothing and keep the grace;
+  back full is followed by another at the next claim: runs past the grace are a busy
+  peer's overflow (one tenant's keys all go to one partition, so one replica's slots
+  bound that tenant's rate) or lost messages, and the fleet's idle slots drain them at
+  their own pace, not one claim's worth a second (ADR 0049);
 * while a partition this replica owns is backlogged (its key buffer full), each claim
   runs two statements at once: the polling claim, fair across tenants, of runs due at
   least ``BACKLOG_GRACE_SECONDS`` (so a tenant sharing the partition with another tenant's
@@ -79,8 +77,6 @@ class HybridClaimSource:
         self._next_sweep = clock.monotonic() + sweep_seconds
         # Until then (monotonic), claims reclaim held runs fairly first (see above).
         self._reclaim_until = float("-inf")
-        # Until then (monotonic), sweeps look back BACKLOG_GRACE_SECONDS (see above).
-        self._overflow_until = float("-inf")
 
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         if limit <= 0:
@@ -97,11 +93,7 @@ class HybridClaimSource:
             return await self._claim_reclaiming(owner, limit, lease_seconds, now)
         if now >= self._next_sweep:
             self._next_sweep = now + self._sweep_seconds
-            overflow = now < self._overflow_until
-            grace = min(self._grace, BACKLOG_GRACE_SECONDS) if overflow else self._grace
-            swept = await self._keyed.sweep(owner, limit, lease_seconds, grace)
-            if swept.runs:
-                self._overflow_until = now + self._grace
+            swept = await self._keyed.sweep(owner, limit, lease_seconds, self._grace)
             if len(swept.runs) >= limit:
                 # Full: more are that late. The next claim sweeps again, so the overflow
                 # drains at this replica's pace, not one claim's worth a second.
