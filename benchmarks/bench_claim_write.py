@@ -124,7 +124,7 @@ class Reduced:
         raise SystemExit("a statement was a deadlock's victim 100 times in a row")
 
 
-async def seeded(admin_dsn: str, runs: int, shape: str, fillfactor: int | None) -> str:
+async def seeded(admin_dsn: str, runs: int, shape: str, fillfactor: int) -> str:
     """A fresh database with ``runs`` schedules and one due run each."""
     dsn = await fresh_database(admin_dsn, f"bench_claim_write_{uuid.uuid4().hex[:10]}")
     pool = await open_pool(dsn, 2)
@@ -139,8 +139,7 @@ async def seeded(admin_dsn: str, runs: int, shape: str, fillfactor: int | None) 
             name="bench-")
         if shape == "hot-lease":
             await pool.execute(Q["bench_hot_prepare"])
-            fillfactor = fillfactor or HOT_FILLFACTOR
-        if fillfactor is not None:  # before the runs are written: the room is made then
+        if fillfactor != 100:  # before the runs are written: the room is made then
             async with pool.acquire() as conn:
                 await conn.execute(f"SET cronwire.bench_fillfactor = {fillfactor:d}")
                 await conn.execute(Q["bench_fillfactor"])
@@ -154,7 +153,8 @@ async def seeded(admin_dsn: str, runs: int, shape: str, fillfactor: int | None) 
 
 
 async def one_round(admin_dsn: str, shape: str, args: argparse.Namespace) -> dict[str, Any]:
-    dsn = await seeded(admin_dsn, args.runs, shape, args.fillfactor)
+    fillfactor = args.fillfactor or (HOT_FILLFACTOR if shape == "hot-lease" else 100)
+    dsn = await seeded(admin_dsn, args.runs, shape, fillfactor)
     pool = await open_pool(dsn, args.claimers + 1)
     try:
         if PREPARE[args.prepare]:
@@ -187,7 +187,7 @@ async def one_round(admin_dsn: str, shape: str, args: argparse.Namespace) -> dic
             == args.runs:
         raise SystemExit(f"{shape}: {done} claimed of {args.runs}, counts {dict(counts)}")
     return {"shape": shape, "prepare": args.prepare, "runs": done,
-            "fillfactor": args.fillfactor or (HOT_FILLFACTOR if shape == "hot-lease" else 100),
+            "fillfactor": fillfactor,
             "claimers": args.claimers, "batch": args.batch,
             "runs_per_second": round(done / seconds),
             "postgres_cpu_us_per_run": per_run_us(cpu_before, cpu_after, done),

@@ -189,4 +189,3 @@ async def test_a_full_sweep_is_followed_by_another_at_the_next_claim() -> None:
     db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 5, due_seconds_ago=40)
     taken = [len((await source.claim("a", 2, 300)).runs) for _ in range(4)]
     assert taken == [2, 2, 1, 0]  # the third came back short: the interval applies again
-
