@@ -70,3 +70,17 @@ async def test_the_fair_claim_leaves_runs_due_within_its_grace(world: World) -> 
     assert len(batch) == 2
     assert await world.count("pending") == 2  # the fresh ones
     assert fresh.id not in {run.schedule_id for run in batch}
+
+
+async def test_an_overflow_report_is_seen_by_the_other_replicas_until_it_runs_out(
+    world: World,
+) -> None:
+    """Kafka mode's overflow signal (ADR 0050): a replica's report holds for the seconds it
+    gave, on the database's clock, for every replica but itself."""
+    assert not await world.keyed.peer_overflowing("b")
+    await world.keyed.report_overflow("a", 0.3)
+    assert await world.keyed.peer_overflowing("b")
+    assert not await world.keyed.peer_overflowing("a")  # its own report is not a peer's
+    await world.keyed.report_overflow("a", 0.3)  # again: one row per replica, renewed
+    await world.pass_time(0.5)
+    assert not await world.keyed.peer_overflowing("b")

@@ -5,6 +5,7 @@ fake's :class:`MemoryClock`)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 from dataclasses import dataclass
@@ -88,6 +89,10 @@ class World(Protocol):
     async def expire(self, run_id: uuid.UUID) -> None:
         """The lease ran out (its owner stalled or died)."""
 
+    async def pass_time(self, seconds: float) -> None:
+        """The database's clock moves on ``seconds`` (the fake's is moved; Postgres's is
+        waited for)."""
+
     async def set_all(self, **columns: Any) -> None:
         """Overwrite columns of every run (status, attempt_count, claimed_by,
         attempt_started) and, with ``expired=True``, expire their leases."""
@@ -161,6 +166,9 @@ class MemoryWorld:
         run = self._run(run_id)
         run.claim_expires_at = self.db.now() - timedelta(milliseconds=1)
         run.version += 1
+
+    async def pass_time(self, seconds: float) -> None:
+        self.db.clock.advance(seconds)
 
     async def set_all(self, **columns: Any) -> None:
         expired = columns.pop("expired", False)
@@ -267,6 +275,9 @@ class PostgresWorld:
     async def expire(self, run_id: uuid.UUID) -> None:
         await self.pool.execute(
             "UPDATE job_run SET claim_expires_at = now() - interval '1 ms' WHERE id = $1", run_id)
+
+    async def pass_time(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
 
     async def set_all(self, **columns: Any) -> None:
         sets = [f"{name} = ${i}" for i, name in enumerate(

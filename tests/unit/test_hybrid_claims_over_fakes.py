@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import timedelta
 
 from cronwire.adapters.memory import (
     MemoryClaimSource,
@@ -189,3 +190,63 @@ async def test_a_full_sweep_is_followed_by_another_at_the_next_claim() -> None:
     db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 5, due_seconds_ago=40)
     taken = [len((await source.claim("a", 2, 300)).runs) for _ in range(4)]
     assert taken == [2, 2, 1, 0]  # the third came back short: the interval applies again
+
+
+async def test_a_replica_whose_keys_outrun_its_slots_says_so_after_a_second() -> None:
+    """Every claim takes all the slots let it (2) and leaves keys: behind. After a second
+    of that the replica reports its overflow, for 3 s on the database's clock, and reports
+    again at most once a second while it lasts (ADR 0050)."""
+    db, hints, source = _rig(12)
+    hints.deliver([r.key for r in db.runs.values()])
+    await source.claim("a", 2, 300)
+    db.clock.advance(0.6)
+    await source.claim("a", 2, 300)
+    assert db.overflow == {}  # behind for 0.6 s only
+    db.clock.advance(0.6)
+    await source.claim("a", 2, 300)
+    reported = db.now() + timedelta(seconds=3)
+    assert db.overflow == {"a": reported}
+    db.clock.advance(0.5)
+    await source.claim("a", 2, 300)
+    assert db.overflow == {"a": reported}  # not again within the second
+    db.clock.advance(0.6)
+    await source.claim("a", 2, 300)
+    assert db.overflow == {"a": db.now() + timedelta(seconds=3)}
+
+
+async def test_a_replica_whose_slots_take_every_key_is_not_an_overflow() -> None:
+    db, hints, source = _rig(12)
+    keys = [r.key for r in db.runs.values()]
+    for wave in range(3):  # 4 keys a claim, 5 slots: keeping up
+        hints.deliver(keys[4 * wave:4 * wave + 4])
+        assert len((await source.claim("a", 5, 300)).runs) == 4
+        db.clock.advance(0.6)
+    assert db.overflow == {}
+
+
+async def test_keys_of_runs_claimed_long_ago_are_not_an_overflow() -> None:
+    """Republished keys (after a broker restart) whose runs are done: every claim is
+    limited by the slots and leaves keys, but leases nothing."""
+    db, hints, source = _rig(12)
+    for run in db.runs.values():
+        run.status = RunStatus.SUCCEEDED
+    hints.deliver([r.key for r in db.runs.values()])
+    for _ in range(4):
+        assert (await source.claim("a", 2, 300)).runs == ()
+        db.clock.advance(0.6)
+    assert db.overflow == {}
+
+
+async def test_while_a_peer_overflows_sweeps_take_runs_a_second_overdue() -> None:
+    """The grace is 30 s here; a peer's report shortens it to BACKLOG_GRACE_SECONDS (1 s)
+    while the report holds. The replica's own report does not."""
+    db, _, source = _rig(0, sweep_seconds=0)
+    db.add_due_runs(db.add_schedule(db.add_tenant(), URL).id, 3, due_seconds_ago=2)
+    keyed = MemoryKeyedClaims(db)
+    await keyed.report_overflow("b", 3)  # its own
+    assert (await source.claim("b", 2, 300)).runs == ()
+    await keyed.report_overflow("a", 3)
+    swept = await source.claim("b", 2, 300)
+    assert len(swept.runs) == 2 and swept.sources == (("sweeper", 2),)
+    db.clock.advance(3.1)  # a's report ran out: the third run, 5 s overdue, is left
+    assert (await source.claim("b", 2, 300)).runs == ()

@@ -30,6 +30,11 @@ class RunHints(Protocol):
         partition's order."""
         ...
 
+    @property
+    def buffered(self) -> int:
+        """Delivered keys not taken yet."""
+        ...
+
     def take(self, limit: int) -> list[RunKey]:
         """Up to ``limit`` delivered keys not taken yet, oldest first; never blocks."""
         ...
@@ -73,6 +78,16 @@ class KeyedClaimStore(Protocol):
     ) -> ClaimBatch:
         """SKIP LOCKED: up to ``limit`` runs due longer than ``grace_seconds`` and expired
         leases, oldest first."""
+        ...
+
+    async def report_overflow(self, owner: str, seconds: float) -> None:
+        """``owner``'s keys arrive faster than its delivery slots take them: say so, for
+        the next ``seconds`` on the database's clock (ADR 0050)."""
+        ...
+
+    async def peer_overflowing(self, owner: str) -> bool:
+        """Whether a replica other than ``owner`` said it overflows, and the time it gave
+        has not run out."""
         ...
 
 

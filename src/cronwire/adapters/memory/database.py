@@ -145,6 +145,7 @@ class MemoryDatabase:
         default_factory=dict
     )
     breakers: dict[tuple[uuid.UUID, str], BreakerState] = field(default_factory=dict)
+    overflow: dict[str, datetime] = field(default_factory=dict)  # kafka mode: owner -> until
     _occurrences: set[tuple[uuid.UUID, datetime]] = field(default_factory=set)
 
     def now(self) -> datetime:

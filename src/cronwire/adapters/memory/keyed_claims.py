@@ -67,6 +67,13 @@ class MemoryKeyedClaims:
                        key=lambda t: (t[0], t[1]))
         return take_leases(self._db, owner, [r for _, _, r in turns[:limit]], lease_seconds)
 
+    async def report_overflow(self, owner: str, seconds: float) -> None:
+        self._db.overflow[owner] = self._db.now() + timedelta(seconds=seconds)
+
+    async def peer_overflowing(self, owner: str) -> bool:
+        now = self._db.now()
+        return any(until > now for peer, until in self._db.overflow.items() if peer != owner)
+
 
 class MemoryHints:
     """Keys "delivered by a broker": ``deliver`` them; ``healthy`` plays the broker's
@@ -88,6 +95,10 @@ class MemoryHints:
     @property
     def backlogged(self) -> bool:
         return self._buffer_limit is not None and len(self._waiting) >= self._buffer_limit
+
+    @property
+    def buffered(self) -> int:
+        return len(self._waiting)
 
     def take(self, limit: int) -> list[RunKey]:
         taken, self._waiting = self._waiting[:limit], self._waiting[limit:]

@@ -2,10 +2,12 @@
 
 ``claim_keys`` leases the runs whose keys a broker delivered (job_run_claim_keys);
 ``sweep`` is the SKIP LOCKED safety net for runs no message delivered (job_run_sweep);
-``claim_fair`` is the polling claim itself with a grace (job_run_claim). Only their
-candidate rows differ: from ``decided AS (`` on, the two kafka statements are
-job_run_claim's text word for word (tests/unit/test_queries.py holds them equal), so the
-lease, the expired-lease reclaim and the exhaustion rule are the same in every claim.
+``claim_fair`` is the polling claim itself with a grace (job_run_claim);
+``report_overflow`` and ``peer_overflowing`` are the replicas' overflow signal
+(kafka_overflow.sql, ADR 0050). Only the claims' candidate rows differ: from
+``decided AS (`` on, the two kafka statements are job_run_claim's text word for word
+(tests/unit/test_queries.py holds them equal), so the lease, the expired-lease reclaim and
+the exhaustion rule are the same in every claim.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ class PostgresKeyedClaims:
         self._sweep = named["job_run_sweep"]
         self._fair = named["job_run_claim"]  # the polling claim itself, with a grace
         self._held = named["job_run_held_keys"]
+        overflow = queries("kafka_overflow")
+        self._report_overflow = overflow["kafka_overflow_report"]
+        self._peer_overflow = overflow["kafka_overflow_peer"]
 
     async def claim_keys(
         self, owner: str, keys: Sequence[RunKey], lease_seconds: float
@@ -68,6 +73,14 @@ class PostgresKeyedClaims:
     ) -> ClaimBatch:
         return await self._claim_due(
             self._sweep, "sweep overdue runs", owner, limit, lease_seconds, grace_seconds)
+
+    async def report_overflow(self, owner: str, seconds: float) -> None:
+        with storage_errors("report overflow"):
+            await self._pool.execute(self._report_overflow, owner, seconds)
+
+    async def peer_overflowing(self, owner: str) -> bool:
+        with storage_errors("read overflow"):
+            return bool(await self._pool.fetchval(self._peer_overflow, owner))
 
     async def _claim_due(
         self, statement: str, what: str, owner: str, limit: int, lease_seconds: float,

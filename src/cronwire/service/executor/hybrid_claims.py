@@ -12,6 +12,13 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
   peer's overflow (one tenant's keys all go to one partition, so one replica's slots
   bound that tenant's rate) or lost messages, and the fleet's idle slots drain them at
   their own pace, not one claim's worth a second (ADR 0049);
+* a replica whose keys arrive faster than its delivery slots take them (every claim for a
+  second took as many keys as it was let and left more, and most of them leased runs)
+  says so in Postgres, once a second while it lasts; while another replica says so, this
+  one's sweeps take runs ``BACKLOG_GRACE_SECONDS`` overdue rather than the full grace, so
+  the fleet's idle slots serve a tenant beyond one replica's a second late, not five (ADR
+  0050). A slow or starved replica is not overflowing (its claims find idle slots), so a
+  loaded machine's late keys do not shorten anyone's grace;
 * while a partition this replica owns is backlogged (its key buffer full), each claim
   runs two statements at once: the polling claim, fair across tenants, of runs due at
   least ``BACKLOG_GRACE_SECONDS`` (so a tenant sharing the partition with another tenant's
@@ -48,6 +55,12 @@ log = logging.getLogger(__name__)
 
 KAFKA = "kafka"
 SWEEPER = "sweeper"
+# Behind for this long (every claim of keys limited by the slots, keys left over) before a
+# replica says it overflows, and how often it says so again while it lasts.
+OVERFLOW_AFTER_SECONDS = 1.0
+# How long one report holds on the database's clock: a few sweeps of the other replicas,
+# so a report a little late does not let the signal lapse while the overflow lasts.
+OVERFLOW_REPORT_SECONDS = 3.0
 
 
 class HybridClaimSource:
@@ -77,6 +90,10 @@ class HybridClaimSource:
         self._next_sweep = clock.monotonic() + sweep_seconds
         # Until then (monotonic), claims reclaim held runs fairly first (see above).
         self._reclaim_until = float("-inf")
+        # Since when every claim of keys was limited by the slots (None: not behind), and
+        # when this replica may report its overflow again (ADR 0050).
+        self._behind_since: float | None = None
+        self._next_report = float("-inf")
 
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         if limit <= 0:
@@ -93,7 +110,10 @@ class HybridClaimSource:
             return await self._claim_reclaiming(owner, limit, lease_seconds, now)
         if now >= self._next_sweep:
             self._next_sweep = now + self._sweep_seconds
-            swept = await self._keyed.sweep(owner, limit, lease_seconds, self._grace)
+            grace = self._grace
+            if await self._keyed.peer_overflowing(owner):
+                grace = min(grace, BACKLOG_GRACE_SECONDS)  # a peer's overflow: help now
+            swept = await self._keyed.sweep(owner, limit, lease_seconds, grace)
             if len(swept.runs) >= limit:
                 # Full: more are that late. The next claim sweeps again, so the overflow
                 # drains at this replica's pace, not one claim's worth a second.
@@ -122,7 +142,28 @@ class HybridClaimSource:
         # acknowledged with the rest: dropped, as a hint may be. Held ones are reclaimed.
         self._hints.acknowledge()
         self._note_held(batch)
+        await self._note_pace(owner, limit, len(keys), len(batch.runs))
         return batch.labelled(KAFKA)
+
+    async def _note_pace(self, owner: str, limit: int, taken: int, leased: int) -> None:
+        """After a claim of keys: behind if it took all the slots let it and keys are left
+        (and most of those it took were runnable: keys republished for runs claimed long
+        ago are worked through in a few claims, not an overflow). Behind for
+        OVERFLOW_AFTER_SECONDS, say so; a failed report is logged, the claim stands."""
+        now = self._clock.monotonic()
+        if taken < limit or not self._hints.buffered or 2 * leased < taken:
+            self._behind_since = None
+            return
+        if self._behind_since is None:
+            self._behind_since = now
+        if now - self._behind_since < OVERFLOW_AFTER_SECONDS or now < self._next_report:
+            return
+        self._next_report = now + OVERFLOW_AFTER_SECONDS
+        try:
+            await self._keyed.report_overflow(owner, OVERFLOW_REPORT_SECONDS)
+        except StorageError:
+            log.warning("reporting this replica's overflow failed; its keys' overflow waits "
+                        "for the sweepers' full grace", exc_info=True)
 
     def _note_held(self, batch: ClaimBatch) -> None:
         if batch.held:
@@ -170,6 +211,7 @@ class HybridClaimSource:
         else:
             self._hints.acknowledge()
             self._note_held(keyed)
+            await self._note_pace(owner, max(1, limit // 2), len(keys), len(keyed.runs))
         failed = [part for part in (fair, keyed) if isinstance(part, BaseException)]
         for failure in failed:
             if not isinstance(failure, StorageError):
