@@ -94,6 +94,9 @@ class HybridClaimSource:
         # when this replica may report its overflow again (ADR 0050).
         self._behind_since: float | None = None
         self._next_report = float("-inf")
+        # A peer's overflow as last read, and when to read it again.
+        self._peer_overflow = False
+        self._next_peer_read = float("-inf")
 
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         if limit <= 0:
@@ -111,7 +114,7 @@ class HybridClaimSource:
         if now >= self._next_sweep:
             self._next_sweep = now + self._sweep_seconds
             grace = self._grace
-            if await self._keyed.peer_overflowing(owner):
+            if await self._peer_overflowing(owner, now):
                 grace = min(grace, BACKLOG_GRACE_SECONDS)  # a peer's overflow: help now
             swept = await self._keyed.sweep(owner, limit, lease_seconds, grace)
             if len(swept.runs) >= limit:
@@ -125,6 +128,14 @@ class HybridClaimSource:
                     self._reclaim_until = now + self._grace
                 return swept.labelled(SWEEPER)
         return await self._claim_keys(owner, limit, lease_seconds)
+
+    async def _peer_overflowing(self, owner: str, now: float) -> bool:
+        """Whether a peer reported an overflow: read at most once a sweep interval, since
+        full sweeps follow each other at every claim while a backlog lasts."""
+        if now >= self._next_peer_read:
+            self._next_peer_read = now + max(self._sweep_seconds, OVERFLOW_AFTER_SECONDS)
+            self._peer_overflow = await self._keyed.peer_overflowing(owner)
+        return self._peer_overflow
 
     async def _claim_keys(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         keys = self._hints.take(limit)
