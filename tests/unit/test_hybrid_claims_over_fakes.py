@@ -254,3 +254,19 @@ async def test_while_a_peer_overflows_sweeps_take_runs_a_second_overdue() -> Non
     assert len(swept.runs) == 2 and swept.sources == (("sweeper", 2),)
     db.clock.advance(3.1)  # a's report ran out: the third run, 5 s overdue, is left
     assert (await source.claim("b", 2, 300)).runs == ()
+
+
+async def test_a_failed_read_of_the_peers_overflow_leaves_the_sweep_its_full_grace() -> None:
+    class _Unreadable(MemoryKeyedClaims):
+        async def peer_overflowing(self, owner: str) -> bool:
+            raise StorageError("read overflow: connection lost")
+
+    db = MemoryDatabase(clock=MemoryClock(frozen=True))
+    source = HybridClaimSource(MemoryHints(), _Unreadable(db), MemoryClaimSource(db), db.clock,
+                               grace_seconds=30, sweep_seconds=0)
+    schedule = db.add_schedule(db.add_tenant(), URL).id
+    db.add_due_runs(schedule, 1, due_seconds_ago=2)
+    [late] = db.add_due_runs(schedule, 1, first=10, due_seconds_ago=40)
+    await MemoryKeyedClaims(db).report_overflow("a", 3)
+    swept = await source.claim("b", 5, 300)  # the read failed: no peer's overflow, 30 s grace
+    assert [run.id for run in swept.runs] == [late.id]

@@ -131,10 +131,17 @@ class HybridClaimSource:
 
     async def _peer_overflowing(self, owner: str, now: float) -> bool:
         """Whether a peer reported an overflow: read at most once a sweep interval, since
-        full sweeps follow each other at every claim while a backlog lasts."""
+        full sweeps follow each other at every claim while a backlog lasts. A failed read
+        counts as none: the sweep goes ahead with the full grace (and fails by itself if
+        the database is away)."""
         if now >= self._next_peer_read:
             self._next_peer_read = now + max(self._sweep_seconds, OVERFLOW_AFTER_SECONDS)
-            self._peer_overflow = await self._keyed.peer_overflowing(owner)
+            try:
+                self._peer_overflow = await self._keyed.peer_overflowing(owner)
+            except StorageError:
+                log.warning("reading the peers' overflow failed; sweeping with the full grace",
+                            exc_info=True)
+                self._peer_overflow = False
         return self._peer_overflow
 
     async def _claim_keys(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
