@@ -216,7 +216,8 @@ class HybridClaimSource:
         keys queue behind it would wait for the whole burst: the fair polling claim (runs
         due at least BACKLOG_GRACE_SECONDS; fresher ones are left to their keys, here or on
         another replica) and the claim of up to half the limit by key, concurrently."""
-        keys = self._hints.take(max(1, limit // 2))
+        key_limit = max(1, limit // 2)
+        keys = self._hints.take(key_limit)
         fair_limit = limit - len(keys)
         fair, keyed = await asyncio.gather(
             self._keyed.claim_fair(owner, fair_limit, lease_seconds, BACKLOG_GRACE_SECONDS)
@@ -229,7 +230,7 @@ class HybridClaimSource:
         else:
             self._hints.acknowledge()
             self._note_held(keyed)
-            await self._note_pace(owner, max(1, limit // 2), len(keys), len(keyed.runs))
+            await self._note_pace(owner, key_limit, len(keys), len(keyed.runs))
         failed = [part for part in (fair, keyed) if isinstance(part, BaseException)]
         for failure in failed:
             if not isinstance(failure, StorageError):
