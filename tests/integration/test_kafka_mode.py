@@ -17,6 +17,7 @@ from cronwire.adapters.memory import MemoryHints
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.domain.backlog import BACKLOG_KEYS_PER_TENANT
 from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 from cronwire.service.outbox_relay import OutboxRelay
 from tests.support.brokers import StandaloneKafka
@@ -133,13 +134,68 @@ async def test_while_this_replicas_keys_are_backlogged_the_relay_publishes_only_
     hints.deliver([(uuid.uuid4(), datetime.now(UTC))])  # a full buffer: backlogged
     relay = OutboxRelay(PostgresOutboxStore(db_pool), Recording(), hints=hints,
                         poll_seconds=0.2)
-    assert await relay.step() == 0.0 and len(sent) == 2  # the two fresh ones
+    assert await relay.step() == 0.2 and len(sent) == 2  # the two fresh ones, then a pause
     assert await relay.step() == 0.2  # the older three wait: no spin on them
     assert len(sent) == 2
     hints.take(1)
     hints.acknowledge()  # caught up
     assert await relay.step() == 0.0 and len(sent) == 5
     assert await db_pool.fetchval("SELECT count(*) FROM job_run WHERE published_at IS NULL") == 0
+
+
+async def test_while_backlogged_a_pass_publishes_each_tenants_share_of_fresh_runs(
+    db_pool: asyncpg.Pool,
+) -> None:
+    # The kafka 100k burst, due at one instant: every run is fresh for a second, and the
+    # relay published 2,000 keys a pass into the backlogged partition, most of them for
+    # runs the fair claim had taken by the time their key was consumed (ADR 0051).
+    burst, quiet = await _schedule(db_pool), await _schedule(db_pool)
+    await seed_due_runs(db_pool, burst, BACKLOG_KEYS_PER_TENANT + 50,  # type: ignore[arg-type]
+                        due_seconds_ago=0)
+    await seed_due_runs(db_pool, quiet, 1, due_seconds_ago=0)  # type: ignore[arg-type]
+    sent: list[tuple[UUID, object, UUID]] = []
+
+    class Recording:
+        healthy = True
+
+        async def publish(self, runs):  # type: ignore[no-untyped-def]
+            sent.extend(runs)
+            return [(run_id, at) for run_id, at, _ in runs]
+
+    hints = MemoryHints(buffer_limit=1)
+    hints.deliver([(uuid.uuid4(), datetime.now(UTC))])  # a full buffer: backlogged
+    relay = OutboxRelay(PostgresOutboxStore(db_pool), Recording(), hints=hints,
+                        poll_seconds=0.2)
+    assert await relay.step() == 0.2  # not at once: the share is per pass
+    tenants = [tenant for _, _, tenant in sent]
+    assert tenants.count(burst.tenant_id) == BACKLOG_KEYS_PER_TENANT
+    assert tenants.count(quiet.tenant_id) == 1  # the quiet tenant's fresh run goes out now
+    hints.take(1)
+    hints.acknowledge()  # caught up: the rest go out at once
+    assert await relay.step() == 0.0
+    assert len(sent) == BACKLOG_KEYS_PER_TENANT + 1 + 50
+
+
+async def test_keys_published_behind_a_paused_partition_count_as_its_backlog(
+    db_pool: asyncpg.Pool, kafka_bootstrap: str
+) -> None:
+    # The kafka 100k burst: the burst's partition was paused (its buffer full) before most
+    # of the burst was published, so no fetch brought its new high watermark; the relay,
+    # reading "not backlogged", went on publishing the whole burst into it (ADR 0051).
+    schedule = await _schedule(db_pool)
+    await seed_due_runs(db_pool, schedule, 50)  # type: ignore[arg-type]
+    async with kafka_mode(db_pool, kafka_bootstrap, buffer_limit=50, sweep_seconds=3600) as mode:
+        await mode.settle()
+        assert mode.hints.buffered == 50 and not mode.hints.backlogged  # full, none behind
+        # In three passes: tansu answers a partition's end offset with the last record
+        # batch's first offset + 1 (Apache Kafka with the true end), so one batch of 120
+        # would look like one key behind there.
+        for wave in range(3):
+            await seed_due_runs(db_pool, schedule, 40, first=1000 + 40 * wave)  # type: ignore[arg-type]
+            await mode.relay.step()
+        assert mode.relay.published == 170
+        await wait_until(lambda: mode.hints.backlogged, within=10)
+        assert mode.hints.buffered == 50  # still paused: it was asked, not fetched
 
 
 async def test_the_outbox_publishes_each_due_tenants_oldest_keys_in_turn(

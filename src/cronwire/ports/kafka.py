@@ -24,10 +24,10 @@ class RunHints(Protocol):
 
     @property
     def backlogged(self) -> bool:
-        """True while a partition's keys arrive faster than this replica takes them (its
-        buffer is full, the partition paused, and as many keys again wait in the broker):
-        keys behind the backlog, other tenants' among them, wait their turn in the
-        partition's order."""
+        """True while a partition's keys arrive faster than this replica takes them (a
+        buffer's worth of keys waits in the broker behind what it fetched, asked of the
+        broker while the partition is paused): keys behind the backlog, other tenants'
+        among them, wait their turn in the partition's order."""
         ...
 
     @property
@@ -113,10 +113,11 @@ class OutboxStore(Protocol):
         send: Callable[[Sequence[tuple[UUID, datetime, UUID]]], Awaitable[Sequence[RunKey]]],
         *,
         max_age_seconds: float | None = None,
+        per_tenant: int | None = None,
     ) -> int:
         """Mark up to ``limit`` due, unpublished, runnable runs (due at most
-        ``max_age_seconds`` ago, if given) published (SKIP LOCKED, one
-        committed statement), then ``await send(runs)`` and unmark the keys it did not
+        ``max_age_seconds`` ago, and at most ``per_tenant`` of each tenant's, if given)
+        published (SKIP LOCKED, one committed statement), then ``await send(runs)`` and unmark the keys it did not
         return. If ``send`` raises, every key is unmarked and the exception propagates.
         A crash between the mark and the send leaves the runs to the sweeper. Returns how
         many keys were sent and stay marked."""

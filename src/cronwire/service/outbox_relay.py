@@ -11,10 +11,13 @@ waits; the sweeper claims in the meantime.
 
 While this replica's consumer is backlogged (``RunHints.backlogged``: a partition's key
 buffer is full and as many keys again wait in the broker), a pass publishes only runs due
-less than ``BACKLOG_GRACE_SECONDS`` ago. The older ones are what the executor's fair
-polling claim takes in that state, so their keys would only arrive after the run was
-claimed: each would cost a mark, a consumed message and a claim by key that finds nothing
-(ADR 0025). Fresh runs are still published, so a quiet tenant's run due now is claimed by
+less than ``BACKLOG_GRACE_SECONDS`` ago, at most ``BACKLOG_KEYS_PER_TENANT`` of each
+tenant's, and the next pass comes after the poll interval. The older ones are what the
+executor's fair polling claim takes in that state, so their keys would only arrive after
+the run was claimed: each would cost a mark, a consumed message and a claim by key that
+finds nothing (ADR 0025). The share and the pause keep a burst due at one instant (all of
+it fresh for a second) from being published in that second (ADR 0051). Every due tenant's
+first keys are still published each pass, so a quiet tenant's run due now is claimed by
 its key, not a second later. Once the backlog clears, whatever is still unclaimed is
 published as usual.
 """
@@ -25,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 
-from cronwire.domain.backlog import BACKLOG_GRACE_SECONDS
+from cronwire.domain.backlog import BACKLOG_GRACE_SECONDS, BACKLOG_KEYS_PER_TENANT
 from cronwire.domain.errors import BrokerError, StorageError
 from cronwire.ports import OutboxStore, RunHints, RunPublisher
 
@@ -64,9 +67,12 @@ class OutboxRelay:
             return self._retry
         backlogged = self._hints is not None and self._hints.healthy and self._hints.backlogged
         try:
-            published = await self._store.publish_due(
-                self._batch, self._publisher.publish,
-                max_age_seconds=BACKLOG_GRACE_SECONDS if backlogged else None)
+            if backlogged:
+                published = await self._store.publish_due(
+                    self._batch, self._publisher.publish,
+                    max_age_seconds=BACKLOG_GRACE_SECONDS, per_tenant=BACKLOG_KEYS_PER_TENANT)
+            else:
+                published = await self._store.publish_due(self._batch, self._publisher.publish)
         except BrokerError as exc:
             log.warning("publishing run keys failed, retrying in %ss: %s", self._retry, exc)
             return self._retry
@@ -74,12 +80,14 @@ class OutboxRelay:
             log.warning("outbox pass failed, retrying in %ss: %s", self._retry, exc)
             return self._retry
         self.published += published
+        if backlogged and published < self._batch:
+            # Each due tenant had its share (older runs wait for the backlog to clear):
+            # the next share after the poll interval, not a spin.
+            return self._poll
         if published:
             # More may be due at once: a pass takes each due tenant's share (fair across
             # tenants), so a burst among several tenants fills less than a batch.
             return 0.0
-        if backlogged:
-            return self._poll  # older due runs wait for the backlog to clear, not a spin
         try:
             seconds = await self._store.seconds_until_unpublished_due()
         except StorageError:

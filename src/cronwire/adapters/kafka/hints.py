@@ -34,6 +34,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from cronwire.adapters.kafka.codec import read_run_key
 from cronwire.adapters.kafka.key_buffer import KeyBuffer
 from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink, bounded
+from cronwire.adapters.kafka.partition_flow import PartitionFlow
 from cronwire.ports import RunKey
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,7 @@ class KafkaRunHints:
         self._client_id = client_id
         self._rewind = False
         self._arrived = asyncio.Event()
+        self._flow = PartitionFlow(self._keys)
         self._consumer: AIOKafkaConsumer | None = None
         self._generation = 0
         self._task: asyncio.Task[None] | None = None
@@ -174,7 +176,8 @@ class KafkaRunHints:
                     self._rewind = False
                     if consumer.assignment():
                         await consumer.seek_to_committed()
-                self._flow(consumer)
+                self._flow.pace(consumer)
+                await self._flow.ask_behind(consumer)
                 batches = await self._fetch(consumer, self._keys.limit)
             except KAFKA_FAILURES as exc:
                 log.warning("kafka consumer: %s: %s", type(exc).__name__, exc)
@@ -215,19 +218,6 @@ class KafkaRunHints:
             raise TimeoutError("getmany did not return")
         batches: dict[TopicPartition, Any] = fetch.result()
         return batches
-
-    def _flow(self, consumer: AIOKafkaConsumer) -> None:
-        """Pause each partition whose buffer is full, resume it when it has room; the
-        consumer keeps polling either way (heartbeats and max_poll_interval_ms)."""
-        assigned = consumer.assignment()
-        if not assigned:
-            return
-        full = {tp for tp in assigned if self._keys.full(tp)}
-        if full:
-            consumer.pause(*full)
-        room = [tp for tp in consumer.paused() if tp not in full]
-        if room:
-            consumer.resume(*room)
 
     async def _current(self) -> AIOKafkaConsumer:
         if self._consumer is not None and self._generation == self._link.generation:

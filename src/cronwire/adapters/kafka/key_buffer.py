@@ -36,13 +36,25 @@ class KeyBuffer:
 
     @property
     def backlogged(self) -> bool:
-        """A partition's buffer is full (so it is paused) and at least as many keys again
-        wait in the broker behind it: its keys come faster than this replica claims them,
-        and whatever is behind them in the partition waits. A buffer full of keys that
-        are all here (the keys republished after a broker restart) is not a backlog: they
-        are worked through in a few claims."""
-        return any(len(queue) >= self.limit and self._behind.get(tp, 0) >= self.limit
-                   for tp, queue in self._queues.items())
+        """At least a buffer's worth of a partition's keys waits in the broker behind what
+        was fetched: its keys come faster than this replica claims them, and whatever is
+        behind them in the partition waits. Whether the buffer is full at this moment does
+        not matter (a claim by key makes room for a moment in every batch). A buffer full
+        of keys that are all here (the keys republished after a broker restart) is not a
+        backlog: they are worked through in a few claims. What is behind a paused
+        partition comes from ``note_end``, as no fetch brings its high watermark."""
+        return any(behind >= self.limit for behind in self._behind.values())
+
+    def full_partitions(self) -> list[TopicPartition]:
+        return [tp for tp, queue in self._queues.items() if len(queue) >= self.limit]
+
+    def note_end(self, tp: TopicPartition, end_offset: int) -> None:
+        """The partition's end offset, asked while it is paused: no fetch brings its high
+        watermark then, and the keys published meanwhile are exactly what ``backlogged``
+        must see."""
+        queue = self._queues.get(tp)
+        if queue:
+            self._behind[tp] = max(0, end_offset - (queue[-1][0] + 1))
 
     def full(self, tp: TopicPartition) -> bool:
         return len(self._queues.get(tp, ())) >= self.limit

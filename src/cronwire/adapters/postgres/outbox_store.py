@@ -41,10 +41,12 @@ class PostgresOutboxStore:
         send: Callable[[Sequence[tuple[UUID, datetime, UUID]]], Awaitable[Sequence[RunKey]]],
         *,
         max_age_seconds: float | None = None,
+        per_tenant: int | None = None,
     ) -> int:
         age = ANY_AGE_SECONDS if max_age_seconds is None else max_age_seconds
+        share = limit if per_tenant is None else per_tenant
         with storage_errors("publish due runs"):
-            rows = await self._pool.fetch(Q["job_run_outbox_take"], limit, age)
+            rows = await self._pool.fetch(Q["job_run_outbox_take"], limit, age, share)
         if not rows:
             return 0
         rows = sorted(rows, key=lambda row: (row["turn"], row["fire_after"]))

@@ -1287,7 +1287,9 @@ RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, 
 
 -- name: job_run_outbox_take
 -- $1 limit, $2 max age: only runs due at most $2 seconds ago (while this replica's keys are
--- backlogged, older runs are the fair polling claim's; otherwise a bound no run reaches).
+-- backlogged, older runs are the fair polling claim's; otherwise a bound no run reaches);
+-- $3 the most keys of one tenant a pass takes (the limit, or a small share while
+-- backlogged: a burst's keys then follow the claims instead of running ahead of them).
 -- Due, unpublished, runnable runs, marked published in this one statement and
 -- committed before their keys are sent (PostgresOutboxStore): a consumer never receives a
 -- key whose row is still locked by the publisher, so a claim by key never waits on it.
@@ -1305,7 +1307,8 @@ WITH due_tenants AS (
      LIMIT $1
 ),
 fair_share AS (
-    SELECT LEAST($1, GREATEST(1, ceil(2.0 * $1 / GREATEST(count(*), 1))))::integer AS per_tenant
+    SELECT LEAST($1, $3::integer, GREATEST(1, ceil(2.0 * $1 / GREATEST(count(*), 1))))::integer
+           AS per_tenant
       FROM due_tenants
 ),
 fair AS (
