@@ -15,10 +15,17 @@ from cronwire.adapters.embedded.kafka import EmbeddedBroker
 from cronwire.adapters.kafka.codec import decode_key, encode_key
 from cronwire.adapters.memory import MemoryHints
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.domain.backlog import BACKLOG_KEYS_PER_TENANT
-from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.seeding import (
+    SeededSchedule,
+    seed_due_run_ids,
+    seed_due_runs,
+    seed_schedule,
+    seed_tenant,
+)
 from cronwire.service.outbox_relay import OutboxRelay
 from tests.support.brokers import StandaloneKafka
 from tests.support.kafka import kafka_mode
@@ -174,6 +181,33 @@ async def test_while_backlogged_a_pass_publishes_each_tenants_share_of_fresh_run
     hints.acknowledge()  # caught up: the rest go out at once
     assert await relay.step() == 0.0
     assert len(sent) == BACKLOG_KEYS_PER_TENANT + 1 + 50
+
+
+async def test_runs_overdue_beyond_the_sweepers_grace_are_left_to_the_sweeper(
+    db_pool: asyncpg.Pool,
+) -> None:
+    # The kafka 100k burst: keys published for runs already seconds overdue arrived after a
+    # sweep had taken the run (54,000 marked, 43,000 claimed by key). Such a run is the
+    # sweeper's anyway, so the relay no longer publishes it (ADR 0051).
+    schedule = await _schedule(db_pool)
+    old = await seed_due_run_ids(db_pool, schedule, 3, due_seconds_ago=30)  # type: ignore[arg-type]
+    await seed_due_runs(db_pool, schedule, 2, first=100, due_seconds_ago=1)  # type: ignore[arg-type]
+    sent: list[tuple[UUID, object, UUID]] = []
+
+    class Recording:
+        healthy = True
+
+        async def publish(self, runs):  # type: ignore[no-untyped-def]
+            sent.extend(runs)
+            return [(run_id, at) for run_id, at, _ in runs]
+
+    relay = OutboxRelay(PostgresOutboxStore(db_pool), Recording(), sweep_grace_seconds=5,
+                        poll_seconds=0.2)
+    assert await relay.step() == 0.0 and len(sent) == 2  # the two a second overdue
+    assert await relay.step() == 0.2  # the old three are not a reason to spin
+    assert len(sent) == 2
+    swept = await PostgresKeyedClaims(db_pool).sweep("sweeper", 10, 30.0, 5.0)
+    assert {run.id for run in swept.runs} == set(old)
 
 
 async def test_keys_published_behind_a_paused_partition_count_as_its_backlog(

@@ -198,6 +198,7 @@ class Container(containers.DeclarativeContainer):
     outbox_relay = providers.Singleton(
         OutboxRelay, store=providers.Singleton(PostgresOutboxStore, pool=db_pool),
         publisher=kafka_publisher, hints=kafka_hints,
+        sweep_grace_seconds=settings.provided.kafka_sweep_grace_seconds,
     )
     polling_claim_source = providers.Singleton(PostgresClaimSource, pool=db_pool)
 

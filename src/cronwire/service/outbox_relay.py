@@ -42,6 +42,7 @@ class OutboxRelay:
         publisher: RunPublisher,
         *,
         hints: RunHints | None = None,
+        sweep_grace_seconds: float | None = None,
         batch: int = 2000,
         poll_seconds: float = 0.2,
         retry_seconds: float = 1.0,
@@ -49,6 +50,11 @@ class OutboxRelay:
         self._store = store
         self._publisher = publisher
         self._hints = hints  # this replica's consumer; None where no executor runs
+        # Runs overdue by more than the sweeper's grace are the sweeper's: a key published
+        # for one would arrive for a run a sweep takes anyway (ADR 0051). At least the
+        # backlog's grace, so a zero grace still leaves fresh runs to their keys.
+        self._max_age = (None if sweep_grace_seconds is None
+                         else max(sweep_grace_seconds, BACKLOG_GRACE_SECONDS))
         self._batch = batch
         self._poll = poll_seconds
         self._retry = retry_seconds
@@ -72,7 +78,8 @@ class OutboxRelay:
                     self._batch, self._publisher.publish,
                     max_age_seconds=BACKLOG_GRACE_SECONDS, per_tenant=BACKLOG_KEYS_PER_TENANT)
             else:
-                published = await self._store.publish_due(self._batch, self._publisher.publish)
+                published = await self._store.publish_due(
+                    self._batch, self._publisher.publish, max_age_seconds=self._max_age)
         except BrokerError as exc:
             log.warning("publishing run keys failed, retrying in %ss: %s", self._retry, exc)
             return self._retry
@@ -92,7 +99,9 @@ class OutboxRelay:
             seconds = await self._store.seconds_until_unpublished_due()
         except StorageError:
             return self._poll
-        if seconds is None:
+        if seconds is None or seconds <= 0:
+            # None due, or the due ones were another relay's (locked) or are the
+            # sweeper's (too old to publish): the next pass after the poll, not a spin.
             return self._poll
         # Retries, releases and manual triggers appear without notice: poll at least.
         return min(self._poll, max(0.01, seconds))
