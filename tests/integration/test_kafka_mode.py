@@ -34,6 +34,30 @@ from tests.support.polling import wait_until
 URL = "http://127.0.0.1:9/hook"
 
 
+class _RecordingPublisher:
+    """A broker that acknowledges every key and remembers what it was sent."""
+
+    healthy = True
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[UUID, object, UUID]] = []
+
+    async def publish(self, runs):  # type: ignore[no-untyped-def]
+        self.sent.extend(runs)
+        return [(run_id, at) for run_id, at, _ in runs]
+
+
+def _backlogged_relay(pool: asyncpg.Pool) -> tuple[
+        OutboxRelay, list[tuple[UUID, object, UUID]], MemoryHints]:
+    """A relay (0.2 s poll) beside a consumer whose one-key buffer is full, so backlogged,
+    publishing to a recording broker: (relay, what it sent, the consumer)."""
+    publisher = _RecordingPublisher()
+    hints = MemoryHints(buffer_limit=1)
+    hints.deliver([(uuid.uuid4(), datetime.now(UTC))])
+    relay = OutboxRelay(PostgresOutboxStore(pool), publisher, hints=hints, poll_seconds=0.2)
+    return relay, publisher.sent, hints
+
+
 async def _schedule(pool: asyncpg.Pool):  # type: ignore[no-untyped-def]
     async with pool.acquire() as conn:
         return await seed_schedule(conn, await seed_tenant(conn), URL)
@@ -128,19 +152,7 @@ async def test_while_this_replicas_keys_are_backlogged_the_relay_publishes_only_
     schedule = await _schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 3, due_seconds_ago=30)  # type: ignore[arg-type]
     await seed_due_runs(db_pool, schedule, 2, first=100, due_seconds_ago=0.2)  # type: ignore[arg-type]
-    sent: list[tuple[UUID, object, UUID]] = []
-
-    class Recording:
-        healthy = True
-
-        async def publish(self, runs):  # type: ignore[no-untyped-def]
-            sent.extend(runs)
-            return [(run_id, at) for run_id, at, _ in runs]
-
-    hints = MemoryHints(buffer_limit=1)
-    hints.deliver([(uuid.uuid4(), datetime.now(UTC))])  # a full buffer: backlogged
-    relay = OutboxRelay(PostgresOutboxStore(db_pool), Recording(), hints=hints,
-                        poll_seconds=0.2)
+    relay, sent, hints = _backlogged_relay(db_pool)
     assert await relay.step() == 0.2 and len(sent) == 2  # the two fresh ones, then a pause
     assert await relay.step() == 0.2  # the older three wait: no spin on them
     assert len(sent) == 2
@@ -160,19 +172,7 @@ async def test_while_backlogged_a_pass_publishes_each_tenants_share_of_fresh_run
     await seed_due_runs(db_pool, burst, BACKLOG_KEYS_PER_TENANT + 50,  # type: ignore[arg-type]
                         due_seconds_ago=0)
     await seed_due_runs(db_pool, quiet, 1, due_seconds_ago=0)  # type: ignore[arg-type]
-    sent: list[tuple[UUID, object, UUID]] = []
-
-    class Recording:
-        healthy = True
-
-        async def publish(self, runs):  # type: ignore[no-untyped-def]
-            sent.extend(runs)
-            return [(run_id, at) for run_id, at, _ in runs]
-
-    hints = MemoryHints(buffer_limit=1)
-    hints.deliver([(uuid.uuid4(), datetime.now(UTC))])  # a full buffer: backlogged
-    relay = OutboxRelay(PostgresOutboxStore(db_pool), Recording(), hints=hints,
-                        poll_seconds=0.2)
+    relay, sent, hints = _backlogged_relay(db_pool)
     assert await relay.step() == 0.2  # not at once: the share is per pass
     tenants = [tenant for _, _, tenant in sent]
     assert tenants.count(burst.tenant_id) == BACKLOG_KEYS_PER_TENANT
@@ -192,16 +192,10 @@ async def test_runs_overdue_beyond_the_sweepers_grace_are_left_to_the_sweeper(
     schedule = await _schedule(db_pool)
     old = await seed_due_run_ids(db_pool, schedule, 3, due_seconds_ago=30)  # type: ignore[arg-type]
     await seed_due_runs(db_pool, schedule, 2, first=100, due_seconds_ago=1)  # type: ignore[arg-type]
-    sent: list[tuple[UUID, object, UUID]] = []
+    publisher = _RecordingPublisher()
+    sent = publisher.sent
 
-    class Recording:
-        healthy = True
-
-        async def publish(self, runs):  # type: ignore[no-untyped-def]
-            sent.extend(runs)
-            return [(run_id, at) for run_id, at, _ in runs]
-
-    relay = OutboxRelay(PostgresOutboxStore(db_pool), Recording(), sweep_grace_seconds=5,
+    relay = OutboxRelay(PostgresOutboxStore(db_pool), publisher, sweep_grace_seconds=5,
                         poll_seconds=0.2)
     assert await relay.step() == 0.0 and len(sent) == 2  # the two a second overdue
     assert await relay.step() == 0.2  # the old three are not a reason to spin
