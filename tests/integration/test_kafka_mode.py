@@ -191,7 +191,8 @@ async def test_runs_overdue_beyond_the_sweepers_grace_are_left_to_the_sweeper(
     # sweeper's anyway, so the relay no longer publishes it (ADR 0051).
     schedule = await _schedule(db_pool)
     old = await seed_due_run_ids(db_pool, schedule, 3, due_seconds_ago=30)  # type: ignore[arg-type]
-    await seed_due_runs(db_pool, schedule, 2, first=100, due_seconds_ago=1)  # type: ignore[arg-type]
+    await seed_due_runs(db_pool, schedule, 2,  # type: ignore[arg-type]
+                        first=100, due_seconds_ago=1)
     publisher = _RecordingPublisher()
     sent = publisher.sent
 
@@ -219,7 +220,8 @@ async def test_keys_published_behind_a_paused_partition_count_as_its_backlog(
         # batch's first offset + 1 (Apache Kafka with the true end), so one batch of 120
         # would look like one key behind there.
         for wave in range(3):
-            await seed_due_runs(db_pool, schedule, 40, first=1000 + 40 * wave)  # type: ignore[arg-type]
+            await seed_due_runs(db_pool, schedule, 40,  # type: ignore[arg-type]
+                                first=1000 + 40 * wave)
             await mode.relay.step()
         assert mode.relay.published == 170
         await wait_until(lambda: mode.hints.backlogged, within=10)

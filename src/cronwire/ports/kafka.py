@@ -117,8 +117,9 @@ class OutboxStore(Protocol):
     ) -> int:
         """Mark up to ``limit`` due, unpublished, runnable runs (due at most
         ``max_age_seconds`` ago, and at most ``per_tenant`` of each tenant's, if given)
-        published (SKIP LOCKED, one committed statement), then ``await send(runs)`` and unmark the keys it did not
-        return. If ``send`` raises, every key is unmarked and the exception propagates.
+        published (SKIP LOCKED, one committed statement), then ``await send(runs)`` and
+        unmark the keys it did not return. If ``send`` raises, every key is unmarked and
+        the exception propagates.
         A crash between the mark and the send leaves the runs to the sweeper. Returns how
         many keys were sent and stay marked."""
         ...
