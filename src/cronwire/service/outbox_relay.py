@@ -9,17 +9,21 @@ planned ahead and retries backing off are published when due, not before, so no 
 reaches a consumer before its run can be claimed. While the broker is down the relay
 waits; the sweeper claims in the meantime.
 
-While this replica's consumer is backlogged (``RunHints.backlogged``: a partition's key
-buffer is full and as many keys again wait in the broker), a pass publishes only runs due
-less than ``BACKLOG_GRACE_SECONDS`` ago, at most ``BACKLOG_KEYS_PER_TENANT`` of each
-tenant's, and the next pass comes after the poll interval. The older ones are what the
+A pass publishes only runs due at most the sweeper's grace ago (when it is given): an
+older unpublished run is one the sweeper takes at its next pass anyway, and its key would
+arrive for a claim by key that finds nothing (ADR 0051).
+
+While this replica's consumer is backlogged (``RunHints.backlogged``: a buffer's worth of
+a partition's keys waits in the broker), a pass publishes only runs due less than
+``BACKLOG_GRACE_SECONDS`` ago, at most ``BACKLOG_KEYS_PER_TENANT`` of each tenant's, and
+the next pass comes after the poll interval. The older ones are what the
 executor's fair polling claim takes in that state, so their keys would only arrive after
 the run was claimed: each would cost a mark, a consumed message and a claim by key that
 finds nothing (ADR 0025). The share and the pause keep a burst due at one instant (all of
 it fresh for a second) from being published in that second (ADR 0051). Every due tenant's
 first keys are still published each pass, so a quiet tenant's run due now is claimed by
-its key, not a second later. Once the backlog clears, whatever is still unclaimed is
-published as usual.
+its key, not a second later. Once the backlog clears, whatever is still unclaimed (and
+within the sweeper's grace) is published as usual.
 """
 
 from __future__ import annotations

@@ -20,14 +20,13 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
   0050). A slow or starved replica is not overflowing (its claims find idle slots), so a
   loaded machine's late keys do not shorten anyone's grace;
 * while a partition this replica owns is backlogged (a buffer's worth of its keys waits
-  in the broker), each claim
-  runs two statements at once: the polling claim, fair across tenants, of runs due at
-  least ``BACKLOG_GRACE_SECONDS`` (so a tenant sharing the partition with another tenant's
-  burst is not held behind the burst's keys), and the claim by key of up to half the
-  limit. Fresh runs are left to their keys, and in that state the outbox publishes only
-  each tenant's share of fresh runs (OutboxRelay), so the two take different rows and
-  neither waits on the
-  other; the claim loop's wait per batch is the slower of the two, not their sum (ADR 0025);
+  in the broker), each claim runs two statements at once: the polling claim, fair across
+  tenants, of runs due at least ``BACKLOG_GRACE_SECONDS`` (so a tenant sharing the
+  partition with another tenant's burst is not held behind the burst's keys), and the
+  claim by key of up to half the limit. Fresh runs are left to their keys, and in that
+  state the outbox publishes only each tenant's share of fresh runs (OutboxRelay, ADR
+  0051), so the two take different rows and neither waits on the other; the claim loop's
+  wait per batch is the slower of the two, not their sum (ADR 0025);
 * while the broker is unreachable the polling claim does all the work (labelled
   ``sweeper``), with no grace: nothing is being published, so nothing is worth waiting for;
 * after a claim of keys left runs a flow-control limit held back (``ClaimBatch.held``:
