@@ -22,7 +22,7 @@ HOT: dict[str, tuple[object, ...]] = {
     "job_run_claim_keys": ("owner", 10, 30.0, [], []),
     "job_run_sweep": ("owner", 10, 30.0, 5.0),
     "job_run_resolve": ("owner", *([[]] * 15)),
-    "job_run_outbox_take": (10, 1e9),
+    "job_run_outbox_take": (10, 1e9, 10),
 }
 
 
