@@ -22,10 +22,18 @@ from cronwire.adapters.kafka.publisher import KafkaRunPublisher
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
+from cronwire.harness.seeding import SeededSchedule, seed_schedule, seed_tenant
 from cronwire.service.executor.hybrid_claims import HybridClaimSource
 from cronwire.service.outbox_relay import OutboxRelay
 
 FAST_GROUP = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 300}
+UNREACHABLE_URL = "http://127.0.0.1:9/hook"  # runs these tests never deliver
+
+
+async def new_schedule(pool: asyncpg.Pool) -> SeededSchedule:
+    """A schedule of a fresh tenant (so its keys land on a partition of their own choosing)."""
+    async with pool.acquire() as conn:
+        return await seed_schedule(conn, await seed_tenant(conn), UNREACHABLE_URL)
 
 
 @dataclass
