@@ -77,13 +77,10 @@ class OutboxRelay:
             return self._retry
         backlogged = self._hints is not None and self._hints.healthy and self._hints.backlogged
         try:
-            if backlogged:
-                published = await self._store.publish_due(
-                    self._batch, self._publisher.publish,
-                    max_age_seconds=BACKLOG_GRACE_SECONDS, per_tenant=BACKLOG_KEYS_PER_TENANT)
-            else:
-                published = await self._store.publish_due(
-                    self._batch, self._publisher.publish, max_age_seconds=self._max_age)
+            age, share = ((BACKLOG_GRACE_SECONDS, BACKLOG_KEYS_PER_TENANT) if backlogged
+                          else (self._max_age, None))
+            published = await self._store.publish_due(
+                self._batch, self._publisher.publish, max_age_seconds=age, per_tenant=share)
         except BrokerError as exc:
             log.warning("publishing run keys failed, retrying in %ss: %s", self._retry, exc)
             return self._retry
