@@ -43,13 +43,37 @@ def docker_available() -> bool:
             return False
 
 
+# Room a tmpfs must have to hold the suite's servers (a container's default 64 MiB does not).
+_TMPFS_MIN_BYTES = 4 << 30
+
+
+def data_root() -> str | None:
+    """Where test servers keep their data: CRONWIRE_TEST_DATA_DIR, else /dev/shm when it
+    is a writable tmpfs with room, else the system's temporary directory (None). On this
+    machine's ext4 a CREATE DATABASE from the migrated template (about 1,200 files) took
+    0.45 s, nearly all of it system time, against 0.05 s on tmpfs, and every test that
+    touches Postgres makes one. The servers already run without fsync: nothing here is
+    meant to survive the machine."""
+    explicit = os.environ.get("CRONWIRE_TEST_DATA_DIR")
+    if explicit:
+        return explicit
+    shm = "/dev/shm"
+    try:
+        room = os.statvfs(shm)
+    except OSError:
+        return None
+    if not os.access(shm, os.W_OK) or room.f_bavail * room.f_frsize < _TMPFS_MIN_BYTES:
+        return None
+    return shm
+
+
 @contextlib.contextmanager
 def own_directory(prefix: str = "cronwire-test-") -> Iterator[Path]:
     """A new directory for a server's data, removed afterwards. Not under pytest's
     ``tmp_path``: every pytest start chmods its root (``/tmp/pytest-of-<user>``) back to
     0700, and as root the embedded Postgres runs as ``cronwire-pg``, which would then lose
     its way to the data of a server still running (another run's, or an xdist worker's)."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=data_root()))
     path.chmod(0o711)  # as a project directory is: others may pass through, not list it
     try:
         yield path
