@@ -37,6 +37,11 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
   is a second overdue (a freed slot here wakes the claim loop; else its poll, 0.25 s), not
   after the sweeper's grace and then one sweep a second (ADR 0040).
 
+Two claims may be in flight at once while claims come back full, as in postgres mode
+(ADR 0042), but only one of them takes keys: consumed keys are acknowledged or rewound
+as a whole, so the claim that finds the keys' step busy does only what needs no keys (the
+fair claim while backlogged, a due sweep) or nothing (ADR 0052).
+
 Every batch says where its runs came from in ``ClaimBatch.sources``
 (scheduler_claims_total{source="kafka"|"sweeper"}); a backlogged claim, which draws on
 both, names both. ``name`` is the source's own label, "kafka", whatever a claim drew on.
@@ -66,11 +71,11 @@ OVERFLOW_REPORT_SECONDS = 3.0
 
 class HybridClaimSource:
     name = KAFKA
-    # One claim at a time: the consumed keys are taken, then acknowledged or rewound as a
-    # whole, so a second claim in flight would acknowledge keys the first has not claimed.
-    # (Two at once, with the keys' step taken in turn, measured no faster on the 100k
-    # burst: kafka mode is CPU-bound there; ADR 0042.)
-    claims_at_once = 1
+    # Two claims in flight, as in postgres mode (ADR 0042), but one step of keys at a time:
+    # consumed keys are taken, then acknowledged or rewound as a whole, so a second step
+    # would acknowledge keys the first has not claimed. A claim that finds the keys' step
+    # busy does only what needs no keys: the fair claim while backlogged, a due sweep.
+    claims_at_once = 2
 
     def __init__(
         self,
@@ -98,6 +103,8 @@ class HybridClaimSource:
         # A peer's overflow as last read, and when to read it again.
         self._peer_overflow = False
         self._next_peer_read = float("-inf")
+        # A claim is between taking keys and acknowledging (or rewinding) them.
+        self._keys_busy = False
 
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
         if limit <= 0:
@@ -106,6 +113,10 @@ class HybridClaimSource:
             degraded = await self._polling.claim(owner, limit, lease_seconds)
             return degraded.labelled(SWEEPER)
         if self._hints.backlogged:
+            if self._keys_busy:
+                beside = await self._keyed.claim_fair(owner, limit, lease_seconds,
+                                                      BACKLOG_GRACE_SECONDS)
+                return beside.labelled(SWEEPER)
             both = await self._claim_backlogged(owner, limit, lease_seconds)
             if both.runs or both.ended:
                 return both
@@ -146,17 +157,22 @@ class HybridClaimSource:
         return self._peer_overflow
 
     async def _claim_keys(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
+        if self._keys_busy:
+            return ClaimBatch()  # the other claim in flight is taking keys
         keys = self._hints.take(limit)
         if not keys:
             # Whatever was taken was unreadable messages (skipped): settled, so their
             # offsets are committed even where no readable key ever follows them.
             self._hints.acknowledge()
             return ClaimBatch()
+        self._keys_busy = True
         try:
             batch = await self._keyed.claim_keys(owner, keys, lease_seconds)
         except StorageError:
             self._hints.rewind()
             raise
+        finally:
+            self._keys_busy = False
         # Keys that found nothing claimable (finished, leased elsewhere, deleted) are
         # acknowledged with the rest: dropped, as a hint may be. Held ones are reclaimed.
         self._hints.acknowledge()
@@ -220,12 +236,16 @@ class HybridClaimSource:
         key_limit = max(1, limit // 2)
         keys = self._hints.take(key_limit)
         fair_limit = limit - len(keys)
-        fair, keyed = await asyncio.gather(
-            self._keyed.claim_fair(owner, fair_limit, lease_seconds, BACKLOG_GRACE_SECONDS)
-            if fair_limit > 0 else _nothing(),
-            self._keyed.claim_keys(owner, keys, lease_seconds) if keys else _nothing(),
-            return_exceptions=True,
-        )
+        self._keys_busy = True
+        try:
+            fair, keyed = await asyncio.gather(
+                self._keyed.claim_fair(owner, fair_limit, lease_seconds, BACKLOG_GRACE_SECONDS)
+                if fair_limit > 0 else _nothing(),
+                self._keyed.claim_keys(owner, keys, lease_seconds) if keys else _nothing(),
+                return_exceptions=True,
+            )
+        finally:
+            self._keys_busy = False
         if isinstance(keyed, BaseException):
             self._hints.rewind()
         else:
