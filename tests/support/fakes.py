@@ -58,6 +58,54 @@ class ScriptedDeliverer:
         return None
 
 
+class _Hold(asyncio.Event):
+    """An Event that also runs callbacks when set (what a held begun attempt waits on:
+    no task of its own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_set: list[Callable[[], None]] = []
+
+    def set(self) -> None:
+        super().set()
+        callbacks, self.on_set = self.on_set, []
+        for callback in callbacks:
+            callback()
+
+
+class BeginningDeliverer(ScriptedDeliverer):
+    """A ScriptedDeliverer that also begins attempts without a task (``begin``, the
+    StartsDeliveries port): each future is answered by ``reply`` once ``hold`` is set."""
+
+    def __init__(self, reply: Reply | None = None) -> None:
+        super().__init__(reply)
+        self.hold = _Hold()
+        self.hold.set()
+        self.begun = 0
+        self.cancelled = 0
+
+    def begin(self, request: DeliveryRequest) -> asyncio.Future[DeliveryResult]:
+        self.requests.append(request)
+        self.begun += 1
+        self.in_flight += 1
+        future: asyncio.Future[DeliveryResult] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(self._ended)
+
+        def answer_it() -> None:
+            if not future.done():
+                future.set_result(self.reply(request))
+
+        if self.hold.is_set():
+            answer_it()
+        else:
+            self.hold.on_set.append(answer_it)
+        return future
+
+    def _ended(self, future: asyncio.Future[DeliveryResult]) -> None:
+        self.in_flight -= 1
+        self.cancelled += future.cancelled()
+
+
 class CountingMetrics:
     def __init__(self) -> None:
         self.finished: Counter[str] = Counter()

@@ -23,6 +23,7 @@ from cronwire.ports.core import (
     Metrics,
     PlannerStore,
     RunStore,
+    StartsDeliveries,
 )
 from cronwire.ports.kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
 from cronwire.ports.observability import AlertOutbox, AlertStore, StatsReader, Tracer
@@ -56,6 +57,7 @@ __all__ = [
     "RunPublisher",
     "RunStore",
     "ScheduleStore",
+    "StartsDeliveries",
     "StatsReader",
     "TokenVerifier",
     "Tracer",

@@ -3,9 +3,10 @@ stores, the deliverer, metrics and maintenance. Imported through :mod:`cronwire.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 from uuid import UUID
 
 from cronwire.domain.breaker import BreakerPolicy, BreakerState
@@ -159,6 +160,16 @@ class Deliverer(Protocol):
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class StartsDeliveries(Protocol):
+    """What a Deliverer may offer beside ``deliver``: the attempt started without a task
+    where no wait is needed (ADR 0053). ``begin`` returns the attempt's result as a future
+    (same outcomes as ``deliver``; cancelling it abandons the request), or None when the
+    caller should await ``deliver`` instead; RequestNotSent as from ``deliver``."""
+
+    def begin(self, request: DeliveryRequest) -> asyncio.Future[DeliveryResult] | None: ...
 
 
 class Metrics(Protocol):

@@ -16,11 +16,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from uuid import UUID
 
 from cronwire.adapters.http.http1 import Connection
 
 PoolKey = tuple[UUID, str, str, int]  # (tenant, scheme, host, port)
+
+
+@dataclass
+class PoolStats:
+    """What the pool did, for tests and logs."""
+
+    connects: int = 0
+    reuses: int = 0
+    # A connection attempt that failed for want of file descriptors, retried after the
+    # idle connections were closed: nothing had been sent, so the retry is not a resend.
+    fd_retries: int = 0
+    # Requests whose send deadline had passed right after their write: the process was
+    # stopped between the last check and the write (or just after it). The receiver may
+    # see such a run twice, like a request in flight at a crash (ADR 0022).
+    late_sends: int = 0
 
 
 class IdlePool:

@@ -18,60 +18,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
-import ssl
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import TypeVar
+from collections.abc import Callable
+from functools import partial
 
 from yarl import URL
 
+from cronwire.adapters.http.attempt_outcome import (
+    abandon_exchange,
+    answered_result,
+    failed_result,
+    reset_explained,
+)
 from cronwire.adapters.http.attempt_timer import AttemptTimer
-from cronwire.adapters.http.connection_pool import IdlePool, PoolKey
+from cronwire.adapters.http.connection_pool import IdlePool, PoolKey, PoolStats
+from cronwire.adapters.http.dial import OUT_OF_FDS, Dialer
 from cronwire.adapters.http.guard import TargetGuard
-from cronwire.adapters.http.http1 import Connection, decoded, request_bytes
+from cronwire.adapters.http.http1 import Connection, request_bytes
 from cronwire.adapters.http.response_reader import Answer
+from cronwire.adapters.http.slots import Slots, within
 from cronwire.adapters.http.target_url import parse_target
 from cronwire.domain.delivery import (
     DeliveryRequest,
     DeliveryResult,
-    Outcome,
     default_user_agent,
     delivery_headers,
-    error_text,
-    parse_retry_after,
-    response_excerpt,
-    status_error,
-    status_outcome,
 )
-from cronwire.domain.errors import InvalidTarget, RequestNotSent, TargetRefused
+from cronwire.domain.errors import RequestNotSent
 from cronwire.domain.netpolicy import DEFAULT_PORTS
 
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 4.0  # below common server keep-alive timeouts (uvicorn 5 s, nginx 75 s)
 REAP_SECONDS = 1.0  # how often idle connections past IDLE_SECONDS are closed
-_OUT_OF_FDS = frozenset({errno.EMFILE, errno.ENFILE})
-
-T = TypeVar("T")
-
-
-@dataclass
-class PoolStats:
-    """What the pool did, for tests and logs."""
-
-    connects: int = 0
-    reuses: int = 0
-    # A connection attempt that failed for want of file descriptors, retried after the
-    # idle connections were closed: nothing had been sent, so the retry is not a resend.
-    fd_retries: int = 0
-    # Requests whose send deadline had passed right after their write: the process was
-    # stopped between the last check and the write (or just after it). The receiver may
-    # see such a run twice, like a request in flight at a crash (ADR 0022).
-    late_sends: int = 0
 
 
 class LeanDeliverer:
@@ -87,19 +67,18 @@ class LeanDeliverer:
         monotonic: Callable[[], float] = time.monotonic,
         on_late_send: Callable[[], None] | None = None,
     ) -> None:
-        self._guard = guard
+        self._dialer = Dialer(guard)
         self._on_late_send = on_late_send
         # The clock of DeliveryRequest.send_by_monotonic: the executor's Clock.monotonic.
         self._monotonic = monotonic
         self._user_agent = user_agent or default_user_agent()
         self._max_connections = max(1, max_connections)
-        self._slots = asyncio.Semaphore(self._max_connections)
+        self._slots = Slots(self._max_connections)
         self._in_use = 0  # sockets open or opening outside the idle pool
         self._idle = IdlePool(
             per_key=max_idle_per_key or self._max_connections,
             total=self._max_connections, idle_seconds=IDLE_SECONDS)
         self.stats = PoolStats()
-        self._tls: ssl.SSLContext | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -131,6 +110,9 @@ class LeanDeliverer:
         loop = self._loop
         if self._reaper is None or loop is None:
             raise RuntimeError("LeanDeliverer.start() was not called")
+        started = self.begin(req)
+        if started is not None:
+            return await started
         timer = AttemptTimer()
         try:
             # An IP literal needs no check of its own here: every new connection, literal
@@ -144,24 +126,89 @@ class LeanDeliverer:
                 req, url, headers, req.send_by_monotonic, deadline)
         except RequestNotSent:
             raise
-        except (InvalidTarget, TargetRefused) as exc:
-            return timer.result(Outcome.BLOCKED, error=error_text(exc))
-        except TimeoutError as exc:
-            detail = f"no response within {req.timeout_seconds:g}s"
-            return timer.result(Outcome.TIMEOUT, error=error_text(exc, detail))
         except Exception as exc:  # every other failure is a failed attempt
-            return timer.result(Outcome.CONNECTION_ERROR, error=error_text(exc))
-        status = answer.status
-        location = answer.header(b"location") if 300 <= status <= 399 else None
-        retry_after = answer.header(b"retry-after")
-        return timer.result(
-            status_outcome(status),
-            status=status,
-            error=status_error(status, answer.reason, location),
-            excerpt=response_excerpt(decoded(answer)) if answer.body else None,
-            retry_after=parse_retry_after(retry_after, datetime.now(UTC))
-            if retry_after is not None else None,
-        )
+            return failed_result(timer, exc, req)
+        return answered_result(timer, answer)
+
+    def begin(self, req: DeliveryRequest) -> asyncio.Future[DeliveryResult] | None:
+        """:meth:`deliver` without a task or a coroutine, where no wait is needed: with a
+        slot free and a parked connection of the request's tenant and origin, the request
+        is written before this returns, and the connection's own callbacks complete the
+        future (ADR 0053: a task and five coroutine frames per delivery cost the burst's
+        replica about a tenth of its CPU). None when a slot or a new connection must be
+        waited for (:meth:`deliver` does that) or the request cannot be built (deliver
+        reports why). Cancelling the future abandons the exchange and closes its
+        connection, as cancelling deliver does; RequestNotSent, with nothing written, as
+        from deliver."""
+        loop = self._loop
+        if loop is None or self._slots.locked():
+            return None
+        try:
+            url, _literal_port = parse_target(req.url)
+            scheme = url.scheme
+            host = url.raw_host or ""
+            port = url.port or DEFAULT_PORTS[scheme]
+            timer = AttemptTimer()
+            headers = delivery_headers(
+                req, int(timer.started_at.timestamp()), user_agent=self._user_agent)
+            data = request_bytes(req.method, url, host, port, headers, req.body)
+        except Exception:
+            return None
+        key: PoolKey = (req.tenant_id, scheme, host, port)
+        connection = self._idle.checkout(key)
+        if connection is None or not self._slots.try_take():
+            if connection is not None:
+                self._idle.checkin(key, connection)
+            return None
+        self._in_use += 1
+        self.stats.reuses += 1
+        send_by = req.send_by_monotonic
+        try:
+            waiter = connection.exchange(data, req.method, loop.time() + req.timeout_seconds,
+                                         send_by, self._monotonic)
+        except RequestNotSent:
+            self._end_exchange(key, connection)  # nothing was written on it
+            raise
+        except Exception as exc:  # it may have been written: failed, never resent
+            connection.abort()
+            self._end_exchange(key, connection)
+            failed: asyncio.Future[DeliveryResult] = loop.create_future()
+            failed.set_result(failed_result(timer, exc, req))
+            return failed
+        if send_by is not None and (now := self._monotonic()) > send_by:
+            self._sent_late(now - send_by)
+        result: asyncio.Future[DeliveryResult] = loop.create_future()
+        waiter.add_done_callback(partial(self._exchanged, result, key, connection, timer, req))
+        result.add_done_callback(partial(abandon_exchange, waiter))
+        return result
+
+    def _exchanged(self, result: asyncio.Future[DeliveryResult], key: PoolKey,
+                   connection: Connection, timer: AttemptTimer, req: DeliveryRequest,
+                   waiter: asyncio.Future[Answer]) -> None:
+        """The end of :meth:`begin`'s exchange: the connection goes back or is closed,
+        the slot is freed, and the future gets the attempt's result."""
+        if result.done() or waiter.cancelled():  # abandoned
+            connection.abort()
+            self._end_exchange(key, connection)
+            return
+        exc = waiter.exception()
+        if exc is not None:
+            if isinstance(exc, ConnectionResetError):
+                exc = reset_explained(connection, exc)
+            connection.abort()
+            self._end_exchange(key, connection)
+            result.set_result(failed_result(timer, exc, req))
+            return
+        self._end_exchange(key, connection)
+        result.set_result(answered_result(timer, waiter.result()))
+
+    def _end_exchange(self, key: PoolKey, connection: Connection) -> None:
+        self._in_use -= 1
+        self._slots.give()
+        if connection.reusable:
+            self._idle.checkin(key, connection)
+        else:
+            connection.abort()
 
     # -- one request/response on a pooled connection ----------------------------------
 
@@ -177,15 +224,15 @@ class LeanDeliverer:
         key: PoolKey = (req.tenant_id, scheme, host, port)
         data = request_bytes(req.method, url, host, port, headers, req.body)
         if self._slots.locked():
-            await _within(self._slots.acquire(), deadline)
+            await within(self._slots.take(), deadline)
         else:
-            await self._slots.acquire()
+            await self._slots.take()
         try:
             connection = self._idle.checkout(key)
             self._in_use += 1
             try:
                 if connection is None:
-                    connection = await _within(self._connect(scheme, host, port), deadline)
+                    connection = await within(self._connect(scheme, host, port), deadline)
                 else:
                     self.stats.reuses += 1
                 answer = await self._send(connection, data, req.method, send_by, deadline)
@@ -207,7 +254,7 @@ class LeanDeliverer:
                 connection.abort()
             return answer
         finally:
-            self._slots.release()
+            self._slots.give()
 
     async def _send(self, connection: Connection, data: bytes, method: str,
                     send_by: float | None, deadline: float) -> Answer:
@@ -217,15 +264,10 @@ class LeanDeliverer:
                 self._sent_late(now - send_by)
             return await answer
         except ConnectionResetError as exc:
-            reader = connection.reader
-            if connection.reused and reader is not None and reader.received == 0:
-                # The keep-alive race: the receiver closed the idle connection as the
-                # request went out. It may have read the request, so it is not resent:
-                # the attempt fails and the retry policy decides.
-                raise ConnectionResetError(
-                    "the receiver closed a reused keep-alive connection without answering;"
-                    " the request was not resent (it may have arrived)") from exc
-            raise
+            explained = reset_explained(connection, exc)
+            if explained is exc:
+                raise
+            raise explained from exc
 
     def _sent_late(self, seconds: float) -> None:
         self.stats.late_sends += 1
@@ -242,9 +284,9 @@ class LeanDeliverer:
             if not self._idle.evict_oldest():
                 break
         try:
-            connection = await self._dial(scheme, host, port)
+            connection = await self._dialer.dial(scheme, host, port)
         except OSError as exc:
-            if exc.errno not in _OUT_OF_FDS or not self._idle.close_all():
+            if exc.errno not in OUT_OF_FDS or not self._idle.close_all():
                 raise
             # Out of file descriptors: the idle connections are a cache, and a connect
             # that failed sent nothing, so dialling again is not a resend.
@@ -252,37 +294,7 @@ class LeanDeliverer:
             await asyncio.sleep(0)  # the loop closes aborted sockets on its next turn
             log.warning("delivery: out of file descriptors (%s); closed the idle "
                         "connections and dialled again", exc.strerror)
-            connection = await self._dial(scheme, host, port)
+            connection = await self._dialer.dial(scheme, host, port)
         self.stats.connects += 1
         return connection
-
-    async def _dial(self, scheme: str, host: str, port: int) -> Connection:
-        loop = asyncio.get_running_loop()
-        tls = self._tls_context() if scheme == "https" else None
-        last: OSError | None = None
-        for address in await self._guard.resolve_checked(host, port):
-            try:
-                _transport, connection = await loop.create_connection(
-                    Connection, host=address, port=port, ssl=tls,
-                    server_hostname=host if tls is not None else None,
-                )
-                return connection
-            except OSError as exc:
-                if exc.errno in _OUT_OF_FDS:
-                    raise
-                last = exc
-        raise last or ConnectionError(f"no address to connect to for {host!r}")
-
-    def _tls_context(self) -> ssl.SSLContext:
-        if self._tls is None:
-            self._tls = ssl.create_default_context()
-        return self._tls
-
-
-async def _within(awaitable: Awaitable[T], deadline: float) -> T:
-    """``awaitable`` bounded by ``deadline`` (the loop's clock): the rarer waits of an
-    attempt (a pool slot, a new connection) pay for asyncio.wait_for."""
-    remaining = deadline - asyncio.get_running_loop().time()
-    return await asyncio.wait_for(awaitable, max(0.0, remaining))
-
 

@@ -1,4 +1,5 @@
-"""The executor's requests in flight: one task per claimed run the breaker let through.
+"""The executor's requests in flight: one per claimed run the breaker let through, started
+without a task where the deliverer can (``begin``, ADR 0053), else in a task of its own.
 
 Each request leaves only inside its claim's send window (``send_deadline``): a replica
 stalled between its claim and the send gives the run back unsent rather than send after
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
+from functools import partial
+from typing import Any
 
 from cronwire.domain.attempts import internal_failure, request_for
 from cronwire.domain.breaker import health_signal
@@ -19,7 +22,7 @@ from cronwire.domain.delivery import DeliveryResult
 from cronwire.domain.errors import RequestNotSent, StorageError
 from cronwire.domain.model import ClaimedRun
 from cronwire.domain.retry import Uniform, resolve_attempt
-from cronwire.ports import Clock, Deliverer, Metrics, RunStore, Tracer
+from cronwire.ports import Clock, Deliverer, Metrics, RunStore, StartsDeliveries, Tracer
 from cronwire.ports.observability import TRACING_OFF
 from cronwire.service.executor.claim_wake import ClaimWake
 from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
@@ -47,6 +50,10 @@ class Deliveries:
         tracer: Tracer = TRACING_OFF,
     ) -> None:
         self._deliverer = deliverer
+        # Started without a task where it can be; never while tracing (its span wraps the
+        # awaited attempt).
+        self._begin = (deliverer.begin if isinstance(deliverer, StartsDeliveries)
+                       and not tracer.enabled else None)
         self._runs = run_store
         self._keeper = keeper
         self._writer = writer
@@ -69,7 +76,8 @@ class Deliveries:
         self.clock_offset = timedelta(0)
 
     def start(self, run: ClaimedRun, breaker_key: str, send_by: float) -> None:
-        """Send ``run`` now, in a task of its own, under the lease this replica holds."""
+        """Send ``run`` now under the lease this replica holds: written before this returns
+        where the deliverer can begin it, else from a task of its own."""
         stale = self._keeper.get(run.id)
         if stale is not None and stale.in_flight and stale.task is not None:
             # Our own earlier lease on this run expired and the claim handed it back to us:
@@ -79,9 +87,32 @@ class Deliveries:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        lease.task = loop.create_task(self._deliver(run, lease, breaker_key, send_by))
+        begun = self._begun(run, lease, breaker_key, send_by, loop)
+        lease.task = (begun if begun is not None
+                      else loop.create_task(self._deliver(run, lease, breaker_key, send_by)))
         self.leases.add(lease)
         self._keeper.hold(lease)
+
+    def _begun(self, run: ClaimedRun, lease: Lease, breaker_key: str, send_by: float,
+               loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any] | None:
+        """The attempt as the deliverer began it, without a task (or a task giving the run
+        back, when the deliverer found its send window closed); None where a task must
+        deliver it."""
+        begin = self._begin
+        if begin is None or self._clock.monotonic() > send_by:
+            return None
+        try:
+            started = begin(request_for(run, self._delivery_timeout, send_by, None))
+        except RequestNotSent:  # nothing was sent
+            return loop.create_task(self._given_back(lease))
+        except Exception:  # nothing was written (begin's promise): the task's attempt
+            return None  # meets the same failure and records it
+        if started is None:
+            return None
+        self._signals.started.add([run.id])
+        lease.started = True  # the next renewal records it (the attempt is used)
+        started.add_done_callback(partial(self._answered, run, lease, breaker_key))
+        return started
 
     async def _deliver(
         self, run: ClaimedRun, lease: Lease, breaker_key: str, send_by: float
@@ -107,6 +138,30 @@ class Deliveries:
         finally:
             self.leases.discard(lease)
             self._wake.set()
+        self._finish(run, lease, breaker_key, result)
+
+    def _answered(self, run: ClaimedRun, lease: Lease, breaker_key: str,
+                  started: asyncio.Future[DeliveryResult]) -> None:
+        """The end of an attempt the deliverer began without a task (what ``_deliver``
+        does after its ``await``)."""
+        self.leases.discard(lease)
+        self._wake.set()
+        if started.cancelled():
+            if lease.lost:  # abandoned: the loss was counted when it was found
+                self._signals.abandoned.add([run.id])
+            return
+        exc = started.exception()
+        if exc is None:
+            result = started.result()
+        else:
+            log.error("deliverer failed for run %s", run.id, exc_info=exc)
+            now = self._clock.now()
+            result = internal_failure(exc, now, now)
+        self._finish(run, lease, breaker_key, result)
+
+    def _finish(self, run: ClaimedRun, lease: Lease, breaker_key: str,
+                result: DeliveryResult) -> None:
+        """The attempt's figures, and its result to the resolution writer."""
         if lease.lost:
             return
         if run.attempt == 1:  # on the database's clock, like scheduled_for
@@ -120,6 +175,13 @@ class Deliveries:
         self._writer.submit(
             Finished(run, lease, resolution, breaker_key, None if held else health_signal(result))
         )
+
+    async def _given_back(self, lease: Lease) -> None:
+        try:
+            await self._give_back_unsent(lease)
+        finally:
+            self.leases.discard(lease)
+            self._wake.set()
 
     async def _give_back_unsent(self, lease: Lease) -> None:
         """Abandon a lease whose request never left: nothing was sent, so no attempt is

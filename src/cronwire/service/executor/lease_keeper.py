@@ -21,6 +21,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from cronwire.domain.model import LeaseKey
@@ -34,12 +35,13 @@ RENEW_RETRY_SECONDS = 0.25  # first retry after a failed renewal; doubles up to 
 
 @dataclass(slots=True, eq=False)
 class Lease:
-    """One held lease; ``task`` is its delivery while the request is in flight."""
+    """One held lease; ``task`` is its delivery while the request is in flight (a task, or
+    the future of an attempt the deliverer began without one)."""
 
     run_id: UUID
     scheduled_for: datetime
     generation: int = 0
-    task: asyncio.Task[None] | None = None
+    task: asyncio.Future[Any] | None = None
     lost: bool = False
     started: bool = False  # the request has been handed to the deliverer
 
