@@ -18,8 +18,11 @@ WHERE tenant_id = $1 AND scheduled_for <= $2
 GROUP BY status
 
 -- name: loadtest_materialised
--- Runs the planner has written up to the horizon (read once, at the first instant).
-SELECT count(*) FROM job_run WHERE tenant_id = $1 AND scheduled_for <= $2
+-- Runs up to the horizon ($2) the planner had written by the first instant ($3), read once
+-- the drain is over: created_at is now() of the planner transaction that wrote the run
+-- (its start; the commit follows within the tick).
+SELECT count(*) FROM job_run
+ WHERE tenant_id = $1 AND scheduled_for <= $2 AND created_at <= $3
 
 -- name: loadtest_last_planned_at
 -- When the planner wrote the last run of the first instant: created_at is now() of the
