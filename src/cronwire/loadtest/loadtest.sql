@@ -57,3 +57,11 @@ SELECT pg_current_wal_lsn()::text AS lsn, wal_records, wal_fpi FROM pg_stat_wal
 SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::text::pg_lsn)::float8 AS bytes,
        wal_records, wal_fpi
   FROM pg_stat_wal
+
+-- name: loadtest_analyze_schedules
+-- Statistics for the schedules just written in one bulk insert, as autovacuum gives a
+-- table within its first minute in a deployment. Without them, whether the burst ran
+-- with statistics depended on whether autovacuum came during the warm-up, and a
+-- schedule query on a partial index (the replicas' late-alert check) read every
+-- schedule instead: 31 ms a call on 100,000 schedules against 0.005 ms with them.
+ANALYZE schedule

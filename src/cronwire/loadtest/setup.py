@@ -11,9 +11,10 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from cronwire.bootstrap.embedded import EmbeddedBroker, EmbeddedPostgres
-from cronwire.bootstrap.factories import fresh_database, open_pool
+from cronwire.bootstrap.factories import fresh_database, harness_queries, open_pool
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.model import RetryPolicy, Target
@@ -23,6 +24,7 @@ from cronwire.loadtest import statements
 from cronwire.loadtest.plan import LoadTestPlan
 
 REPLICA_START_SECONDS = 60.0
+Q = harness_queries(Path(__file__).with_name("loadtest.sql"))
 
 
 def note(message: str) -> None:
@@ -86,6 +88,7 @@ async def seed(dsn: str, plan: LoadTestPlan, tenant_id: uuid.UUID,
             target=target_to_document(Target(url)),
             retry=retry_to_document(RetryPolicy(5, 1.0, 30.0)), first=first, ends_at=ends_at,
             name="load-", jitter_seconds=plan.jitter_seconds)
+        await pool.execute(Q["loadtest_analyze_schedules"])
         return ids, first, ends_at
     finally:
         await pool.close()
