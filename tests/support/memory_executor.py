@@ -68,3 +68,13 @@ class Rig:
                 yield stopping
             finally:
                 self.deliverer.hold.set()
+
+    async def stopped_after_starting(self, executor: Executor, started: int) -> None:
+        """Run ``executor`` until ``started`` requests are in flight, then stop it and wait
+        (at most 10 s) for its shutdown to end."""
+        stopping = asyncio.Event()
+        task = asyncio.create_task(executor.run(stopping))
+        await self.signals.started.wait_count(started, within=10)
+        stopping.set()
+        async with asyncio.timeout(10):
+            await task

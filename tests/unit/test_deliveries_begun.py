@@ -59,13 +59,7 @@ async def test_shutdown_cancels_begun_attempts_past_the_grace_and_releases_their
     rig = Rig(deliverer=deliverer)
     rig.seed(3)
     deliverer.hold.clear()
-    executor = rig.executor(grace_seconds=0.2)
-    stopping = asyncio.Event()
-    task = asyncio.create_task(executor.run(stopping))
-    await rig.signals.started.wait_count(3, within=10)
-    stopping.set()
-    async with asyncio.timeout(10):
-        await task
+    await rig.stopped_after_starting(rig.executor(grace_seconds=0.2), 3)
     assert deliverer.cancelled == 3
     assert sorted(rig.signals.released.items) == sorted(r.id for r in rig.db.runs.values())
     assert rig.statuses() == {"pending": 3} and rig.db.attempts == {}

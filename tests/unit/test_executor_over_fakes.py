@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 
 from cronwire.adapters.memory import MemoryClaimSource, MemoryClock, MemoryDatabase
@@ -50,13 +49,7 @@ async def test_shutdown_releases_what_did_not_finish_in_the_grace_period() -> No
     rig = Rig()
     rig.seed(3)
     rig.deliverer.hold.clear()  # requests hang
-    executor = rig.executor(grace_seconds=0.2)
-    stopping = asyncio.Event()
-    task = asyncio.create_task(executor.run(stopping))
-    await rig.signals.started.wait_count(3, within=10)
-    stopping.set()
-    async with asyncio.timeout(10):
-        await task
+    await rig.stopped_after_starting(rig.executor(grace_seconds=0.2), 3)
     assert sorted(rig.signals.released.items) == sorted(r.id for r in rig.db.runs.values())
     assert {(r.status, r.claimed_by is not None) for r in rig.db.runs.values()} == {
         (RunStatus.PENDING, True)}

@@ -84,7 +84,9 @@ def request_for(
     )
 
 
-def internal_failure(exc: BaseException, started_at: datetime, finished_at: datetime) -> DeliveryResult:
+def internal_failure(
+    exc: BaseException, started_at: datetime, finished_at: datetime
+) -> DeliveryResult:
     """The result recorded when the deliverer itself broke (it must never raise): a
     retryable failure with evidence, so the run is neither lost nor stuck leased."""
     return DeliveryResult(

@@ -23,7 +23,8 @@ from cronwire.domain.delivery import (
 from cronwire.domain.errors import InvalidTarget, TargetRefused
 
 
-def abandon_exchange(waiter: asyncio.Future[Answer], result: asyncio.Future[DeliveryResult]) -> None:
+def abandon_exchange(waiter: asyncio.Future[Answer],
+                     result: asyncio.Future[DeliveryResult]) -> None:
     """A cancelled ``LeanDeliverer.begin`` future cancels its exchange (which closes the
     connection: an abandoned exchange never goes back to the pool)."""
     if result.cancelled() and not waiter.done():
