@@ -68,3 +68,44 @@ async def test_paused_schedules_are_left_alone_and_a_full_batch_ticks_again() ->
     assert planner.schedules_claimed == 4
     assert {r.schedule_id for r in db.runs.values()} == {
         s.id for s in db.schedules.values() if s.status is ScheduleStatus.ACTIVE}
+
+
+class HelperHeldOpen:
+    """A store whose first main-loop transaction is a full batch (so a helper starts one)
+    and whose helper transactions wait for ``release``; every other one finds nothing."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.helper_in_flight = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def plan_due(self, *, limit: int, **_: object) -> tuple[int, int]:
+        self.calls += 1
+        await asyncio.sleep(0)  # a transaction yields to the event loop, as a real one does
+        task = asyncio.current_task()
+        if task is not None and task.get_name() == "planner-helper":
+            self.helper_in_flight.set()
+            await self.release.wait()
+            return 0, 0
+        return (limit, limit) if self.calls == 1 else (0, 0)
+
+
+async def test_stopping_while_a_helper_transaction_is_in_flight_ends_the_loop() -> None:
+    # The bench_planner hang in CI: the loop's finally woke the idle helpers and waited for
+    # them, but a helper still in its transaction came back with a batch that was not full,
+    # put itself back to sleep and was never woken again.
+    store = HelperHeldOpen()
+    planner = Planner(store, CountingMetrics(), batch=10, tick_seconds=0.05,
+                      lookahead_seconds=5, concurrency=2)
+    stopping = asyncio.Event()
+    task = asyncio.create_task(planner.run(stopping))
+    try:
+        await asyncio.wait_for(store.helper_in_flight.wait(), timeout=5)
+        stopping.set()
+        await asyncio.sleep(0.2)  # the main loop sees stopping and waits for its helper
+        assert not task.done()
+        store.release.set()
+        await asyncio.wait_for(asyncio.shield(task), timeout=5)
+    finally:
+        store.release.set()
+        task.cancel()

@@ -126,7 +126,12 @@ class Planner:
             await self._busy.wait()
             if stopping.is_set():
                 return
-            if not self._full(await self.tick(ahead=self._ahead_busy)):
+            result = await self.tick(ahead=self._ahead_busy)
+            # Stopping may have come while the transaction was in flight: the loop's last
+            # wake-up is behind us, so going back to sleep would never end.
+            if stopping.is_set():
+                return
+            if not self._full(result):
                 self._busy.clear()
 
     def _full(self, result: TickResult) -> bool:
