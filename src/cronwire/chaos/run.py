@@ -187,7 +187,7 @@ async def _run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedd
         drain = await _drain(scenario, sink, tenants, len(planned))
         if spec.observe is not None:
             await spec.observe(scenario, groups)
-        exits = [r.name for r in fleet.replicas if not r.running]
+        exits = [r.exit_reason() for r in fleet.replicas if not r.running]
     finally:
         for replica in fleet.replicas:
             await replica.stop(STOP_SECONDS)
@@ -200,6 +200,8 @@ async def _run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedd
         figures: dict[str, Any] = count_deliveries(planned, seen, scenario.interruptions)
         figures["drain_seconds"] = round(drain, 2)
         figures["replica_exits"] = len(exits)
+        if exits:
+            figures["replica_exit_reasons"] = exits
         figures["fault_figures"] = dict(scenario.figures.pop("fault", {}))
         figures["interruptions"] = [
             {"owner": i.owner, "kind": i.kind, "at": round(i.at, 3), "leases": len(i.leases)}

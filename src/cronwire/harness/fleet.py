@@ -100,6 +100,14 @@ class Replica:
         """What the current (or last) process wrote."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def exit_reason(self, lines: int = 3) -> dict[str, object]:
+        """Why the process ended, for a report: its exit status and its last error lines
+        (a run's output directory may be gone by the time someone reads the report)."""
+        errors = [line for line in self.log().splitlines() if " ERROR " in line
+                  or " CRITICAL " in line or line.startswith(("Traceback", "SystemExit"))]
+        code = self.proc.poll() if self.proc is not None else None
+        return {"replica": self.name, "exit_code": code, "last_errors": errors[-lines:]}
+
     async def start(self, *, wait_healthy: bool = True, within: float = START_SECONDS) -> None:
         """A new process on a new port (a restart too), healthy unless asked not to wait."""
         self.port = free_port()
