@@ -4,7 +4,7 @@ cursors advance, a full batch ticks again at once."""
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from cronwire.adapters.memory import MemoryClock, MemoryDatabase, MemoryPlannerStore
 from cronwire.domain.model import ScheduleStatus, Target
@@ -89,6 +89,9 @@ class HelperHeldOpen:
             return 0, 0
         return (limit, limit) if self.calls == 1 else (0, 0)
 
+    async def db_now(self) -> datetime:
+        raise AssertionError("not used")
+
 
 async def test_stopping_while_a_helper_transaction_is_in_flight_ends_the_loop() -> None:
     # The bench_planner hang in CI: the loop's finally woke the idle helpers and waited for
@@ -101,8 +104,11 @@ async def test_stopping_while_a_helper_transaction_is_in_flight_ends_the_loop() 
     task = asyncio.create_task(planner.run(stopping))
     try:
         await asyncio.wait_for(store.helper_in_flight.wait(), timeout=5)
+        # A tick of the main loop after it: it came back short, so _busy is clear...
+        await asyncio.wait_for(planner.next_tick(), timeout=5)
         stopping.set()
-        await asyncio.sleep(0.2)  # the main loop sees stopping and waits for its helper
+        # ...until the loop's last wake-up: its finally sets _busy, then waits for its helper.
+        await asyncio.wait_for(planner._busy.wait(), timeout=5)
         assert not task.done()
         store.release.set()
         await asyncio.wait_for(asyncio.shield(task), timeout=5)
