@@ -181,7 +181,7 @@ async def loaded_fleet(pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet,
     clean = await _first_clean_wave(load)
     # Heal (or first join) to the end of the first wave claimed by message alone.
     figures["kafka_recovered_seconds"] = round(clean - float(figures["_healed_at"]), 1)  # type: ignore[arg-type]
-    before = await load.sample()
+    before, window = await load.sample(), await pool.fetchval("SELECT now()")
     for _ in range(6):
         await seed(pool, sink.url, WAVE, tenants=6, first=load.seeded)
         load.seeded += WAVE
@@ -190,7 +190,9 @@ async def loaded_fleet(pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet,
     after = await load.sample()
     share = (after.get("sweeper", 0) - before.get("sweeper", 0)) / (6 * WAVE)
     figures["healthy_sweeper_share"] = round(share, 3)
-    assert share <= HEALTHY_SWEEPER_SHARE, (before, after)
+    overflows = await pool.fetch(
+        "SELECT owner, until FROM kafka_overflow WHERE until > $1", window)
+    assert share <= HEALTHY_SWEEPER_SHARE, (before, after, [tuple(r) for r in overflows])
     for replica in load.replicas:
         assert await replica.stop() == 0
 
