@@ -76,6 +76,8 @@ RULES: list[tuple[str, Any, str]] = [
     ("retry.max_attempts", 2.5, "retry.max_attempts"),
     ("retry.initial_backoff_seconds", 0, "retry.initial_backoff_seconds"),
     ("retry.initial_backoff_seconds", -1, "retry.initial_backoff_seconds"),
+    ("retry.initial_backoff_seconds", 5e-324, "retry.initial_backoff_seconds"),  # issue 46
+    ("retry.initial_backoff_seconds", 0.009, "retry.initial_backoff_seconds"),
     ("retry.max_backoff_seconds", 5, "retry.max_backoff_seconds"),  # below initial (10)
     ("retry.max_backoff_seconds", 10**9, "retry.max_backoff_seconds"),
     ("misfire_policy", "sometimes", "misfire_policy"),

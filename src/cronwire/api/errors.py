@@ -8,6 +8,8 @@ exceptions are mapped to status codes here and nowhere else.
 from __future__ import annotations
 
 import logging
+import re
+import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -34,7 +36,9 @@ QUOTA_LIMITS = frozenset({"max_schedules"})
 _CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found",
           405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
           415: "unsupported_media_type", 422: "invalid_request", 429: "limit_exceeded",
-          503: "unavailable"}
+          500: "internal_error", 503: "unavailable"}
+# A caller's own X-Request-ID is echoed when it is a plain token; anything else is replaced.
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 class ErrorDetail(BaseModel):
@@ -44,6 +48,8 @@ class ErrorDetail(BaseModel):
                               examples=["retry.max_attempts"])
     limit: str | None = Field(None, description="The per-tenant limit that was hit.",
                               examples=["max_schedules"])
+    request_id: str | None = Field(None, description="On an unexpected error (500): the id "
+                                   "the replica's log line carries.")
 
 
 class ErrorBody(BaseModel):
@@ -60,11 +66,13 @@ class ApiError(Exception):
 
 def error_response(status: int, message: str, *, field: str | None = None,
                    limit: str | None = None, headers: dict[str, str] | None = None,
-                   code: str | None = None) -> JSONResponse:
+                   code: str | None = None, request_id: str | None = None) -> JSONResponse:
     detail = ErrorDetail(code=code or _CODES.get(status, "error"), message=message,
-                         field=field, limit=limit)
-    return JSONResponse(ErrorBody(error=detail).model_dump(), status_code=status,
-                        headers=headers)
+                         field=field, limit=limit, request_id=request_id)
+    # request_id only where there is one (a 500): every other error keeps its four members
+    body = ErrorBody(error=detail).model_dump(exclude={"error": {"request_id"}}
+                                             if request_id is None else None)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _described(description: str) -> dict[str, Any]:
@@ -155,6 +163,23 @@ async def _storage(_: Request, exc: Exception) -> JSONResponse:
                           headers={"Retry-After": "1"})
 
 
+def request_id_of(request: Request) -> str:
+    """The caller's X-Request-ID when it is a plain token, else a new one."""
+    given = request.headers.get("x-request-id", "")
+    return given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    """Anything no handler above foresaw: a JSON 500 (never a bare text page or a dropped
+    connection), logged whole under a request id the answer repeats."""
+    request_id = request_id_of(request)
+    log.error("unexpected error answering %s %s (request id %s)", request.method,
+              request.url.path, request_id, exc_info=exc)
+    return error_response(500, f"internal error; the replica's log has it under request id "
+                          f"{request_id}", request_id=request_id,
+                          headers={"X-Request-ID": request_id})
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
@@ -163,3 +188,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(StateConflict, _conflict)
     app.add_exception_handler(StorageError, _storage)
+    app.add_exception_handler(Exception, _unexpected)

@@ -14,6 +14,7 @@ from cronwire.domain.flow_control import (
     MAX_CONCURRENCY,
     MAX_KEY_CHARS,
     MAX_RATE_PER_SECOND,
+    MIN_RATE_PER_SECOND,
 )
 
 FLOW_CONTROL_HELP = (
@@ -36,7 +37,8 @@ class FlowControlIn(BaseModel):
         None, json_schema_extra={"minimum": 1, "maximum": MAX_CONCURRENCY})
     # An integer is a number too: StrictFloat alone would refuse 20.
     rate_per_second: StrictInt | StrictFloat | None = Field(
-        None, json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_RATE_PER_SECOND})
+        None, json_schema_extra={"minimum": MIN_RATE_PER_SECOND,
+                                 "maximum": MAX_RATE_PER_SECOND})
     burst: StrictInt | None = Field(None, description="Needs rate_per_second.",
                                     json_schema_extra={"minimum": 1, "maximum": MAX_BURST})
 

@@ -25,6 +25,7 @@ from cronwire.domain.schedule_rules import (
     MAX_PAUSE_AFTER_FAILURES,
     MAX_RUNS,
     METHODS,
+    MIN_BACKOFF_SECONDS,
     MISFIRE_POLICIES,
     NAME_MAX_CHARS,
     OVERLAP_POLICIES,
@@ -63,10 +64,10 @@ class RetryIn(BaseModel):
 
     max_attempts: StrictInt = Field(3, json_schema_extra={"minimum": 1, "maximum": MAX_ATTEMPTS})
     initial_backoff_seconds: StrictFloat = Field(
-        10.0, json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_BACKOFF_SECONDS})
+        10.0, json_schema_extra={"minimum": MIN_BACKOFF_SECONDS, "maximum": MAX_BACKOFF_SECONDS})
     max_backoff_seconds: StrictFloat = Field(
         3600.0, description="Cap of the exponential backoff; at least initial_backoff_seconds.",
-        json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_BACKOFF_SECONDS})
+        json_schema_extra={"minimum": MIN_BACKOFF_SECONDS, "maximum": MAX_BACKOFF_SECONDS})
 
 
 def _bounded(name: str) -> dict[str, Any]:
@@ -168,9 +169,9 @@ class RetryPatch(BaseModel):
     max_attempts: StrictInt | None = Field(
         None, json_schema_extra={"minimum": 1, "maximum": MAX_ATTEMPTS})
     initial_backoff_seconds: StrictFloat | None = Field(
-        None, json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_BACKOFF_SECONDS})
+        None, json_schema_extra={"minimum": MIN_BACKOFF_SECONDS, "maximum": MAX_BACKOFF_SECONDS})
     max_backoff_seconds: StrictFloat | None = Field(
-        None, json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_BACKOFF_SECONDS})
+        None, json_schema_extra={"minimum": MIN_BACKOFF_SECONDS, "maximum": MAX_BACKOFF_SECONDS})
 
 
 class SchedulePatch(BaseModel):

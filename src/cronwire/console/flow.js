@@ -92,7 +92,7 @@ export const FLOW_FIELDS = [
   { name: "flow_control.max_concurrency", label: "Max concurrency", type: "number",
     hint: "Optional, 1 to 10,000 requests of the key in flight." },
   { name: "flow_control.rate_per_second", label: "Rate per second", type: "number", step: "any",
-    hint: "Optional: requests of the key started per second (0.5 is one every 2 s)." },
+    hint: "Optional, 0.00001 to 10,000 requests of the key started per second (0.5 is one every 2 s)." },
   { name: "flow_control.burst", label: "Burst", type: "number",
     hint: "Optional, with a rate: how many may start at once after a quiet spell." },
 ];

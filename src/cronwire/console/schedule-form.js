@@ -38,7 +38,7 @@ const FIELDS = [
     hint: "Empty: cronwire sends JSON {schedule_id, run_id, scheduled_for, attempt}." },
   { name: "retry.max_attempts", label: "Max attempts", type: "number", hint: "1 to 8." },
   { name: "retry.initial_backoff_seconds", label: "Initial backoff (seconds)", type: "number",
-    step: "any" },
+    step: "any", hint: "0.01 to 86,400." },
   { name: "retry.max_backoff_seconds", label: "Max backoff (seconds)", type: "number", step: "any" },
   { name: "misfire_policy", label: "Misfire policy", options: MISFIRE },
   { name: "catchup_window_seconds", label: "Catch-up window (seconds)", type: "number",

@@ -232,16 +232,21 @@ def delivery_headers(
     return headers
 
 
+# A year: a parsed Retry-After stays a finite, ordinary float whatever digits it had.
+MAX_RETRY_AFTER_PARSED = 365 * 86_400.0
+
+
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
     """Seconds to wait from a ``Retry-After`` value (delta-seconds or HTTP-date).
 
-    A time in the past or a negative delay gives 0; anything unparseable, None.
+    A time in the past or a negative delay gives 0; anything unparseable, None. A delay
+    too long to mean anything is cut to MAX_RETRY_AFTER_PARSED (callers cap it further).
     """
     if value is None:
         return None
     text = value.strip()
     if _DELTA_SECONDS.fullmatch(text):
-        return max(0.0, float(text))
+        return min(max(0.0, float(text)), MAX_RETRY_AFTER_PARSED)
     try:
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):
@@ -249,7 +254,7 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)  # HTTP-dates are GMT
     seconds = (when - now).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
+    return min(max(0.0, seconds), MAX_RETRY_AFTER_PARSED) if math.isfinite(seconds) else None
 
 
 def response_excerpt(data: bytes) -> str:

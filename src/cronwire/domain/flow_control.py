@@ -21,6 +21,10 @@ FIELD = "flow_control"
 MAX_KEY_CHARS = 200
 MAX_CONCURRENCY = 10_000
 MAX_RATE_PER_SECOND = 10_000.0
+# The floor keeps the token bucket's arithmetic inside the claim statements (which serve
+# every tenant) free of float underflow: rate x the smallest elapsed time Postgres can see
+# (1 us) stays a normal float8. One token a day is still allowed.
+MIN_RATE_PER_SECOND = 0.00001
 MAX_BURST = 10_000
 # The tenant's own row in the flow_control table carries this key; a tenant's key never
 # does (it must have at least one visible character).
@@ -60,9 +64,10 @@ def check_flow_control(flow: FlowControl) -> None:
                             f"must be between 1 and {MAX_CONCURRENCY:,}")
     if flow.rate_per_second is not None and not (
             math.isfinite(flow.rate_per_second)
-            and 0 < flow.rate_per_second <= MAX_RATE_PER_SECOND):
+            and MIN_RATE_PER_SECOND <= flow.rate_per_second <= MAX_RATE_PER_SECOND):
         raise RuleViolation(f"{FIELD}.rate_per_second",
-                            f"must be above 0 and at most {MAX_RATE_PER_SECOND:,.0f}")
+                            f"must be between {MIN_RATE_PER_SECOND:.5f} and "
+                            f"{MAX_RATE_PER_SECOND:,.0f}")
     if flow.burst is not None:
         if flow.rate_per_second is None:
             raise RuleViolation(f"{FIELD}.burst", "needs rate_per_second (it sizes the "

@@ -3,8 +3,9 @@
 Backoff is exponential with *full jitter* (a uniform draw between 0 and the exponential
 ceiling), so retries of many runs failing together spread out instead of arriving at the
 target in synchronised waves. A ``Retry-After`` on a 429 or 503 answer is a floor the
-receiver asked for; it is honoured up to the policy's cap so one hostile answer cannot
-park a run for days. On any other status it is ignored.
+receiver asked for; it is honoured up to ``hold_cap`` (the policy's cap, and never more
+than an hour) so one hostile answer cannot park a run, or a flow-control key shared by a
+tenant's schedules, for longer. On any other status it is ignored.
 """
 
 from __future__ import annotations
@@ -36,6 +37,24 @@ def backoff_ceiling(policy: RetryPolicy, attempt: int) -> float:
     return min(cap, initial * (2.0**exponent))
 
 
+# The longest a receiver's Retry-After may hold a retry or a flow-control key, whatever
+# the policy's cap: a receiver that answers "Retry-After: 999999999999" gets an hour.
+MAX_RETRY_AFTER_SECONDS = 3600.0
+
+
+def hold_cap(policy: RetryPolicy) -> float:
+    """The longest a Retry-After may hold this policy's runs and their flow-control key:
+    ``min(max_backoff_seconds, MAX_RETRY_AFTER_SECONDS)``."""
+    return min(max(0.0, policy.max_backoff_seconds), MAX_RETRY_AFTER_SECONDS)
+
+
+def capped_retry_after(policy: RetryPolicy, retry_after: float | None) -> float | None:
+    """The receiver's Retry-After as far as it is honoured (None when it asked nothing)."""
+    if retry_after is None:
+        return None
+    return min(max(0.0, retry_after), hold_cap(policy))
+
+
 def next_delay(
     policy: RetryPolicy,
     attempt: int,
@@ -43,12 +62,13 @@ def next_delay(
     rng: Uniform | None = None,
 ) -> float:
     """Seconds to wait before the attempt after ``attempt``: full jitter under the
-    exponential ceiling, raised to ``retry_after`` when the receiver asked for more,
-    never above ``max_backoff_seconds``."""
+    exponential ceiling, raised to ``retry_after`` (up to ``hold_cap``) when the receiver
+    asked for more, never above ``max_backoff_seconds``."""
     draw = (rng or random).uniform(0.0, backoff_ceiling(policy, attempt))
     cap = max(0.0, policy.max_backoff_seconds)
-    if retry_after is not None and retry_after > draw:
-        draw = retry_after
+    asked = capped_retry_after(policy, retry_after)
+    if asked is not None and asked > draw:
+        draw = asked
     return min(draw, cap)
 
 
@@ -96,5 +116,6 @@ def resolve_attempt(
         last_error=record.error,
         attempt=record,
         lease_generation=run.lease_generation,
-        hold_seconds=None if status is RunStatus.SUCCEEDED else honoured_retry_after(result),
+        hold_seconds=None if status is RunStatus.SUCCEEDED
+        else capped_retry_after(run.retry, honoured_retry_after(result)),
     )

@@ -44,6 +44,7 @@ MAX_PAUSE_AFTER_FAILURES = 100
 PAUSE_NOTE_MAX_CHARS = 1000
 NAME_MAX_CHARS = 200
 MAX_BACKOFF_SECONDS = 86_400.0
+MIN_BACKOFF_SECONDS = 0.01
 MAX_CATCHUP_WINDOW_SECONDS = 7 * 86_400
 MAX_HEADER_VALUE_CHARS = 8192
 PREVIEW_MAX = 1000
@@ -196,9 +197,10 @@ def _check_retry(retry: RetryPolicy) -> None:
     if not 1 <= retry.max_attempts <= MAX_ATTEMPTS:
         raise RuleViolation("retry.max_attempts", f"must be between 1 and {MAX_ATTEMPTS}")
     initial, cap = retry.initial_backoff_seconds, retry.max_backoff_seconds
-    if not (math.isfinite(initial) and 0 < initial <= MAX_BACKOFF_SECONDS):
+    if not (math.isfinite(initial) and MIN_BACKOFF_SECONDS <= initial <= MAX_BACKOFF_SECONDS):
         raise RuleViolation(
-            "retry.initial_backoff_seconds", f"must be > 0 and <= {MAX_BACKOFF_SECONDS:g}"
+            "retry.initial_backoff_seconds",
+            f"must be between {MIN_BACKOFF_SECONDS:g} and {MAX_BACKOFF_SECONDS:g}",
         )
     if not (math.isfinite(cap) and initial <= cap <= MAX_BACKOFF_SECONDS):
         raise RuleViolation(

@@ -26,15 +26,25 @@ def flow_key_of(spec: ScheduleSpec) -> str | None:
 
 async def save_flow_control(
     conn: asyncpg.Connection, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
-    spec: ScheduleSpec, previous_key: str | None = None,
+    spec: ScheduleSpec, previous: ScheduleSpec | None = None,
 ) -> None:
     """The schedule's flow_control and key, and the limits of its key and of the key it
-    left, in the caller's transaction. Nothing to write when neither has a key."""
+    left (``previous``: the schedule before an edit), in the caller's transaction.
+
+    An edit of the flow control releases what the old settings held: the schedule's runs
+    not started yet move to the new key, and a receiver's hold on the old key ends."""
     key = flow_key_of(spec)
+    previous_key = flow_key_of(previous) if previous is not None else None
+    edited = previous is not None and previous.flow_control != spec.flow_control
     if key is None and previous_key is None:
         return
     await conn.execute(Q["flow_control_set_schedule"], tenant_id, schedule_id,
                        flow_to_document(spec.flow_control), key)
+    if previous_key is not None and previous_key != key:
+        await conn.execute(Q["flow_control_rekey_runs"], tenant_id, schedule_id,
+                           previous_key, key)
+    if previous_key is not None and (previous_key != key or edited):
+        await conn.execute(Q["flow_control_release_holds"], tenant_id, [previous_key])
     await sync_keys(conn, tenant_id, [k for k in {key, previous_key} if k is not None])
 
 
@@ -45,9 +55,11 @@ async def sync_keys(conn: asyncpg.Connection, tenant_id: uuid.UUID, keys: Sequen
 
 async def resync_deleted(conn: asyncpg.Connection, tenant_id: uuid.UUID,
                          schedule_id: uuid.UUID) -> None:
-    """After a delete: the key's limits without the deleted schedule's."""
+    """After a delete: the key's limits without the deleted schedule's, and no hold left
+    on it (the delete cancelled the schedule's waiting runs; the others start again)."""
     key = await conn.fetchval(Q["flow_control_key_of"], tenant_id, schedule_id)
     if key is not None:
+        await conn.execute(Q["flow_control_release_holds"], tenant_id, [key])
         await sync_keys(conn, tenant_id, [key])
 
 

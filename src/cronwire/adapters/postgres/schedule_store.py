@@ -15,7 +15,7 @@ from typing import NoReturn
 import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
-from cronwire.adapters.postgres.flow_store import flow_key_of, resync_deleted, save_flow_control
+from cronwire.adapters.postgres.flow_store import resync_deleted, save_flow_control
 from cronwire.adapters.postgres.run_history import run_view
 from cronwire.adapters.postgres.sql import queries, rows_affected
 from cronwire.domain.alerts import AlertRules
@@ -215,8 +215,7 @@ class PostgresScheduleStore:
                     spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
                     *_semantics_columns(spec), status.value, *_alert_columns(spec),
                 )
-                await save_flow_control(conn, tenant_id, schedule_id, spec,
-                                        flow_key_of(current.spec))
+                await save_flow_control(conn, tenant_id, schedule_id, spec, current.spec)
         record = schedule_record(found_row(updated, schedule_id))
         return replace(record, spec=replace(record.spec, flow_control=spec.flow_control))
 

@@ -35,6 +35,20 @@ ON CONFLICT (tenant_id, key) DO UPDATE
                               ELSE LEAST(f.tokens, EXCLUDED.tokens) END,
        updated_at      = now()
 
+-- name: flow_control_rekey_runs
+-- A schedule whose key changed: its runs not started yet ($1 tenant, $2 schedule) leave
+-- the old key ($3) for the new one ($4, NULL: no flow control), so a hold or a limit of
+-- the key it left no longer keeps them pending (job_run_flow_waiting_idx finds them).
+UPDATE job_run SET flow_key = $4, updated_at = now()
+ WHERE tenant_id = $1 AND flow_key = $3 AND schedule_id = $2
+   AND status IN ('pending', 'retrying')
+
+-- name: flow_control_release_holds
+-- A tenant changed these keys' limits or deleted a schedule of them ($1 tenant, $2 keys):
+-- a receiver's Retry-After hold on them ends now (the next 429 holds them again).
+UPDATE flow_control SET held_until = NULL, updated_at = now()
+ WHERE tenant_id = $1 AND key = ANY ($2::text[]) AND held_until IS NOT NULL
+
 -- name: flow_control_key_of
 -- The key a schedule counts under ($1 tenant, $2 schedule), deleted or not.
 SELECT flow_key FROM schedule WHERE tenant_id = $1 AND id = $2
@@ -43,8 +57,11 @@ SELECT flow_key FROM schedule WHERE tenant_id = $1 AND id = $2
 -- GET /v1/flow-control: the tenant's keys (not its own row, key ''), with the runs in
 -- flight and those due and waiting (job_run_flow_waiting_idx), and a hold still running.
 -- $3: only that key (NULL: every key; the console asks for a schedule's own).
+-- held_until is read through LEAST: a hold is never written beyond an hour (migration
+-- 0018's CHECK), and this read must answer even for a row that predates that rule.
 SELECT f.key, f.max_concurrency, f.rate_per_second, f.in_flight,
-       CASE WHEN f.held_until > now() THEN f.held_until END AS held_until,
+       CASE WHEN f.held_until > now()
+            THEN LEAST(f.held_until, now() + interval '1 hour') END AS held_until,
        (SELECT count(*) FROM job_run r
          WHERE r.tenant_id = f.tenant_id AND r.flow_key = f.key
            AND r.status IN ('pending', 'retrying') AND r.fire_after <= now()) AS waiting

@@ -415,7 +415,10 @@ landed AS (
                                    WHEN o.status = 'retrying' AND j.cancel_requested
                                    THEN 'cancelled' ELSE o.status END,
            fire_after       = CASE WHEN o.status = 'retrying' AND NOT j.cancel_requested
-                                   THEN now() + make_interval(secs => o.retry_delay)
+                                   -- clamped as the domain does (retry.py): no
+                                   -- value can take the interval out of range
+                                   THEN now() + make_interval(
+                                            secs => LEAST(GREATEST(o.retry_delay, 0), 86400))
                                    ELSE j.fire_after END,
            finished_at      = CASE WHEN o.status IN ('succeeded', 'failed') OR j.cancel_requested
                                    THEN now()
@@ -458,8 +461,11 @@ flow_released AS (
     UPDATE flow_control f
        SET in_flight  = GREATEST(f.in_flight - u.n, 0),
            held_until = CASE WHEN u.hold IS NULL THEN f.held_until
+                             -- at most an hour, as retry.hold_cap says: a held
+                             -- key is always released within the hour
                              ELSE GREATEST(COALESCE(f.held_until, now()),
-                                           now() + make_interval(secs => u.hold)) END,
+                                           now() + make_interval(
+                                               secs => LEAST(GREATEST(u.hold, 0), 3600))) END,
            updated_at = now()
       FROM (SELECT x.tenant_id, x.key, sum(x.n)::integer AS n, max(x.hold) AS hold
               FROM (SELECT l.tenant_id, CASE WHEN b.bit = 1 THEN l.flow_key ELSE '' END AS key,
