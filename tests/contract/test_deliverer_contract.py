@@ -99,6 +99,23 @@ async def test_sends_the_exact_request(deliverer: Deliverer, sink: Sink) -> None
     assert got.headers["user-agent"].startswith("cronwire/")
 
 
+async def test_a_tenants_trace_context_is_replaced_only_when_traced(
+        deliverer: Deliverer, sink: Sink) -> None:
+    # CONTRACT.md, "Tenant isolation in depth": with tracing on, the receiver sees our
+    # traceparent alone (no tenant tracestate beside it); with tracing off, the tenant's.
+    ours = "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"
+    theirs = {"TraceParent": "00-" + "a" * 32 + "-" + "b" * 16 + "-00",
+              "tracestate": "vendor=tenant-value"}
+    for traceparent in (ours, None):
+        req = make_request(sink.url("/hook"), headers=theirs, traceparent=traceparent)
+        assert (await deliverer.deliver(req)).outcome is Outcome.SUCCESS
+    traced, untraced = sink.requests
+    assert traced.headers.getall("traceparent") == [ours]
+    assert "tracestate" not in traced.headers
+    assert untraced.headers.getall("traceparent") == [theirs["TraceParent"]]
+    assert untraced.headers.getall("tracestate") == ["vendor=tenant-value"]
+
+
 async def test_default_body_is_json_describing_the_run(deliverer: Deliverer, sink: Sink) -> None:
     run_id, schedule_id = uuid4(), uuid4()
     body = default_body(schedule_id, run_id, SCHEDULED_FOR, 2)

@@ -62,6 +62,17 @@ def test_operators_list_tenants_and_tokens_and_revoke_on_every_replica(
     assert [t["live_tokens"] for t in listed if t["id"] == first["tenant_id"]] == [1]
 
 
+def test_a_tenant_name_must_show_something_and_hide_nothing(live: Live, cli: InProcess) -> None:
+    # CONTRACT.md, "Tenant isolation in depth": names need a visible character; Unicode
+    # control and format characters are refused. One line, exit 2, nothing written.
+    before = cli.ok("tenant", "list", "--json")
+    for name in ("\u200b", "\u202eevil\u202c", "\u3164", "  ", "two\nlines"):
+        line = cli.refused("tenant", "create", name, code=2)
+        assert line.startswith("cronwire: NAME: must "), line
+    assert cli.ok("tenant", "list", "--json") == before
+    assert cli.ok("tenant", "create", "Société Générale 東京")["name"] == "Société Générale 東京"
+
+
 def test_unknown_ids_name_the_database(live: Live, cli: InProcess) -> None:
     database = live.dsn.rsplit("/", 1)[-1]
     line = _refused("tenant", "tokens", str(uuid.uuid4()), env=live.env(), code=2)

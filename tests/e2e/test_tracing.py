@@ -1,6 +1,8 @@
 """Tracing end to end: a real replica process exports over OTLP/HTTP (the real exporter)
 to a real receiver that decodes the OTel protobufs, and the receiver of the webhooks sees
-a ``traceparent`` naming the very span that was exported for that attempt (ADR 0035)."""
+a ``traceparent`` naming the very span that was exported for that attempt (ADR 0035).
+No span carries a tenant's secret, and a tenant's own trace context is replaced
+(CONTRACT.md, "Tenant isolation in depth")."""
 
 from __future__ import annotations
 
@@ -9,17 +11,23 @@ from pathlib import Path
 import asyncpg
 
 from cronwire.harness.seeding import seed_schedule, seed_tenant
-from cronwire.harness.sink import Reply, Sink, by_attempt
+from cronwire.harness.sink import Reply, Sink, always, by_attempt
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.replicas import ReplicaSet
 
 CLIENT = 3  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_CLIENT
 ERROR = 2  # Status.STATUS_CODE_ERROR
+TRACED = {"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_TRACES_SAMPLER": "always_on"}
+# A tenant's own W3C trace context, as a target header may carry it (any case).
+TENANT_TRACE = {"TraceParent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01",
+                "TRACESTATE": "vendor=s3cret-state"}
 
 
-async def _two_occurrences_soon(pool: asyncpg.Pool, url: str) -> None:
+async def _two_occurrences_soon(pool: asyncpg.Pool, url: str,
+                                headers: dict[str, str] | None = None) -> None:
     tenant = await seed_tenant(pool)  # type: ignore[arg-type]
-    schedule = await seed_schedule(pool, tenant, url)  # type: ignore[arg-type]
+    schedule = await seed_schedule(pool, tenant, url,  # type: ignore[arg-type]
+                                   headers=headers)
     # Every second, for two occurrences: the planner plans them (its tick is traced).
     await pool.execute(
         "UPDATE schedule SET cron = '* * * * * *', "
@@ -72,8 +80,7 @@ async def test_each_attempt_is_a_client_span_of_the_runs_trace_and_its_tracepare
             assert span.name == "POST"
             a = span.attributes
             assert a["http.request.method"] == "POST"
-            assert a["url.full"] == (
-                f"http://127.0.0.1:{sink.port}/hook?token=REDACTED&page=REDACTED")
+            assert a["url.full"] == f"http://127.0.0.1:{sink.port}/hook"  # no query
             assert "s3cret" not in str(a)
             assert (a["server.address"], a["server.port"]) == ("127.0.0.1", sink.port)
             assert a["cronwire.attempt"] == number
@@ -94,6 +101,38 @@ async def test_each_attempt_is_a_client_span_of_the_runs_trace_and_its_tracepare
                for span in otlp.named("cronwire.planner.tick"))
 
 
+async def test_spans_keep_no_secret_of_the_target_and_a_tenants_trace_context_is_replaced(
+    db_pool: asyncpg.Pool, database_url: str, tmp_path: Path
+) -> None:
+    # A webhook URL with its secret in the path (Slack's shape) and in the query, a receiver
+    # redirecting to a URL with a secret, and the tenant's own traceparent/tracestate.
+    moved = Reply(status=302, headers={"location": "https://elsewhere.example/s3cret-moved"})
+    async with OtlpReceiver() as otlp, Sink(behaviour=always(moved)) as sink, \
+            ReplicaSet(database_url, log_dir=tmp_path) as fleet:
+        url = sink.url_for("/services/T000/B000/s3cret-path") + "?s3cret-name=s3cret-value"
+        await _two_occurrences_soon(db_pool, url, headers=TENANT_TRACE)
+        await fleet.spawn("traced", roles="planner,executor", extra_env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint, **TRACED})
+        await sink.wait_for(lambda s: len(s.arrivals) >= 2, within=60)
+        await otlp.wait_for(lambda r: len(r.named("cronwire.run")) >= 2, within=60)
+
+    attempts = {span.span_id: span for span in otlp.spans if span.kind == CLIENT}
+    assert len(attempts) >= 2
+    for span in attempts.values():
+        assert span.attributes["url.full"] == (
+            f"http://127.0.0.1:{sink.port}/services/REDACTED/REDACTED/REDACTED")
+        assert span.attributes["error.type"] == "302" and span.status_code == ERROR
+    exported = repr([(s.name, s.attributes, s.status_message, s.resource, s.links)
+                     for s in otlp.spans])
+    assert "s3cret" not in exported
+    for arrival in sink.arrivals:
+        assert "tracestate" not in arrival.headers
+        [parent] = arrival.headers.getall("traceparent")
+        trace_id, span_id, _flags = _parse(parent)
+        assert trace_id != "a" * 32 and span_id in attempts, "ours, naming our span"
+        assert attempts[span_id].trace_id == trace_id
+
+
 async def test_without_an_endpoint_nothing_is_exported_and_no_traceparent_sent(
     db_pool: asyncpg.Pool, database_url: str, tmp_path: Path
 ) -> None:
@@ -106,3 +145,15 @@ async def test_without_an_endpoint_nothing_is_exported_and_no_traceparent_sent(
         await sink.wait_for(lambda s: s.unique >= 2, within=60)
     assert all("traceparent" not in a.headers for a in sink.arrivals)
     assert otlp.spans == []
+
+
+async def test_without_tracing_a_tenants_trace_context_passes_as_given(
+    db_pool: asyncpg.Pool, database_url: str, tmp_path: Path
+) -> None:
+    async with Sink() as sink, ReplicaSet(database_url, log_dir=tmp_path) as fleet:
+        await _two_occurrences_soon(db_pool, sink.url, headers=TENANT_TRACE)
+        await fleet.spawn("untraced", roles="planner,executor")
+        await sink.wait_for(lambda s: s.unique >= 2, within=60)
+    for arrival in sink.arrivals:
+        assert arrival.headers.getall("traceparent") == [TENANT_TRACE["TraceParent"]]
+        assert arrival.headers.getall("tracestate") == [TENANT_TRACE["TRACESTATE"]]

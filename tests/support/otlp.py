@@ -29,6 +29,7 @@ class ReceivedSpan:
     kind: int  # the protobuf's Span.SpanKind value (3: CLIENT)
     attributes: dict[str, Any]
     status_code: int  # 0 unset, 1 ok, 2 error
+    status_message: str
     links: list[tuple[str, str]]  # (trace id, span id)
     resource: dict[str, Any]
     start_ns: int
@@ -96,6 +97,7 @@ class OtlpReceiver:
                         name=span.name, trace_id=span.trace_id.hex(), span_id=span.span_id.hex(),
                         parent_span_id=span.parent_span_id.hex(), kind=span.kind,
                         attributes=_attributes(span.attributes), status_code=span.status.code,
+                        status_message=span.status.message,
                         links=[(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
                         resource=resource, start_ns=span.start_time_unix_nano,
                         end_ns=span.end_time_unix_nano))

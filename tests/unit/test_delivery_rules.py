@@ -69,3 +69,30 @@ def test_a_header_value_with_a_control_character_is_refused_at_delivery(value: s
     with pytest.raises(InvalidTarget, match="control character"):
         delivery_headers(request, 0)
     assert delivery_headers(dataclasses.replace(request, headers={"x-v": "a\tb é"}), 0)["x-v"]
+
+
+OURS = "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"
+TENANT_TRACE = {"TraceParent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01",
+                "TRACESTATE": "vendor=tenant-secret", "x-keep": "1"}
+
+
+@pytest.mark.parametrize("names", [("traceparent", "tracestate"), ("TraceParent", "TraceState"),
+                                   ("TRACEPARENT", "tracestate")])
+def test_a_traced_attempt_carries_our_trace_context_alone(names: tuple[str, str]) -> None:
+    # CONTRACT.md, "Tenant isolation in depth": a tenant's traceparent/tracestate (any
+    # case) are replaced when tracing is on, never sent beside ours.
+    parent, state = names
+    request = DeliveryRequest(
+        run_id=uuid4(), schedule_id=uuid4(), tenant_id=uuid4(), idempotency_key="k",
+        scheduled_for=NOW, attempt=1, method="POST", url="http://127.0.0.1/",
+        headers={parent: TENANT_TRACE["TraceParent"], state: "vendor=tenant-secret",
+                 "x-keep": "1"},
+        body=b"", signing_secrets=(new_signing_secret(),), timeout_seconds=1.0,
+        traceparent=OURS)
+    traced = delivery_headers(request, 0)
+    trace_headers = {k: v for k, v in traced.items() if k.lower() in ("traceparent", "tracestate")}
+    assert trace_headers == {"traceparent": OURS}
+    assert traced["x-keep"] == "1"
+    untraced = delivery_headers(dataclasses.replace(request, traceparent=None), 0)
+    assert {k: v for k, v in untraced.items() if k.lower() in ("traceparent", "tracestate")} == {
+        parent: TENANT_TRACE["TraceParent"], state: "vendor=tenant-secret"}

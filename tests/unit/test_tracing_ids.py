@@ -1,11 +1,14 @@
 """The run's trace identity (domain/tracing.py): deterministic, W3C-shaped, sampler-safe,
-and URLs redacted the way the OTel HTTP conventions ask."""
+and the URL a span shows stripped of anything a tenant's URL may hide a secret in."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
 
@@ -48,10 +51,48 @@ def test_a_ratio_sampler_keeps_about_its_ratio_of_runs() -> None:
     assert 350 < kept < 650
 
 
-def test_url_full_has_credentials_and_every_query_value_redacted() -> None:
-    assert redacted_url("https://user:pw@example.com:8443/a/b?token=x&sig=y&flag") == (
-        "https://REDACTED:REDACTED@example.com:8443/a/b?token=REDACTED&sig=REDACTED&flag=REDACTED")
-    assert redacted_url("http://example.com/plain") == "http://example.com/plain"
-    assert redacted_url("http://example.com/p#frag") == "http://example.com/p"
+@pytest.mark.parametrize(("url", "full"), [
+    # CONTRACT.md, "Tenant isolation in depth": webhook secrets ride in the path.
+    ("https://hooks.slack.com/services/T000/B000/XXXXXXXX",
+     "https://hooks.slack.com:443/services/REDACTED/REDACTED/REDACTED"),
+    ("https://discord.com/api/webhooks/1234/tok-en?wait=true",
+     "https://discord.com:443/api/REDACTED/REDACTED/REDACTED"),
+    # No credentials, no query (not even its names), no fragment; the port written out.
+    ("https://user:pw@Example.com:8443/a/b?token=x&sig=y&flag#frag",
+     "https://example.com:8443/a/REDACTED"),
+    ("http://example.com/plain?s3cret_name=1", "http://example.com:80/plain"),
+    ("http://example.com", "http://example.com:80"),
+    ("http://example.com/", "http://example.com:80/"),
+    ("http://[::1]:81/a//b/", "http://[::1]:81/a//REDACTED/"),  # empty segments hold nothing
+    ("http://example.com:99999/x", "REDACTED"),  # unparseable port
+    ("example.com/services/T000", "REDACTED"),  # no scheme, no host
+])
+def test_url_full_keeps_the_origin_and_first_segment_only(url: str, full: str) -> None:
+    assert redacted_url(url) == full
+
+
+def test_server_address_and_port() -> None:
     assert server_of("https://Example.com/x") == ("example.com", 443)
     assert server_of("http://[::1]:81/") == ("::1", 81)
+
+
+_SECRET = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~%",
+                  min_size=10, max_size=40)
+_SEGMENT = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_.~", max_size=20)
+
+
+@given(first=_SEGMENT, secrets=st.lists(_SECRET, min_size=1, max_size=5),
+       names=st.lists(_SECRET, max_size=3), scheme=st.sampled_from(["http", "https"]),
+       port=st.one_of(st.none(), st.integers(1, 65535)))
+def test_no_later_segment_nor_any_query_text_reaches_a_span(
+        first: str, secrets: list[str], names: list[str], scheme: str, port: int | None) -> None:
+    origin = f"{scheme}://hooks.example.com" + ("" if port is None else f":{port}")
+    query = "&".join(f"{name}={secret}" for name, secret in zip(names, secrets, strict=False))
+    url = f"{origin}/{first}/{'/'.join(secrets)}" + (f"?{query}" if query else "")
+    full = redacted_url(url)
+    shown_port = port if port is not None else {"http": 80, "https": 443}[scheme]
+    assert full == (f"{scheme}://hooks.example.com:{shown_port}/{first}"
+                    + "".join(f"/{'REDACTED' if s else ''}" for s in secrets))
+    for hidden in secrets + names:
+        assume(hidden not in f"{origin}/{first}" and hidden not in "REDACTED")
+        assert hidden not in full

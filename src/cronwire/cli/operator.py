@@ -22,6 +22,7 @@ from cronwire.cli.database import (
 from cronwire.cli.output import Column, field, print_json, render_table, wants_json
 from cronwire.config import Settings
 from cronwire.domain.errors import ConfigError, NotFound
+from cronwire.domain.labels import label_refusal
 
 TENANT_COLUMNS = [
     Column("ID", field("id")), Column("NAME", field("name")),
@@ -32,6 +33,7 @@ TOKEN_COLUMNS = [
     Column("ID", field("id")), Column("PREFIX", field("prefix")),
     Column("CREATED (UTC)", field("created_at")), Column("REVOKED (UTC)", field("revoked_at")),
 ]
+TENANT_NAME_MAX_CHARS = 200
 _JSON_HELP = "print a JSON list of objects (the default when stdout is not a terminal)"
 
 
@@ -55,8 +57,9 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 
 def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
     name = args.name.strip()
-    if not 1 <= len(name) <= 200:
-        raise ConfigError("NAME: must be 1..200 characters")
+    refusal = label_refusal(name, TENANT_NAME_MAX_CHARS)
+    if refusal is not None:
+        raise ConfigError(f"NAME: {refusal}")
     with any_database(settings) as ready:
         issued = run_async(lambda: with_tenants(ready, lambda s: s.create(name)))
     print(json.dumps(issued.as_json()))

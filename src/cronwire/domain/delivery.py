@@ -47,6 +47,11 @@ _CLIENT_OWNED = frozenset(
         "proxy-connection",
     }
 )
+# W3C Trace Context (any case). With tracing on, the attempt's context is ours alone: our
+# traceparent replaces the tenant's, and a tenant's tracestate (vendor data of a trace it
+# does not own) does not ride along with it. With tracing off, both pass as given.
+_TRACE_CONTEXT = frozenset({"traceparent", "tracestate"})
+_CLIENT_OR_TRACE_OWNED = _CLIENT_OWNED | _TRACE_CONTEXT
 _RETRYABLE_STATUS = frozenset({408, 425, 429})
 _DELTA_SECONDS = re.compile(r"[+-]?\d{1,12}(\.\d{1,9})?")
 
@@ -204,7 +209,9 @@ def delivery_headers(
 ) -> dict[str, str]:
     """Every header of one attempt: the tenant's, then ours (ours win, case-insensitively).
 
-    Raises InvalidTarget for a tenant header that cannot be sent safely.
+    When the attempt is traced (``req.traceparent``), the tenant's ``traceparent`` and
+    ``tracestate`` are dropped: the trace context is ours. Raises InvalidTarget for a
+    tenant header that cannot be sent safely.
     """
     ours = {
         "webhook-id": req.idempotency_key,
@@ -221,10 +228,11 @@ def delivery_headers(
     if not req.headers:  # the common case: nothing of the tenant's to check
         return {"content-type": "application/json", **ours}
     headers: dict[str, str] = {}
+    dropped = _CLIENT_OWNED if req.traceparent is None else _CLIENT_OR_TRACE_OWNED
     for name, value in req.headers.items():
         _check_header(name, value)
         lowered = name.lower()
-        if lowered not in ours and lowered not in _CLIENT_OWNED:
+        if lowered not in ours and lowered not in dropped:
             headers[name] = value
     if not any(name.lower() == "content-type" for name in headers):
         headers["content-type"] = "application/json"

@@ -16,6 +16,7 @@ from typing import Any
 
 from cronwire.domain.breaker import target_key
 from cronwire.domain.errors import RuleViolation
+from cronwire.domain.labels import check_label
 
 FIELD = "flow_control"
 MAX_KEY_CHARS = 200
@@ -51,14 +52,12 @@ def default_burst(rate_per_second: float) -> int:
     return max(1, math.ceil(rate_per_second))
 
 
-def check_flow_control(flow: FlowControl) -> None:
-    """Refuse a limit out of range, naming the field (``flow_control.max_concurrency``)."""
-    if flow.key is not None:
-        if not flow.key.strip() or len(flow.key) > MAX_KEY_CHARS:
-            raise RuleViolation(f"{FIELD}.key",
-                                f"must be 1 to {MAX_KEY_CHARS} characters, not blank")
-        if any(ord(c) < 32 or ord(c) == 127 for c in flow.key):
-            raise RuleViolation(f"{FIELD}.key", "must not contain control characters")
+def check_flow_control(flow: FlowControl, stored_key: str | None = None) -> None:
+    """Refuse a limit out of range or a key that is no label, naming the field
+    (``flow_control.max_concurrency``). ``stored_key``: the key the schedule has now; kept
+    as it is, it is not checked again (an older release may have accepted it)."""
+    if flow.key is not None and flow.key != stored_key:
+        check_label(f"{FIELD}.key", flow.key, MAX_KEY_CHARS)
     if flow.max_concurrency is not None and not 1 <= flow.max_concurrency <= MAX_CONCURRENCY:
         raise RuleViolation(f"{FIELD}.max_concurrency",
                             f"must be between 1 and {MAX_CONCURRENCY:,}")

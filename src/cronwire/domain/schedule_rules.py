@@ -25,6 +25,7 @@ from cronwire.domain.errors import (
 )
 from cronwire.domain.flow_control import check_flow_control
 from cronwire.domain.jitter import MAX_JITTER_SECONDS
+from cronwire.domain.labels import check_label
 from cronwire.domain.model import (
     MAX_ATTEMPTS,
     MisfirePolicy,
@@ -65,13 +66,17 @@ def field_of(error: DomainError, default: str) -> str:
     return head if sep and re.fullmatch(r"[a-z_][a-z0-9_.]*", head) else default
 
 
-def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime) -> ScheduleSpec:
+def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime,
+                  before: ScheduleSpec | None = None) -> ScheduleSpec:
     """The spec, normalised, if every rule and limit holds; else the first refusal.
 
     ``now`` (the database clock) only anchors the sample of fire times the minimum
-    interval is measured on.
+    interval is measured on. ``before``: the stored spec a PATCH edits; a label it keeps
+    unchanged (name, flow-control key) is not checked again, so a name an older release
+    accepted does not make a change to another field fail.
     """
-    _check_name(spec.name)
+    if before is None or spec.name != before.name:
+        check_label("name", spec.name, NAME_MAX_CHARS)
     _check_timetable(spec)
     try:
         load_timezone(spec.timezone)
@@ -86,7 +91,7 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime) -> Sc
     if spec.starts_at is not None and spec.ends_at is not None:
         if not spec.starts_at < spec.ends_at:
             raise RuleViolation("ends_at", "must be later than starts_at")
-    _check_semantics(spec)
+    _check_semantics(spec, before)
     spec.alerts.checked()
     if spec.cron is None:  # a one-time schedule has no interval to limit
         return replace(spec, name=spec.name.strip(), target=target)
@@ -119,7 +124,7 @@ def _check_timetable(spec: ScheduleSpec) -> None:
         raise RuleViolation("cron", str(exc).removeprefix("cron: ")) from None
 
 
-def _check_semantics(spec: ScheduleSpec) -> None:
+def _check_semantics(spec: ScheduleSpec, before: ScheduleSpec | None) -> None:
     if not 0 <= spec.jitter_seconds <= MAX_JITTER_SECONDS:
         raise RuleViolation("jitter_seconds", f"must be between 0 and {MAX_JITTER_SECONDS}")
     if spec.max_runs is not None and not 1 <= spec.max_runs <= MAX_RUNS:
@@ -129,7 +134,8 @@ def _check_semantics(spec: ScheduleSpec) -> None:
         raise RuleViolation("pause_after_failures",
                             f"must be between 1 and {MAX_PAUSE_AFTER_FAILURES}")
     if spec.flow_control is not None:
-        check_flow_control(spec.flow_control)
+        stored = before.flow_control if before is not None else None
+        check_flow_control(spec.flow_control, stored.key if stored is not None else None)
 
 
 def parse_overlap_policy(value: str, field: str = "overlap_policy") -> OverlapPolicy:
@@ -146,11 +152,6 @@ def parse_misfire_policy(value: str) -> MisfirePolicy:
         raise RuleViolation(
             "misfire_policy", f"must be one of {', '.join(MISFIRE_POLICIES)}"
         ) from None
-
-
-def _check_name(name: str) -> None:
-    if not name.strip() or len(name) > NAME_MAX_CHARS:
-        raise RuleViolation("name", f"must be 1 to {NAME_MAX_CHARS} characters, not blank")
 
 
 def _check_target(target: Target, limits: TenantLimits) -> Target:

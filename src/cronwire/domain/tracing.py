@@ -11,7 +11,7 @@ by trace id) is the same everywhere without anyone telling anyone (ADR 0035).
 from __future__ import annotations
 
 import hashlib
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 from uuid import UUID
 
 REDACTED = "REDACTED"
@@ -63,20 +63,27 @@ def traceparent(trace_id: int, span_id: int, sampled: bool) -> str:
 
 
 def redacted_url(url: str) -> str:
-    """``url.full`` as the OTel HTTP conventions want it: credentials replaced, and here
-    every query value too (a tenant's URL may carry a token in any parameter)."""
+    """``url.full`` of an exported span: ``scheme://host:port``, the first path segment,
+    and every later segment replaced by ``REDACTED``; no credentials, query or fragment.
+
+    A span goes to the operator's trace backend, which no tenant's secret may reach:
+    Slack and Discord webhooks carry theirs in the path
+    (``https://hooks.slack.com:443/services/REDACTED/REDACTED/REDACTED``), and any query
+    parameter may hold one, even in its name. An empty segment (``/a//b/``) holds nothing
+    and stays empty. Unparseable: just ``REDACTED``."""
     try:
         parts = urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            netloc = f"{REDACTED}:{REDACTED}@{netloc.rpartition('@')[2]}"
-        query = parts.query
-        if query:
-            pairs = parse_qsl(query, keep_blank_values=True)
-            query = urlencode([(name, REDACTED) for name, _ in pairs], safe="")
-        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+        host, port = server_of(url)
     except ValueError:
         return REDACTED
+    if not parts.scheme or not host:
+        return REDACTED
+    origin = f"{parts.scheme.lower()}://{f'[{host}]' if ':' in host else host}"
+    if port is not None:
+        origin += f":{port}"
+    first, *rest = parts.path.split("/")[1:] or [""]
+    tail = "".join(f"/{REDACTED if segment else ''}" for segment in rest)
+    return f"{origin}/{first}{tail}" if parts.path else origin
 
 
 def server_of(url: str) -> tuple[str | None, int | None]:

@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from cronwire.domain.delivery import new_signing_secret
-from cronwire.domain.errors import RuleViolation
 from cronwire.domain.history import RunView
 from cronwire.domain.keyset import Page, page_of
+from cronwire.domain.labels import check_label
 from cronwire.domain.schedule_rules import PAUSE_NOTE_MAX_CHARS, preview, validate_spec
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.ports import ScheduleStore
@@ -48,7 +48,7 @@ async def patch_schedule(
     if new_url is not None:
         await check_url(new_url)
     return await store.update(tenant, schedule_id,
-                              lambda spec: validate_spec(edit(spec), limits, now))
+                              lambda spec: validate_spec(edit(spec), limits, now, before=spec))
 
 
 async def preview_schedule(
@@ -93,8 +93,8 @@ async def set_paused(
     know, is kept as ``paused_reason``) or resume (the note and the failure count that may
     have paused it are cleared; ``next_fire_at`` stays where the pause left it, so the
     misfire policy decides what the missed occurrences become)."""
-    if note is not None and not 1 <= len(note) <= PAUSE_NOTE_MAX_CHARS:
-        raise RuleViolation("note", f"must be 1 to {PAUSE_NOTE_MAX_CHARS} characters")
+    if note is not None:
+        check_label("note", note, PAUSE_NOTE_MAX_CHARS)
     return await store.set_paused(tenant, schedule_id, paused, note)
 
 

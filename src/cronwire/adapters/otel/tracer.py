@@ -172,7 +172,10 @@ class OtelTracer:
                 trace_api.NonRecordingSpan(root)),
             kind=SpanKind.CLIENT, attributes=attributes, start_time=_ns(result.started_at))
         if error is not None:
-            span.set_status(Status(StatusCode.ERROR, result.error or error))
+            # Never the error's text: it may quote a receiver's redirect Location or the
+            # target URL. The status code, or the error's class, says what went wrong.
+            span.set_status(Status(StatusCode.ERROR,
+                                   None if result.status_code is not None else error))
         span.end(end_time=_ns(result.finished_at))
 
     def _batch_span(self, name: str, start_ns: int, end_ns: int,
