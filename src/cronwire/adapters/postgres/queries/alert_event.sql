@@ -127,3 +127,21 @@ SELECT a.event_id, a.attempt, a.started_at, a.finished_at, a.outcome, a.status_c
   JOIN alert_event e ON e.id = a.event_id
  WHERE e.tenant_id = $1 AND a.event_id = ANY ($2::uuid[])
  ORDER BY a.event_id, a.attempt
+
+-- name: alert_event_delete_expired
+-- Retention (SCHEDULER_AUDIT_RETENTION_DAYS): up to $2 of the oldest events created more
+-- than $1 days ago, with their attempts (ON DELETE CASCADE); the caller repeats while a
+-- batch comes back full, so no statement holds many locks or runs long. An event still
+-- being delivered is left for the next pass.
+WITH expired AS (
+    SELECT id
+      FROM alert_event
+     WHERE created_at < now() - make_interval(days => $1)
+       AND status <> 'delivering'
+     ORDER BY created_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM alert_event e
+ USING expired
+ WHERE e.id = expired.id
