@@ -142,9 +142,12 @@ class AlertOutbox(Protocol):
         replicas checking at once). Returns the events inserted."""
         ...
 
-    async def claim(self, owner: str, limit: int, lease_seconds: float) -> Sequence[ClaimedAlert]:
-        """Lease up to ``limit`` due events (SKIP LOCKED), each as its next attempt; ends
-        abandoned final attempts as failed first."""
+    async def claim(self, owner: str, limit: int, lease_seconds: float,
+                    tenant_in_flight: int) -> Sequence[ClaimedAlert]:
+        """Lease up to ``limit`` due events (SKIP LOCKED), each as its next attempt, with
+        tenants taking turns (oldest tenant first) and no tenant beyond
+        ``tenant_in_flight`` live leases across every replica; ends abandoned final
+        attempts as failed first."""
         ...
 
     async def resolve(self, owner: str, resolution: AlertResolution) -> bool:

@@ -52,17 +52,42 @@ SELECT gen_random_uuid(), f.tenant_id, f.id, f.name, 'schedule.late', f.run_id,
 RETURNING id
 
 -- name: alert_event_claim
--- $1 owner, $2 limit, $3 lease seconds. Due events, or deliveries whose owner vanished
--- (their lease expired), SKIP LOCKED across replicas; each claim is a new attempt and a
--- new lease generation, with the tenant's destination as it is now (NULL: removed).
-WITH due AS (
-    SELECT e.id
+-- $1 owner, $2 limit, $3 lease seconds, $4 deliveries in flight allowed per tenant.
+-- Tenants take turns (issue 46): per tenant, its due events oldest first, at most as many
+-- as it has free delivery slots (the cap less its leases still live, on any replica);
+-- then the first of every tenant, oldest tenant first, then the second of each, and so
+-- on. One tenant's backlog or hanging destination thus holds its own slots and never
+-- the others' turn. Due: pending or retrying events due now, or deliveries whose owner
+-- vanished (their lease expired). The ranking reads a snapshot; the lock re-checks each
+-- row (SKIP LOCKED across replicas), so an event another replica claimed meanwhile is
+-- skipped, not claimed twice. Each claim is a new attempt and a new lease generation,
+-- with the tenant's destination as it is now (NULL: removed).
+WITH in_flight AS (
+    SELECT e.tenant_id, count(*) AS n
+      FROM alert_event e
+     WHERE e.status = 'delivering' AND e.claim_expires_at >= now()
+     GROUP BY e.tenant_id
+),
+ranked AS (
+    SELECT e.id, e.tenant_id, e.fire_after,
+           row_number() OVER (PARTITION BY e.tenant_id ORDER BY e.fire_after, e.id) AS turn,
+           min(e.fire_after) OVER (PARTITION BY e.tenant_id) AS tenant_oldest
       FROM alert_event e
      WHERE (e.status IN ('pending', 'retrying') AND e.fire_after <= now())
         OR (e.status = 'delivering' AND e.claim_expires_at < now() AND e.attempt_count < 8)
-     ORDER BY e.fire_after
+),
+due AS (
+    SELECT e.id
+      FROM alert_event e
+      JOIN ranked r ON r.id = e.id
+      LEFT JOIN in_flight f ON f.tenant_id = r.tenant_id
+     WHERE r.turn <= $4 - COALESCE(f.n, 0)
+       AND ((e.status IN ('pending', 'retrying') AND e.fire_after <= now())
+            OR (e.status = 'delivering' AND e.claim_expires_at < now()
+                AND e.attempt_count < 8))
+     ORDER BY r.turn, r.tenant_oldest, r.tenant_id
      LIMIT $2
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF e SKIP LOCKED
 )
 UPDATE alert_event e
    SET status = 'delivering', claimed_by = $1,
