@@ -20,3 +20,7 @@ CREATE INDEX alert_event_tenant_due_idx ON alert_event (tenant_id, fire_after)
     WHERE status IN ('pending', 'retrying', 'delivering');
 -- Retention deletes the oldest rows first, in bounded batches.
 CREATE INDEX alert_event_created_idx ON alert_event (created_at);
+-- Failing while the tenant was last told recovered (the flip was damped): the periodic
+-- check tells it once the window has passed; nearly always empty.
+CREATE INDEX schedule_alert_untold_idx ON schedule (id)
+    WHERE alert_failing AND NOT alert_told_failing;

@@ -81,12 +81,13 @@ class AlertDispatcher:
                 task.cancel()
 
     async def run_once(self) -> int:
-        """One pass: the late check, then as many due events as this replica has free
+        """One pass: the late check and damped failing schedules' settling, then as many due events as this replica has free
         slots, each sent by a task of its own (the pass does not wait for them: a hanging
         destination holds only its own slots). Returns the events claimed."""
         created = await self._outbox.check_late(LATE_HORIZON_SECONDS)
         if created:
             log.info("alerts: %d schedule(s) became late", created)
+        await self._outbox.tell_untold_failing()
         free = self._max_in_flight - len(self._sending)
         claimed = await self._outbox.claim(self._owner, free, 2 * self._timeout,
                                            self._tenant_in_flight) if free > 0 else []

@@ -24,6 +24,11 @@ class PostgresAlertOutbox:
             rows = await self._pool.fetch(Q["alert_event_insert_late"], horizon_seconds)
         return len(rows)
 
+    async def tell_untold_failing(self) -> int:
+        with storage_errors("telling damped failing schedules"):
+            rows = await self._pool.fetch(Q["alert_event_insert_untold_failing"])
+        return len(rows)
+
     async def claim(self, owner: str, limit: int, lease_seconds: float,
                     tenant_in_flight: int) -> Sequence[ClaimedAlert]:
         with storage_errors("claiming alert events"):

@@ -170,3 +170,35 @@ WITH expired AS (
 DELETE FROM alert_event e
  USING expired
  WHERE e.id = expired.id
+
+-- name: alert_event_insert_untold_failing
+-- Flap damping's last word: a schedule whose last flip (to failing) was damped, and that
+-- is still failing when its 60 s window has passed, is told so now, with the flips
+-- counted meanwhile; otherwise a tenant told "recovered" would never hear it failed
+-- again until the next transition. Rows the terminal write holds are skipped (seen on
+-- the next pass); the conditional UPDATE makes one event across replicas.
+WITH untold AS (
+    SELECT s.id, s.alert_suppressed_flips AS flips
+      FROM schedule s
+     WHERE s.alert_failing AND NOT s.alert_told_failing AND s.status <> 'deleted'
+       AND s.alert_flap_window_start <= now() - interval '60 seconds'
+       FOR UPDATE SKIP LOCKED
+),
+told AS (
+    UPDATE schedule s
+       SET alert_told_failing = true, alert_flap_window_start = now(),
+           alert_suppressed_flips = 0
+      FROM untold u
+     WHERE s.id = u.id
+    RETURNING s.id, s.tenant_id, s.name, s.consecutive_failures, s.alert_after_failures,
+              u.flips
+)
+INSERT INTO alert_event (id, tenant_id, schedule_id, schedule_name, type, detail, status)
+SELECT gen_random_uuid(), t.tenant_id, t.id, t.name, 'schedule.failing',
+       jsonb_build_object('consecutive_failures', t.consecutive_failures,
+                          'after_failures', t.alert_after_failures,
+                          'suppressed_flips', t.flips),
+       CASE WHEN 'schedule.failing' = ANY (d.events) THEN 'pending' ELSE 'undelivered' END
+  FROM told t
+  LEFT JOIN tenant_alert_destination d ON d.tenant_id = t.tenant_id
+RETURNING id
