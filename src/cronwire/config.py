@@ -62,6 +62,8 @@ class Settings:
     auto_migrate: bool = True
     shutdown_grace_seconds: float = 20.0
     retention_months: int = 3
+    # Alert events (and the audit log) are deleted this many days after they were made.
+    audit_retention_days: int = 400
     tenant_max_schedules: int = 100_000
     tenant_min_interval_seconds: int = 1
     tenant_max_body_bytes: int = 65_536
@@ -141,6 +143,17 @@ def _retention_months(name: str, raw: str) -> int:
         raise ConfigError(
             f"{name}: must be at least {MIN_RETENTION_MONTHS} (this month and last month, "
             f"which catch-up runs up to 7 days back are written to), got {value}")
+    return value
+
+
+# A century: far enough for any policy, near enough that now() minus it is a timestamp.
+MAX_AUDIT_RETENTION_DAYS = 36_500
+
+
+def _audit_retention_days(name: str, raw: str) -> int:
+    value = _positive_int(name, raw)
+    if value > MAX_AUDIT_RETENTION_DAYS:
+        raise ConfigError(f"{name}: must be at most {MAX_AUDIT_RETENTION_DAYS} days, got {value}")
     return value
 
 
@@ -252,6 +265,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "auto_migrate": _bool,
     "shutdown_grace_seconds": _non_negative_float,
     "retention_months": _retention_months,
+    "audit_retention_days": _audit_retention_days,
     "tenant_max_schedules": _positive_int,
     "tenant_min_interval_seconds": _positive_int,
     "tenant_max_body_bytes": _positive_int,

@@ -175,3 +175,68 @@ async def test_a_resumed_schedule_stays_failing_until_a_success_recovers_it(
     types = [r["type"] for r in await db_pool.fetch(
         "SELECT type FROM alert_event ORDER BY created_at, type")]
     assert types == ["schedule.failing", "schedule.paused", "schedule.recovered"]
+
+
+async def test_a_flapping_schedule_sends_one_pair_per_minute_and_counts_the_other_flips(
+    db_pool: asyncpg.Pool,
+) -> None:
+    """Flap damping (issue 46): fail, succeed, fail, succeed, fail within a minute send
+    failing and recovered once; the three flips after them are counted, and the next
+    event sent, a minute after the first failing, carries the count. The minute is the
+    database's: the test moves the window's start back instead of waiting."""
+    tenant, schedule_id, runs = await _failing_schedule(db_pool, "alert_after_failures = 1", 9)
+    await _alert_destination(db_pool, tenant, "schedule.failing", "schedule.recovered")
+    store = PostgresRunStore(db_pool)
+
+    async def flip(index: int) -> None:
+        status = RunStatus.FAILED if index % 2 == 0 else RunStatus.SUCCEEDED
+        await store.resolve("me", [_resolution(*runs[index], status)])
+
+    async def sent() -> list[tuple[str, uuid.UUID, dict[str, object]]]:
+        rows = await db_pool.fetch("SELECT type, run_id, detail FROM alert_event "
+                                   "ORDER BY created_at, type")
+        return [(r["type"], r["run_id"], r["detail"]) for r in rows]
+
+    async def suppressed() -> int:
+        return int(await db_pool.fetchval(
+            "SELECT alert_suppressed_flips FROM schedule WHERE id = $1", schedule_id))
+
+    for index in range(5):
+        await flip(index)
+    assert [(t, r) for t, r, _ in await sent()] == [
+        ("schedule.failing", runs[0][0]), ("schedule.recovered", runs[1][0])]
+    assert await suppressed() == 3  # fail, succeed, fail: not sent
+
+    await db_pool.execute("UPDATE schedule SET alert_flap_window_start = "
+                          "alert_flap_window_start - interval '61 seconds' WHERE id = $1",
+                          schedule_id)
+    await flip(5)  # recovered, but the tenant was told so already: counted
+    assert len(await sent()) == 2 and await suppressed() == 4
+    await flip(6)  # failing, a minute on: sent, with the count
+    await flip(7)  # recovered: the pair's second half, sent
+    await flip(8)  # failing again inside the new minute: counted
+    events = await sent()
+    assert [(t, r) for t, r, _ in events] == [
+        ("schedule.failing", runs[0][0]), ("schedule.recovered", runs[1][0]),
+        ("schedule.failing", runs[6][0]), ("schedule.recovered", runs[7][0])]
+    assert events[2][2]["suppressed_flips"] == 4
+    assert all("suppressed_flips" not in detail for i, (_, _, detail) in enumerate(events)
+               if i != 2)
+    assert await suppressed() == 1
+    state = await db_pool.fetchrow("SELECT alert_failing, alert_told_failing FROM schedule "
+                                   "WHERE id = $1", schedule_id)
+    assert (state["alert_failing"], state["alert_told_failing"]) == (True, False)
+
+    # Still failing a minute after that damped flip: told once, with the count, by any
+    # of the replicas checking at once.
+    outboxes = [PostgresAlertOutbox(db_pool) for _ in range(3)]
+    assert sum(await asyncio.gather(*(o.tell_untold_failing() for o in outboxes))) == 0
+    await db_pool.execute("UPDATE schedule SET alert_flap_window_start = "
+                          "alert_flap_window_start - interval '61 seconds' WHERE id = $1",
+                          schedule_id)
+    assert sum(await asyncio.gather(*(o.tell_untold_failing() for o in outboxes))) == 1
+    last = (await sent())[-1]
+    assert last[0] == "schedule.failing" and last[1] is None
+    assert last[2] == {"consecutive_failures": 1, "after_failures": 1, "suppressed_flips": 1}
+    assert await suppressed() == 0
+    assert await PostgresAlertOutbox(db_pool).tell_untold_failing() == 0

@@ -41,7 +41,8 @@ async def test_keeper_creates_ahead_and_drops_expired_partitions(db_pool: asyncp
     await db_pool.execute(f"DROP TABLE job_run_{_month(2)}, job_run_attempt_{_month(2)}")
 
     store = PostgresMaintenanceStore(db_pool)
-    keeper = PartitionKeeper(store, retention_months=3, interval_seconds=3600)
+    keeper = PartitionKeeper(store, retention_months=3, interval_seconds=3600,
+                             audit_retention_days=400)
     created, dropped = await keeper.run_once()
 
     names = set(await store.partitions())
@@ -74,7 +75,8 @@ async def test_dropping_a_partition_releases_the_overlap_gates_its_runs_held(
             "'* * * * *', '{}', '{}', 'x', 'skip', gen_random_uuid(), $3) RETURNING id",
             tenant, name, held_at)
     _, dropped = await PartitionKeeper(PostgresMaintenanceStore(db_pool), retention_months=3,
-                                       interval_seconds=3600).run_once()
+                                       interval_seconds=3600,
+                                       audit_retention_days=400).run_once()
     assert f"job_run_{_month(-6)}" in dropped
     held = dict(await db_pool.fetch("SELECT name, overlap_run IS NOT NULL FROM schedule"))
     assert held == {"old": False, "recent": True}
@@ -102,3 +104,59 @@ def test_partitions_maintain_command(database_url: str) -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert f"job_run_{_month(2)}" in report["partitions"]
+
+
+async def _alert_events(pool: asyncpg.Pool, count: int, days_old: int,
+                        status: str = "delivered") -> None:
+    tenant = await pool.fetchval("INSERT INTO tenant (id, name) VALUES (gen_random_uuid(), "
+                                 "'t') RETURNING id")
+    for _ in range(count):
+        event = await pool.fetchval(
+            "INSERT INTO alert_event (id, tenant_id, schedule_id, schedule_name, type, status, "
+            "created_at) VALUES (gen_random_uuid(), $1, gen_random_uuid(), 's', "
+            "'schedule.failing', $2, now() - make_interval(days => $3)) RETURNING id",
+            tenant, status, days_old)
+        await pool.execute(
+            "INSERT INTO alert_event_attempt (event_id, attempt, started_at, finished_at, "
+            "outcome, duration_ms) VALUES ($1, 1, now(), now(), 'success', 1)", event)
+
+
+async def test_alert_events_past_retention_are_deleted_in_bounded_batches(
+    db_pool: asyncpg.Pool,
+) -> None:
+    await _alert_events(db_pool, 7, days_old=401)
+    await _alert_events(db_pool, 1, days_old=401, status="delivering")  # a send in flight
+    await _alert_events(db_pool, 2, days_old=399)
+    store = PostgresMaintenanceStore(db_pool)
+    # Three rows a statement, two statements a pass: six of the seven expired rows go.
+    assert await store.delete_expired_alert_events(400, batch=3, max_batches=2) == 6
+    assert await store.delete_expired_alert_events(400, batch=3, max_batches=2) == 1
+    assert await store.delete_expired_alert_events(400, batch=3, max_batches=2) == 0
+    left = await db_pool.fetch("SELECT status, created_at > now() - interval '400 days' AS "
+                               "recent FROM alert_event ORDER BY recent")
+    assert [(r["status"], r["recent"]) for r in left] == [
+        ("delivering", False), ("delivered", True), ("delivered", True)]
+    assert await db_pool.fetchval("SELECT count(*) FROM alert_event_attempt") == 3  # cascaded
+
+
+def test_partitions_maintain_applies_the_audit_retention(database_url: str) -> None:
+    asyncio.run(_seed_expired_alerts(database_url))
+    result = run_cli("partitions", "maintain", env=clean_env(
+        SCHEDULER_DATABASE_URL=database_url, SCHEDULER_AUDIT_RETENTION_DAYS="30"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["alert_events_deleted"] == 2
+    for bad in ("0", "-5", "36501", "many"):
+        refused = run_cli("partitions", "maintain", env=clean_env(
+            SCHEDULER_DATABASE_URL=database_url, SCHEDULER_AUDIT_RETENTION_DAYS=bad))
+        assert refused.returncode == 2, (bad, refused.stderr)
+        [line] = refused.stderr.strip().splitlines()
+        assert "SCHEDULER_AUDIT_RETENTION_DAYS" in line
+
+
+async def _seed_expired_alerts(database_url: str) -> None:
+    pool = await asyncpg.create_pool(database_url, min_size=1, max_size=2)
+    try:
+        await _alert_events(pool, 2, days_old=31)
+        await _alert_events(pool, 1, days_old=29)
+    finally:
+        await pool.close()

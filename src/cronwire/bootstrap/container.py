@@ -173,6 +173,7 @@ class Container(containers.DeclarativeContainer):
     partition_keeper = providers.Singleton(
         PartitionKeeper, store=maintenance_store,
         retention_months=settings.provided.retention_months, interval_seconds=3600.0,
+        audit_retention_days=settings.provided.audit_retention_days,
     )
     fleet_gauges = providers.Singleton(
         FleetGauges, store=maintenance_store, metrics=metrics, clock=clock, interval_seconds=5.0,

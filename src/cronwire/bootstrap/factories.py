@@ -112,9 +112,11 @@ async def partition_upkeep(settings: Settings) -> dict[str, Any]:
     try:
         store = PostgresMaintenanceStore(pool)
         keeper = PartitionKeeper(store, retention_months=settings.retention_months,
-                                 interval_seconds=0)
+                                 interval_seconds=0,
+                                 audit_retention_days=settings.audit_retention_days)
         created, dropped = await keeper.run_once()
-        return {"created": created, "dropped": dropped, "partitions": await store.partitions()}
+        return {"created": created, "dropped": dropped, "partitions": await store.partitions(),
+                "alert_events_deleted": keeper.alert_events_deleted}
     finally:
         await pool.close()
 

@@ -188,6 +188,7 @@ def add_operator_commands(commands: argparse._SubParsersAction[Any]) -> None:
     maintain = partition_commands.add_parser(
         "maintain",
         help="create future job_run partitions, detach and drop those past "
-        "SCHEDULER_RETENTION_MONTHS (also runs hourly inside serve)",
+        "SCHEDULER_RETENTION_MONTHS, delete alert events past "
+        "SCHEDULER_AUDIT_RETENTION_DAYS (also runs hourly inside serve)",
     )
     maintain.set_defaults(handler=cmd_partitions_maintain)

@@ -260,6 +260,14 @@ class MaintenanceStore(Protocol):
         (0, []) when another replica holds the lock. Raises StorageError."""
         ...
 
+    async def delete_expired_alert_events(self, retention_days: int, batch: int,
+                                          max_batches: int) -> int:
+        """Delete alert events (with their attempts) created more than ``retention_days``
+        days ago, oldest first, ``batch`` rows per statement, at most ``max_batches``
+        statements; safe beside other replicas doing the same. Returns the rows deleted.
+        Raises StorageError."""
+        ...
+
     async def due_backlog(self) -> int:
         """Runs due and not terminal (scheduler_runs_due_backlog)."""
         ...

@@ -142,9 +142,19 @@ class AlertOutbox(Protocol):
         replicas checking at once). Returns the events inserted."""
         ...
 
-    async def claim(self, owner: str, limit: int, lease_seconds: float) -> Sequence[ClaimedAlert]:
-        """Lease up to ``limit`` due events (SKIP LOCKED), each as its next attempt; ends
-        abandoned final attempts as failed first."""
+    async def tell_untold_failing(self) -> int:
+        """Insert one ``schedule.failing`` event (with its ``suppressed_flips``) per
+        schedule still failing after flap damping kept its last flip to failing unsent,
+        once its 60 s window has passed (exactly one across replicas). Returns the events
+        inserted."""
+        ...
+
+    async def claim(self, owner: str, limit: int, lease_seconds: float,
+                    tenant_in_flight: int) -> Sequence[ClaimedAlert]:
+        """Lease up to ``limit`` due events (SKIP LOCKED), each as its next attempt, with
+        tenants taking turns (oldest tenant first) and no tenant beyond
+        ``tenant_in_flight`` live leases across every replica; ends abandoned final
+        attempts as failed first."""
         ...
 
     async def resolve(self, owner: str, resolution: AlertResolution) -> bool:

@@ -1,4 +1,5 @@
-"""Small periodic loops every replica runs: partition keeper and fleet gauges."""
+"""Small periodic loops every replica runs: partition keeper (with alert-event retention)
+and fleet gauges."""
 
 from __future__ import annotations
 
@@ -11,21 +12,34 @@ from cronwire.service.periodic import every
 
 log = logging.getLogger(__name__)
 MONTHS_AHEAD = 2
+# Alert events past retention go this many rows per statement, at most this many
+# statements per pass (a first pass over years of history catches up over a few hours).
+EXPIRY_BATCH = 1000
+EXPIRY_MAX_BATCHES = 100
 
 
 class PartitionKeeper:
-    """Creates run-history partitions ahead of time and drops expired ones."""
+    """Creates run-history partitions ahead of time and drops expired ones; deletes alert
+    events older than the audit retention."""
 
-    def __init__(self, store: MaintenanceStore, *, retention_months: int, interval_seconds: float) -> None:
+    def __init__(self, store: MaintenanceStore, *, retention_months: int, interval_seconds: float,
+                 audit_retention_days: int) -> None:
         self._store = store
         self._retention = retention_months
+        self._audit_retention_days = audit_retention_days
         self._interval = interval_seconds
         self.passes = 0  # test signal: completed passes
+        self.alert_events_deleted = 0  # by the last pass
 
     async def run_once(self) -> tuple[int, list[str]]:
         created, dropped = await self._store.maintain_partitions(MONTHS_AHEAD, self._retention)
         if created or dropped:
             log.info("partitions: created %d, dropped %s", created, dropped or "none")
+        self.alert_events_deleted = await self._store.delete_expired_alert_events(
+            self._audit_retention_days, EXPIRY_BATCH, EXPIRY_MAX_BATCHES)
+        if self.alert_events_deleted:
+            log.info("alert events: deleted %d older than %d days", self.alert_events_deleted,
+                     self._audit_retention_days)
         self.passes += 1
         return created, dropped
 

@@ -19,18 +19,23 @@ class PostgresAlertOutbox:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
-
     async def check_late(self, horizon_seconds: float) -> int:
         with storage_errors("checking late schedules"):
             rows = await self._pool.fetch(Q["alert_event_insert_late"], horizon_seconds)
         return len(rows)
 
-    async def claim(self, owner: str, limit: int,
-                    lease_seconds: float) -> Sequence[ClaimedAlert]:
+    async def tell_untold_failing(self) -> int:
+        with storage_errors("telling damped failing schedules"):
+            rows = await self._pool.fetch(Q["alert_event_insert_untold_failing"])
+        return len(rows)
+
+    async def claim(self, owner: str, limit: int, lease_seconds: float,
+                    tenant_in_flight: int) -> Sequence[ClaimedAlert]:
         with storage_errors("claiming alert events"):
             async with self._pool.acquire() as conn:
                 await conn.execute(Q["alert_event_fail_abandoned"])
-                rows = await conn.fetch(Q["alert_event_claim"], owner, limit, lease_seconds)
+                rows = await conn.fetch(Q["alert_event_claim"], owner, limit, lease_seconds,
+                                        tenant_in_flight)
         return [ClaimedAlert(event_of(row), row["url"], row["signing_secret"],
                              row["lease_generation"]) for row in rows]
 

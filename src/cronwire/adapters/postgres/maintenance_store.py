@@ -60,6 +60,20 @@ class PostgresMaintenanceStore:
             rows = await self._pool.fetch(Q["job_run_partition_list"])
         return [row["partition"] for row in rows]
 
+    async def delete_expired_alert_events(self, retention_days: int, batch: int,
+                                          max_batches: int) -> int:
+        deleted = 0
+        with storage_errors("delete expired alert events"):
+            for _ in range(max_batches):
+                # One statement per batch, each its own transaction: short locks.
+                status = await self._pool.execute(Q["alert_event_delete_expired"],
+                                                  retention_days, batch)
+                count = int(status.split()[-1])
+                deleted += count
+                if count < batch:
+                    break
+        return deleted
+
     async def due_backlog(self) -> int:
         with storage_errors("count the due backlog"):
             return int(await self._pool.fetchval(Q["job_run_due_backlog"]))

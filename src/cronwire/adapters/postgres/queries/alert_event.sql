@@ -52,17 +52,42 @@ SELECT gen_random_uuid(), f.tenant_id, f.id, f.name, 'schedule.late', f.run_id,
 RETURNING id
 
 -- name: alert_event_claim
--- $1 owner, $2 limit, $3 lease seconds. Due events, or deliveries whose owner vanished
--- (their lease expired), SKIP LOCKED across replicas; each claim is a new attempt and a
--- new lease generation, with the tenant's destination as it is now (NULL: removed).
-WITH due AS (
-    SELECT e.id
+-- $1 owner, $2 limit, $3 lease seconds, $4 deliveries in flight allowed per tenant.
+-- Tenants take turns (issue 46): per tenant, its due events oldest first, at most as many
+-- as it has free delivery slots (the cap less its leases still live, on any replica);
+-- then the first of every tenant, oldest tenant first, then the second of each, and so
+-- on. One tenant's backlog or hanging destination thus holds its own slots and never
+-- the others' turn. Due: pending or retrying events due now, or deliveries whose owner
+-- vanished (their lease expired). The ranking reads a snapshot; the lock re-checks each
+-- row (SKIP LOCKED across replicas), so an event another replica claimed meanwhile is
+-- skipped, not claimed twice. Each claim is a new attempt and a new lease generation,
+-- with the tenant's destination as it is now (NULL: removed).
+WITH in_flight AS (
+    SELECT e.tenant_id, count(*) AS n
+      FROM alert_event e
+     WHERE e.status = 'delivering' AND e.claim_expires_at >= now()
+     GROUP BY e.tenant_id
+),
+ranked AS (
+    SELECT e.id, e.tenant_id, e.fire_after,
+           row_number() OVER (PARTITION BY e.tenant_id ORDER BY e.fire_after, e.id) AS turn,
+           min(e.fire_after) OVER (PARTITION BY e.tenant_id) AS tenant_oldest
       FROM alert_event e
      WHERE (e.status IN ('pending', 'retrying') AND e.fire_after <= now())
         OR (e.status = 'delivering' AND e.claim_expires_at < now() AND e.attempt_count < 8)
-     ORDER BY e.fire_after
+),
+due AS (
+    SELECT e.id
+      FROM alert_event e
+      JOIN ranked r ON r.id = e.id
+      LEFT JOIN in_flight f ON f.tenant_id = r.tenant_id
+     WHERE r.turn <= $4 - COALESCE(f.n, 0)
+       AND ((e.status IN ('pending', 'retrying') AND e.fire_after <= now())
+            OR (e.status = 'delivering' AND e.claim_expires_at < now()
+                AND e.attempt_count < 8))
+     ORDER BY r.turn, r.tenant_oldest, r.tenant_id
      LIMIT $2
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF e SKIP LOCKED
 )
 UPDATE alert_event e
    SET status = 'delivering', claimed_by = $1,
@@ -127,3 +152,53 @@ SELECT a.event_id, a.attempt, a.started_at, a.finished_at, a.outcome, a.status_c
   JOIN alert_event e ON e.id = a.event_id
  WHERE e.tenant_id = $1 AND a.event_id = ANY ($2::uuid[])
  ORDER BY a.event_id, a.attempt
+
+-- name: alert_event_delete_expired
+-- Retention (SCHEDULER_AUDIT_RETENTION_DAYS): up to $2 of the oldest events created more
+-- than $1 days ago, with their attempts (ON DELETE CASCADE); the caller repeats while a
+-- batch comes back full, so no statement holds many locks or runs long. An event still
+-- being delivered is left for the next pass.
+WITH expired AS (
+    SELECT id
+      FROM alert_event
+     WHERE created_at < now() - make_interval(days => $1)
+       AND status <> 'delivering'
+     ORDER BY created_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM alert_event e
+ USING expired
+ WHERE e.id = expired.id
+
+-- name: alert_event_insert_untold_failing
+-- Flap damping's last word: a schedule whose last flip (to failing) was damped, and that
+-- is still failing when its 60 s window has passed, is told so now, with the flips
+-- counted meanwhile; otherwise a tenant told "recovered" would never hear it failed
+-- again until the next transition. Rows the terminal write holds are skipped (seen on
+-- the next pass); the conditional UPDATE makes one event across replicas.
+WITH untold AS (
+    SELECT s.id, s.alert_suppressed_flips AS flips
+      FROM schedule s
+     WHERE s.alert_failing AND NOT s.alert_told_failing AND s.status <> 'deleted'
+       AND s.alert_flap_window_start <= now() - interval '60 seconds'
+       FOR UPDATE SKIP LOCKED
+),
+told AS (
+    UPDATE schedule s
+       SET alert_told_failing = true, alert_flap_window_start = now(),
+           alert_suppressed_flips = 0
+      FROM untold u
+     WHERE s.id = u.id
+    RETURNING s.id, s.tenant_id, s.name, s.consecutive_failures, s.alert_after_failures,
+              u.flips
+)
+INSERT INTO alert_event (id, tenant_id, schedule_id, schedule_name, type, detail, status)
+SELECT gen_random_uuid(), t.tenant_id, t.id, t.name, 'schedule.failing',
+       jsonb_build_object('consecutive_failures', t.consecutive_failures,
+                          'after_failures', t.alert_after_failures,
+                          'suppressed_flips', t.flips),
+       CASE WHEN 'schedule.failing' = ANY (d.events) THEN 'pending' ELSE 'undelivered' END
+  FROM told t
+  LEFT JOIN tenant_alert_destination d ON d.tenant_id = t.tenant_id
+RETURNING id

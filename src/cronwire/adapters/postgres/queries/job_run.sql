@@ -528,7 +528,8 @@ watched AS (
     -- Locked in id order. Deleted schedules neither count nor alert.
     SELECT s.id, s.tenant_id, s.name, s.status, s.consecutive_failures,
            s.pause_after_failures, s.alert_after_failures, s.alert_max_duration_ms,
-           s.alert_failing, s.alert_slow
+           s.alert_failing, s.alert_slow, s.alert_told_failing, s.alert_flap_window_start,
+           s.alert_suppressed_flips
       FROM schedule s
      WHERE s.id = ANY (ARRAY(SELECT id FROM candidates)) AND s.status <> 'deleted'
      ORDER BY s.id
@@ -578,11 +579,54 @@ counted AS (
                      AND e.scheduled_for > COALESCE(b.success_at, '-infinity'))::integer
                AS failures) f
 ),
+flips AS (
+    -- The failing/recovered transitions of this batch, before damping (recovered: a
+    -- success while failing; failing: the count reached the rule, from not failing or
+    -- after a recovery in this same batch).
+    SELECT n.*,
+           n.alert_failing AND n.success_at IS NOT NULL AS recovered_fires,
+           n.failing_now AND (NOT n.alert_failing OR n.success_at IS NOT NULL) AS failing_fires,
+           n.alert_flap_window_start > now() - interval '60 seconds' AS window_open
+      FROM counted n
+),
+decided AS (
+    -- Flap damping (migration 0020): at most one failing/recovered pair per 60 s. A
+    -- failing is sent when no window is open and opens one; a recovered is sent when the
+    -- tenant was told failing (it closes the pair). Every other flip is counted, and the
+    -- first event sent afterwards carries the count.
+    SELECT f.*,
+           f.recovered_fires AND f.alert_told_failing AS recovered_sent,
+           f.failing_fires AND f.window_open IS NOT TRUE AS failing_sent,
+           (f.recovered_fires AND NOT f.alert_told_failing)::integer AS recovered_damped,
+           (f.failing_fires AND f.window_open IS TRUE)::integer AS failing_damped
+      FROM flips f
+),
+damped AS (
+    SELECT d.*,
+           CASE WHEN d.recovered_sent THEN d.alert_suppressed_flips ELSE 0 END
+               AS recovered_carries,
+           CASE WHEN d.failing_sent AND NOT d.recovered_sent
+                THEN d.alert_suppressed_flips + d.recovered_damped ELSE 0 END
+               AS failing_carries,
+           CASE WHEN d.failing_sent THEN 0
+                WHEN d.recovered_sent THEN d.failing_damped
+                ELSE d.alert_suppressed_flips + d.recovered_damped + d.failing_damped END
+               AS suppressed_after,
+           CASE WHEN d.failing_sent THEN true
+                WHEN d.recovered_fires THEN false
+                ELSE d.alert_told_failing END AS told_failing_after,
+           CASE WHEN d.failing_sent THEN now() ELSE d.alert_flap_window_start END
+               AS window_after
+      FROM decided d
+),
 schedule_state AS (
     UPDATE schedule s
        SET consecutive_failures = n.failures,
            alert_failing = n.failing_now,
            alert_slow = n.slow_now,
+           alert_told_failing = n.told_failing_after,
+           alert_flap_window_start = n.window_after,
+           alert_suppressed_flips = n.suppressed_after,
            status = CASE WHEN n.tripped THEN 'paused' ELSE s.status END,
            paused_at = CASE WHEN n.tripped THEN now() ELSE s.paused_at END,
            paused_reason = CASE WHEN n.tripped
@@ -594,30 +638,36 @@ schedule_state AS (
                                             COALESCE(left(n.failed_error, 300),
                                                      'no error recorded'))
                                 ELSE s.paused_reason END
-      FROM counted n
+      FROM damped n
      WHERE s.id = n.id
-       AND (n.tripped OR (s.consecutive_failures, s.alert_failing, s.alert_slow)
-                         IS DISTINCT FROM (n.failures, n.failing_now, n.slow_now))
+       AND (n.tripped OR (s.consecutive_failures, s.alert_failing, s.alert_slow,
+                          s.alert_told_failing, s.alert_flap_window_start,
+                          s.alert_suppressed_flips)
+                         IS DISTINCT FROM (n.failures, n.failing_now, n.slow_now,
+                                           n.told_failing_after, n.window_after,
+                                           n.suppressed_after))
     RETURNING s.id, s.tenant_id, n.tripped
 ),
 alert_events AS (
-    -- Once per transition: recovered (a success while failing), failing (the count
-    -- reached the rule, from not failing or after a recovery in this same batch), slow
-    -- (a success over the rule while not already slow), paused (pause_after_failures
-    -- paused the schedule here; with or without an alert rule).
+    -- Once per transition: recovered and failing as damping decided (damped), slow (a
+    -- success over the rule while not already slow), paused (pause_after_failures paused
+    -- the schedule here; with or without an alert rule).
     INSERT INTO alert_event (id, tenant_id, schedule_id, schedule_name, type, run_id, detail,
                              status)
     SELECT gen_random_uuid(), n.tenant_id, n.id, n.name, e.type, e.run_id, e.detail,
            CASE WHEN e.type = ANY (d.events) THEN 'pending' ELSE 'undelivered' END
-      FROM counted n
+      FROM damped n
      CROSS JOIN LATERAL (VALUES
-        (1, 'schedule.recovered', n.alert_failing AND n.success_at IS NOT NULL, n.success_run,
-         jsonb_build_object('after_failures', n.alert_after_failures)),
-        (2, 'schedule.failing',
-         n.failing_now AND (NOT n.alert_failing OR n.success_at IS NOT NULL), n.failed_run,
+        (1, 'schedule.recovered', n.recovered_sent, n.success_run,
+         jsonb_build_object('after_failures', n.alert_after_failures)
+         || CASE WHEN n.recovered_carries > 0
+                 THEN jsonb_build_object('suppressed_flips', n.recovered_carries) ELSE '{}' END),
+        (2, 'schedule.failing', n.failing_sent, n.failed_run,
          jsonb_build_object('consecutive_failures', n.failures,
                             'after_failures', n.alert_after_failures,
-                            'last_status_code', n.failed_code, 'last_error', n.failed_error)),
+                            'last_status_code', n.failed_code, 'last_error', n.failed_error)
+         || CASE WHEN n.failing_carries > 0
+                 THEN jsonb_build_object('suppressed_flips', n.failing_carries) ELSE '{}' END),
         (3, 'schedule.slow',
          n.alert_max_duration_ms IS NOT NULL AND NOT n.alert_slow
              AND n.slowest_ms > n.alert_max_duration_ms, n.slowest_run,

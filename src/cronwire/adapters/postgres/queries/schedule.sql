@@ -120,6 +120,8 @@ SET name = $3, cron = $4, timezone = $5, target = $6, retry = $7, misfire_policy
     alert_after_failures = $20, alert_late_after_seconds = $21, alert_max_duration_ms = $22,
     -- a rule removed or changed starts its state afresh (no stale "failing" to recover)
     alert_failing = alert_failing AND $20::integer IS NOT DISTINCT FROM alert_after_failures,
+    alert_told_failing = alert_told_failing
+                         AND $20::integer IS NOT DISTINCT FROM alert_after_failures,
     alert_slow = alert_slow AND $22::integer IS NOT DISTINCT FROM alert_max_duration_ms,
     alert_late = alert_late AND $21::integer IS NOT DISTINCT FROM alert_late_after_seconds,
     updated_at = now()
