@@ -4,6 +4,7 @@ container; a replica without the ``api`` role opens neither pool."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -29,10 +30,22 @@ async def api_pool_resource(settings: Settings) -> AsyncIterator[asyncpg.Pool | 
         await pool.close()
 
 
+# While the lane's thread computes, every socket call of the event loop releases the GIL
+# and then waits for the lane to hand it back: up to the switch interval (5 ms by default)
+# each, and an HTTP request's callback makes several. Measured with 64 backfill dry runs
+# (tests/integration/test_api_stalls_nothing.py): the loop spent ~4 ms in each send() and
+# recv(). At 0.5 ms the wait is a tenth; the lane's thread switches more often, which costs
+# it microseconds. Without a second busy thread the interval is never used.
+SWITCH_INTERVAL_SECONDS = 0.0005
+
+
 async def cpu_lane_resource() -> AsyncIterator[CpuLane]:
     """One lane per replica: every request's CPU-heavy work queues in it."""
     lane = CpuLane()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, SWITCH_INTERVAL_SECONDS))
     try:
         yield lane
     finally:
         lane.close()
+        sys.setswitchinterval(interval)

@@ -14,6 +14,8 @@ walk was of that very definition (else it walks again).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 
@@ -26,7 +28,13 @@ from cronwire.adapters.postgres.sql import queries, rows_affected
 from cronwire.domain.backfill import FIRST_SHOWN, BackfillPlan, BackfillResult
 from cronwire.domain.errors import StateConflict, StorageError
 from cronwire.domain.history import RunView
-from cronwire.domain.model import OverlapPolicy, idempotency_key_for, run_id_for, run_id_hexes
+from cronwire.domain.model import (
+    IDEMPOTENCY_KEY_PREFIX,
+    OverlapPolicy,
+    idempotency_key_for,
+    run_id_for,
+    run_id_hexes,
+)
 from cronwire.domain.planning import writable_span
 from cronwire.domain.replay import ReplayQuery
 from cronwire.domain.schedules import ScheduleSpec
@@ -45,12 +53,33 @@ WALK_TRIES = 3
 _Walked = tuple[ScheduleSpec, datetime, datetime | None]
 
 
-def _walk(plan: BackfillPlanner, walked: _Walked,
-          ids_of: uuid.UUID | None) -> tuple[BackfillPlan, list[str]]:
-    """The plan, and (given the schedule's id: a backfill that writes) its runs' ids."""
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """A backfill's plan and the statements' arrays, as array literals (see
+    job_run_insert_backfill for why): the occurrences, and for a backfill that writes, the
+    runs' ids and idempotency keys."""
+
+    plan: BackfillPlan
+    occurrences: str
+    ids: str = "{}"
+    keys: str = "{}"
+
+
+def _array(items: Iterable[str]) -> str:
+    """A Postgres array literal of items that need no quoting (ISO instants, hex ids)."""
+    return "{" + ",".join(items) + "}"
+
+
+def _walk(plan: BackfillPlanner, walked: _Walked, ids_of: uuid.UUID | None) -> _Walk:
+    """The plan and its arrays (given the schedule's id: a backfill that writes). Pure CPU,
+    run in the API's lane."""
     decided = plan(*walked)
-    ids = [] if ids_of is None else run_id_hexes((ids_of, at) for at in decided.occurrences)
-    return decided, ids
+    occurrences = _array(at.isoformat() for at in decided.occurrences)
+    if ids_of is None:
+        return _Walk(decided, occurrences)
+    ids = run_id_hexes((ids_of, at) for at in decided.occurrences)
+    return _Walk(decided, occurrences, _array(ids),
+                 _array(f"{IDEMPOTENCY_KEY_PREFIX}{run_id}" for run_id in ids))
 
 
 def replay_instants(first: datetime, count: int) -> list[datetime]:
@@ -92,22 +121,23 @@ class PostgresRunCommands:
             with storage_errors(action):
                 async with self._pool.acquire() as conn:
                     walked = await _walked(conn, tenant_id, schedule_id)
-            decided, ids = await self._cpu.run(
+            walk = await self._cpu.run(
                 partial(_walk, plan, walked, None if dry_run else schedule_id))
-            found = decided.occurrences
+            found = walk.plan.occurrences
             with storage_errors(action):
                 if dry_run:
                     existing = await self._pool.fetchval(
-                        Q["job_run_count_occurrences"], tenant_id, schedule_id, found)
+                        Q["job_run_count_occurrences"], tenant_id, schedule_id,
+                        walk.occurrences)
                     return BackfillResult(len(found), 0, existing, found[:FIRST_SHOWN], True)
                 async with self._pool.acquire() as conn, conn.transaction():
                     spec, _, oldest = await _walked(conn, tenant_id, schedule_id)
                     if (spec, oldest) != (walked[0], walked[2]):
                         continue  # edited (or retention ran) while it walked: walk again
-                    gated = decided.overlap_policy
+                    gated = walk.plan.overlap_policy
                     status = await conn.execute(
-                        Q["job_run_insert_backfill"], tenant_id, schedule_id, ids, found,
-                        [f"msg_{run_id}" for run_id in ids],
+                        Q["job_run_insert_backfill"], tenant_id, schedule_id, walk.ids,
+                        walk.occurrences, walk.keys,
                         None if gated is OverlapPolicy.ALLOW else gated.value)
             created = rows_affected(status)
             return BackfillResult(len(found), created, len(found) - created,
