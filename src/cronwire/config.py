@@ -71,6 +71,9 @@ class Settings:
     tenant_max_concurrency: int | None = None  # None: unlimited (ADR 0040)
     api_max_request_bytes: int = 262_144
     db_pool_size: int = 10
+    # The API's own pool (and its read pool on a standby): API load never waits for, nor
+    # delays, the connections of claims, lease renewals and result writes (issue 46).
+    api_db_pool_size: int = 5
     log_level: str = "info"
     log_format: str = "auto"
     # Alerts (issue 26): how often each replica checks for late schedules and sends due
@@ -273,6 +276,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "tenant_max_concurrency": _positive_int,
     "api_max_request_bytes": _positive_int,
     "db_pool_size": _positive_int,
+    "api_db_pool_size": _positive_int,
     "log_level": _choice(LOG_LEVELS),
     "log_format": _choice(LOG_FORMATS),
     "alert_check_seconds": _positive_float,

@@ -3,13 +3,15 @@ the ports themselves, ready to call, and the limits as plain numbers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cronwire.domain.schedules import TenantLimits
 from cronwire.ports import (
     AlertStore,
+    CpuWork,
     FlowControlView,
     Metrics,
+    OnTheLoop,
     RunCommands,
     RunHistory,
     ScheduleStore,
@@ -34,3 +36,5 @@ class ApiContext:
     alerts: AlertStore | None = None
     flows: FlowControlView | None = None  # GET /v1/flow-control (issue 27)
     metrics: Metrics | None = None  # the stats queries' latency (scheduler_stats_query_seconds)
+    # Where previews and explain walk (issue 46); a replica passes its CPU lane.
+    cpu: CpuWork = field(default_factory=OnTheLoop)

@@ -46,7 +46,7 @@ def insight_router(ctx: ApiContext) -> APIRouter:
     ) -> dict[str, Any]:
         assert ctx.stats is not None
         found = await insight.explain_instant(ctx.schedules, ctx.runs, ctx.stats, tenant,
-                                              schedule_id, at)
+                                              schedule_id, at, ctx.cpu)
         return {"occurrence": found.occurrence, "verdict": found.verdict,
                 "reason": found.reason,
                 "run": run_out(found.run) if found.run is not None else None,

@@ -166,7 +166,8 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
         schedule_id: ScheduleId, tenant: Tenant,
         count: Annotated[int, Query(ge=1, le=PREVIEW_MAX)] = 10,
     ) -> dict[str, Any]:
-        record, fires = await commands.preview_schedule(ctx.schedules, tenant, schedule_id, count)
+        record, fires = await commands.preview_schedule(ctx.schedules, tenant, schedule_id, count,
+                                                        ctx.cpu)
         zone = load_timezone(record.spec.timezone)
         return {"items": [FireTime(utc=t, local=t.astimezone(zone).isoformat())
                           for t in fires]}

@@ -37,7 +37,7 @@ from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import replica_clock
-from cronwire.bootstrap import reads
+from cronwire.bootstrap import api_resources, reads
 from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
 from cronwire.ports import Tracer
@@ -146,7 +146,6 @@ class Container(containers.DeclarativeContainer):
         size=settings.provided.db_pool_size,
         tenant_max_concurrency=settings.provided.tenant_max_concurrency,
     )
-    tenant_store = providers.Singleton(PostgresTenantStore, pool=db_pool)
 
     target_guard = providers.Singleton(
         TargetGuard, allow_private=settings.provided.allow_private_targets
@@ -233,25 +232,29 @@ class Container(containers.DeclarativeContainer):
         tracer=tracer,
     )
 
-    # -- api providers --
-    schedule_store = providers.Singleton(PostgresScheduleStore, pool=db_pool)
+    # -- api providers: a pool and a CPU lane of their own (issue 46); resolved only where
+    # the api role runs (api_pool is None elsewhere) --
+    api_pool = providers.Resource(api_resources.api_pool_resource, settings=settings)
+    cpu_lane = providers.Resource(api_resources.cpu_lane_resource)
+    tenant_store = providers.Singleton(PostgresTenantStore, pool=api_pool)
+    schedule_store = providers.Singleton(PostgresScheduleStore, pool=api_pool)
     read_pool = providers.Resource(reads.read_pool_resource, settings=settings)
     standby_freshness = providers.Singleton(
-        reads.freshness, primary_pool=db_pool, read_pool=read_pool,
+        reads.freshness, primary_pool=api_pool, read_pool=read_pool,
         max_lag_seconds=settings.provided.read_max_lag_seconds,
     )
     run_history = providers.Singleton(
-        reads.run_history, primary_pool=db_pool, read_pool=read_pool,
+        reads.run_history, primary_pool=api_pool, read_pool=read_pool,
         freshness=standby_freshness, metrics=metrics,
     )
-    flow_control = providers.Singleton(PostgresFlowControl, pool=db_pool)
+    flow_control = providers.Singleton(PostgresFlowControl, pool=api_pool)
     stats_reader = providers.Singleton(
-        reads.stats_reader, primary_pool=db_pool, read_pool=read_pool,
-        freshness=standby_freshness, metrics=metrics,
+        reads.stats_reader, primary_pool=api_pool, read_pool=read_pool,
+        freshness=standby_freshness, metrics=metrics, cpu=cpu_lane,
     )
 
     # -- alerts (every replica: late is noticed even when no executor is healthy) --
-    alert_store = providers.Singleton(PostgresAlertStore, pool=db_pool)
+    alert_store = providers.Singleton(PostgresAlertStore, pool=api_pool)
     alert_dispatcher = providers.Singleton(
         AlertDispatcher, outbox=providers.Singleton(PostgresAlertOutbox, pool=db_pool),
         deliverer=deliverer, metrics=metrics,
@@ -260,7 +263,7 @@ class Container(containers.DeclarativeContainer):
         delivery_timeout=settings.provided.delivery_timeout_seconds,
         retry_initial_seconds=settings.provided.alert_retry_initial_seconds,
     )
-    run_commands = providers.Singleton(PostgresRunCommands, pool=db_pool)
+    run_commands = providers.Singleton(PostgresRunCommands, pool=api_pool, cpu=cpu_lane)
 
 
 def build_container(settings: Settings) -> Container:

@@ -15,15 +15,18 @@ from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.standby_freshness import StandbyFreshness
 from cronwire.adapters.postgres.standby_history import StandbyRunHistory, StandbyStatsReader
 from cronwire.config import Settings
+from cronwire.ports import CpuWork
 
 
 async def read_pool_resource(settings: Settings) -> AsyncIterator[asyncpg.Pool | None]:
     """The history's pool on SCHEDULER_DATABASE_READ_URL; None without one, or where no
-    API runs. It connects on its first read, so a standby that is down delays nothing."""
+    API runs. It connects on its first read, so a standby that is down delays nothing.
+    Only the API reads through it, so it is the API's size (SCHEDULER_API_DB_POOL_SIZE)."""
     if settings.database_read_url is None or "api" not in settings.roles:
         yield None
         return
-    pool = await create_pool(settings.database_read_url, settings.db_pool_size, read_only=True)
+    pool = await create_pool(settings.database_read_url, settings.api_db_pool_size,
+                             read_only=True)
     try:
         yield pool
     finally:
@@ -50,11 +53,12 @@ def run_history(primary_pool: asyncpg.Pool, read_pool: asyncpg.Pool | None,
 
 
 def stats_reader(primary_pool: asyncpg.Pool, read_pool: asyncpg.Pool | None,
-                  freshness: StandbyFreshness | None,
-                  metrics: PrometheusMetrics) -> PostgresStatsReader | StandbyStatsReader:
-    """The stats on the primary, or on a standby while it is fresh enough."""
-    primary = PostgresStatsReader(primary_pool)
+                  freshness: StandbyFreshness | None, metrics: PrometheusMetrics,
+                  cpu: CpuWork) -> PostgresStatsReader | StandbyStatsReader:
+    """The stats on the primary, or on a standby while it is fresh enough; their
+    histograms are computed in ``cpu`` (the replica's lane)."""
+    primary = PostgresStatsReader(primary_pool, cpu=cpu)
     if read_pool is None or freshness is None:
         return primary
-    return StandbyStatsReader(primary, PostgresStatsReader(read_pool), freshness,
+    return StandbyStatsReader(primary, PostgresStatsReader(read_pool, cpu=cpu), freshness,
                               on_read=metrics.history_read)

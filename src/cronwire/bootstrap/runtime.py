@@ -39,23 +39,19 @@ class Runtime:
     objects, so nothing past this point knows about providers."""
 
     settings: Settings
-    pool: asyncpg.Pool
+    pool: asyncpg.Pool  # the replica's own (claims, leases, results; /readyz asks it)
     metrics: PrometheusMetrics
     kafka_link: KafkaLink | None
     kafka_hints: KafkaRunHints | None  # the executors' consumer (kafka mode, executor role)
-    tenants: PostgresTenantStore
-    api: ApiContext
+    tenants: PostgresTenantStore | None  # None, like api, without the api role
+    api: ApiContext | None  # on the API's own pool and CPU lane (issue 46)
 
 
 async def build_runtime(container: Container) -> Runtime:
     settings: Settings = container.settings()
-    tenants = await resolved(container.tenant_store)
-    schedules = await resolved(container.schedule_store)
-    runs = await resolved(container.run_history)
-    commands = await resolved(container.run_commands)
-    flows = await resolved(container.flow_control)
-    stats = await resolved(container.stats_reader)
-    alerts: PostgresAlertStore = await resolved(container.alert_store)
+    tenants: PostgresTenantStore | None = None
+    if "api" in settings.roles:
+        tenants = await resolved(container.tenant_store)
     return Runtime(
         settings=settings,
         pool=await resolved(container.db_pool),
@@ -63,25 +59,39 @@ async def build_runtime(container: Container) -> Runtime:
         kafka_link=await resolved(container.kafka_link),
         kafka_hints=await resolved(container.kafka_hints),
         tenants=tenants,
-        api=ApiContext(
-            tokens=tenants,
-            schedules=schedules,
-            runs=runs,
-            commands=commands,
-            check_url=container.target_guard().check_url,
-            default_limits=default_limits(settings),
-            flows=flows,
-            max_request_bytes=settings.api_max_request_bytes,
-            stats=stats,
-            alerts=alerts,
-            metrics=container.metrics(),
-        ),
+        api=None if tenants is None else await _api_context(container, settings, tenants),
+    )
+
+
+async def _api_context(container: Container, settings: Settings,
+                       tenants: PostgresTenantStore) -> ApiContext:
+    """The API's ports, every one on the API's pool (container.api_pool)."""
+    schedules = await resolved(container.schedule_store)
+    runs = await resolved(container.run_history)
+    commands = await resolved(container.run_commands)
+    flows = await resolved(container.flow_control)
+    stats = await resolved(container.stats_reader)
+    alerts: PostgresAlertStore = await resolved(container.alert_store)
+    cpu = await resolved(container.cpu_lane)
+    return ApiContext(
+        tokens=tenants,
+        schedules=schedules,
+        runs=runs,
+        commands=commands,
+        check_url=container.target_guard().check_url,
+        default_limits=default_limits(settings),
+        flows=flows,
+        max_request_bytes=settings.api_max_request_bytes,
+        stats=stats,
+        alerts=alerts,
+        metrics=container.metrics(),
+        cpu=cpu,
     )
 
 
 def api_routers(runtime: Runtime) -> list[APIRouter]:
-    """Tenant-facing routers served by the ``api`` role."""
-    return build_tenant_routers(runtime.api)
+    """Tenant-facing routers served by the ``api`` role (none without it)."""
+    return [] if runtime.api is None else build_tenant_routers(runtime.api)
 
 
 async def role_loops(container: Container, settings: Settings) -> dict[str, LoopBody]:

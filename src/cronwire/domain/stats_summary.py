@@ -14,6 +14,7 @@ has three or fewer significant digits (20 ms, 400 ms, 1.25 s) is reported exactl
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -129,9 +130,12 @@ def closed_periods(start: datetime, now: datetime, open_hours: Iterable[datetime
 
     def closed(low: datetime, length: timedelta) -> bool:
         high = low + length
+        # The first open hour at or after low (a bisection: a backlog can hold every hour
+        # of a 30-day window open, and a scan per period made that quadratic).
+        first_open = bisect.bisect_left(still_open, low)
         return (high <= now - CLOSED_AFTER and low >= retained_since
                 and (next_fire_at is None or next_fire_at >= high)
-                and not any(low <= h < high for h in still_open))
+                and not (first_open < len(still_open) and still_open[first_open] < high))
 
     periods: list[Period] = []
     hour = hour_of(start) + HOUR  # the first whole hour after start

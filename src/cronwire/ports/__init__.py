@@ -25,6 +25,7 @@ from cronwire.ports.core import (
     RunStore,
     StartsDeliveries,
 )
+from cronwire.ports.cpu import CpuWork, OnTheLoop
 from cronwire.ports.kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
 from cronwire.ports.observability import AlertOutbox, AlertStore, StatsReader, Tracer
 from cronwire.ports.tenant import (
@@ -43,11 +44,13 @@ __all__ = [
     "BreakerStore",
     "ClaimSource",
     "Clock",
+    "CpuWork",
     "Deliverer",
     "FlowControlView",
     "KeyedClaimStore",
     "MaintenanceStore",
     "Metrics",
+    "OnTheLoop",
     "OutboxStore",
     "PlannerStore",
     "RunCommands",

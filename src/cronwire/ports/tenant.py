@@ -101,8 +101,10 @@ class RunCommands(Protocol):
     async def backfill(
         self, tenant_id: UUID, schedule_id: UUID, plan: BackfillPlanner, *, dry_run: bool,
     ) -> BackfillResult:
-        """In one transaction with the schedule locked against a delete: call ``plan``,
-        then insert one ``pending`` run (``trigger: "backfill"``, due now) per occurrence
+        """Call ``plan`` (pure, and CPU-heavy: it may run away from the event loop, and
+        never while a connection or a transaction is held); then, in one transaction with
+        the schedule locked against a delete, and only if the schedule is still the one
+        planned from (else plan again), insert one ``pending`` run (``trigger: "backfill"``, due now) per occurrence
         that has none (``ON CONFLICT DO NOTHING``), or, for a dry run, only count the
         occurrences that already have one. NotFound for a missing or deleted schedule."""
         ...

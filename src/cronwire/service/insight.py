@@ -6,13 +6,14 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import datetime
+from functools import partial
 
 from cronwire.domain.errors import NotFound, RuleViolation
 from cronwire.domain.explain import Explanation, Facts, explain, first_at_or_after
 from cronwire.domain.history import RunView
 from cronwire.domain.model import run_id_for
 from cronwire.domain.stats import WINDOWS, ScheduleStats
-from cronwire.ports import Metrics, RunHistory, ScheduleStore, StatsReader
+from cronwire.ports import CpuWork, Metrics, OnTheLoop, RunHistory, ScheduleStore, StatsReader
 
 
 async def schedule_stats(schedules: ScheduleStore, stats: StatsReader, tenant: uuid.UUID,
@@ -33,11 +34,13 @@ async def schedule_stats(schedules: ScheduleStore, stats: StatsReader, tenant: u
 
 async def explain_instant(schedules: ScheduleStore, runs: RunHistory, stats: StatsReader,
                           tenant: uuid.UUID, schedule_id: uuid.UUID,
-                          at: datetime) -> Explanation:
+                          at: datetime, cpu: CpuWork | None = None) -> Explanation:
     """The schedule's first occurrence at or after ``at``, its run if one was recorded
-    (run ids are derived from the occurrence, so it is one lookup), and why."""
+    (run ids are derived from the occurrence, so it is one lookup), and why. The walks
+    (the occurrence before, up to 100,000 steps back) run in ``cpu`` when given."""
+    lane = cpu or OnTheLoop()
     record = await schedules.get(tenant, schedule_id)
-    occurrence = first_at_or_after(record, at)
+    occurrence = await lane.run(partial(first_at_or_after, record, at))
     run: RunView | None = None
     if occurrence is not None:
         try:
@@ -46,4 +49,4 @@ async def explain_instant(schedules: ScheduleStore, runs: RunHistory, stats: Sta
             run = None
     facts = Facts(now=await schedules.db_now(), run=run,
                   retained_since=await stats.retained_since())
-    return explain(record, at, facts)
+    return await lane.run(partial(explain, record, at, facts))

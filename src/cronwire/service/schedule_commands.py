@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
+from functools import partial
 
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.history import RunView
@@ -18,7 +19,7 @@ from cronwire.domain.keyset import Page, page_of
 from cronwire.domain.labels import check_label
 from cronwire.domain.schedule_rules import PAUSE_NOTE_MAX_CHARS, preview, validate_spec
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
-from cronwire.ports import ScheduleStore
+from cronwire.ports import CpuWork, OnTheLoop, ScheduleStore
 
 # Create-time address policy (TargetGuard.check_url): raises InvalidTarget/TargetRefused.
 UrlCheck = Callable[[str], Awaitable[None]]
@@ -53,10 +54,13 @@ async def patch_schedule(
 
 async def preview_schedule(
     store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, count: int,
+    cpu: CpuWork | None = None,
 ) -> tuple[ScheduleRecord, list[datetime]]:
-    """The schedule and its next ``count`` fire times from the database's now."""
+    """The schedule and its next ``count`` fire times from the database's now (up to
+    PREVIEW_MAX of them: walked in ``cpu``, off the event loop, when given)."""
     record = await store.get(tenant, schedule_id)
-    return record, preview(record.spec, await store.db_now(), count)
+    now = await store.db_now()
+    return record, await (cpu or OnTheLoop()).run(partial(preview, record.spec, now, count))
 
 
 async def rotate_secret(

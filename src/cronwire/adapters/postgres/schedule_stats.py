@@ -1,11 +1,20 @@
 """StatsReader on Postgres: the window from kept summaries of its closed days and hours
 plus a scan of the rest, its skips by reason, in one snapshot; one look past the window
-(ADR 0036)."""
+(ADR 0036).
+
+The snapshot's rows are read first, then the connection goes back to the pool and the
+histograms are built and merged in the API's CPU lane (issue 46): a 30-day window of a busy
+schedule is hundreds of thousands of rows to bucket, never on the event loop and never
+while a connection waits."""
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from uuid import UUID
 
 import asyncpg
@@ -23,6 +32,7 @@ from cronwire.domain.stats_summary import (
     percentiles,
     spans_to_scan,
 )
+from cronwire.ports import CpuWork, OnTheLoop
 
 Q = queries()
 
@@ -40,7 +50,10 @@ class KeptPeriods:
     days' histograms per request cost more than the scan it saves), least recently used
     dropped first, bounded by buckets. A closed period's runs do not change
     (domain.stats_summary.closed_periods), so a summary never goes stale; one that falls
-    out of retention is no longer asked for."""
+    out of retention is no longer asked for.
+
+    Read on the event loop and filled in the CPU lane's thread, hence the lock; it is held
+    for dictionary steps only, never while a summary is computed."""
 
     def __init__(self, max_buckets: int = KEEP_MAX_BUCKETS) -> None:
         self._entries: OrderedDict[tuple[UUID, tuple[Period, ...]], RunSummary] = (
@@ -48,6 +61,7 @@ class KeptPeriods:
         self._buckets = 0
         self._single = 0
         self._max_buckets = max_buckets
+        self._lock = threading.Lock()
 
     def get(self, schedule_id: UUID, period: Period) -> RunSummary | None:
         return self._get((schedule_id, (period,)))
@@ -65,21 +79,23 @@ class KeptPeriods:
         return found
 
     def _get(self, key: tuple[UUID, tuple[Period, ...]]) -> RunSummary | None:
-        summary = self._entries.get(key)
-        if summary is not None:
-            self._entries.move_to_end(key)
-        return summary
+        with self._lock:
+            summary = self._entries.get(key)
+            if summary is not None:
+                self._entries.move_to_end(key)
+            return summary
 
     def _put(self, key: tuple[UUID, tuple[Period, ...]], summary: RunSummary) -> None:
-        if key in self._entries:
-            return
-        self._entries[key] = summary
-        self._buckets += _size(summary)
-        self._single += len(key[1]) == 1
-        while self._buckets > self._max_buckets and self._entries:
-            (_, periods), dropped = self._entries.popitem(last=False)
-            self._buckets -= _size(dropped)
-            self._single -= len(periods) == 1
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = summary
+            self._buckets += _size(summary)
+            self._single += len(key[1]) == 1
+            while self._buckets > self._max_buckets and self._entries:
+                (_, periods), dropped = self._entries.popitem(last=False)
+                self._buckets -= _size(dropped)
+                self._single -= len(periods) == 1
 
     def __len__(self) -> int:
         """How many single periods are kept."""
@@ -87,7 +103,9 @@ class KeptPeriods:
 
     def periods(self, schedule_id: UUID) -> list[Period]:
         """The single periods kept for a schedule (for tests and operators' curiosity)."""
-        return sorted(p[0] for (s, p) in self._entries if s == schedule_id and len(p) == 1)
+        with self._lock:
+            keys = list(self._entries)
+        return sorted(p[0] for (s, p) in keys if s == schedule_id and len(p) == 1)
 
 
 def _size(summary: RunSummary) -> int:
@@ -98,12 +116,11 @@ def _rounded(p: Percentiles) -> Percentiles:
     return Percentiles(*(None if v is None else round(v, 3) for v in (p.p50, p.p95, p.p99)))
 
 
-async def _scan(conn: asyncpg.Connection, schedule_id: UUID, low: datetime,
-                high: datetime, length: timedelta) -> dict[datetime, RunSummary]:
-    """Per-period summaries (days or hours) of the finished runs with scheduled_for in
-    [low, high)."""
+def _summaries(rows: Sequence[asyncpg.Record]) -> dict[datetime, RunSummary]:
+    """Per-period summaries (days or hours) of job_run_stats_values' rows. Pure CPU: runs
+    in the lane, on rows already read."""
     periods: dict[datetime, RunSummary] = {}
-    for row in await conn.fetch(Q["job_run_stats_values"], schedule_id, low, high, length):
+    for row in rows:
         summary = periods.setdefault(row["period"], RunSummary())
         if row["kind"] == _STATUS:
             summary.add_status(row["status"], row["runs"])
@@ -114,10 +131,30 @@ async def _scan(conn: asyncpg.Connection, schedule_id: UUID, low: datetime,
     return periods
 
 
+@dataclass(frozen=True, slots=True)
+class _WindowRead:
+    """What one snapshot read of a window: its closed periods, those already kept, and
+    the raw rows of each span scanned (by its period length)."""
+
+    closed: list[Period]
+    kept: dict[Period, RunSummary]
+    scans: list[tuple[timedelta, list[asyncpg.Record]]]
+    unfinished: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Totals:
+    counts: dict[str, int]
+    fire_lag_ms: Percentiles
+    duration_ms: Percentiles
+
+
 class PostgresStatsReader:
-    def __init__(self, pool: asyncpg.Pool, kept: KeptPeriods | None = None) -> None:
+    def __init__(self, pool: asyncpg.Pool, kept: KeptPeriods | None = None, *,
+                 cpu: CpuWork | None = None) -> None:
         self._pool = pool
         self.kept = KeptPeriods() if kept is None else kept
+        self._cpu = cpu or OnTheLoop()
 
     async def schedule_stats(self, tenant_id: UUID, schedule_id: UUID, window: str,
                              window_seconds: int) -> ScheduleStats:
@@ -126,31 +163,31 @@ class PostgresStatsReader:
             async with self._pool.acquire() as conn:
                 # One snapshot: which periods are closed, and the runs of the others.
                 async with conn.transaction(isolation="repeatable_read", readonly=True):
-                    total, unfinished = await self._window(conn, tenant_id, schedule_id,
-                                                           seconds)
+                    read = await self._read_window(conn, tenant_id, schedule_id, seconds)
                     # Skips by reason (issue 25) read only the skipped runs' rows.
                     reasons = await conn.fetch(Q["job_run_stats_skipped"], schedule_id,
                                                seconds)
                     streak = await conn.fetchrow(Q["job_run_outcome_streak"], schedule_id)
         assert streak is not None  # aggregates always answer one row
+        # The connection is back in the pool: the histograms are built in the lane.
+        total = await self._cpu.run(partial(self._totals, schedule_id, read))
         counts = total.counts
         skipped = dict.fromkeys(SKIP_REASONS, 0)
         skipped.update((r["reason"], r["runs"]) for r in reasons)
         return ScheduleStats(
             window=window,
-            occurrences=total.finished + unfinished,
+            occurrences=sum(counts.values()) + read.unfinished,
             succeeded=counts["succeeded"],
             failed=counts["failed"], cancelled=counts["cancelled"], skipped=skipped,
-            fire_lag_ms=_rounded(percentiles(total.lag_ms)),
-            duration_ms=_rounded(percentiles(total.duration_ms)),
+            fire_lag_ms=total.fire_lag_ms, duration_ms=total.duration_ms,
             consecutive_failures=streak["consecutive_failures"],
             last_success_at=streak["last_success_at"],
             last_failure_at=streak["last_failure_at"],
         )
 
-    async def _window(self, conn: asyncpg.Connection, tenant_id: UUID, schedule_id: UUID,
-                      seconds: float) -> tuple[RunSummary, int]:
-        """The window's finished runs summed, and how many are not finished."""
+    async def _read_window(self, conn: asyncpg.Connection, tenant_id: UUID,
+                           schedule_id: UUID, seconds: float) -> _WindowRead:
+        """The window's rows not yet summarised, and what is (no summing here)."""
         head = await conn.fetchrow(Q["job_run_stats_open_hours"], tenant_id, schedule_id,
                                    seconds)
         assert head is not None
@@ -162,21 +199,32 @@ class PostgresStatsReader:
                                 retained)
         kept = {period: s for period in closed
                 if (s := self.kept.get(schedule_id, period)) is not None}
-        # Days change once a day, hours every hour: merged apart, each merge kept.
-        parts = [self.kept.merged(schedule_id, group) for length in (DAY, HOUR)
-                 if (group := {p: s for p, s in kept.items() if p[1] == length})]
+        scans = []
         for low, high in spans_to_scan(start, now, kept):
             # By day where the span holds a closed day to keep (the first request), else
             # by hour (the window's first and last day).
             length = DAY if any(p[1] == DAY and low <= p[0] < high for p in closed) else HOUR
-            scanned = await _scan(conn, schedule_id, low, high, length)
+            rows = await conn.fetch(Q["job_run_stats_values"], schedule_id, low, high, length)
+            scans.append((length, rows))
+        return _WindowRead(closed, kept, scans, head["unfinished"])
+
+    def _totals(self, schedule_id: UUID, read: _WindowRead) -> _Totals:
+        """The window's finished runs summed (keeping the closed periods scanned), and
+        their percentiles. Runs in the lane."""
+        # Days change once a day, hours every hour: merged apart, each merge kept.
+        parts = [self.kept.merged(schedule_id, group) for length in (DAY, HOUR)
+                 if (group := {p: s for p, s in read.kept.items() if p[1] == length})]
+        for length, rows in read.scans:
+            scanned = _summaries(rows)
             parts.extend(scanned.values())
-            for period in closed:
+            for period in read.closed:
                 summary = scanned.get(period[0])
                 if (period[1] == length and summary is not None
                         and summary.finished >= KEEP_MIN_RUNS * (length / DAY)):
                     self.kept.put(schedule_id, period, summary)
-        return merged(parts), head["unfinished"]
+        total = merged(parts)
+        return _Totals(total.counts, _rounded(percentiles(total.lag_ms)),
+                       _rounded(percentiles(total.duration_ms)))
 
     async def retained_since(self) -> datetime | None:
         with storage_errors("reading the oldest run partition"):
