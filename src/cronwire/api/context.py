@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cronwire.domain.rate_limit import TenantRateLimit
 from cronwire.domain.schedules import TenantLimits
 from cronwire.ports import (
     AlertStore,
@@ -34,3 +35,5 @@ class ApiContext:
     alerts: AlertStore | None = None
     flows: FlowControlView | None = None  # GET /v1/flow-control (issue 27)
     metrics: Metrics | None = None  # the stats queries' latency (scheduler_stats_query_seconds)
+    # SCHEDULER_API_RATE_PER_SECOND, per tenant, in this replica's memory; None: no limit
+    rate_limit: TenantRateLimit | None = None
