@@ -27,12 +27,19 @@ async def locked_open_runs(conn: asyncpg.Connection, tenant_id: uuid.UUID,
                            default_limit: int) -> OpenRuns:
     """Take the tenant's volume lock (inside ``conn``'s transaction), then count."""
     await conn.execute(Q["tenant_lock_volume"], tenant_id, VOLUME_LOCK_CLASS)
-    return await open_runs(conn, tenant_id, default_limit)
+    return await _count(conn, tenant_id, default_limit)
 
 
 async def open_runs(conn: asyncpg.Connection, tenant_id: uuid.UUID,
                     default_limit: int) -> OpenRuns:
-    """The tenant's runs not yet ended, up to its limit (no lock: a dry run's estimate)."""
+    """The tenant's runs not yet ended, up to its limit (no lock: a dry run's estimate).
+    Inside a transaction (the plan setting is transaction-local)."""
+    await conn.execute(Q["tenant_count_plan"])
+    return await _count(conn, tenant_id, default_limit)
+
+
+async def _count(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                 default_limit: int) -> OpenRuns:
     row = await conn.fetchrow(Q["tenant_open_runs"], tenant_id, default_limit)
     if row is None:
         raise NotFound(f"tenant {tenant_id} not found")
