@@ -122,7 +122,7 @@ async def backfill(dsn: str, tenant: uuid.UUID, schedule_id: uuid.UUID, count: i
         began = time.monotonic()
         result = await PostgresRunCommands(pool).backfill(
             tenant, schedule_id, lambda spec, db_now, oldest: plan_backfill(
-                spec, request, db_now, oldest), dry_run=False)
+                spec, request, db_now, oldest), dry_run=False, max_pending_runs=count)
         seconds = time.monotonic() - began
         assert result.created == count, result
         occurrences = occurrences_between(CRON, "UTC", start - timedelta(microseconds=1),

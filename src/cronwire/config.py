@@ -69,6 +69,8 @@ class Settings:
     tenant_max_body_bytes: int = 65_536
     tenant_max_headers: int = 32
     tenant_max_concurrency: int | None = None  # None: unlimited (ADR 0040)
+    tenant_max_pending_runs: int = 100_000  # runs not yet ended (domain/volume.py)
+    api_rate_per_second: float = 50.0  # per tenant, per replica; burst 2x (domain/rate_limit.py)
     api_max_request_bytes: int = 262_144
     db_pool_size: int = 10
     # The API's own pool (and its read pool on a standby): API load never waits for, nor
@@ -127,6 +129,21 @@ def _positive_float(name: str, raw: str) -> float:
     return value
 
 
+# Beyond this a rate limit limits nothing; the harnesses use it to switch the limit off.
+MAX_API_RATE_PER_SECOND = 1_000_000_000.0
+
+
+def _rate_per_second(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}: expected a number of requests per second, got {raw!r}") from None
+    if not 0 < value <= MAX_API_RATE_PER_SECOND:  # NaN fails both comparisons
+        raise ConfigError(f"{name}: must be greater than 0 and at most "
+                          f"{MAX_API_RATE_PER_SECOND:.0f}, got {raw!r}")
+    return value
+
+
 def _non_negative_float(name: str, raw: str) -> float:
     if raw.strip() in {"0", "0.0"}:
         return 0.0
@@ -138,6 +155,13 @@ def _non_negative_float(name: str, raw: str) -> float:
 MIN_RETENTION_MONTHS = 2
 # The keeper keeps two months of partitions ahead; a lookahead of a day never outruns them.
 MAX_LOOKAHEAD_SECONDS = 86_400.0
+
+
+def _max_pending_runs(name: str, raw: str) -> int:
+    value = _positive_int(name, raw)
+    if value > 2**31 - 1:  # tenant.max_pending_runs is an integer column, and a LIMIT
+        raise ConfigError(f"{name}: must be at most {2**31 - 1}, got {value}")
+    return value
 
 
 def _retention_months(name: str, raw: str) -> int:
@@ -274,6 +298,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "tenant_max_body_bytes": _positive_int,
     "tenant_max_headers": _positive_int,
     "tenant_max_concurrency": _positive_int,
+    "tenant_max_pending_runs": _max_pending_runs,
+    "api_rate_per_second": _rate_per_second,
     "api_max_request_bytes": _positive_int,
     "db_pool_size": _positive_int,
     "api_db_pool_size": _positive_int,

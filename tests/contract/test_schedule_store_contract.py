@@ -50,7 +50,7 @@ async def test_another_tenants_schedule_reads_as_missing(world: World) -> None:
         world.schedules.get(stranger, made.id),
         world.schedules.set_paused(stranger, made.id, False),
         world.schedules.delete(stranger, made.id),
-        world.schedules.trigger(stranger, made.id),
+        world.schedules.trigger(stranger, made.id, max_pending_runs=10),
         world.schedules.get(tenant, uuid.uuid4()),
     ):
         with pytest.raises(NotFound):
@@ -99,7 +99,7 @@ async def test_pause_rotate_and_trigger(world: World) -> None:
     rotated = await world.schedules.rotate_secret(tenant, made.id, "whsec_" + "C" * 32, 600)
     assert rotated.signing_secret == "whsec_" + "C" * 32
     assert rotated.previous_secret_expires_at is not None
-    run = await world.schedules.trigger(tenant, made.id)
+    run = await world.schedules.trigger(tenant, made.id, max_pending_runs=10)
     assert run.trigger is Trigger.MANUAL and run.status is RunStatus.PENDING
     assert run.scheduled_for.microsecond != 0 or run.scheduled_for.second != 0
     assert run.fire_after == run.scheduled_for

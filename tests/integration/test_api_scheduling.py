@@ -158,7 +158,8 @@ async def test_backfill_writes_one_run_per_missing_occurrence_and_reports_existi
     dry = await api.client.post(path, headers=tenant.headers, json={**body, "dry_run": True})
     assert dry.status_code == 200, dry.text
     assert dry.json() == {"occurrences": 24, "created": 0, "existing": 1,
-                          "first": [iso(start + timedelta(hours=h)) for h in range(24)]}
+                          "first": [iso(start + timedelta(hours=h)) for h in range(24)],
+                          "over_limit": None}  # the 23 fit under max_pending_runs
     assert await api.pool.fetchval("SELECT count(*) FROM job_run") == 1  # wrote nothing
     real = await api.client.post(path, headers=tenant.headers, json=body)
     assert real.status_code == 202

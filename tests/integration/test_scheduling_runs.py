@@ -114,7 +114,8 @@ async def test_a_replay_delivers_the_original_occurrence_under_a_new_webhook_id(
         "status, fire_after, attempt_count, finished_at) "
         "VALUES ($1, $2, $3, $4, $5, 'failed', $4, 1, now())",
         original, tenant, sid, at, idempotency_key_for(original))
-    replay = await PostgresRunCommands(pool).replay(tenant, original)
+    replay = await PostgresRunCommands(pool).replay(tenant, original,
+                                                  max_pending_runs=10)
     executor, signals, _ = harness.executor()
     async with running(executor):
         await signals.settled.wait_count(1, within=15)

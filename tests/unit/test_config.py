@@ -26,6 +26,7 @@ def test_defaults_match_the_contract() -> None:
     assert (s.shutdown_grace_seconds, s.retention_months) == (20, 3)
     assert (s.tenant_max_schedules, s.tenant_min_interval_seconds,
             s.tenant_max_body_bytes) == (100_000, 1, 65_536)
+    assert (s.tenant_max_pending_runs, s.api_rate_per_second) == (100_000, 50)
     assert s.instance_id  # <hostname>-<pid>
 
 
@@ -67,6 +68,14 @@ def test_environment_overrides() -> None:
         # Retention of one month drops last month, where 7-day catch-up runs are written.
         ("SCHEDULER_RETENTION_MONTHS", "1"),
         ("SCHEDULER_PLANNER_LOOKAHEAD_SECONDS", "86401"),
+        ("SCHEDULER_TENANT_MAX_PENDING_RUNS", "0"),
+        ("SCHEDULER_TENANT_MAX_PENDING_RUNS", "2147483648"),  # tenant's column is integer
+        ("SCHEDULER_TENANT_MAX_PENDING_RUNS", "lots"),
+        ("SCHEDULER_API_RATE_PER_SECOND", "0"),
+        ("SCHEDULER_API_RATE_PER_SECOND", "-5"),
+        ("SCHEDULER_API_RATE_PER_SECOND", "nan"),
+        ("SCHEDULER_API_RATE_PER_SECOND", "inf"),
+        ("SCHEDULER_API_RATE_PER_SECOND", "fast"),
     ],
 )
 def test_bad_value_names_the_variable(variable: str, value: str) -> None:

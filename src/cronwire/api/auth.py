@@ -2,11 +2,15 @@
 
 Tokens are looked up by their SHA-256 and compared in constant time by the token store;
 this module only extracts the header and turns "no tenant" into 401. The tenant id it
-returns is the only tenant id a handler ever passes to a store.
+returns is the only tenant id a handler ever passes to a store. The tenant's API rate
+limit (domain/rate_limit.py) is taken here too, once the tenant is known, so every `/v1`
+route is limited and nothing else is (/healthz, /readyz, /metrics and /console never ask
+for a tenant).
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -14,6 +18,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from cronwire.api.errors import ApiError
+from cronwire.domain.rate_limit import LIMIT, TenantRateLimit
 from cronwire.ports import TokenVerifier
 
 MAX_TOKEN_CHARS = 512
@@ -43,14 +48,27 @@ async def _tenant_for(
     return found
 
 
-def tenant_dependency(tokens: TokenVerifier) -> Callable[..., Awaitable[uuid.UUID]]:
-    """A FastAPI dependency yielding the caller's tenant id, or answering 401."""
+def _admit(rate_limit: TenantRateLimit, tenant: uuid.UUID) -> None:
+    wait = rate_limit.take(tenant, time.monotonic())
+    if wait:
+        raise ApiError(429, rate_limit.refusal(wait), limit=LIMIT,
+                       headers={"Retry-After": str(wait)})
+
+
+def tenant_dependency(
+    tokens: TokenVerifier, rate_limit: TenantRateLimit | None = None,
+) -> Callable[..., Awaitable[uuid.UUID]]:
+    """A FastAPI dependency yielding the caller's tenant id, or answering 401, or 429 with
+    ``Retry-After`` past the tenant's API rate (``rate_limit``; None: no limit)."""
     bearer = _bearer()
 
     async def tenant_id(
         credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
     ) -> uuid.UUID:
-        return await _tenant_for(tokens, credentials)
+        tenant = await _tenant_for(tokens, credentials)
+        if rate_limit is not None:
+            _admit(rate_limit, tenant)
+        return tenant
 
     return tenant_id
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cronwire.domain.rate_limit import TenantRateLimit
 from cronwire.domain.schedules import TenantLimits
 from cronwire.ports import (
     AlertStore,
@@ -38,3 +39,5 @@ class ApiContext:
     metrics: Metrics | None = None  # the stats queries' latency (scheduler_stats_query_seconds)
     # Where previews and explain walk (issue 46); a replica passes its CPU lane.
     cpu: CpuWork = field(default_factory=OnTheLoop)
+    # SCHEDULER_API_RATE_PER_SECOND, per tenant, in this replica's memory; None: no limit
+    rate_limit: TenantRateLimit | None = None

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 # Limits a tenant hits by how many objects it has (quota) answer 429; limits on the
 # content of one request answer 422 like any other invalid field.
-QUOTA_LIMITS = frozenset({"max_schedules"})
+QUOTA_LIMITS = frozenset({"max_schedules", "max_pending_runs"})
 _CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found",
           405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
           415: "unsupported_media_type", 422: "invalid_request", 429: "limit_exceeded",
@@ -85,14 +85,17 @@ ERROR_DOCS: dict[int, dict[str, Any]] = {
     409: _described("The object's state does not allow this (the message says why)."),
     413: _described("Request body larger than the server's cap; refused before parsing."),
     422: _described("Invalid input; `field` names what to fix, `limit` a per-tenant limit."),
-    429: _described("A per-tenant quota (max_schedules) is used up; `limit` names it."),
+    429: _described("A per-tenant quota (max_schedules, max_pending_runs) is used up, or "
+                    "the API rate limit (api_rate_per_second) is passed: `limit` names it "
+                    "(and `Retry-After` says when to call again after a rate refusal)."),
     503: _described("The database is unreachable; retry after `Retry-After` seconds."),
 }
 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for the given error statuses (always 401 and 503)."""
-    return {status: ERROR_DOCS[status] for status in sorted({401, 503, *statuses})}
+    """OpenAPI ``responses`` entries for the given error statuses (always 401, 429 (the
+    API rate limit applies to every tenant route) and 503)."""
+    return {status: ERROR_DOCS[status] for status in sorted({401, 429, 503, *statuses})}
 
 
 def _printable(part: object) -> str:

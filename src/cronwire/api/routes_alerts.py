@@ -27,7 +27,7 @@ def alerts_router(ctx: ApiContext) -> APIRouter:
     router = APIRouter(prefix="/v1/alerts", tags=["alerts"],
                        route_class=capped_route(ctx.max_request_bytes,
                                                request_authenticator(ctx.tokens)))
-    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
+    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens, ctx.rate_limit))]
     assert ctx.alerts is not None
     store = ctx.alerts
 

@@ -24,7 +24,7 @@ def flow_router(ctx: ApiContext) -> APIRouter:
     router = APIRouter(prefix="/v1/flow-control", tags=["flow control"],
                        route_class=capped_route(ctx.max_request_bytes,
                                                request_authenticator(ctx.tokens)))
-    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
+    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens, ctx.rate_limit))]
 
     @router.get("", response_model=FlowControlPage, responses=responses(422),
                 summary="The tenant's flow-control keys: limits, in flight, waiting, held")

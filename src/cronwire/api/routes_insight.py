@@ -25,7 +25,7 @@ def insight_router(ctx: ApiContext) -> APIRouter:
     router = APIRouter(prefix="/v1/schedules", tags=["schedules"],
                        route_class=capped_route(ctx.max_request_bytes,
                                                request_authenticator(ctx.tokens)))
-    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
+    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens, ctx.rate_limit))]
 
     @router.get("/{id}/stats", response_model=ScheduleStatsOut, responses=responses(404, 422),
                 summary="Counts, success rate, fire lag and durations over a window")

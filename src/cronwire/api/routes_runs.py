@@ -35,7 +35,7 @@ def runs_router(ctx: ApiContext) -> APIRouter:
     router = APIRouter(prefix="/v1/runs", tags=["runs"],
                        route_class=capped_route(ctx.max_request_bytes,
                                                request_authenticator(ctx.tokens)))
-    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
+    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens, ctx.rate_limit))]
 
     @router.get("", response_model=RunPage, responses=responses(422),
                 summary="Run history, newest scheduled_for first (keyset pages)")
@@ -73,7 +73,8 @@ def runs_router(ctx: ApiContext) -> APIRouter:
     async def replay_failed(body: ReplayIn, tenant: Tenant) -> dict[str, Any]:
         query = ReplayQuery(limit=body.limit, schedule_id=body.schedule_id, since=body.since,
                             until=body.until)
-        replayed = await run_commands.replay_failed(ctx.commands, tenant, query)
+        replayed = await run_commands.replay_failed(ctx.commands, ctx.default_limits, tenant,
+                                                   query)
         return {"replayed": len(replayed), "runs": replayed}
 
     @router.post("/{id}/replay", status_code=202, response_model=RunOut,
@@ -81,6 +82,7 @@ def runs_router(ctx: ApiContext) -> APIRouter:
                  description=REPLAY_HELP + " 409 if the run did not fail, was replayed "
                  "already, or its schedule was deleted.")
     async def replay(run_id: RunId, tenant: Tenant) -> dict[str, Any]:
-        return run_out(await run_commands.replay(ctx.commands, tenant, run_id))
+        return run_out(await run_commands.replay(ctx.commands, ctx.default_limits, tenant,
+                                                     run_id))
 
     return router

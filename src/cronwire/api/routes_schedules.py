@@ -42,7 +42,7 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
     router = APIRouter(prefix="/v1/schedules", tags=["schedules"],
                        route_class=capped_route(ctx.max_request_bytes,
                                                request_authenticator(ctx.tokens)))
-    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens))]
+    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens, ctx.rate_limit))]
 
     @router.post("", status_code=201, response_model=ScheduleCreated,
                  summary="Create a schedule (the signing secret is shown only here)",
@@ -134,7 +134,8 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  "the database clock with a non-zero microsecond part, so it never takes "
                  "the slot of a cron occurrence (those are whole seconds).")
     async def trigger(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return run_out(await commands.trigger_run(ctx.schedules, tenant, schedule_id))
+        return run_out(await commands.trigger_run(ctx.schedules, ctx.default_limits, tenant,
+                                                  schedule_id))
 
     @router.post("/{id}/backfill", status_code=202, response_model=BackfillOut,
                  responses={**responses(404, 422),
@@ -153,12 +154,13 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                        response: Response) -> dict[str, Any]:
         policy = parse_overlap_policy(body.overlap_policy) if body.overlap_policy else None
         result = await run_commands.backfill(
-            ctx.commands, tenant, schedule_id,
+            ctx.commands, ctx.default_limits, tenant, schedule_id,
             BackfillRequest(body.start, body.end, policy, body.dry_run))
         if result.dry_run:
             response.status_code = 200
         return {"occurrences": result.occurrences, "created": result.created,
-                "existing": result.existing, "first": result.first}
+                "existing": result.existing, "first": result.first,
+                "over_limit": result.over_limit}
 
     @router.get("/{id}/preview", response_model=Preview, responses=responses(404, 422),
                 summary="The next fire times, in UTC and in the schedule's zone")

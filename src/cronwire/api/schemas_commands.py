@@ -46,6 +46,9 @@ class BackfillOut(BaseModel):
     created: int = Field(description="Runs written (0 for a dry run).")
     existing: int = Field(description="Occurrences that already had a run; kept as they are.")
     first: list[datetime] = Field(description=f"The first {FIRST_SHOWN} occurrences.")
+    over_limit: str | None = Field(
+        None, description="A dry run: the limit the real backfill would be refused by "
+        "(`max_pending_runs`: the tenant's runs not yet ended), else null.")
 
 
 class ReplayIn(BaseModel):

@@ -19,6 +19,7 @@ from cronwire.api.context import ApiContext
 from cronwire.bootstrap.container import Container, resolved
 from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
+from cronwire.domain.rate_limit import TenantRateLimit
 from cronwire.domain.schedules import TenantLimits
 from cronwire.service.supervisor import LoopBody
 
@@ -30,6 +31,7 @@ def default_limits(settings: Settings) -> TenantLimits:
         min_interval_seconds=settings.tenant_min_interval_seconds,
         max_body_bytes=settings.tenant_max_body_bytes,
         max_headers=settings.tenant_max_headers,
+        max_pending_runs=settings.tenant_max_pending_runs,
     )
 
 
@@ -86,6 +88,7 @@ async def _api_context(container: Container, settings: Settings,
         alerts=alerts,
         metrics=container.metrics(),
         cpu=cpu,
+        rate_limit=TenantRateLimit(settings.api_rate_per_second),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronwire.cli.database import (
     any_database,
@@ -23,6 +23,9 @@ from cronwire.cli.output import Column, field, print_json, render_table, wants_j
 from cronwire.config import Settings
 from cronwire.domain.errors import ConfigError, NotFound
 from cronwire.domain.labels import label_refusal
+
+if TYPE_CHECKING:
+    from cronwire.bootstrap.factories import TenantAdmin
 
 TENANT_COLUMNS = [
     Column("ID", field("id")), Column("NAME", field("name")),
@@ -122,13 +125,32 @@ def cmd_tenant_revoke(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_PENDING_RUNS_CEILING = 2**31 - 1  # tenant.max_pending_runs is an integer
+
+
 def cmd_tenant_limit(settings: Settings, args: argparse.Namespace) -> int:
     tenant_id = _uuid("TENANT_ID", args.tenant_id)
-    limit = None if args.unlimited else args.max_concurrency
-    if limit is not None and not 1 <= limit <= 1_000_000:
+    concurrency_given = args.unlimited or args.max_concurrency is not None
+    pending_given = args.default_pending_runs or args.max_pending_runs is not None
+    if not (concurrency_given or pending_given):
+        raise ConfigError("tenant limit: give --max-concurrency N or --unlimited, and/or "
+                          "--max-pending-runs N or --default-pending-runs")
+    concurrency = None if args.unlimited else args.max_concurrency
+    if concurrency is not None and not 1 <= concurrency <= 1_000_000:
         raise ConfigError("--max-concurrency: must be 1..1000000")
-    changed = on_tenants(settings, lambda store: store.set_max_concurrency(tenant_id, limit))
-    print_json(changed)
+    pending = None if args.default_pending_runs else args.max_pending_runs
+    if pending is not None and not 1 <= pending <= MAX_PENDING_RUNS_CEILING:
+        raise ConfigError(f"--max-pending-runs: must be 1..{MAX_PENDING_RUNS_CEILING}")
+
+    async def change(store: TenantAdmin) -> dict[str, Any]:
+        changed: dict[str, Any] = {}
+        if concurrency_given:
+            changed = await store.set_max_concurrency(tenant_id, concurrency)
+        if pending_given:
+            changed = await store.set_max_pending_runs(tenant_id, pending)
+        return changed
+
+    print_json(on_tenants(settings, change))
     return 0
 
 
@@ -170,17 +192,28 @@ def add_operator_commands(commands: argparse._SubParsersAction[Any]) -> None:
     revoke.set_defaults(handler=cmd_tenant_revoke)
 
     limit = tenant_commands.add_parser(
-        "limit", help="cap a tenant's requests in flight (its own SCHEDULER_TENANT_MAX_"
-        "CONCURRENCY); prints the tenant as JSON",
+        "limit", help="set a tenant's own limits: requests in flight (SCHEDULER_TENANT_MAX_"
+        "CONCURRENCY), runs not yet ended (SCHEDULER_TENANT_MAX_PENDING_RUNS); prints the "
+        "tenant as JSON",
         description="Set the tenant's own cap on requests in flight, over all its keys, on "
         "every replica; --unlimited goes back to SCHEDULER_TENANT_MAX_CONCURRENCY. It applies "
-        "to runs claimed after it (docs/flow-control.md).")
+        "to runs claimed after it (docs/flow-control.md). --max-pending-runs caps the "
+        "tenant's runs not yet ended (pending, running, retrying) that backfill, replay and "
+        "trigger requests may take it to (429 past it; planned occurrences are never "
+        "refused); --default-pending-runs goes back to SCHEDULER_TENANT_MAX_PENDING_RUNS.")
     limit.add_argument("tenant_id", metavar="TENANT_ID", help="the tenant's UUID")
-    which = limit.add_mutually_exclusive_group(required=True)
+    which = limit.add_mutually_exclusive_group()
     which.add_argument("--max-concurrency", type=int, metavar="N",
                        help="at most N requests of this tenant in flight at once")
     which.add_argument("--unlimited", action="store_true",
-                       help="no limit of its own: the configured default applies")
+                       help="no concurrency limit of its own: the configured default applies")
+    pending = limit.add_mutually_exclusive_group()
+    pending.add_argument("--max-pending-runs", type=int, metavar="N",
+                         help="at most N runs of this tenant not yet ended, as far as "
+                         "backfill, replay and trigger requests go")
+    pending.add_argument("--default-pending-runs", action="store_true",
+                         help="no pending-runs limit of its own: "
+                         "SCHEDULER_TENANT_MAX_PENDING_RUNS applies")
     limit.set_defaults(handler=cmd_tenant_limit)
 
     partitions = commands.add_parser("partitions", help="run-history partition upkeep")

@@ -48,6 +48,8 @@ class BackfillResult:
     existing: int  # occurrences that already had a run, left as they are
     first: list[datetime]  # the first FIRST_SHOWN occurrences
     dry_run: bool = False
+    # A dry run: the limit the real backfill would be refused by (domain.volume.LIMIT)
+    over_limit: str | None = None
 
 
 def occurrences_in(spec: ScheduleSpec, start: datetime, end: datetime,

@@ -21,6 +21,7 @@ from cronwire.domain.model import (
     ScheduleStatus,
     Target,
 )
+from cronwire.domain.volume import DEFAULT_MAX_PENDING_RUNS
 
 DEFAULT_CATCHUP_WINDOW_SECONDS = 3600
 
@@ -42,6 +43,9 @@ class TenantLimits:
     min_interval_seconds: int
     max_body_bytes: int
     max_headers: int
+    # Runs not yet ended (domain.volume); the tenant's own column is applied by the store
+    # that counts them, in the transaction that adds runs.
+    max_pending_runs: int = DEFAULT_MAX_PENDING_RUNS
 
     def overridden_by(self, **columns: int | None) -> TenantLimits:
         """These defaults with every non-NULL tenant column applied."""

@@ -44,19 +44,28 @@ SERVE = (sys.executable, "-m", "cronwire.cli", "serve")
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
 
 
+# A harness calls its own replicas' API far faster than a tenant should, and writes runs
+# in bulk: the per-tenant limits (issue 46) would measure themselves, not the scheduler.
+# The highest values the settings accept; a caller that tests a limit passes its own.
+UNLIMITED_API = {"SCHEDULER_API_RATE_PER_SECOND": "1000000000",
+                 "SCHEDULER_TENANT_MAX_PENDING_RUNS": str(2**31 - 1)}
+
+
 def replica_env(database_url: str, *, keep: Collection[str] = (),
                 **settings: object) -> dict[str, str]:
     """This process's environment without its SCHEDULER_* variables (except those in
     ``keep``) or a clock skew, plus what every harness replica needs: the database,
-    loopback targets allowed, no migration at start (the harness migrates once), and
-    ``settings`` by field name (``executor_workers=64`` sets SCHEDULER_EXECUTOR_WORKERS;
-    None leaves a variable unset)."""
+    loopback targets allowed, no migration at start (the harness migrates once), no
+    per-tenant API rate or pending-runs limit in the way (UNLIMITED_API), and ``settings``
+    by field name (``executor_workers=64`` sets SCHEDULER_EXECUTOR_WORKERS; None leaves a
+    variable unset)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_") or k in keep}
     env.pop(CLOCK_SKEW_VARIABLE, None)
     env.update({
         "SCHEDULER_DATABASE_URL": database_url,
         "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true",
         "SCHEDULER_AUTO_MIGRATE": "false",
+        **{name: value for name, value in UNLIMITED_API.items() if name not in keep},
     })
     env.update({f"SCHEDULER_{name.upper()}": str(value)
                 for name, value in settings.items() if value is not None})

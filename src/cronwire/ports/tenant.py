@@ -83,8 +83,12 @@ class ScheduleStore(Protocol):
         completed schedule."""
         ...
 
-    async def trigger(self, tenant_id: UUID, schedule_id: UUID) -> RunView:
-        """A manual run due now, at an instant no cron occurrence can take."""
+    async def trigger(self, tenant_id: UUID, schedule_id: UUID, *,
+                      max_pending_runs: int) -> RunView:
+        """A manual run due now, at an instant no cron occurrence can take. LimitExceeded
+        (``max_pending_runs``) if the tenant's runs not yet ended would pass its limit (its
+        own, else ``max_pending_runs``); checked so that concurrent requests cannot
+        overshoot it together."""
         ...
 
     async def rotate_secret(
@@ -100,24 +104,31 @@ class RunCommands(Protocol):
 
     async def backfill(
         self, tenant_id: UUID, schedule_id: UUID, plan: BackfillPlanner, *, dry_run: bool,
+        max_pending_runs: int,
     ) -> BackfillResult:
         """Call ``plan`` (pure, and CPU-heavy: it may run away from the event loop, and
         never while a connection or a transaction is held); then, in one transaction with
         the schedule locked against a delete, and only if the schedule is still the one
         planned from (else plan again), insert one ``pending`` run (``trigger: "backfill"``, due now) per occurrence
         that has none (``ON CONFLICT DO NOTHING``), or, for a dry run, only count the
-        occurrences that already have one. NotFound for a missing or deleted schedule."""
+        occurrences that already have one. NotFound for a missing or deleted schedule.
+        LimitExceeded (``max_pending_runs``) if the new runs would take the tenant's runs
+        not yet ended past its limit (its own, else ``max_pending_runs``), race-safe
+        between concurrent requests; a dry run is never refused, and says whether the
+        real one would be (``BackfillResult.over_limit``)."""
         ...
 
-    async def replay(self, tenant_id: UUID, run_id: UUID) -> RunView:
+    async def replay(self, tenant_id: UUID, run_id: UUID, *, max_pending_runs: int) -> RunView:
         """A new run repeating the failed run ``run_id`` (``trigger: "replay"``), due now.
         NotFound if not this tenant's; StateConflict if it did not fail, was replayed
-        already, or its schedule is deleted."""
+        already, or its schedule is deleted; LimitExceeded as :meth:`backfill`."""
         ...
 
-    async def replay_failed(self, tenant_id: UUID, query: ReplayQuery) -> list[UUID]:
+    async def replay_failed(self, tenant_id: UUID, query: ReplayQuery, *,
+                            max_pending_runs: int) -> list[UUID]:
         """Replay the tenant's failed runs not yet replayed (of live schedules), oldest
-        ``scheduled_for`` first, at most ``query.limit``; returns the new runs' ids."""
+        ``scheduled_for`` first, at most ``query.limit``; returns the new runs' ids.
+        LimitExceeded as :meth:`backfill` if they do not all fit (none is written)."""
         ...
 
 

@@ -14,29 +14,35 @@ from datetime import datetime
 from cronwire.domain.backfill import BackfillPlan, BackfillRequest, BackfillResult, plan_backfill
 from cronwire.domain.history import RunView
 from cronwire.domain.replay import ReplayQuery
-from cronwire.domain.schedules import ScheduleSpec
+from cronwire.domain.schedules import ScheduleSpec, TenantLimits
 from cronwire.ports import RunCommands
 
 
 async def backfill(
-    commands: RunCommands, tenant: uuid.UUID, schedule_id: uuid.UUID, request: BackfillRequest,
+    commands: RunCommands, defaults: TenantLimits, tenant: uuid.UUID, schedule_id: uuid.UUID,
+    request: BackfillRequest,
 ) -> BackfillResult:
-    """One run per occurrence of ``[start, end)`` that has none (a dry run writes nothing
-    and says what would be written)."""
+    """One run per occurrence of ``[start, end)`` that has none, if they fit under the
+    tenant's limit on runs not yet ended (a dry run writes nothing and says what would be
+    written, and whether the limit would refuse it)."""
 
     def plan(spec: ScheduleSpec, db_now: datetime, oldest: datetime | None) -> BackfillPlan:
         return plan_backfill(spec, request, db_now, oldest)
 
-    return await commands.backfill(tenant, schedule_id, plan, dry_run=request.dry_run)
+    return await commands.backfill(tenant, schedule_id, plan, dry_run=request.dry_run,
+                                   max_pending_runs=defaults.max_pending_runs)
 
 
-async def replay(commands: RunCommands, tenant: uuid.UUID, run_id: uuid.UUID) -> RunView:
-    """A failed run delivered again, as a new run due now."""
-    return await commands.replay(tenant, run_id)
+async def replay(commands: RunCommands, defaults: TenantLimits, tenant: uuid.UUID,
+                 run_id: uuid.UUID) -> RunView:
+    """A failed run delivered again, as a new run due now (within the tenant's limit)."""
+    return await commands.replay(tenant, run_id, max_pending_runs=defaults.max_pending_runs)
 
 
 async def replay_failed(
-    commands: RunCommands, tenant: uuid.UUID, query: ReplayQuery,
+    commands: RunCommands, defaults: TenantLimits, tenant: uuid.UUID, query: ReplayQuery,
 ) -> list[uuid.UUID]:
-    """The dead letters ``query`` selects, replayed; the new runs' ids."""
-    return await commands.replay_failed(tenant, query.checked())
+    """The dead letters ``query`` selects, replayed if they all fit under the tenant's
+    limit; the new runs' ids."""
+    return await commands.replay_failed(tenant, query.checked(),
+                                        max_pending_runs=defaults.max_pending_runs)

@@ -102,6 +102,8 @@ async def set_paused(
     return await store.set_paused(tenant, schedule_id, paused, note)
 
 
-async def trigger_run(store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
-    """A manual run, due now, at an instant no cron occurrence can take."""
-    return await store.trigger(tenant, schedule_id)
+async def trigger_run(store: ScheduleStore, defaults: TenantLimits, tenant: uuid.UUID,
+                      schedule_id: uuid.UUID) -> RunView:
+    """A manual run, due now, at an instant no cron occurrence can take, if the tenant's
+    runs not yet ended leave room for it."""
+    return await store.trigger(tenant, schedule_id, max_pending_runs=defaults.max_pending_runs)

@@ -22,6 +22,7 @@ from cronwire.domain.model import (
     run_id_for,
 )
 from cronwire.domain.schedules import ScheduleSpec
+from cronwire.domain.volume import OPEN_STATUSES, OpenRuns
 
 RUNNABLE = frozenset({RunStatus.PENDING, RunStatus.RETRYING})
 
@@ -128,6 +129,7 @@ class MemoryTenant:
     min_interval_seconds: int | None = None
     max_body_bytes: int | None = None
     max_headers: int | None = None
+    max_pending_runs: int | None = None
 
 
 @dataclass
@@ -150,6 +152,16 @@ class MemoryDatabase:
 
     def now(self) -> datetime:
         return self.clock.now()
+
+    def open_runs(self, tenant_id: uuid.UUID, default_limit: int) -> OpenRuns:
+        """tenant_open_runs: the tenant's runs not yet ended, counted up to its limit
+        (one event loop, no await inside a write: the memory stores need no lock)."""
+        tenant = self.tenants.get(tenant_id)
+        own = tenant.max_pending_runs if tenant is not None else None
+        limit = own if own is not None else default_limit
+        counted = sum(1 for r in self.runs.values()
+                      if r.tenant_id == tenant_id and r.status.value in OPEN_STATUSES)
+        return OpenRuns(counted=min(counted, limit), limit=limit, own=own is not None)
 
     # -- seeding (what the planner and the API would write) ---------------------------
 

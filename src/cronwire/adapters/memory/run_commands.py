@@ -13,6 +13,7 @@ from cronwire.domain.errors import NotFound, StateConflict
 from cronwire.domain.history import RunView
 from cronwire.domain.model import OverlapPolicy, RunStatus, ScheduleStatus, Trigger, run_id_for
 from cronwire.domain.replay import ReplayQuery
+from cronwire.domain.volume import LIMIT
 from cronwire.ports import BackfillPlanner
 
 # No partitions in memory: runs are kept from the beginning of time.
@@ -25,15 +26,19 @@ class MemoryRunCommands:
 
     async def backfill(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, plan: BackfillPlanner, *,
-        dry_run: bool,
+        dry_run: bool, max_pending_runs: int,
     ) -> BackfillResult:
         schedule = live_schedule(self._db, tenant_id, schedule_id)
         now = self._db.now()
         decided = plan(schedule.spec, now, OLDEST)
         found = decided.occurrences
+        existing = sum(1 for at in found if (schedule_id, at) in self._db._occurrences)
+        room = self._db.open_runs(tenant_id, max_pending_runs)
         if dry_run:
-            existing = sum(1 for at in found if (schedule_id, at) in self._db._occurrences)
-            return BackfillResult(len(found), 0, existing, found[:FIRST_SHOWN], True)
+            over = None if room.admits(len(found) - existing) else LIMIT
+            return BackfillResult(len(found), 0, existing, found[:FIRST_SHOWN], True,
+                                  over_limit=over)
+        room.check(len(found) - existing)
         gated = None if decided.overlap_policy is OverlapPolicy.ALLOW else decided.overlap_policy
         created = 0
         for at in found:
@@ -42,7 +47,8 @@ class MemoryRunCommands:
                 created += 1
         return BackfillResult(len(found), created, len(found) - created, found[:FIRST_SHOWN])
 
-    async def replay(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> RunView:
+    async def replay(self, tenant_id: uuid.UUID, run_id: uuid.UUID, *,
+                     max_pending_runs: int) -> RunView:
         matches = [r for r in self._db.runs.values()
                    if r.id == run_id and r.tenant_id == tenant_id]
         if not matches:
@@ -57,9 +63,11 @@ class MemoryRunCommands:
         if original.replayed_by is not None:
             raise StateConflict(f"run {run_id} was replayed already, by run "
                                 f"{original.replayed_by} (replay that one if it failed)")
+        self._db.open_runs(tenant_id, max_pending_runs).check(1)
         return run_view(self._replay(original))
 
-    async def replay_failed(self, tenant_id: uuid.UUID, query: ReplayQuery) -> list[uuid.UUID]:
+    async def replay_failed(self, tenant_id: uuid.UUID, query: ReplayQuery, *,
+                            max_pending_runs: int) -> list[uuid.UUID]:
         since = query.since or OLDEST
         until = query.until or datetime.max.replace(tzinfo=UTC)
         dead = sorted(
@@ -69,6 +77,8 @@ class MemoryRunCommands:
              and (query.schedule_id is None or r.schedule_id == query.schedule_id)
              and self._db.schedules[r.schedule_id].live),
             key=lambda r: r.scheduled_for)[:query.limit]
+        if dead:
+            self._db.open_runs(tenant_id, max_pending_runs).check(len(dead))
         return [self._replay(run).id for run in dead]
 
     def _replay(self, original: MemoryRun) -> MemoryRun:

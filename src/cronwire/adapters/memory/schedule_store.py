@@ -201,9 +201,11 @@ class MemoryScheduleStore:
             schedule.consecutive_failures = 0
         return _record(schedule)
 
-    async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
+    async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
+                      max_pending_runs: int) -> RunView:
         """A manual run due now at an instant no cron occurrence (whole seconds) takes."""
         self._live(tenant_id, schedule_id)
+        self._db.open_runs(tenant_id, max_pending_runs).check(1)
         for _ in range(MANUAL_INSERT_TRIES):
             instant = self._db.now()
             if instant.microsecond == 0:

@@ -25,6 +25,7 @@ from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.run_history import EARLIEST, LATEST, run_view
 from cronwire.adapters.postgres.schedule_store import found_row, schedule_record
 from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.adapters.postgres.volume import locked_open_runs, open_runs
 from cronwire.domain.backfill import FIRST_SHOWN, BackfillPlan, BackfillResult
 from cronwire.domain.errors import StateConflict, StorageError
 from cronwire.domain.history import RunView
@@ -38,6 +39,7 @@ from cronwire.domain.model import (
 from cronwire.domain.planning import writable_span
 from cronwire.domain.replay import ReplayQuery
 from cronwire.domain.schedules import ScheduleSpec
+from cronwire.domain.volume import LIMIT
 from cronwire.ports import BackfillPlanner, CpuWork, OnTheLoop
 
 Q = queries()
@@ -114,7 +116,7 @@ class PostgresRunCommands:
 
     async def backfill(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, plan: BackfillPlanner, *,
-        dry_run: bool,
+        dry_run: bool, max_pending_runs: int,
     ) -> BackfillResult:
         action = f"backfilling schedule {schedule_id}"
         for _ in range(WALK_TRIES):
@@ -126,14 +128,25 @@ class PostgresRunCommands:
             found = walk.plan.occurrences
             with storage_errors(action):
                 if dry_run:
-                    existing = await self._pool.fetchval(
-                        Q["job_run_count_occurrences"], tenant_id, schedule_id,
-                        walk.occurrences)
-                    return BackfillResult(len(found), 0, existing, found[:FIRST_SHOWN], True)
+                    async with self._pool.acquire() as conn:
+                        existing = await conn.fetchval(
+                            Q["job_run_count_occurrences"], tenant_id, schedule_id,
+                            walk.occurrences)
+                        room = await open_runs(conn, tenant_id, max_pending_runs)
+                    over = None if room.admits(len(found) - existing) else LIMIT
+                    return BackfillResult(len(found), 0, existing, found[:FIRST_SHOWN], True,
+                                          over_limit=over)
                 async with self._pool.acquire() as conn, conn.transaction():
                     spec, _, oldest = await _walked(conn, tenant_id, schedule_id)
                     if (spec, oldest) != (walked[0], walked[2]):
                         continue  # edited (or retention ran) while it walked: walk again
+                    room = await locked_open_runs(conn, tenant_id, max_pending_runs)
+                    if not room.admits(len(found)):
+                        # Only near the limit: the occurrences that have a run add nothing.
+                        existing = await conn.fetchval(
+                            Q["job_run_count_occurrences"], tenant_id, schedule_id,
+                            walk.occurrences)
+                        room.check(len(found) - existing)
                     gated = walk.plan.overlap_policy
                     status = await conn.execute(
                         Q["job_run_insert_backfill"], tenant_id, schedule_id, walk.ids,
@@ -145,21 +158,24 @@ class PostgresRunCommands:
         raise StateConflict(f"schedule {schedule_id} changed {WALK_TRIES} times while its "
                             "backfill was computed; try again")
 
-    async def replay(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> RunView:
+    async def replay(self, tenant_id: uuid.UUID, run_id: uuid.UUID, *,
+                     max_pending_runs: int) -> RunView:
         source = await self._source(tenant_id, run_id)
         replays = await self._replay(tenant_id, [(source["id"], source["scheduled_for"],
-                                                  source["schedule_id"])])
+                                                  source["schedule_id"])], max_pending_runs)
         if not replays:  # a concurrent request replayed it between the check and the write
             raise StateConflict(f"run {run_id} was replayed meanwhile by another request")
         return replays[0]
 
-    async def replay_failed(self, tenant_id: uuid.UUID, query: ReplayQuery) -> list[uuid.UUID]:
+    async def replay_failed(self, tenant_id: uuid.UUID, query: ReplayQuery, *,
+                            max_pending_runs: int) -> list[uuid.UUID]:
         with storage_errors("finding failed runs to replay"):
             rows = await self._pool.fetch(
                 Q["job_run_dead_letters"], tenant_id, query.since or EARLIEST,
                 query.until or LATEST, query.limit, query.schedule_id)
         replays = await self._replay(
-            tenant_id, [(r["id"], r["scheduled_for"], r["schedule_id"]) for r in rows])
+            tenant_id, [(r["id"], r["scheduled_for"], r["schedule_id"]) for r in rows],
+            max_pending_runs)
         return [run.id for run in replays]
 
     async def _source(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> asyncpg.Record:
@@ -178,15 +194,17 @@ class PostgresRunCommands:
 
     async def _replay(
         self, tenant_id: uuid.UUID, originals: list[tuple[uuid.UUID, datetime, uuid.UUID]],
+        max_pending_runs: int,
     ) -> list[RunView]:
         """Write the replays of ``originals`` ((id, scheduled_for, schedule_id)) whose
-        schedule is live and that are still failed and not replayed."""
+        schedule is live and that are still failed and not replayed, if they all fit
+        under the tenant's limit on runs not yet ended."""
         if not originals:
             return []
         with storage_errors("replaying runs"):
             for attempt in range(INSERT_TRIES):
                 try:
-                    return await self._replay_once(tenant_id, originals)
+                    return await self._replay_once(tenant_id, originals, max_pending_runs)
                 except asyncpg.UniqueViolationError:
                     if attempt + 1 == INSERT_TRIES:
                         raise
@@ -194,6 +212,7 @@ class PostgresRunCommands:
 
     async def _replay_once(
         self, tenant_id: uuid.UUID, originals: list[tuple[uuid.UUID, datetime, uuid.UUID]],
+        max_pending_runs: int,
     ) -> list[RunView]:
         async with self._pool.acquire() as conn, conn.transaction():
             live = {r["id"] for r in await conn.fetch(
@@ -201,6 +220,8 @@ class PostgresRunCommands:
             kept = [o for o in originals if o[2] in live]
             if not kept:
                 return []
+            # At most len(kept): an original replayed meanwhile adds nothing.
+            (await locked_open_runs(conn, tenant_id, max_pending_runs)).check(len(kept))
             first: datetime = await conn.fetchval(Q["job_run_manual_instant"])
             instants = replay_instants(first, len(kept))
             new_ids = [run_id_for(schedule_id, at)

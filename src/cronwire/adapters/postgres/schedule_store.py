@@ -18,6 +18,7 @@ from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.flow_store import resync_deleted, save_flow_control
 from cronwire.adapters.postgres.run_history import run_view
 from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.adapters.postgres.volume import locked_open_runs
 from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import (
     retry_from_document,
@@ -269,11 +270,13 @@ class PostgresScheduleStore:
         )
         return schedule_record(found_row(row, schedule_id))
 
-    async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> RunView:
+    async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
+                      max_pending_runs: int) -> RunView:
         with storage_errors(f"triggering schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 found_row(await conn.fetchrow(Q["schedule_lock_live"], tenant_id, schedule_id),
                        schedule_id)
+                (await locked_open_runs(conn, tenant_id, max_pending_runs)).check(1)
                 for _ in range(MANUAL_INSERT_TRIES):
                     instant: datetime = await conn.fetchval(Q["job_run_manual_instant"])
                     run_id = run_id_for(schedule_id, instant)

@@ -129,12 +129,23 @@ class PostgresTenantStore:
                                   limit: int | None) -> dict[str, Any]:
         """The tenant's own concurrency cap (None: the configured default); NotFound for an
         unknown tenant."""
+        return await self._set_limit("tenant_set_max_concurrency", tenant_id, limit)
+
+    async def set_max_pending_runs(self, tenant_id: uuid.UUID,
+                                   limit: int | None) -> dict[str, Any]:
+        """The tenant's own cap on its runs not yet ended (None: the configured default);
+        NotFound for an unknown tenant."""
+        return await self._set_limit("tenant_set_max_pending_runs", tenant_id, limit)
+
+    async def _set_limit(self, query: str, tenant_id: uuid.UUID,
+                         limit: int | None) -> dict[str, Any]:
         with storage_errors("setting a tenant's limit"):
-            row = await self._pool.fetchrow(Q["tenant_set_max_concurrency"], tenant_id, limit)
+            row = await self._pool.fetchrow(Q[query], tenant_id, limit)
         if row is None:
             raise NotFound(f"tenant {tenant_id} does not exist")
         return {"id": str(row["id"]), "name": row["name"],
-                "max_concurrency": row["max_concurrency"]}
+                "max_concurrency": row["max_concurrency"],
+                "max_pending_runs": row["max_pending_runs"]}
 
     async def tenant_for_token(self, token: str) -> uuid.UUID | None:
         """The token's tenant, or None. The lookup is by hash; the final comparison is
