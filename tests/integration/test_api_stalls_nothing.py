@@ -30,7 +30,7 @@ from cronwire.bootstrap.startup import bind_listener
 from cronwire.config import Settings
 from cronwire.harness.processes import free_port
 from cronwire.harness.sink import Sink
-from tests.support.api import schedule_body
+from tests.support.api import DEFAULT_LIMITS, schedule_body
 from tests.support.polling import wait_until
 
 pytestmark = pytest.mark.asyncio
@@ -116,7 +116,8 @@ async def _delivered_after_trigger(served: Served, schedule: uuid.UUID) -> float
     """Seconds from a manual run written (on the test's own pool) to its delivery and its
     result written by the replica's executor (claim, delivery, result: the replica's pool)."""
     started = time.monotonic()
-    run = await PostgresScheduleStore(served.pool).trigger(served.ids["b"], schedule)
+    run = await PostgresScheduleStore(served.pool).trigger(
+        served.ids["b"], schedule, max_pending_runs=DEFAULT_LIMITS.max_pending_runs)
 
     async def succeeded() -> bool:
         status = await served.pool.fetchval("SELECT status FROM job_run WHERE id = $1", run.id)

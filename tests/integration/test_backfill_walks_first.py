@@ -17,7 +17,7 @@ from cronwire.adapters.postgres.run_commands import WALK_TRIES, PostgresRunComma
 from cronwire.domain.backfill import BackfillRequest
 from cronwire.domain.errors import StateConflict
 from cronwire.service import run_commands
-from tests.support.api import Api, api_fixture  # noqa: F401
+from tests.support.api import DEFAULT_LIMITS, Api, api_fixture  # noqa: F401
 
 T = TypeVar("T")
 
@@ -53,7 +53,8 @@ async def test_the_walk_holds_no_connection_of_the_pool(api: Api, database_url: 
         lane = Lane(pool_is_free)
         now = await api.pool.fetchval("SELECT date_trunc('hour', now())")
         request = BackfillRequest(now - timedelta(hours=6), now - timedelta(hours=1))
-        result = await run_commands.backfill(PostgresRunCommands(one, cpu=lane), tenant,
+        result = await run_commands.backfill(PostgresRunCommands(one, cpu=lane),
+                                             DEFAULT_LIMITS, tenant,
                                              schedule, request)
     finally:
         await one.close()
@@ -71,7 +72,8 @@ async def test_a_schedule_edited_while_it_walked_is_walked_again(api: Api) -> No
     lane = Lane(edit_during_the_first_walk)
     now = await api.pool.fetchval("SELECT date_trunc('hour', now())")
     request = BackfillRequest(now - timedelta(hours=4), now - timedelta(hours=1))
-    result = await run_commands.backfill(PostgresRunCommands(api.pool, cpu=lane), tenant,
+    result = await run_commands.backfill(PostgresRunCommands(api.pool, cpu=lane),
+                                         DEFAULT_LIMITS, tenant,
                                          schedule, request)
     written = [row["scheduled_for"] for row in await api.pool.fetch(
         "SELECT scheduled_for FROM job_run WHERE schedule_id = $1 ORDER BY 1", schedule)]
@@ -90,7 +92,8 @@ async def test_a_schedule_that_keeps_changing_is_a_conflict(api: Api) -> None:
     now = await api.pool.fetchval("SELECT date_trunc('hour', now())")
     lane = Lane(edit_every_time)
     with pytest.raises(StateConflict, match="changed 3 times"):
-        await run_commands.backfill(PostgresRunCommands(api.pool, cpu=lane), tenant, schedule,
+        await run_commands.backfill(PostgresRunCommands(api.pool, cpu=lane), DEFAULT_LIMITS,
+                                    tenant, schedule,
                                     BackfillRequest(now - timedelta(hours=4), now))
     assert lane.walks == WALK_TRIES
     assert await api.pool.fetchval("SELECT count(*) FROM job_run WHERE schedule_id = $1",
