@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from cronwire.domain.model import OverlapPolicy
-from cronwire.harness.seeding import non_terminal, seed_tenant
+from cronwire.harness.seeding import non_terminal, seed_tenant, status_counts
 from tests.chaos.test_scheduling_processes import create
 from tests.support.polling import wait_until
 from tests.support.replicas import ReplicaSet
@@ -120,7 +120,7 @@ async def test_cancel_other_aborts_the_superseded_request_on_whichever_replica_h
                 return False
             return await non_terminal(db_pool) == 0
 
-        await wait_until(settled, within=90, every=0.5)
+        await wait_until(settled, within=90, every=0.5, saw=lambda: status_counts(db_pool))
     finally:
         await receiver.stop()
     rows = await db_pool.fetch(
