@@ -102,6 +102,7 @@ async def test_a_superseded_cancel_other_request_is_aborted_and_its_lease_kept()
     schedule.overlap_run = (current.run_id, current.scheduled_for)  # the newer one started
     for lease in (superseded, current, plain):
         lease.task = asyncio.create_task(asyncio.Event().wait())
+        lease.started = True
     metrics, signals = CountingMetrics(), ExecutorSignals()
     keeper = LeaseKeeper(MemoryRunStore(db), metrics, owner="me", lease_seconds=60,
                          signals=signals)

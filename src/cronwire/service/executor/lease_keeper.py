@@ -156,8 +156,11 @@ class LeaseKeeper:
         """Abort the requests in flight of cancel_other runs a newer occurrence superseded.
         The lease stays ours: the delivery, cancelled, writes the run cancelled itself
         (unless its complete answer had already arrived, which is then recorded)."""
+        # Only requests that left: one not yet sent is checked at the next poll (or finds
+        # its run cancelled by the claim when it is given back).
         watched = [lease for lease in self._held.values()
-                   if lease.cancel_other and lease.in_flight and not lease.superseded]
+                   if lease.cancel_other and lease.started and lease.in_flight
+                   and not lease.superseded]
         if not watched:
             return
         found = await self._store.superseded(self._owner, [lease.key for lease in watched])
