@@ -22,6 +22,7 @@ from cronwire.harness.seeding import (
     status_counts,
 )
 from cronwire.harness.sink import Reply, Sink, always, by_attempt
+from tests.support.polling import wait_until
 from tests.support.replicas import ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -37,18 +38,17 @@ async def _seed(pool: asyncpg.Pool, url: str, count: int, tenants: int = 1) -> l
     return schedules
 
 
-async def _until(check: Callable[[], Awaitable[bool]], within: float) -> None:
+async def _until(check: Callable[[], Awaitable[bool]], within: float,
+                 saw: Callable[[], Awaitable[object]] | None = None) -> None:
     """Poll a database or process condition with a deadline (neither has an event)."""
-    async with asyncio.timeout(within):
-        while not await check():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+    await wait_until(check, within=within, saw=saw)
 
 
 async def _settled(pool: asyncpg.Pool, within: float) -> None:
     async def done() -> bool:
         return await non_terminal(pool) == 0
 
-    await _until(done, within)
+    await _until(done, within, saw=lambda: status_counts(pool))
 
 
 def _report(name: str, **figures: object) -> None:

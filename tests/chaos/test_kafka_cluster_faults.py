@@ -220,7 +220,11 @@ async def _fault(load: Load, figures: dict[str, object], inject: Callable[[], Aw
     await asyncio.sleep(hold)  # the fault lasts this long, by design
     await heal()
     figures["_healed_at"] = time.monotonic()
-    await load.sink.wait_for(lambda s: s.unique >= load.seeded - WAVE, within=120)
+    try:
+        await load.sink.wait_for(lambda s: s.unique >= load.seeded - WAVE, within=120)
+    except TimeoutError as exc:  # how far it got, and where the runs are
+        raise AssertionError(f"{exc}; wanted {load.seeded - WAVE} of {load.seeded} seeded; "
+                             f"run states {await status_counts(load.pool)}") from None
     after = await load.sample()
     claimed = sum(after.values()) - sum(before.values())
     figures.update(

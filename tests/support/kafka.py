@@ -53,9 +53,13 @@ class KafkaMode:
             await self.relay.step()
             if self.relay.published == marked:
                 break
-        async with asyncio.timeout(within):
-            while self.hints.delivered < self.relay.published:  # noqa: ASYNC110 - a counter
-                await asyncio.sleep(0.02)
+        try:
+            async with asyncio.timeout(within):
+                while self.hints.delivered < self.relay.published:  # noqa: ASYNC110 - a counter
+                    await asyncio.sleep(0.02)
+        except TimeoutError:
+            raise TimeoutError(f"the consumer received {self.hints.delivered} of "
+                               f"{self.relay.published} published keys within {within}s") from None
         return self.relay.published - before
 
 

@@ -4,7 +4,6 @@ fleet's claim counters by source."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import uuid
@@ -14,7 +13,14 @@ from typing import Any
 import aiohttp
 import asyncpg
 
-from cronwire.harness.seeding import non_terminal, seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.seeding import (
+    non_terminal,
+    seed_due_runs,
+    seed_schedule,
+    seed_tenant,
+    status_counts,
+)
+from tests.support.polling import wait_until
 from tests.support.replicas import Replica
 
 PARTITIONS = 6
@@ -30,10 +36,10 @@ def new_topic() -> str:
     return f"runs-{uuid.uuid4().hex[:10]}"
 
 
-async def until(check: Callable[[], Awaitable[bool]], within: float) -> None:
-    async with asyncio.timeout(within):
-        while not await check():  # noqa: ASYNC110 - processes and databases have no event
-            await asyncio.sleep(0.1)
+async def until(check: Callable[[], Awaitable[bool]], within: float,
+                saw: Callable[[], Awaitable[object]] | None = None) -> None:
+    """Processes and databases have no event: poll, and on timeout say what ``saw()`` found."""
+    await wait_until(check, within=within, every=0.1, saw=saw)
 
 
 async def seed(pool: asyncpg.Pool, url: str, count: int, tenants: int, first: int = 0) -> None:
@@ -47,7 +53,7 @@ async def settled(pool: asyncpg.Pool, within: float) -> None:
     async def done() -> bool:
         return await non_terminal(pool) == 0
 
-    await until(done, within)
+    await until(done, within, saw=lambda: status_counts(pool))
 
 
 async def group_stable(replicas: list[Replica], within: float = 60.0) -> None:

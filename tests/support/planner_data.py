@@ -105,13 +105,17 @@ def mismatches(
 
 
 async def until(
-    condition: Callable[[], Awaitable[bool]], within: float, interval: float = 0.05
+    condition: Callable[[], Awaitable[bool]], within: float, interval: float = 0.05,
+    saw: Callable[[], Awaitable[object]] | None = None,
 ) -> None:
-    """Poll ``condition`` until it holds; fail after ``within`` seconds."""
+    """Poll ``condition`` until it holds; fail after ``within`` seconds, saying what
+    ``saw()`` found then (the counts that tell how far it got)."""
     deadline = time.monotonic() + within
     while not await condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within}s")
+            seen = f"; saw {await saw()}" if saw is not None else ""
+            name = getattr(condition, "__qualname__", "condition")
+            raise AssertionError(f"{name} not met within {within}s{seen}")
         await asyncio.sleep(interval)
 
 

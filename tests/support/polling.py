@@ -11,24 +11,47 @@ from collections.abc import Awaitable, Callable
 Condition = Callable[[], object] | Callable[[], Awaitable[object]]
 
 
-async def wait_until(condition: Condition, within: float = 10.0, every: float = 0.05) -> None:
-    """Return once ``condition()`` (sync or async) is truthy; TimeoutError after ``within``
-    seconds."""
-    async with asyncio.timeout(within):
-        while True:
-            value = condition()
-            if inspect.isawaitable(value):
-                value = await value
-            if value:
-                return
-            await asyncio.sleep(every)
+async def wait_until(condition: Condition, within: float = 10.0, every: float = 0.05,
+                     saw: Condition | None = None) -> None:
+    """Return once ``condition()`` (sync or async) is truthy; after ``within`` seconds a
+    TimeoutError naming the condition and what it last returned, and ``saw()`` (sync or
+    async: the counts that say how far it got) when given."""
+    last: object = None
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                last = condition()
+                if inspect.isawaitable(last):
+                    last = await last
+                if last:
+                    return
+                await asyncio.sleep(every)
+    except TimeoutError:
+        seen = await _value(saw) if saw is not None else None
+        raise TimeoutError(_timed_out(condition, within, last, seen)) from None
+
+
+async def _value(probe: Condition) -> object:
+    try:
+        value = probe()
+        return await value if inspect.isawaitable(value) else value
+    except Exception as exc:  # the report must not hide the timeout
+        return f"(could not tell: {exc!r})"
+
+
+def _timed_out(condition: Callable[..., object], within: float, last: object,
+               seen: object) -> str:
+    name = getattr(condition, "__qualname__", repr(condition))
+    message = f"{name} not met within {within:g}s (last returned {last!r})"
+    return message if seen is None else f"{message}; saw {seen}"
 
 
 def wait_until_sync(condition: Callable[[], object], within: float = 10.0,
-                    every: float = 0.05) -> None:
+                    every: float = 0.05, saw: Callable[[], object] | None = None) -> None:
     """The same for code outside an event loop (processes, files)."""
     deadline = time.monotonic() + within
-    while not condition():
+    while not (last := condition()):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"condition not met within {within}s")
+            raise TimeoutError(_timed_out(condition, within, last,
+                                          saw() if saw is not None else None))
         time.sleep(every)

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from cronwire.adapters.memory import MemoryClaimSource, MemoryDatabase, MemoryRunStore
 from cronwire.domain.errors import StorageError
-from cronwire.domain.model import LeaseKey
+from cronwire.domain.model import LeaseKey, OverlapPolicy
 from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.signals import ExecutorSignals
 from tests.support.fakes import CountingMetrics
@@ -89,3 +89,51 @@ class FlakyRunStore(MemoryRunStore):
             raise StorageError("connection refused")
         return await super().renew_leases(owner, runs, lease_seconds, started)
 
+
+
+async def test_a_superseded_cancel_other_request_is_aborted_and_its_lease_kept() -> None:
+    db = MemoryDatabase()
+    superseded, current, plain = await _leases(db, 3)
+    runs = {r.id: r for r in db.runs.values()}
+    for lease in (superseded, current):
+        runs[lease.run_id].overlap_policy = OverlapPolicy.CANCEL_OTHER
+        lease.cancel_other = True
+    schedule = db.schedules[runs[current.run_id].schedule_id]
+    schedule.overlap_run = (current.run_id, current.scheduled_for)  # the newer one started
+    for lease in (superseded, current, plain):
+        lease.task = asyncio.create_task(asyncio.Event().wait())
+        lease.started = True
+    metrics, signals = CountingMetrics(), ExecutorSignals()
+    keeper = LeaseKeeper(MemoryRunStore(db), metrics, owner="me", lease_seconds=60,
+                         signals=signals)
+    for lease in (superseded, current, plain):
+        keeper.hold(lease)
+    await keeper.abort_superseded()
+    await asyncio.sleep(0)
+    assert superseded.superseded and superseded.task.cancelled()
+    assert not superseded.lost and keeper.get(superseded.run_id) is superseded  # to write
+    assert metrics.lost == 0 and signals.lost.items == []
+    for lease in (current, plain):  # the gate's holder, and a run under 'allow'
+        assert lease.task is not None and not lease.task.done() and not lease.superseded
+        lease.task.cancel()
+    assert keeper.superseded_poll <= 0.5
+
+
+async def test_no_superseded_check_while_no_cancel_other_request_is_in_flight() -> None:
+    db = MemoryDatabase()
+    [lease] = await _leases(db, 1)
+    store = CountingSupersededStore(db)
+    keeper = LeaseKeeper(store, CountingMetrics(), owner="me", lease_seconds=60)
+    keeper.hold(lease)
+    await keeper.abort_superseded()
+    assert store.checks == 0  # 'allow' pays nothing
+
+
+class CountingSupersededStore(MemoryRunStore):
+    def __init__(self, db: MemoryDatabase) -> None:
+        super().__init__(db)
+        self.checks = 0
+
+    async def superseded(self, owner: str, runs: Sequence[LeaseKey]) -> set[UUID]:
+        self.checks += 1
+        return await super().superseded(owner, runs)

@@ -107,7 +107,8 @@ _OVERLAP_HELP = (
     "`allow` starts it anyway; `skip` records it `skipped` (skip_reason `overlap`); "
     "`buffer_one` lets one wait and start when the previous run ends (more are skipped); "
     "`buffer_all` lets up to 100 wait and start in order; `cancel_other` ends the previous "
-    "run `cancelled` (a request in flight finishes and is recorded) and starts this one.")
+    "run `cancelled` (a request in flight is aborted, its connection closed, within about "
+    "a second; a complete answer that came first is recorded as it came) and starts this one.")
 _JITTER: dict[str, Any] = {"minimum": 0, "maximum": MAX_JITTER_SECONDS}
 _JITTER_HELP = ("Each occurrence is delivered at scheduled_for + an offset in [0, "
                 "jitter_seconds), the same on every replica (fire_after shows it).")

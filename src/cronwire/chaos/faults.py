@@ -14,6 +14,7 @@ from cronwire.chaos.failover import (
 )
 from cronwire.chaos.lease_cut import (
     cut_lease_renewal,
+    lease_cut_tested_nothing,
     lease_cut_verdict,
     observe_lease_cut,
     summarize_lease_cut,
@@ -34,6 +35,7 @@ from cronwire.chaos.server_faults import (
     stall_broker,
 )
 from cronwire.chaos.timing_faults import (
+    fairness_too_small,
     fairness_verdict,
     just_fire,
     observe_skew,
@@ -57,6 +59,7 @@ FAULTS: dict[str, FaultSpec] = {
                                  about="a TCP proxy drops, resets and stalls database connections"),
     "lease-cut": FaultSpec(cut_lease_renewal, verdict=lease_cut_verdict,
                            observe=observe_lease_cut, summarize=summarize_lease_cut,
+                           inconclusive=lease_cut_tested_nothing,
                            delivery_timeout=1.5, sink_delay_ms=300, victim_proxy=True,
                            # In kafka mode the cut-off replica often held no partition in
                            # reduced runs (the group kept rebalancing): nothing to cut off.
@@ -72,6 +75,7 @@ FAULTS: dict[str, FaultSpec] = {
                             about="replica clocks +30 s and -30 s"),
     "fairness": FaultSpec(just_fire, verdict=fairness_verdict, summarize=summarize_fairness,
                           burst=True, burst_delay_ms=100, workers=32, delivery_timeout=5.0,
+                          too_small=fairness_too_small,
                           about="one tenant's burst due at once, nine tenants firing every second"),
     "rolling-restart": FaultSpec(rolling_restarts, verdict=no_duplicates_no_exits,
                                  sink_delay_ms=50,

@@ -117,13 +117,21 @@ def summarize_lease_cut(s: Scenario, _groups: Groups, seen: Deliveries,
     })
 
 
+def lease_cut_tested_nothing(figures: dict[str, Any]) -> str | None:
+    """Nothing re-claimed after the cut: no lease ran out under the cut, so no send after
+    expiry could have happened (a small run's victim often holds nothing when cut)."""
+    own = figures["fault_figures"]
+    if own.get("reclaimed_after_expiry"):
+        return None
+    return (f"nothing re-claimed after the cut (the fault tested nothing; "
+            f"{own.get('leases_cut_off', 0)} leases cut off)")
+
+
 def lease_cut_verdict(figures: dict[str, Any]) -> list[str]:
     broken = common_verdict(figures)
     own = figures["fault_figures"]
     if own.get("sends_beyond_in_flight_at_cut"):
         broken.append(f"sends_beyond_in_flight_at_cut={own['sends_beyond_in_flight_at_cut']}")
-    if not own.get("reclaimed_after_expiry"):
-        broken.append("nothing re-claimed after the cut (the fault tested nothing)")
     if figures["replica_exits"]:
         broken.append(f"replica_exits={figures['replica_exits']}")
     # Recovery needs firing time after the release to show (the full-size run has it).

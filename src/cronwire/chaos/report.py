@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cronwire.chaos.verdicts import verdict_cell
 from cronwire.harness.stats import percentile
 
 # The sink's clock and the harness's are the same host clock; this only absorbs the time
@@ -140,7 +141,7 @@ def figure_table(scenarios: Mapping[str, Mapping[str, object]]) -> str:
         assert isinstance(own, dict) and isinstance(violations, list)
         rows.append([
             name, *(str(figures.get(c, "")) for c in COLUMNS),
-            "ok" if figures.get("passed") else "FAILED: " + ", ".join(map(str, violations)),
+            verdict_cell(figures),
             " ".join(f"{k}={v}" for k, v in own.items()),
         ])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]

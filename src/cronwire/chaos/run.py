@@ -41,6 +41,7 @@ from cronwire.chaos.queries import Q
 from cronwire.chaos.report import Deliveries, count_deliveries, figure_table
 from cronwire.chaos.scenario import Scenario
 from cronwire.chaos.seed import seed
+from cronwire.chaos.verdicts import outcome, summary, verdict_cell
 from cronwire.harness.fleet import Fleet, replica_env
 from cronwire.harness.seeding import seed_tenant
 from cronwire.harness.sink_process import SinkProcess
@@ -54,13 +55,14 @@ def _log(message: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _postgres(plan: ChaosPlan) -> AsyncIterator[tuple[str | None, EmbeddedPostgres | None]]:
+async def _postgres(plan: ChaosPlan, faults: list[str],
+                    ) -> AsyncIterator[tuple[str | None, EmbeddedPostgres | None]]:
     """The server every scenario without a pair of its own shares (not started when none
     needs it)."""
     postgres = None
     admin = plan.dsn
     try:
-        if admin is None and not all(FAULTS[name].pair for name in plan.faults):
+        if admin is None and not all(FAULTS[name].pair for name in faults):
             postgres = EmbeddedPostgres(plan.out / "postgres", settings=dict(FAST_UNSAFE_SETTINGS))
             admin = await asyncio.to_thread(postgres.start)
         yield admin, postgres
@@ -212,6 +214,9 @@ async def _run_scenario(plan: ChaosPlan, name: str, admin: str, postgres: Embedd
         figures["run_states"] = scenario.figures.get("run_states", {})
         violations = spec.verdict(figures)
         figures["violations"] = violations
+        tested_nothing = spec.inconclusive(figures) if spec.inconclusive else None
+        figures["inconclusive"] = tested_nothing
+        figures["outcome"] = outcome(violations, tested_nothing)
         figures["passed"] = not violations
         (out / "figures.json").write_text(json.dumps(figures, indent=2, default=str))
         return figures
@@ -225,16 +230,21 @@ async def run_chaos_async(plan: ChaosPlan) -> dict[str, Any]:
     if refusal is not None:
         raise ChaosError(refusal)
     scenarios: dict[str, dict[str, Any]] = {}
+    not_run = {name: reason for name in plan.faults
+               if (check := FAULTS[name].too_small) and (reason := check(plan))}
+    for reason in not_run.values():
+        _log(reason)
     started = time.monotonic()
-    async with _postgres(plan) as (admin, postgres):  # admin None: every fault has a pair
-        for name in plan.faults:
+    to_run = [name for name in plan.faults if name not in not_run]
+    async with _postgres(plan, to_run) as (admin, postgres):  # admin None: every fault has a pair
+        for name in to_run:
             scenarios[name] = await run_scenario(plan, name, admin, postgres)
-            _log(f"{name}: {'ok' if scenarios[name]['passed'] else 'FAILED'}")
+            _log(f"{name}: {verdict_cell(scenarios[name])}")
     return {
         "mode": plan.mode, "replicas": plan.replicas, "schedules": plan.schedules,
         "duration": plan.duration, "burst": plan.burst, "seed": plan.seed,
         "elapsed_seconds": round(time.monotonic() - started, 1),
-        "passed": all(s["passed"] for s in scenarios.values()),
+        **summary(scenarios, not_run),
         "scenarios": scenarios,
     }
 
@@ -247,4 +257,6 @@ def run_chaos(plan: ChaosPlan) -> dict[str, Any]:
     report = asyncio.run(run_chaos_async(plan))
     (plan.out / "report.json").write_text(json.dumps(report, indent=2, default=str))
     print(figure_table(report["scenarios"]))
+    for reason in report["not_run"].values():
+        print(reason)
     return report

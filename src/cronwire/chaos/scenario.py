@@ -52,6 +52,12 @@ class FaultSpec:
     pair: str | None = None
     modes: tuple[str, ...] = ("postgres", "kafka")
     about: str = ""
+    # Why the fault tested nothing in this run (its figures), or None: an INCONCLUSIVE
+    # verdict, not a failure (verdicts.py).
+    inconclusive: Callable[[dict[str, Any]], str | None] | None = None
+    # The size this plan is too small for, as one line naming the flags it needs, or None:
+    # a fault whose bound does not fit a small run is not run at that size.
+    too_small: Callable[[ChaosPlan], str | None] | None = None
 
 
 

@@ -187,7 +187,9 @@ def add_harness_commands(commands: argparse._SubParsersAction[Any]) -> None:
         "schedules fire every second; count lost and duplicate deliveries (exit 1 if any "
         "guarantee broke)",
         description="Fault-injection harness: every fault runs against a fresh database and "
-        "fresh replicas, counted from the receiver's side.",
+        "fresh replicas, counted from the receiver's side. A fault that tested nothing is "
+        "INCONCLUSIVE (said so, not a failure); one whose bound needs a bigger run is not "
+        "run, and a line names the size it needs.",
         epilog="example:\n  cronwire chaos --faults kill,pg-restart --schedules 200 --duration 20",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -18,7 +18,7 @@ from cronwire.domain.delivery import (
     default_body,
     error_text,
 )
-from cronwire.domain.model import MAX_ATTEMPTS, AttemptRecord, ClaimedRun
+from cronwire.domain.model import MAX_ATTEMPTS, AttemptRecord, ClaimedRun, RunResolution, RunStatus
 
 ERROR_BYTES = 2048  # the deliverer already caps errors at 500 characters
 
@@ -98,4 +98,29 @@ def internal_failure(
         retry_after_seconds=None,
         started_at=started_at,
         finished_at=finished_at,
+    )
+
+
+SUPERSEDED_ABORT = ("Cancelled: superseded by a newer occurrence (overlap_policy "
+                    "cancel_other); the request in flight was aborted (connection closed)")
+
+
+def aborted_as_superseded(
+    run: ClaimedRun, started_at: datetime, finished_at: datetime
+) -> RunResolution:
+    """The write that ends an attempt aborted because a newer occurrence of its
+    cancel_other schedule started: cancelled, with the attempt recorded as a connection
+    the executor closed before any complete answer. Never retried."""
+    result = DeliveryResult(
+        outcome=Outcome.CONNECTION_ERROR, status_code=None, error=SUPERSEDED_ABORT,
+        duration_ms=max(0, round((finished_at - started_at).total_seconds() * 1000)),
+        response_excerpt=None, retry_after_seconds=None,
+        started_at=started_at, finished_at=finished_at,
+    )
+    record = attempt_record(run, result)
+    return RunResolution(
+        run_id=run.id, scheduled_for=run.scheduled_for, status=RunStatus.CANCELLED,
+        attempt_count=max(1, min(MAX_ATTEMPTS, run.attempt)), retry_delay_seconds=None,
+        last_status_code=None, last_error=SUPERSEDED_ABORT, attempt=record,
+        lease_generation=run.lease_generation,
     )

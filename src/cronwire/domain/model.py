@@ -235,6 +235,8 @@ class ClaimedRun:
     occurrence: datetime | None = None
     # The flow-control key the run counts under (ADR 0040); None: no flow control.
     flow_key: str | None = None
+    # overlap_policy cancel_other: the request is aborted once a newer occurrence starts.
+    cancel_other: bool = False
 
 
 @dataclass(frozen=True, slots=True)

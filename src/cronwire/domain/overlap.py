@@ -14,7 +14,8 @@ Per candidate, by its policy (``busy``: the gate is held by another run):
 
 - ``cancel_other``: the newest occurrence among the candidates and a live occupant starts;
   every older one ends ``cancelled`` (superseded). A superseded occupant whose request is
-  in flight is ended by its own lease's next write (the request finishes, is recorded).
+  in flight is aborted by its holder, which polls for it (LeaseKeeper.abort_superseded),
+  and written ``cancelled``; a complete answer that came first is recorded as it came.
 - the occupant itself carries on (a retry, a released lease, an expired one);
 - ``skip``: busy, or an older candidate starts now: ``skipped`` (reason ``overlap``);
   else it starts;

@@ -138,11 +138,19 @@ class Sink:
         return len(self.acknowledged)
 
     async def wait_for(self, predicate: Callable[[Sink], bool], within: float) -> None:
-        """Return once ``predicate(self)`` holds; TimeoutError after ``within`` seconds."""
-        async with asyncio.timeout(within):
-            while not predicate(self):
-                self._changed.clear()
-                await self._changed.wait()
+        """Return once ``predicate(self)`` holds; after ``within`` seconds a TimeoutError
+        that says what the sink had seen by then (a failure under load must say how far
+        it got, not only that it ran out of time)."""
+        try:
+            async with asyncio.timeout(within):
+                while not predicate(self):
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            raise TimeoutError(
+                f"sink: condition not met within {within:g}s; saw {self.unique} unique runs "
+                f"acknowledged in {len(self.arrivals)} requests ({self.duplicates} duplicates, "
+                f"{self.failed} failed answers)") from None
 
     def stats(self) -> dict[str, Any]:
         """Counts so far, and the p99 lag of the acknowledgements since the last call."""

@@ -114,6 +114,11 @@ class RunStore(Protocol):
         the lease is lost: cancel it."""
         ...
 
+    async def superseded(self, owner: str, runs: Sequence[LeaseKey]) -> set[UUID]:
+        """Of these leases of ``owner`` (cancel_other runs), the ids a newer occurrence of
+        their schedule has superseded: their requests in flight are to be aborted."""
+        ...
+
     async def resolve(
         self, owner: str, resolutions: Sequence[RunResolution]
     ) -> dict[UUID, RunStatus]:

@@ -30,11 +30,16 @@ class Observed(Generic[T]):
         self._changed.set()
 
     async def wait_for(self, predicate: Callable[[list[T]], bool], within: float) -> None:
-        """Return once ``predicate(items)`` holds; TimeoutError after ``within`` seconds."""
-        async with asyncio.timeout(within):
-            while not predicate(self.items):
-                self._changed.clear()
-                await self._changed.wait()
+        """Return once ``predicate(items)`` holds; after ``within`` seconds a TimeoutError
+        saying how many items had been recorded."""
+        try:
+            async with asyncio.timeout(within):
+                while not predicate(self.items):
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            raise TimeoutError(f"signal: condition not met within {within:g}s; "
+                               f"{len(self.items)} recorded: {self.items[-5:]!r} last") from None
 
     async def wait_count(self, count: int, within: float) -> None:
         await self.wait_for(lambda items: len(items) >= count, within)

@@ -9,7 +9,14 @@ from datetime import datetime, timedelta
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemoryRun
 from cronwire.adapters.memory.overlap_gate import SUPERSEDED_ERROR, pass_gate
-from cronwire.domain.model import MAX_ATTEMPTS, ClaimBatch, ClaimedRun, RunStatus, SkipReason
+from cronwire.domain.model import (
+    MAX_ATTEMPTS,
+    ClaimBatch,
+    ClaimedRun,
+    OverlapPolicy,
+    RunStatus,
+    SkipReason,
+)
 from cronwire.domain.overlap import Gate
 
 LEASE_EXPIRED_ERROR = (
@@ -96,6 +103,7 @@ def take_leases(
             retry=schedule.spec.retry, signing_secrets=schedule.signing_secrets(now),
             lease_expires_at=run.claim_expires_at, lease_generation=run.lease_generation,
             occurrence=run.replay_of_scheduled_for,
+            cancel_other=run.overlap_policy is OverlapPolicy.CANCEL_OTHER,
         ))
     return ClaimBatch(tuple(runs), tuple(ended))
 

@@ -11,9 +11,8 @@ from cronwire.adapters.memory.database import MemoryDatabase, MemoryRun, check_a
 from cronwire.adapters.memory.failures import count_failures, superseded, wake_next
 from cronwire.domain.model import LeaseKey, RunResolution, RunStatus
 
-SUPERSEDED_IN_FLIGHT = ("Cancelled: superseded by a newer occurrence (overlap_policy "
-                        "cancel_other); the request in flight finished and its attempt is "
-                        "recorded")
+SUPERSEDED_RETRY = ("Cancelled: superseded by a newer occurrence (overlap_policy "
+                    "cancel_other); its failed attempt is recorded and not retried")
 
 
 class MemoryRunStore:
@@ -44,6 +43,14 @@ class MemoryRunStore:
             ours.add(run_id)
         return ours
 
+    async def superseded(self, owner: str, runs: Sequence[LeaseKey]) -> set[UUID]:
+        found = set()
+        for run_id, scheduled_for, generation in runs:
+            run = self._held(owner, run_id, scheduled_for, generation)
+            if run is not None and superseded(self._db, run):
+                found.add(run_id)
+        return found
+
     async def resolve(
         self, owner: str, resolutions: Sequence[RunResolution]
     ) -> dict[UUID, RunStatus]:
@@ -58,16 +65,17 @@ class MemoryRunStore:
             if run is None or run.attempt_count != r.attempt_count:
                 continue
             retry = r.status is RunStatus.RETRYING
-            replaced = superseded(self._db, run)
+            # A complete answer is recorded as it came; only a retry of a superseded run
+            # (or of a deleted schedule's) ends cancelled here, as in job_run_resolve.
+            replaced = retry and superseded(self._db, run)
             run.status = (RunStatus.CANCELLED if replaced or (retry and run.cancel_requested)
                           else r.status)
             if retry and not run.cancel_requested:
                 run.fire_after = now + timedelta(seconds=r.retry_delay_seconds or 0.0)
-            terminal = r.status in (RunStatus.SUCCEEDED, RunStatus.FAILED)
-            run.finished_at = now if terminal or run.cancel_requested or replaced else None
+            run.finished_at = now if not retry or run.cancel_requested or replaced else None
             run.claim_expires_at = None
             run.last_status_code = r.last_status_code
-            run.last_error = SUPERSEDED_IN_FLIGHT if replaced else r.last_error
+            run.last_error = SUPERSEDED_RETRY if replaced else r.last_error
             run.published_at = None
             run.version += 1
             if r.attempt is not None:

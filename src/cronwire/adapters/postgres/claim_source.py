@@ -83,6 +83,7 @@ def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
             lease_generation=row["lease_generation"],
             occurrence=row["replay_of_scheduled_for"],
             flow_key=row["flow"],
+            cancel_other=row["cancel_other"],
         ))
     return ClaimBatch(tuple(runs), tuple(ended))
 

@@ -67,6 +67,14 @@ class PostgresRunStore:
             )
         return {row["id"] for row in rows}
 
+    async def superseded(self, owner: str, runs: Sequence[LeaseKey]) -> set[UUID]:
+        if not runs:
+            return set()
+        ids, times, generations = _keys(runs)
+        with storage_errors("check superseded leases"):
+            rows = await self._pool.fetch(Q["job_run_superseded"], owner, ids, times, generations)
+        return {row["id"] for row in rows}
+
     async def resolve(
         self, owner: str, resolutions: Sequence[RunResolution]
     ) -> dict[UUID, RunStatus]:

@@ -16,7 +16,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any
 
-from cronwire.domain.attempts import internal_failure, request_for
+from cronwire.domain.attempts import aborted_as_superseded, internal_failure, request_for
 from cronwire.domain.breaker import health_signal
 from cronwire.domain.delivery import DeliveryResult
 from cronwire.domain.errors import RequestNotSent, StorageError
@@ -83,7 +83,8 @@ class Deliveries:
             # Our own earlier lease on this run expired and the claim handed it back to us:
             # that older request is the one to abandon.
             self._keeper.lose(stale)
-        lease = Lease(run.id, run.scheduled_for, run.lease_generation)
+        lease = Lease(run.id, run.scheduled_for, run.lease_generation,
+                      cancel_other=run.cancel_other)
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
@@ -111,6 +112,8 @@ class Deliveries:
             return None
         self._signals.started.add([run.id])
         lease.started = True  # the next renewal records it (the attempt is used)
+        if lease.cancel_other:
+            lease.sent_at = self._clock.now()
         started.add_done_callback(partial(self._answered, run, lease, breaker_key))
         return started
 
@@ -123,6 +126,8 @@ class Deliveries:
                 return
             self._signals.started.add([run.id])
             lease.started = True  # the next renewal records it (the attempt is used)
+            if lease.cancel_other:
+                lease.sent_at = self._clock.now()
             try:
                 result = await self._attempt(run, send_by)
             except RequestNotSent:
@@ -130,6 +135,9 @@ class Deliveries:
                 await self._give_back_unsent(lease)
                 return
         except asyncio.CancelledError:
+            if lease.superseded and not lease.lost:  # aborted by the keeper: a newer
+                self._finish_aborted(run, lease, breaker_key)  # occurrence started
+                return
             if not lease.lost:
                 raise
             # Abandoned: the result is discarded, the loss was counted when it was found.
@@ -147,7 +155,9 @@ class Deliveries:
         self.leases.discard(lease)
         self._wake.set()
         if started.cancelled():
-            if lease.lost:  # abandoned: the loss was counted when it was found
+            if lease.superseded and not lease.lost:  # aborted: a newer occurrence started
+                self._finish_aborted(run, lease, breaker_key)
+            elif lease.lost:  # abandoned: the loss was counted when it was found
                 self._signals.abandoned.add([run.id])
             return
         exc = started.exception()
@@ -175,6 +185,13 @@ class Deliveries:
         self._writer.submit(
             Finished(run, lease, resolution, breaker_key, None if held else health_signal(result))
         )
+
+    def _finish_aborted(self, run: ClaimedRun, lease: Lease, breaker_key: str) -> None:
+        """A cancel_other request the keeper aborted because a newer occurrence started:
+        written cancelled, and no health signal (the receiver did nothing wrong)."""
+        now = self._clock.now()
+        resolution = aborted_as_superseded(run, lease.sent_at or now, now)
+        self._writer.submit(Finished(run, lease, resolution, breaker_key, None))
 
     async def _given_back(self, lease: Lease) -> None:
         try:

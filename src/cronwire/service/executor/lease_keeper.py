@@ -13,6 +13,13 @@ rule counts only attempts that started), so that costs no round trip of its own.
 renewal that fails (a database outage) is retried soon, with backoff, rather than a
 whole interval later: a lease outlives an outage shorter than itself only if the first
 renewal after the outage comes before it expires.
+
+A lease of a cancel_other run whose request is in flight is also checked every
+``SUPERSEDED_POLL_SECONDS`` (one statement for all of them, none while there are none):
+once a newer occurrence of its schedule started, on this replica or another, the request
+is aborted (its connection closed) and the run written cancelled, so at most one request
+of the schedule stays in flight. The poll, not the renewal, bounds how long the two
+overlap: the renewal interval is a third of the lease, tens of seconds by default.
 """
 
 from __future__ import annotations
@@ -31,6 +38,10 @@ from cronwire.service.signals import ExecutorSignals, quiet_signals
 
 log = logging.getLogger(__name__)
 RENEW_RETRY_SECONDS = 0.25  # first retry after a failed renewal; doubles up to the interval
+# How soon a superseded cancel_other request is aborted at most (plus one round trip):
+# short, because until then the schedule has two requests in flight; a poll costs one
+# small statement per replica, and only while a cancel_other request is in flight.
+SUPERSEDED_POLL_SECONDS = 0.5
 
 
 @dataclass(slots=True, eq=False)
@@ -44,6 +55,9 @@ class Lease:
     task: asyncio.Future[Any] | None = None
     lost: bool = False
     started: bool = False  # the request has been handed to the deliverer
+    cancel_other: bool = False  # its schedule's overlap_policy: checked for supersession
+    superseded: bool = False  # aborted because a newer occurrence started: write it cancelled
+    sent_at: datetime | None = None  # when its request started (cancel_other leases only)
 
     @property
     def key(self) -> LeaseKey:
@@ -127,10 +141,34 @@ class LeaseKeeper:
         logged and retried after a short backoff (at most one interval) for as long as the
         database stays away. A lease that expired meanwhile but was not re-claimed is
         still ours and is renewed; one re-claimed elsewhere is found gone."""
-        await every(
-            self.interval, None, self.renew, "lease renewal",
-            first_delay=self.interval, backoff=self._retry_after,
+        await asyncio.gather(
+            every(self.interval, None, self.renew, "lease renewal",
+                  first_delay=self.interval, backoff=self._retry_after),
+            every(self.superseded_poll, None, self.abort_superseded,
+                  "superseded-run check", first_delay=self.superseded_poll),
         )
+
+    @property
+    def superseded_poll(self) -> float:
+        return min(SUPERSEDED_POLL_SECONDS, self.interval)
+
+    async def abort_superseded(self) -> None:
+        """Abort the requests in flight of cancel_other runs a newer occurrence superseded.
+        The lease stays ours: the delivery, cancelled, writes the run cancelled itself
+        (unless its complete answer had already arrived, which is then recorded)."""
+        # Only requests that left: one not yet sent is checked at the next poll (or finds
+        # its run cancelled by the claim when it is given back).
+        watched = [lease for lease in self._held.values()
+                   if lease.cancel_other and lease.started and lease.in_flight
+                   and not lease.superseded]
+        if not watched:
+            return
+        found = await self._store.superseded(self._owner, [lease.key for lease in watched])
+        for lease in watched:
+            if (lease.run_id in found and lease.in_flight and lease.task is not None
+                    and self._held.get(lease.run_id) is lease):
+                lease.superseded = True
+                lease.task.cancel()
 
     def _retry_after(self, failures: int) -> float:
         return min(self.interval, RENEW_RETRY_SECONDS * float(2 ** min(failures - 1, 8)))

@@ -247,8 +247,8 @@ decided AS (
     UNION ALL
     -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
     -- it (retrying, released: checked by the update); a leased one is ended by its own
-    -- lease's next write, after its request in flight finished and was recorded
-    -- (job_run_resolve, job_run_give_back).
+    -- lease's next write: its holder finds it superseded (job_run_superseded), aborts the
+    -- request in flight and writes it cancelled (job_run_resolve, job_run_give_back).
     SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL,
            NULL::uuid, NULL::text, 0::smallint, 0::smallint
       FROM gate g
@@ -352,6 +352,8 @@ UPDATE job_run j
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
           j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
           j.replay_of_scheduled_for,
+          -- its holder aborts it once a newer occurrence starts (job_run_superseded)
+          j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AS cancel_other,
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
@@ -374,14 +376,28 @@ UPDATE job_run j
    AND j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
 RETURNING j.id
 
+-- name: job_run_superseded
+-- $1 owner, $2 run ids, $3 their scheduled_for, $4 their lease generations (leases of
+-- cancel_other runs whose requests are in flight). Returns the ids a newer occurrence of
+-- their schedule has superseded: the holder aborts those requests (overlap_policy
+-- cancel_other: at most one request of the schedule in flight once the new one starts).
+SELECT j.id
+  FROM unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
+  JOIN job_run j ON j.id = l.id AND j.scheduled_for = l.scheduled_for
+  JOIN schedule s ON s.id = j.schedule_id
+ WHERE j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
+   AND j.overlap_policy = 'cancel_other' AND s.overlap_run IS DISTINCT FROM j.id
+
 -- name: job_run_resolve
 -- $1 owner; then one array element per run: the state write and its evidence row.
 -- The lease_generation (and attempt_count) predicate pins the write to the very lease it
 -- ends: a late result of an earlier lease of the same run never lands on a later claim
 -- of it, whoever made that claim. A retry of a run whose schedule was deleted while it
 -- ran (cancel_requested) ends it 'cancelled' instead: no attempt starts after a delete.
--- So does any result of a run a newer occurrence superseded while its request was in
--- flight (overlap_policy cancel_other: the request finished and its attempt is recorded).
+-- So does a retry of a run a newer occurrence superseded while its request was in flight
+-- (overlap_policy cancel_other). A superseded run's complete answer (succeeded, failed)
+-- is recorded as it came; the executor aborts a superseded request it still has in
+-- flight and writes it 'cancelled' itself (job_run_superseded, LeaseKeeper).
 -- The same statement wakes the next run waiting on an overlap gate whose holder ended,
 -- and keeps each schedule's one count of consecutive failures (consecutive_failures,
 -- issue 25), from which it decides both the pause after pause_after_failures and the
@@ -408,11 +424,11 @@ landed AS (
     -- NULL (NULL AND EXISTS (...) would still run the EXISTS, for every run under 'allow':
     -- tests/integration/test_allow_pays_nothing.py).
     UPDATE job_run j
-       SET status           = CASE WHEN j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AND EXISTS (
+       SET status           = CASE WHEN o.status <> 'retrying' THEN o.status
+                                   WHEN j.cancel_requested THEN 'cancelled'
+                                   WHEN j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AND EXISTS (
                                         SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
                                            AND s.overlap_run IS DISTINCT FROM j.id)
-                                   THEN 'cancelled'
-                                   WHEN o.status = 'retrying' AND j.cancel_requested
                                    THEN 'cancelled' ELSE o.status END,
            fire_after       = CASE WHEN o.status = 'retrying' AND NOT j.cancel_requested
                                    -- clamped as the domain does (retry.py): no
@@ -420,7 +436,7 @@ landed AS (
                                    THEN now() + make_interval(
                                             secs => LEAST(GREATEST(o.retry_delay, 0), 86400))
                                    ELSE j.fire_after END,
-           finished_at      = CASE WHEN o.status IN ('succeeded', 'failed') OR j.cancel_requested
+           finished_at      = CASE WHEN o.status <> 'retrying' OR j.cancel_requested
                                    THEN now()
                                    WHEN j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AND EXISTS (
                                         SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
@@ -428,12 +444,13 @@ landed AS (
                                    THEN now() END,
            claim_expires_at = NULL,
            last_status_code = o.status_code,
-           last_error       = CASE WHEN j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AND EXISTS (
+           last_error       = CASE WHEN o.status <> 'retrying' THEN o.error
+                                   WHEN j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AND EXISTS (
                                         SELECT 1 FROM schedule s WHERE s.id = j.schedule_id
                                            AND s.overlap_run IS DISTINCT FROM j.id)
                                    THEN 'Cancelled: superseded by a newer occurrence '
-                                        || '(overlap_policy cancel_other); the request in '
-                                        || 'flight finished and its attempt is recorded'
+                                        || '(overlap_policy cancel_other); its failed attempt '
+                                        || 'is recorded and not retried'
                                    ELSE o.error END,
            published_at     = NULL,  -- kafka mode: a retry is published again when due
            last_duration_ms = COALESCE(o.duration_ms, j.last_duration_ms),
@@ -946,8 +963,8 @@ decided AS (
     UNION ALL
     -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
     -- it (retrying, released: checked by the update); a leased one is ended by its own
-    -- lease's next write, after its request in flight finished and was recorded
-    -- (job_run_resolve, job_run_give_back).
+    -- lease's next write: its holder finds it superseded (job_run_superseded), aborts the
+    -- request in flight and writes it cancelled (job_run_resolve, job_run_give_back).
     SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL,
            NULL::uuid, NULL::text, 0::smallint, 0::smallint
       FROM gate g
@@ -1051,6 +1068,8 @@ UPDATE job_run j
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
           j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
           j.replay_of_scheduled_for,
+          -- its holder aborts it once a newer occurrence starts (job_run_superseded)
+          j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AS cancel_other,
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
@@ -1230,8 +1249,8 @@ decided AS (
     UNION ALL
     -- cancel_other: the occupant a newer run replaces ends cancelled now if no lease holds
     -- it (retrying, released: checked by the update); a leased one is ended by its own
-    -- lease's next write, after its request in flight finished and was recorded
-    -- (job_run_resolve, job_run_give_back).
+    -- lease's next write: its holder finds it superseded (job_run_superseded), aborts the
+    -- request in flight and writes it cancelled (job_run_resolve, job_run_give_back).
     SELECT g.overlap_run, g.overlap_run_at, 'superseded', false, 'superseded', NULL,
            NULL::uuid, NULL::text, 0::smallint, 0::smallint
       FROM gate g
@@ -1335,6 +1354,8 @@ UPDATE job_run j
 RETURNING j.id, j.tenant_id, j.schedule_id, j.scheduled_for, j.idempotency_key, j.trigger,
           j.status, j.attempt_count, j.claim_expires_at, j.lease_generation,
           j.replay_of_scheduled_for,
+          -- its holder aborts it once a newer occurrence starts (job_run_superseded)
+          j.overlap_policy IS NOT DISTINCT FROM 'cancel_other' AS cancel_other,
           -- As text: parsed once per schedule in the batch, not once per run.
           s.target::text AS target_json, s.retry::text AS retry_json, s.signing_secret,
           CASE WHEN s.previous_secret_expires_at > now() THEN s.previous_signing_secret END
