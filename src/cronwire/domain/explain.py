@@ -11,7 +11,7 @@ the same rule the planner applies (:mod:`cronwire.domain.dst`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from cronwire.domain.cron import load_timezone, next_occurrences, occurrences_between, parse_cron
 from cronwire.domain.dst import EPOCH, EPOCH_UTC, gap_end, offsets
@@ -54,13 +54,49 @@ def _local(instant: datetime, timezone: str) -> str:
     return instant.astimezone(load_timezone(timezone)).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def _skipped_wall(tz: tzinfo, at: datetime) -> tuple[datetime, datetime] | None:
+    """``at`` written as a wall time its zone skipped, with one of the two offsets around
+    the jump (2027-03-28T02:30:00+01:00 in Berlin, where the clocks went from 02:00 to
+    03:00): that naive wall time and the transition instant the gap collapsed into; None
+    otherwise. Whoever writes a skipped wall time means it, although the instant it
+    spells with the old offset (01:30Z) lies after the jump."""
+    written = at.replace(tzinfo=None)
+    off0, off1 = offsets(tz, written)
+    if not off0 < off1 or at.utcoffset() not in (off0, off1):
+        return None
+    return written, EPOCH_UTC + (gap_end(tz, written, off0, off1) - EPOCH)
+
+
+def asked_instant(timezone: str, at: datetime) -> datetime:
+    """The instant explained for ``at``: the transition instant when ``at`` is written as
+    a wall time the schedule's zone skipped (where the planner puts a wall-clock
+    schedule's run for it), else ``at``."""
+    skipped = _skipped_wall(load_timezone(timezone), at)
+    return at if skipped is None else skipped[1]
+
+
+def _asked_local(tz: tzinfo, at: datetime) -> datetime:
+    """The naive local wall time ``at`` asks about: a skipped wall time as written; the
+    gap's start when ``at`` is the spring-forward transition itself (03:00 CEST is where
+    the skipped 02:xx times fire); else ``at`` on the zone's clock (fold=0)."""
+    skipped = _skipped_wall(tz, at)
+    if skipped is not None:
+        return skipped[0]
+    seen = at.astimezone(tz)
+    before = (at - _MICRO).astimezone(tz)
+    if (before.utcoffset() or timedelta(0)) < (seen.utcoffset() or timedelta(0)):
+        return before.replace(tzinfo=None) + _MICRO
+    return seen.replace(tzinfo=None, fold=0)
+
+
 def first_at_or_after(record: ScheduleRecord, at: datetime) -> datetime | None:
     """The cron's first occurrence at or after ``at`` (bounds not applied: the verdict
     says when starts_at or ends_at rules it out); a one-time schedule's ``at`` if not
-    before it."""
+    before it. ``at`` written as a skipped wall time asks from the gap it fell in."""
     if record.spec.cron is None:
         once = record.spec.at
         return once if once is not None and once >= at else None
+    at = asked_instant(record.spec.timezone, at)
     found = next_occurrences(record.spec.cron, record.spec.timezone, at - _MICRO, 1)
     return found[0] if found else None
 
@@ -95,11 +131,10 @@ def _next(record: ScheduleRecord, after: datetime) -> datetime | None:
 
 def dst_note(cron: str, timezone: str, at: datetime) -> str | None:
     """Which DST rule moved or dropped the first local time the cron matches at or after
-    ``at``, in words; None when that local time is an ordinary one."""
+    the wall time ``at`` asks about, in words; None when that local time is an ordinary one."""
     spec = parse_cron(cron)
     tz = load_timezone(timezone)
-    seen = at.astimezone(tz)
-    local = seen.replace(tzinfo=None, fold=0)
+    local = _asked_local(tz, at)
     if local.microsecond:
         local = local.replace(microsecond=0) + timedelta(seconds=1)
     match = spec.pattern.next_local(local)
