@@ -12,6 +12,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.planning import MISFIRE_TOLERANCE
 from cronwire.domain.stats import SKIP_REASONS, Percentiles, ScheduleStats
 from cronwire.domain.stats_summary import (
     DAY,
@@ -103,7 +104,8 @@ async def _scan(conn: asyncpg.Connection, schedule_id: UUID, low: datetime,
     """Per-period summaries (days or hours) of the finished runs with scheduled_for in
     [low, high)."""
     periods: dict[datetime, RunSummary] = {}
-    for row in await conn.fetch(Q["job_run_stats_values"], schedule_id, low, high, length):
+    for row in await conn.fetch(Q["job_run_stats_values"], schedule_id, low, high, length,
+                                MISFIRE_TOLERANCE):
         summary = periods.setdefault(row["period"], RunSummary())
         if row["kind"] == _STATUS:
             summary.add_status(row["status"], row["runs"])
