@@ -81,9 +81,12 @@ async def open_pool(dsn: str, size: int = COMMAND_POOL_SIZE) -> asyncpg.Pool:
 
 async def database_checks(pool: asyncpg.Pool, checks: dict[str, bool]) -> None:
     """/readyz's database figures into ``checks``, each as soon as it is known (a failure
-    half-way keeps the first): the database answers in time, every migration is applied."""
+    half-way keeps the first): the database answers in time, every migration is applied.
+    ``migrations`` is reported only once the database answered: while it is down nothing is
+    known about them (and its runbook, roll back the image, would be the wrong advice)."""
     async with pool.acquire(timeout=READINESS_TIMEOUT_SECONDS) as conn:
         checks["database"] = await conn.fetchval(queries()["database_ping"]) is not None
+        checks["migrations"] = False
         checks["migrations"] = await is_current(conn)
 
 
