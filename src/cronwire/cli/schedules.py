@@ -25,7 +25,7 @@ from cronwire.cli.api_client import (
     id_argument,
     pages,
 )
-from cronwire.cli.flow_control import add_flow_flags, flow_fields
+from cronwire.cli.flow_control import add_flow_control_command, add_flow_flags, flow_fields
 from cronwire.cli.observability import (
     add_alert_commands,
     add_alert_rule_flags,
@@ -298,3 +298,4 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     add_schedule_insight(action)
     add_run_commands(commands, api, group_help)
     add_alert_commands(commands, group_help)
+    add_flow_control_command(commands, api, group_help)
