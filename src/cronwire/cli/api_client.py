@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 ENV_URL = "CRONWIRE_URL"
 ENV_TOKEN = "CRONWIRE_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8080"
+# The help every tenant command group ends with.
+GROUP_HELP = (f"API at --api-url/${ENV_URL} (default {DEFAULT_URL}), token from "
+              f"--token/${ENV_TOKEN}; a table on a terminal, JSON with --json or when "
+              "piped; an API refusal prints its message and exits 1")
 EXIT_INTERRUPTED = 130
 
 Handler = Callable[["ApiClient", argparse.Namespace], Any]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from cronwire.cli.api_client import ApiClient, client_command
+from cronwire.cli.api_client import GROUP_HELP, ApiClient, client_command, connection_options
 from cronwire.cli.output import Column, field, show_page
 from cronwire.domain.errors import ConfigError
 from cronwire.domain.flow_control import MAX_BURST, MAX_CONCURRENCY, MAX_RATE_PER_SECOND
@@ -62,14 +62,13 @@ def flow_control_list(client: ApiClient, args: argparse.Namespace) -> None:
     show_page(args, page, KEY_COLUMNS)
 
 
-def add_flow_control_command(commands: argparse._SubParsersAction[Any],
-                             api: argparse.ArgumentParser, group_help: str) -> None:
+def add_flow_control_command(commands: argparse._SubParsersAction[Any]) -> None:
     """`cronwire flow-control`: GET /v1/flow-control, the tenant's keys as they stand."""
     text = ("The tenant's flow-control keys as they stand: limits, requests in flight, runs "
             "waiting for a slot, and a Retry-After hold")
-    parser = commands.add_parser("flow-control", parents=[api],
+    parser = commands.add_parser("flow-control", parents=[connection_options(url_is_api=True)],
                                  help="tenants: flow-control keys, in flight and waiting",
-                                 description=f"{text}. {group_help}")
+                                 description=f"{text}. {GROUP_HELP}")
     parser.set_defaults(handler=client_command(flow_control_list))
     parser.add_argument("--key", metavar="KEY", help="only this key (default: every key)")
     parser.add_argument("--limit", type=int, default=None, metavar="N",
