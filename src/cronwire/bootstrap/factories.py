@@ -28,7 +28,7 @@ from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import SKEW_VARIABLE
 from cronwire.config import Settings
 from cronwire.domain.errors import ConfigError
-from cronwire.service.maintenance import PartitionKeeper
+from cronwire.service.maintenance import MONTHS_AHEAD
 
 # What `cronwire tenant ...` works on: tenants and their tokens (create, issue, list, revoke).
 TenantAdmin = PostgresTenantStore
@@ -114,9 +114,9 @@ async def partition_upkeep(settings: Settings) -> dict[str, Any]:
     pool = await open_pool(settings.database_url)
     try:
         store = PostgresMaintenanceStore(pool)
-        keeper = PartitionKeeper(store, retention_months=settings.retention_months,
-                                 interval_seconds=0)
-        created, dropped = await keeper.run_once()
+        # The keeper's own pass without its log line: the command prints what it did.
+        created, dropped = await store.maintain_partitions(MONTHS_AHEAD,
+                                                           settings.retention_months)
         return {"created": created, "dropped": dropped, "partitions": await store.partitions()}
     finally:
         await pool.close()
