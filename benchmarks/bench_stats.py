@@ -46,6 +46,7 @@ from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
 from cronwire.bootstrap.runtime import default_limits
 from cronwire.config import Settings
+from cronwire.domain.planning import MISFIRE_TOLERANCE
 from cronwire.domain.stats_summary import RELATIVE_ERROR
 
 WARMUP = 10
@@ -63,12 +64,13 @@ VALUES ($1, $2, 'bench', '* * * * *', '{"url": "http://127.0.0.1:9/"}',
 INSERT_RUNS = """
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, status,
                      attempt_count, fire_after, first_attempt_at, finished_at,
-                     last_duration_ms, last_status_code)
+                     last_duration_ms, last_status_code, created_at)
 SELECT gen_random_uuid(), $2, $1, at, 'bench', st, 1, at,
        CASE WHEN st IN ('succeeded', 'failed') THEN at + make_interval(secs => (5 + g % 100) / 1000.0 + (g * 7919 % 1000) / 1e6) END,
        CASE WHEN st IN ('succeeded', 'failed') THEN at + interval '1 second' ELSE at END,
        CASE WHEN st IN ('succeeded', 'failed') THEN 20 + (g * 37) % 500 END,
-       CASE WHEN st = 'succeeded' THEN 200 WHEN st = 'failed' THEN 500 END
+       CASE WHEN st = 'succeeded' THEN 200 WHEN st = 'failed' THEN 500 END,
+       at  -- planned in time: fire lag counts it (a catch-up run's does not)
 FROM generate_series(1, $3) AS g,
      LATERAL (SELECT date_trunc('second', now()) - g * (interval '29.9 days' / $3) AS at) AS t,
      LATERAL (SELECT ($4::text[])[1 + (g % cardinality($4::text[]))]::text AS st) AS x
@@ -202,7 +204,7 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         now = await pool.fetchval("SELECT now()")
         plan = "\n".join(r[0] for r in await pool.fetch(
             "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + queries()["job_run_stats_values"],
-            schedule, now - timedelta(days=30), now, timedelta(days=1)))
+            schedule, now - timedelta(days=30), now, timedelta(days=1), MISFIRE_TOLERANCE))
         not_all_visible = await pool.fetchval(NOT_ALL_VISIBLE)
     finally:
         await pool.close()

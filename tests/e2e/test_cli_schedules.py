@@ -6,10 +6,14 @@ show what the API answers. Real processes, real Postgres.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pty
 import subprocess
+import uuid
+
+import asyncpg
 
 from tests.support.cli_shell import InProcess, Live
 from tests.support.cli_shell import hook as _hook
@@ -118,3 +122,49 @@ def test_explain_stats_and_alerts_commands_round_trip_through_the_api(
     ruled = cli.ok("schedules", "update", sid, "--alert-after-failures", "none", token=token)
     assert ruled["alerts"]["after_failures"] is None and ruled["alerts"]["max_duration_ms"] == 900
     assert "url" in cli.refused("alerts", "set", "--url", "ftp://x", token=token, code=1)
+
+
+def test_a_terminal_reads_stats_in_readable_units_and_alert_events(
+    live: Live, cli: InProcess
+) -> None:
+    """Issue 49: `schedules stats` showed "p50 4570000 ms"; fire lag and durations read in
+    the console's units, and `alerts get` without --json shows its events."""
+    token = cli.ok("tenant", "create", "reader")["token"]
+    sid = cli.ok("schedules", "create", "--name", "lagged", "--cron", "* * * * *",
+                 *_hook(live), "--paused", token=token)["id"]
+    # One run the schedule fired 4.57 s late that took 76.2 min; a backfilled one whose
+    # hour-long lag is not the schedule's fire lag.
+    asyncio.run(_seed_runs(live.dsn, sid, [("schedule", 4_570, 4_572_000),
+                                           ("backfill", 3_600_000, 10)]))
+    env = live.env(token)
+    shown = _in_terminal(["schedules", "stats", sid, "--window", "1h"], env)
+    lines = {line.split()[0]: line for line in shown.splitlines() if line.strip()}
+    assert lines["fire_lag"].split(None, 1)[1] == "p50 4.57 s · p95 4.57 s · p99 4.57 s"
+    assert "p50 10 ms" in lines["duration"] and "p99 76.2 min" in lines["duration"]
+    assert "4570" not in shown
+
+    cli.ok("alerts", "set", "--url", f"{live.url}/healthz", "--event", "schedule.failing",
+           "--event", "schedule.late", token=token)
+    alerts = _in_terminal(["alerts", "get"], env)
+    assert "schedule.failing, schedule.late" in alerts, alerts
+
+
+async def _seed_runs(dsn: str, schedule_id: str,
+                     runs: list[tuple[str, int, int]]) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.executemany(
+            """INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key,
+                                    status, fire_after, first_attempt_at, finished_at,
+                                    last_duration_ms, trigger, created_at)
+               SELECT gen_random_uuid(), s.tenant_id, s.id, t, 'k' || $2, 'succeeded', t,
+                      t + make_interval(secs => $3::float8 / 1000), now(), $4, $2,
+                      t - interval '1 second'
+                 FROM schedule s,
+                      LATERAL (SELECT date_trunc('minute', now()) - make_interval(mins => $5)
+                               AS t) AS w
+                WHERE s.id = $1""",
+            [(uuid.UUID(schedule_id), trigger, lag, duration, 10 + i)
+             for i, (trigger, lag, duration) in enumerate(runs)])
+    finally:
+        await conn.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from cronwire.bootstrap.replica import _readiness
 from cronwire.bootstrap.runtime import build_runtime
 from cronwire.config import load_settings
 from cronwire.service.supervisor import Supervisor
+from tests.support.cli_shell import follow_runs
+from tests.support.processes import clean_env, run_cli
 from tests.support.replicas import Replica, ReplicaSet
 
 
@@ -141,3 +144,52 @@ async def test_a_loop_that_stopped_makes_readyz_fail(
     assert failed.status_code == 503
     assert failed.json()["failing"] == ["loop:breaks"]
     assert failed.json()["checks"]["loop:steady"] is True
+
+
+async def _readiness_series(replica: Replica, within: float) -> dict[str, float]:
+    """scheduler_readiness from /metrics alone (no /readyz call), once it is exported."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        series = {k: v for k, v in (await replica.metrics()).items()
+                  if k.startswith("scheduler_readiness{")}
+        if series or asyncio.get_running_loop().time() > deadline:
+            return series
+        await asyncio.sleep(0.2)
+
+
+@pytest.mark.slow
+async def test_a_database_outage_is_the_database_check_and_follow_waits_it_out(
+    own_postgres: EmbeddedPostgres, tmp_path: Path
+) -> None:
+    """Issue 49: scheduler_readiness was missing from /metrics until someone called
+    /readyz; /readyz also failed `migrations` while Postgres was down (whose runbook says
+    roll back the image); and `runs list --follow` quit on the outage's 503."""
+    await migrate(own_postgres.dsn)
+    async with ReplicaSet(own_postgres.dsn, log_dir=tmp_path) as fleet:
+        replica = await fleet.spawn("outage", roles="api,planner,executor")
+        series = await _readiness_series(replica, within=10)
+        assert series.get('scheduler_readiness{check="database"}') == 1.0, series
+        assert series.get('scheduler_readiness{check="migrations"}') == 1.0, series
+
+        env = clean_env(SCHEDULER_DATABASE_URL=own_postgres.dsn, CRONWIRE_URL=replica.base_url)
+        env["CRONWIRE_TOKEN"] = json.loads(run_cli("tenant", "create", "watcher",
+                                                   env=env).stdout)["token"]
+        created = run_cli("schedules", "create", "--name", "watched", "--cron", "0 3 * * *",
+                          "--url", f"{replica.base_url}/healthz", "--paused", env=env)
+        sid = json.loads(created.stdout)["id"]
+        with follow_runs(["--schedule-id", sid, "--interval", "0.2"], env) as followed:
+            await asyncio.to_thread(own_postgres.stop)
+            body = await _wait_ready(replica, 503, within=30)
+            assert body["failing"] == ["database"], body
+            assert "migrations" not in body["checks"], body
+            # The follower polls every 0.2 s into the outage's 503s; it must still be there
+            # after a few of them (before the fix it exited 1 at the first).
+            await asyncio.sleep(3)
+            assert followed.proc.poll() is None, "--follow exited on the outage's 503"
+
+            await asyncio.to_thread(own_postgres.start)
+            await _wait_ready(replica, 200, within=60)
+            run = json.loads(run_cli("schedules", "trigger", sid, env=env).stdout)
+            await asyncio.to_thread(
+                followed.wait_for, lambda runs: any(r["id"] == run["id"] for r in runs), 60)
+        assert "following again in" in followed.stderr, followed.stderr

@@ -135,6 +135,33 @@ async def test_dst_gap_moves_a_wall_clock_time_and_drops_interval_times(api: Api
     assert body["previous_occurrence"] == "2027-03-28T00:30:00Z"  # 01:30 CET
 
 
+async def test_the_documented_example_is_explained_by_the_gap(api: Api) -> None:
+    """docs/observability.md, the CLI help and the console hint all ask about
+    2027-03-28T02:30:00+01:00: the wall time 02:30 Berlin skipped that night (the instant it
+    spells, 01:30Z, lies after the jump). It names the occurrence DST moved to 03:00 CEST,
+    not the next day's; so does the transition instant itself."""
+    tenant = await api.tenant()
+    wall = await api.create_schedule(tenant, cron="30 2 * * *", timezone="Europe/Berlin")
+    for at in ("2027-03-28T02:30:00+01:00", "2027-03-28T02:30:00+02:00",
+               "2027-03-28T01:00:00Z", "2027-03-28T03:00:00+02:00"):
+        body = await _explain(api, tenant, wall, at)
+        assert body["occurrence"] == "2027-03-28T01:00:00Z", at
+        assert body["reason"].startswith("DST moved it: 02:30 did not exist on 2027-03-28 "
+                                         "in Europe/Berlin (the clocks jumped forward at "
+                                         "2027-03-28 03:00:00 CEST)"), (at, body["reason"])
+        assert body["previous_occurrence"] == "2027-03-27T01:30:00Z"
+        assert body["next_occurrence"] == "2027-03-29T00:30:00Z"
+    # An ordinary time after the gap is the next day's, with no DST note.
+    after = await _explain(api, tenant, wall, "2027-03-28T03:30:00+02:00")
+    assert after["occurrence"] == "2027-03-29T00:30:00Z"
+    assert not after["reason"].startswith("DST")
+    # A schedule whose time is outside the gap is not explained by it.
+    three = await api.create_schedule(tenant, cron="0 3 * * *", timezone="Europe/Berlin")
+    ordinary = await _explain(api, tenant, three, "2027-03-28T02:30:00+01:00")
+    assert ordinary["occurrence"] == "2027-03-28T01:00:00Z"
+    assert not ordinary["reason"].startswith("DST")
+
+
 async def test_dst_fold_drops_the_repeat_of_a_wall_clock_time(api: Api) -> None:
     tenant = await api.tenant()
     wall = await api.create_schedule(tenant, cron="30 2 * * *", timezone="Europe/Berlin")

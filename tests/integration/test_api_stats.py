@@ -27,12 +27,13 @@ async def _seed(pool: asyncpg.Pool, tenant_id: str, schedule_id: str) -> None:
     await pool.executemany(
         """INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key,
                                 status, fire_after, first_attempt_at, finished_at,
-                                last_duration_ms, claim_expires_at)
+                                last_duration_ms, claim_expires_at, created_at)
            SELECT gen_random_uuid(), $1, $2, t, 'k' || $3::text, $4, t,
                   t + make_interval(secs => $5::float8 / 1000),
                   CASE WHEN $4 IN ('succeeded', 'failed', 'skipped', 'cancelled')
                        THEN t + interval '1 second' END,
-                  $6, CASE WHEN $4 = 'running' THEN now() + interval '1 minute' END
+                  $6, CASE WHEN $4 = 'running' THEN now() + interval '1 minute' END,
+                  t - interval '1 second'  -- the planner writes a run before it is due
              FROM (SELECT date_trunc('second', now()) - make_interval(mins => $3) AS t) AS s""",
         [(uuid.UUID(tenant_id), uuid.UUID(schedule_id), minutes, status, lag, duration)
          for minutes, status, lag, duration in RUNS])
@@ -117,3 +118,31 @@ async def test_skipped_runs_are_counted_by_their_skip_reason(api: Api) -> None:
     day = (await api.client.get(f"/v1/schedules/{schedule['id']}/stats?window=24h",
                                 headers=tenant.headers)).json()
     assert day["skipped"] == {"overlap": 3, "misfire": 2}
+
+
+async def test_fire_lag_counts_only_the_runs_the_schedule_fired_on_time(api: Api) -> None:
+    """Fire lag is the scheduled runs' lag (issue 49): a backfilled, replayed or manual
+    run starts long after its scheduled_for by design, and a misfire catch-up run (planned
+    more than the planner's misfire tolerance after it was due) measures the outage that
+    missed it. Their counts still show; their lag does not."""
+    tenant = await api.tenant()
+    schedule = await api.create_schedule(tenant, paused=True)
+    # (minutes before now, trigger, minutes after scheduled_for it was written, lag ms)
+    runs = [(50, "schedule", -1, 10), (40, "schedule", 0.5, 30),
+            (30, "backfill", 600, 4_570_000), (25, "manual", 0, 60_000),
+            (20, "replay", 900, 900_000), (15, "schedule", 45, 2_700_000)]
+    await api.pool.executemany(
+        """INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key,
+                                status, fire_after, first_attempt_at, finished_at,
+                                last_duration_ms, trigger, created_at)
+           SELECT gen_random_uuid(), $1, $2, t, 'k' || $3::text, 'succeeded', t,
+                  t + make_interval(secs => $6::float8 / 1000),
+                  t + make_interval(secs => $6::float8 / 1000 + 1), 100, $4,
+                  t + make_interval(secs => $5::float8 * 60)
+             FROM (SELECT date_trunc('second', now()) - make_interval(mins => $3) AS t) AS s""",
+        [(tenant.id, uuid.UUID(schedule["id"]), minutes, trigger, written, lag)
+         for minutes, trigger, written, lag in runs])
+    stats = (await api.client.get(f"/v1/schedules/{schedule['id']}/stats?window=1h",
+                                  headers=tenant.headers)).json()
+    assert stats["succeeded"] == 6
+    assert stats["fire_lag_ms"] == {"p50": 10.0, "p95": 30.0, "p99": 30.0}

@@ -19,14 +19,15 @@ from tests.support.api import Api, api_fixture  # noqa: F401 - fixture
 INSERT_DAY = """
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, status,
                      attempt_count, fire_after, first_attempt_at, finished_at,
-                     last_duration_ms)
+                     last_duration_ms, created_at)
 SELECT gen_random_uuid(), $1, $2, at, 'kept', st, 1, at,
        CASE WHEN st IN ('succeeded', 'failed')
             THEN at + make_interval(secs => ($5::float8[])[1 + g % cardinality($5::float8[])] / 1000)
        END,
        at + interval '1 second',
        CASE WHEN st IN ('succeeded', 'failed')
-            THEN ($6::int[])[1 + g % cardinality($6::int[])] END
+            THEN ($6::int[])[1 + g % cardinality($6::int[])] END,
+       at  -- written by the planner in time, not as a catch-up
 FROM generate_series(0, $4 - 1) AS g,
      LATERAL (SELECT $3::timestamptz + make_interval(secs => g * 7) AS at) AS t,
      LATERAL (SELECT (ARRAY['succeeded', 'succeeded', 'failed', 'skipped',

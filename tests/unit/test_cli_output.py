@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cronwire.cli.database import database_label
-from cronwire.cli.output import Column, cell, field, flatten, render_table
+from cronwire.cli.output import Column, cell, field, flatten, readable_ms, render_table
 from cronwire.config import Settings
 
 
@@ -19,8 +19,21 @@ def test_cells_read_as_text() -> None:
 
 
 def test_nested_objects_flatten_to_dotted_keys() -> None:
-    schedule = {"id": "s", "target": {"url": "u", "headers": {"k": "v"}}, "attempts": [1]}
+    schedule = {"id": "s", "target": {"url": "u", "headers": {"k": "v"}},
+                "attempts": [{"attempt": 1}]}
     assert flatten(schedule) == [("id", "s"), ("target.url", "u"), ("target.headers", {"k": "v"})]
+
+
+def test_a_list_of_words_is_one_field_and_a_list_of_objects_its_own_table() -> None:
+    """Issue 49: `alerts get` hid its events without --json."""
+    alerts = {"url": "u", "events": ["schedule.failing", "schedule.late"],
+              "items": [{"id": 1}]}
+    assert flatten(alerts) == [("url", "u"), ("events", "schedule.failing, schedule.late")]
+
+
+def test_durations_read_as_the_console_writes_them() -> None:
+    assert [readable_ms(v) for v in (None, 12.4, 999, 4_570, 12_340, 4_570_000)] == [
+        "—", "12 ms", "999 ms", "4.57 s", "12.3 s", "76.2 min"]
 
 
 def test_tables_align_and_cut_long_cells() -> None:

@@ -138,3 +138,12 @@ def test_every_missing_migration_number_is_explained() -> None:
     gaps = sorted(set(range(1, max(numbers) + 1)) - numbers)
     unexplained = [f"{gap:04d}" for gap in gaps if f"{gap:04d}" not in explained]
     assert not unexplained, f"migrations/README.md does not explain {unexplained}"
+
+
+def test_kafka_mode_states_the_topics_replication_factor_as_the_code_does() -> None:
+    """Issue 49: docs/kafka-mode.md said cronwire creates its topic with replication
+    factor 1, where the README and the code say 3, or the number of brokers if fewer."""
+    text = (DOCS / "kafka-mode.md").read_text(encoding="utf-8")
+    default = dict(describe())[f"{PREFIX}KAFKA_REPLICATION_FACTOR"]
+    assert "replication factor 1" not in text
+    assert f"replication factor {default}" in text, default

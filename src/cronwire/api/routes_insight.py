@@ -13,7 +13,7 @@ from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
 from cronwire.api.mapping import run_out
-from cronwire.api.schemas_common import Instant
+from cronwire.api.schemas_common import WrittenInstant
 from cronwire.api.schemas_observability import ExplanationOut, ScheduleStatsOut
 from cronwire.service import insight
 
@@ -41,8 +41,10 @@ def insight_router(ctx: ApiContext) -> APIRouter:
                 "instant, and why")
     async def explain(
         schedule_id: ScheduleId, tenant: Tenant,
-        at: Annotated[Instant, Query(description="RFC 3339 instant; the first occurrence "
-                                     "at or after it is explained.")],
+        at: Annotated[WrittenInstant, Query(
+            description="RFC 3339 instant; the first occurrence at or after it is explained. "
+            "A wall time the schedule's zone skipped (02:30+01:00 on a spring-forward night) "
+            "asks about that wall time, which DST moved.")],
     ) -> dict[str, Any]:
         assert ctx.stats is not None
         found = await insight.explain_instant(ctx.schedules, ctx.runs, ctx.stats, tenant,

@@ -48,8 +48,17 @@ def _in_range(value: datetime) -> datetime:
     return utc
 
 
+def _in_range_as_written(value: datetime) -> datetime:
+    """The instant with the offset it was written with, if it lies in range."""
+    _in_range(value)
+    return value
+
+
 # An instant given by a client: RFC 3339 text with a UTC offset, nothing else.
 Instant = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text), AfterValidator(_in_range)]
+# The same, keeping the offset written: explain reads 02:30+01:00 as the wall time 02:30.
+WrittenInstant = Annotated[AwareDatetime, BeforeValidator(_rfc3339_text),
+                           AfterValidator(_in_range_as_written)]
 
 # Unknown fields are refused (a typo must not silently fall back to a default). Numbers
 # and booleans are strict ("3" is not 3); strings and times parse as JSON gives them.

@@ -9,8 +9,9 @@ only this. Each factory opens what it needs for one job and closes it afterwards
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, LiteralString
 
@@ -28,6 +29,7 @@ from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import SKEW_VARIABLE
 from cronwire.config import Settings
 from cronwire.domain.errors import ConfigError
+from cronwire.service import maintenance
 from cronwire.service.maintenance import PartitionKeeper
 
 # What `cronwire tenant ...` works on: tenants and their tokens (create, issue, list, revoke).
@@ -81,9 +83,12 @@ async def open_pool(dsn: str, size: int = COMMAND_POOL_SIZE) -> asyncpg.Pool:
 
 async def database_checks(pool: asyncpg.Pool, checks: dict[str, bool]) -> None:
     """/readyz's database figures into ``checks``, each as soon as it is known (a failure
-    half-way keeps the first): the database answers in time, every migration is applied."""
+    half-way keeps the first): the database answers in time, every migration is applied.
+    ``migrations`` is reported only once the database answered: while it is down nothing is
+    known about them (and its runbook, roll back the image, would be the wrong advice)."""
     async with pool.acquire(timeout=READINESS_TIMEOUT_SECONDS) as conn:
         checks["database"] = await conn.fetchval(queries()["database_ping"]) is not None
+        checks["migrations"] = False
         checks["migrations"] = await is_current(conn)
 
 
@@ -103,6 +108,17 @@ async def tenant_admin(settings: Settings) -> AsyncIterator[TenantAdmin]:
         await pool.close()
 
 
+@contextlib.contextmanager
+def quiet(logger: logging.Logger) -> Iterator[None]:
+    """``logger``'s info lines held back for the block (warnings still pass)."""
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 async def partition_upkeep(settings: Settings) -> dict[str, Any]:
     """One pass of the partition keeper (as serve runs hourly) and the partitions after it."""
     assert settings.database_url is not None, "the CLI resolves the embedded database first"
@@ -114,7 +130,9 @@ async def partition_upkeep(settings: Settings) -> dict[str, Any]:
         keeper = PartitionKeeper(store, retention_months=settings.retention_months,
                                  interval_seconds=0,
                                  audit_retention_days=settings.audit_retention_days)
-        created, dropped = await keeper.run_once()
+        # The keeper's own pass without its log line: the command prints what it did.
+        with quiet(maintenance.log):
+            created, dropped = await keeper.run_once()
         return {"created": created, "dropped": dropped, "partitions": await store.partitions(),
                 "alert_events_deleted": keeper.alert_events_deleted}
     finally:

@@ -25,9 +25,12 @@ from cronwire.bootstrap.runtime import Runtime, api_routers, build_runtime, role
 from cronwire.bootstrap.startup import bind_listener, wait_for_database
 from cronwire.config import Settings
 from cronwire.logs import warn_about_settings
+from cronwire.service.periodic import every
 from cronwire.service.supervisor import LoopCrashed, Supervisor
 
 log = logging.getLogger("cronwire")
+# How often scheduler_readiness is re-evaluated between /readyz calls (as the fleet gauges).
+READINESS_SAMPLE_SECONDS = 5.0
 
 
 class _Server(uvicorn.Server):
@@ -52,7 +55,7 @@ def tune_gc() -> None:
 
 def _readiness(runtime: Runtime, supervisor: Supervisor) -> Callable[[], Awaitable[dict[str, bool]]]:
     async def check() -> dict[str, bool]:
-        checks = {"database": False, "migrations": False}
+        checks = {"database": False}
         try:
             await database_checks(runtime.pool, checks)
         except Exception:  # readiness reports failures, it never raises
@@ -94,8 +97,12 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None,
     runtime = await build_runtime(container)
     supervisor = Supervisor()
     tune_gc()
+    readiness = _readiness(runtime, supervisor)
+    # scheduler_readiness is exported from the first scrape, and kept fresh without anyone
+    # calling /readyz (an alert on it must not depend on a probe being configured).
+    await readiness()
     app = create_app(
-        _readiness(runtime, supervisor),
+        readiness,
         runtime.metrics.exposition,
         api_routers(runtime) if "api" in settings.roles else [],
     )
@@ -105,6 +112,9 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None,
     ))
     sockets = [listener] if listener is not None else None
     http_task = asyncio.create_task(server.serve(sockets=sockets), name="http")
+    sampling = asyncio.create_task(
+        every(READINESS_SAMPLE_SECONDS, stop, readiness, "readiness sampling",
+              first_delay=READINESS_SAMPLE_SECONDS), name="readiness sampling")
     try:
         for name, body in (await role_loops(container, settings)).items():
             supervisor.start(name, body)
@@ -124,6 +134,7 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None,
         if supervisor.crashed.is_set():
             raise LoopCrashed(", ".join(supervisor.crashed_loops))
     finally:
+        sampling.cancel()
         server.should_exit = True
         with contextlib.suppress(Exception):
             await asyncio.wait_for(http_task, timeout=5)

@@ -28,13 +28,22 @@ if TYPE_CHECKING:
 ENV_URL = "CRONWIRE_URL"
 ENV_TOKEN = "CRONWIRE_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8080"
+# The help every tenant command group ends with.
+GROUP_HELP = (f"API at --api-url/${ENV_URL} (default {DEFAULT_URL}), token from "
+              f"--token/${ENV_TOKEN}; a table on a terminal, JSON with --json or when "
+              "piped; an API refusal prints its message and exits 1")
 EXIT_INTERRUPTED = 130
 
 Handler = Callable[["ApiClient", argparse.Namespace], Any]
 
 
 class ApiFailure(CronwireError):
-    """The API refused or could not be reached; the CLI prints the message and exits 1."""
+    """The API refused or could not be reached; the CLI prints the message and exits 1.
+    ``retry_after``: the seconds a 503 (a dependency outage) asked to wait, else None."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ApiClient:
@@ -68,7 +77,7 @@ class ApiClient:
         except httpx.HTTPError as exc:
             raise ApiFailure(f"request to {self.base_url} failed: {_reason(exc)}") from None
         if response.status_code >= 400:
-            raise ApiFailure(_error_message(response))
+            raise ApiFailure(_error_message(response), _retry_after(response))
         if response.status_code == 204 or not response.content:
             return None
         try:
@@ -96,6 +105,16 @@ def _reason(exc: Exception) -> str:
     if "refused" in text.lower():
         return "connection refused"
     return text.splitlines()[-1] if text else type(exc).__name__
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """A 503's Retry-After in seconds (1 when absent or not a number of seconds)."""
+    if response.status_code != 503:
+        return None
+    try:
+        return max(0.0, float(response.headers.get("Retry-After", "1")))
+    except ValueError:
+        return 1.0
 
 
 def _error_message(response: httpx.Response) -> str:

@@ -197,8 +197,9 @@ def add_harness_commands(commands: argparse._SubParsersAction[Any]) -> None:
                        help="claim source of the replicas (default postgres)")
     chaos.add_argument("--faults", default="",
                        help="comma-separated: kill, stall, pg-restart, connection-cuts, "
-                       "lease-cut, clock-skew, fairness, rolling-restart, broker-kill, broker-stall "
-                       "(default: every fault of the mode)")
+                       "lease-cut, clock-skew, fairness, rolling-restart, failover, "
+                       "failover-async, broker-kill, broker-stall (default: every fault of "
+                       "the mode; docs/chaos.md says what each does)")
     chaos.add_argument("--schedules", type=_bounded(int, 1, 100_000), default=300,
                        help="schedules firing every second (default 300)")
     chaos.add_argument("--replicas", type=_bounded(int, 2, 16), default=3,

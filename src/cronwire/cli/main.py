@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from cronwire.cli.flow_control import add_flow_control_command
 from cronwire.cli.harness_flags import add_harness_commands
 from cronwire.cli.operator import add_operator_commands
 from cronwire.cli.schedules import add_client_commands
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     add_operator_commands(commands)
     add_client_commands(commands)
+    add_flow_control_command(commands)
     add_harness_commands(commands)
     return parser
 

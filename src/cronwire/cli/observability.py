@@ -15,7 +15,7 @@ from cronwire.cli.api_client import (
     connection_options,
     id_argument,
 )
-from cronwire.cli.output import Column, field, render_fields, show, show_page
+from cronwire.cli.output import Column, field, readable_ms, render_fields, show, show_page
 from cronwire.domain.alerts import EVENT_TYPES
 from cronwire.domain.stats import DEFAULT_WINDOW, WINDOWS
 
@@ -77,9 +77,22 @@ def schedules_explain(client: ApiClient, args: argparse.Namespace) -> None:
     show(args, body, render)
 
 
+def render_stats(stats: Mapping[str, Any]) -> str:
+    """The stats as fields, the percentiles of milliseconds in readable units."""
+    shown: dict[str, Any] = {}
+    for key, value in stats.items():
+        if key.endswith("_ms") and isinstance(value, Mapping):
+            shown[key.removesuffix("_ms")] = (
+                "none" if value.get("p50") is None else
+                " · ".join(f"{p} {readable_ms(value[p])}" for p in ("p50", "p95", "p99")))
+        else:
+            shown[key] = value
+    return render_fields(shown)
+
+
 def schedules_stats(client: ApiClient, args: argparse.Namespace) -> None:
     show(args, client.call("GET", f"/v1/schedules/{args.id}/stats",
-                           params={"window": args.window}), render_fields)
+                           params={"window": args.window}), render_stats)
 
 
 def alerts_set(client: ApiClient, args: argparse.Namespace) -> None:

@@ -91,13 +91,27 @@ def flatten(value: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]
         name = f"{prefix}{key}"
         if isinstance(item, Mapping) and item and key != "headers":
             pairs += flatten(item, f"{name}.")
+        elif isinstance(item, list) and all(not isinstance(i, (Mapping, list)) for i in item):
+            pairs.append((name, ", ".join(str(i) for i in item)))  # alerts' events, tags
         elif not isinstance(item, list):
             pairs.append((name, item))
     return pairs
 
 
+def readable_ms(ms: float | None) -> str:
+    """A duration for people, as the console writes it: "840 ms", "4.57 s", "76.2 min"."""
+    if ms is None:
+        return "—"
+    if abs(ms) < 1000:
+        return f"{round(ms)} ms"
+    if abs(ms) < 60_000:
+        return f"{ms / 1000:.{2 if ms < 10_000 else 1}f} s"
+    return f"{ms / 60_000:.1f} min"
+
+
 def render_fields(value: Mapping[str, Any]) -> str:
-    """One object as aligned ``key  value`` lines (lists are left to their own table)."""
+    """One object as aligned ``key  value`` lines (a list of objects is left to its own
+    table; a list of words is one line)."""
     pairs = flatten(value)
     width = max((len(k) for k, _ in pairs), default=0)
     return "\n".join(f"{k.ljust(width)}  {cell(v)}" for k, v in pairs)

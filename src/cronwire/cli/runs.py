@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Mapping
 from datetime import datetime
@@ -11,6 +12,7 @@ from typing import Any
 
 from cronwire.cli.api_client import (
     ApiClient,
+    ApiFailure,
     client_command,
     id_argument,
     pages,
@@ -76,7 +78,16 @@ def follow_runs(client: ApiClient, args: argparse.Namespace) -> None:
     horizon: datetime | None = None  # runs older than the first page were not asked for
     limit = args.limit
     while True:
-        page = client.call("GET", "/v1/runs", params={**_run_filters(args), "limit": limit})
+        try:
+            page = client.call("GET", "/v1/runs", params={**_run_filters(args), "limit": limit})
+        except ApiFailure as failure:
+            if failure.retry_after is None:
+                raise
+            # A dependency outage (503): a watch outlives it, as Retry-After asks.
+            wait = max(failure.retry_after, args.interval)
+            print(f"{failure}; following again in {wait:g}s", file=sys.stderr, flush=True)
+            time.sleep(wait)
+            continue
         latest: dict[str, str] = {}
         for run in reversed(page["items"]):
             run_id, status = run["id"], run["status"]

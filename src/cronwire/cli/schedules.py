@@ -18,6 +18,7 @@ from cronwire.cli.api_client import (
     DEFAULT_URL,
     ENV_TOKEN,
     ENV_URL,
+    GROUP_HELP,
     ApiClient,
     Handler,
     client_command,
@@ -245,9 +246,7 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     """`schedules ...` and `runs ...` as top-level commands of `cronwire`."""
     api = connection_options(url_is_api=True)
     api_only = connection_options(url_is_api=False)
-    group_help = (f"API at --api-url/${ENV_URL} (default {DEFAULT_URL}), token from "
-                  f"--token/${ENV_TOKEN}; a table on a terminal, JSON with --json or when "
-                  "piped; an API refusal prints its message and exits 1")
+    group_help = GROUP_HELP
 
     schedules = commands.add_parser("schedules", help="tenants: manage schedules over the API",
                                     description="Manage schedules over the API. " + group_help)

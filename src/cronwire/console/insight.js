@@ -3,13 +3,13 @@
 
 import { api } from "./api.js";
 import { el } from "./dom.js";
-import { utc } from "./format.js";
+import { duration, utc } from "./format.js";
 
 const WINDOWS = ["1h", "24h", "7d", "30d"];
 
 function percentiles(p) {
   if (p.p50 === null) return "none";
-  return `p50 ${p.p50} ms · p95 ${p.p95} ms · p99 ${p.p99} ms`;
+  return `p50 ${duration(p.p50)} · p95 ${duration(p.p95)} · p99 ${duration(p.p99)}`;
 }
 
 function statsFacts(stats) {

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from cronwire.domain.cron import load_timezone, next_occurrences, occurrences_between, parse_cron
-from cronwire.domain.dst import EPOCH, EPOCH_UTC, gap_end, offsets
+from cronwire.domain.cron import load_timezone, next_occurrences, occurrences_between
+from cronwire.domain.explain_dst import asked_instant, dst_note
 from cronwire.domain.flow_control import effective_key
 from cronwire.domain.history import RunView
 from cronwire.domain.jitter import jitter_ms
@@ -57,10 +57,11 @@ def _local(instant: datetime, timezone: str) -> str:
 def first_at_or_after(record: ScheduleRecord, at: datetime) -> datetime | None:
     """The cron's first occurrence at or after ``at`` (bounds not applied: the verdict
     says when starts_at or ends_at rules it out); a one-time schedule's ``at`` if not
-    before it."""
+    before it. ``at`` written as a skipped wall time asks from the gap it fell in."""
     if record.spec.cron is None:
         once = record.spec.at
         return once if once is not None and once >= at else None
+    at = asked_instant(record.spec.timezone, at)
     found = next_occurrences(record.spec.cron, record.spec.timezone, at - _MICRO, 1)
     return found[0] if found else None
 
@@ -91,44 +92,6 @@ def _next(record: ScheduleRecord, after: datetime) -> datetime | None:
     found = next_occurrences(spec.cron, spec.timezone, after, 1, starts_at=spec.starts_at,
                              ends_at=spec.ends_at)
     return found[0] if found else None
-
-
-def dst_note(cron: str, timezone: str, at: datetime) -> str | None:
-    """Which DST rule moved or dropped the first local time the cron matches at or after
-    ``at``, in words; None when that local time is an ordinary one."""
-    spec = parse_cron(cron)
-    tz = load_timezone(timezone)
-    seen = at.astimezone(tz)
-    local = seen.replace(tzinfo=None, fold=0)
-    if local.microsecond:
-        local = local.replace(microsecond=0) + timedelta(seconds=1)
-    match = spec.pattern.next_local(local)
-    if match is None:
-        return None
-    off0, off1 = offsets(tz, match)
-    wall = match.strftime("%H:%M:%S" if spec.has_seconds else "%H:%M")
-    day = match.strftime("%Y-%m-%d")
-    if off0 < off1:  # a gap: spring forward
-        end = EPOCH_UTC + (gap_end(tz, match, off0, off1) - EPOCH)
-        if spec.is_wall_clock:
-            return (f"DST moved it: {wall} did not exist on {day} in {timezone} (the clocks "
-                    f"jumped forward at {_local(end, timezone)}), and a wall-clock schedule "
-                    f"fires once at the end of the gap instead")
-        return (f"DST dropped {wall} on {day}: it did not exist in {timezone} (the clocks "
-                f"jumped forward at {_local(end, timezone)}), and an interval schedule "
-                f"follows real time, so nothing fires inside the skipped hour")
-    if off0 > off1:  # a fold: fall back
-        first = EPOCH_UTC + (match - off0 - EPOCH)
-        if spec.is_wall_clock and at > first:
-            return (f"DST dropped the repeat of {wall} on {day}: the clocks fell back in "
-                    f"{timezone} so it occurred twice, and a wall-clock schedule fires only "
-                    f"at the first, {_iso(first)}")
-        if spec.is_wall_clock:
-            return (f"{wall} on {day} occurs twice in {timezone} (the clocks fall back); a "
-                    f"wall-clock schedule fires once, at the first")
-        return (f"{wall} on {day} occurs twice in {timezone} (the clocks fall back); an "
-                f"interval schedule follows real time and fires at both")
-    return None
 
 
 def _jitter(record: ScheduleRecord, occurrence: datetime) -> str:

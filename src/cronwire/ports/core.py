@@ -259,8 +259,9 @@ class MaintenanceStore(Protocol):
     async def maintain_partitions(
         self, months_ahead: int, retention_months: int
     ) -> tuple[int, list[str]]:
-        """Create run-history partitions ``months_ahead`` months past this one and detach +
-        drop those older than ``retention_months`` (this month counts as one), under an
+        """Create run-history partitions for the ``retention_months`` months kept (this
+        month counts as one) and ``months_ahead`` months past this one, and detach + drop
+        those older than the months kept, under an
         advisory lock so one replica does it at a time. Returns (created, dropped names);
         (0, []) when another replica holds the lock. Raises StorageError."""
         ...

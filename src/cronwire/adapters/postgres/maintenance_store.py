@@ -19,14 +19,16 @@ class PostgresMaintenanceStore:
         self._pool = pool
 
     async def maintain_partitions(self, months_ahead: int, retention_months: int) -> tuple[int, list[str]]:
-        """Create partitions up to ``months_ahead`` and drop those past retention, under an
+        """Create partitions for every month retention keeps and up to ``months_ahead``
+        past this one, and drop those past retention, under an
         advisory lock; returns (created, dropped). Another replica holding the lock: (0, [])."""
         with storage_errors("partition maintenance"):
             async with self._pool.acquire() as conn:
                 if not await conn.fetchval(Q["advisory_try_lock"], KEEPER_LOCK):
                     return 0, []
                 try:
-                    created = await conn.fetchval(Q["job_run_partition_ensure"], months_ahead)
+                    created = await conn.fetchval(Q["job_run_partition_ensure"], months_ahead,
+                                                  retention_months)
                     dropped: list[str] = []
                     for row in await conn.fetch(Q["job_run_partition_pending_detach_statements"], retention_months):
                         await conn.execute(row["finalize_sql"])

@@ -21,6 +21,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.planning import MISFIRE_TOLERANCE
 from cronwire.domain.stats import SKIP_REASONS, Percentiles, ScheduleStats
 from cronwire.domain.stats_summary import (
     DAY,
@@ -204,7 +205,8 @@ class PostgresStatsReader:
             # By day where the span holds a closed day to keep (the first request), else
             # by hour (the window's first and last day).
             length = DAY if any(p[1] == DAY and low <= p[0] < high for p in closed) else HOUR
-            rows = await conn.fetch(Q["job_run_stats_values"], schedule_id, low, high, length)
+            rows = await conn.fetch(Q["job_run_stats_values"], schedule_id, low, high, length,
+                                   MISFIRE_TOLERANCE)
             scans.append((length, rows))
         return _WindowRead(closed, kept, scans, head["unfinished"])
 

@@ -1565,11 +1565,18 @@ SELECT (SELECT count(*) FROM job_run
 -- The reader buckets the values and keeps the closed periods' summaries (ADR 0036).
 -- date_part, not EXTRACT: float8 arithmetic, where EXTRACT's numeric took as long as the
 -- whole scan of 100,000 runs. $1 schedule.
+-- Fire lag is the scheduled runs' lag (issue 49): a backfill, replay or manual run starts
+-- late by design, and a misfire catch-up run (written more than $5, the planner's misfire
+-- tolerance, after it was due) measures the outage that missed it; theirs is NULL, as a
+-- run that never started, so they are counted but not in the lag.
 SELECT period, GROUPING(status, lag_ms, duration_ms) AS kind, status, lag_ms, duration_ms,
        count(*) AS runs
   FROM (SELECT date_bin($4::interval, scheduled_for, TIMESTAMPTZ '2000-01-01 00:00:00+00')
                    AS period,
-               status, date_part('epoch', first_attempt_at - scheduled_for) * 1000 AS lag_ms,
+               status,
+               CASE WHEN trigger = 'schedule' AND created_at <= scheduled_for + $5::interval
+                    THEN date_part('epoch', first_attempt_at - scheduled_for) * 1000
+               END AS lag_ms,
                last_duration_ms AS duration_ms
           FROM job_run
          WHERE schedule_id = $1 AND status IN ('succeeded', 'failed', 'skipped', 'cancelled')

@@ -19,7 +19,11 @@ FROM (
 WHERE e LIKE 'FOR VALUES FROM (''%'') TO (''%'')'
 
 -- name: job_run_partition_ensure
-SELECT cronwire_ensure_partitions((date_trunc('month', now() AT TIME ZONE 'UTC') - interval '1 month')::date, $1::integer + 2)
+-- Every month retention keeps ($2 months, this one counting as one: a backfill may write
+-- anywhere in them, and the migration made only last month), this month and $1 ahead.
+SELECT cronwire_ensure_partitions(
+    (date_trunc('month', now() AT TIME ZONE 'UTC') - make_interval(months => $2::integer - 1))::date,
+    $2::integer + $1::integer)
 
 -- name: job_run_partition_expired_detach_statements
 -- Partitions entirely older than the first kept month, as ready-to-run DETACH statements
