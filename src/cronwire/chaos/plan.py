@@ -24,3 +24,4 @@ class ChaosPlan:
     burst: int = 50_000
     seed: int = 0
     dsn: str | None = None  # an admin DSN; None starts an embedded Postgres
+    keep_data: bool = False  # keep the embedded Postgres's data directory in ``out``

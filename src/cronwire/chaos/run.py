@@ -27,6 +27,7 @@ import asyncpg
 
 from cronwire.bootstrap.embedded import (
     FAST_UNSAFE_SETTINGS,
+    LINKED_BINARIES,
     EmbeddedBroker,
     EmbeddedPostgres,
     EmbeddedPostgresPair,
@@ -69,6 +70,18 @@ async def _postgres(plan: ChaosPlan, faults: list[str],
     finally:
         if postgres is not None and postgres.started_here:
             await asyncio.to_thread(postgres.stop)
+            if not plan.keep_data:  # a server found running in --out is not ours to delete
+                _drop_data_directory(postgres.data_dir)
+
+
+def _drop_data_directory(data_dir: Path) -> None:
+    """The shared server's data directory is ~140 MB of a throwaway database: keep its log
+    beside the reports (``postgres.log``) and remove the rest, with the linked binaries a
+    root run makes beside it (issue 49)."""
+    with contextlib.suppress(OSError):
+        shutil.copyfile(data_dir / "server.log", data_dir.parent / "postgres.log")
+    shutil.rmtree(data_dir, ignore_errors=True)
+    shutil.rmtree(data_dir.parent / LINKED_BINARIES, ignore_errors=True)
 
 
 @contextlib.asynccontextmanager

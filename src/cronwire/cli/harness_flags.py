@@ -90,7 +90,7 @@ def cmd_chaos(settings: Settings, args: argparse.Namespace) -> int:
     plan = ChaosPlan(
         mode=args.mode, faults=faults, schedules=args.schedules, replicas=args.replicas,
         duration=args.duration, out=args.out, burst=args.burst, seed=args.seed,
-        dsn=settings.database_url,
+        dsn=settings.database_url, keep_data=args.keep_data,
     )
     report = run_chaos(plan)
     print(json.dumps({k: v for k, v in report.items() if k != "scenarios"} | {
@@ -211,4 +211,7 @@ def add_harness_commands(commands: argparse._SubParsersAction[Any]) -> None:
     chaos.add_argument("--seed", type=int, default=0, help="random seed of the fault timing (default 0)")
     chaos.add_argument("--out", type=Path, default=Path("chaos-out"),
                        help="report.json and per-fault logs (default ./chaos-out)")
+    chaos.add_argument("--keep-data", action="store_true",
+                       help="keep the embedded Postgres's data directory in OUT (by default "
+                       "only its log, postgres.log, stays beside the reports)")
     chaos.set_defaults(handler=cmd_chaos)
