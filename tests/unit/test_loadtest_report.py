@@ -70,8 +70,9 @@ def test_chart_titles_count_in_the_singular_for_one() -> None:
 
 
 def test_the_wal_line_is_per_delivered_run_and_absent_when_nothing_was_delivered() -> None:
-    written = WalWritten(records=161_000, full_page_images=2, bytes=195_200_000.0)
+    written = WalWritten(records=161_000, bytes=195_200_000.0)
     assert wal_note(written, 10_000) == (
-        "Postgres WAL: 16.1 records and 19,520 bytes per delivered run "
-        "(2 full-page images in all), same window")
+        "Postgres WAL: 16.1 records and 19,520 bytes per delivered run, same window")
     assert wal_note(written, 0) is None
+    unread = wal_note(WalWritten(records=None, bytes=195_200_000.0), 10_000)
+    assert unread is not None and "records not counted" in unread and "19,520 bytes" in unread
