@@ -15,7 +15,7 @@ from collections.abc import Callable
 class Progress:
     """The progress line. Its rate is over the time since the line was last printed (not
     the last sample, a quarter of a second that is often empty); the closing line gives
-    the average from the first instant to the end instead (issue 23: it said "0/s")."""
+    the report's figures (issue 23: it said "0/s")."""
 
     def __init__(self, instants: list[float], schedules: int, *, every: float = 5.0,
                  tty: bool | None = None, wall: Callable[[], float] = time.time,
@@ -58,15 +58,18 @@ class Progress:
         self._last_show = now
         self._write(self._when(), stats, f"{rate:,.0f}/s")
 
-    def done(self, stats: dict[str, float | None]) -> None:
-        """The closing line: the average rate from the first instant to now."""
-        unique = float(stats.get("unique") or 0)
-        since_first = -self.seconds_to_first()
-        average = unique / since_first if since_first > 0 else 0.0
-        self._write(self._when(), stats, f"{average:,.0f}/s on average since the first fire")
+    def done(self, delivered: int, runs_per_second: float, lag_p99_ms: float) -> None:
+        """The closing line, with the final report's own figures (issue 49: it gave the
+        sink's count over the time to the end of the drain check, and read as the same
+        figure as report.json's ``runs_per_second``, which it was not)."""
+        line = (f"[loadtest] done | delivered {delivered:,}/{self.planned:,} | "
+                f"{runs_per_second:,.1f}/s, first instant to the last acknowledgement "
+                f"(report.json's runs_per_second) | lag p99 {lag_p99_ms / 1000:.2f}s")
         if self._tty:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+            sys.stderr.write("\r" + line.ljust(110) + "\n")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
     def _when(self) -> str:
         to_go = self.seconds_to_horizon()

@@ -15,6 +15,7 @@ import json
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 from cronwire.bootstrap.embedded import LINKED_BINARIES, EmbeddedPostgres
 from cronwire.domain.cron import occurrences_between
@@ -40,9 +41,11 @@ DATA_ENTRIES = ("postgres", LINKED_BINARIES, "broker.log", "replicas", "baseline
 STOP_SECONDS = 30.0  # a process's drain at SIGTERM, before SIGKILL
 
 
-async def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | None,
-                        ) -> tuple[dict[str, datetime], list[tuple[str, float]], float, Costs]:
-    """(planned webhook-id -> instant, the sink's acknowledgements, drain seconds, CPU)."""
+async def _run_cronwire(
+    plan: LoadTestPlan, admin_dsn: str, bootstrap: str | None,
+) -> tuple[dict[str, datetime], list[tuple[str, float]], float, Costs, Progress]:
+    """(planned webhook-id -> instant, the sink's acknowledgements, drain seconds, CPU,
+    the progress line to close)."""
     dsn, tenant_id = await prepare(admin_dsn)
     note(f"sink: {plan.sink}" + (" (answers 200 at once; its access log is the record)"
                                  if plan.sink == "nginx" else ""))
@@ -72,7 +75,7 @@ async def _run_cronwire(plan: LoadTestPlan, admin_dsn: str, bootstrap: str | Non
         await asyncio.to_thread(sink.stop, STOP_SECONDS)
     acknowledgements = list(sink.acknowledgements())
     _note_costs(costs, len(planned.keys() & {webhook_id for webhook_id, _ in acknowledgements}))
-    return planned, acknowledgements, drain, costs
+    return planned, acknowledgements, drain, costs, progress
 
 
 def _our_postmaster(plan: LoadTestPlan) -> int | None:
@@ -105,7 +108,7 @@ def run_loadtest(plan: LoadTestPlan) -> Report:
     plan.out.mkdir(parents=True, exist_ok=True)
     baselines: Baselines | None = None
     with servers(plan) as (admin_dsn, bootstrap):
-        planned, acknowledgements, drain, costs = asyncio.run(
+        planned, acknowledgements, drain, costs, progress = asyncio.run(
             _run_cronwire(plan, admin_dsn, bootstrap))
         if plan.compare:
             from cronwire.loadtest.compare import measure_baselines
@@ -113,7 +116,10 @@ def run_loadtest(plan: LoadTestPlan) -> Report:
             baselines = measure_baselines(plan, admin_dsn, len(planned))
     report = build_report(plan.mode, plan.scenario, plan.schedules, plan.replicas, planned,
                           acknowledgements, drain, baselines, costs)
-    (plan.out / "report.json").write_text(json.dumps(report.summary, indent=2))
+    summary = report.summary
+    progress.done(cast(int, summary["delivered"]), cast(float, summary["runs_per_second"]),
+                  cast(float, summary["fire_lag_p99_ms"]))
+    (plan.out / "report.json").write_text(json.dumps(summary, indent=2))
     write_chart(report, plan.out / "report.png", jitter_seconds=plan.jitter_seconds)
     if not plan.keep_data:
         _keep_only_reports(plan.out)

@@ -92,7 +92,7 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
                       else postgres_cpu - postgres_cpu_at_first,
                       None if wal_at_first is None else await wal_since(pool, wal_at_first))
         final = sink.stats()
-        progress.done(final)
+        progress.show(final)  # the last sample; the closing line waits for the report
         if statements:
             for line in await heaviest(pool, int(final.get("unique") or 0)):
                 note(f"statement {line}")
