@@ -53,6 +53,10 @@ class EmbeddedBroker:
                 [str(tansu_binary()), "broker", "--listener-url", url,
                  "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                # Its own session, as pg_ctl gives Postgres: a terminal's Ctrl-C signals
+                # the whole foreground group, and the broker dying with `serve` made the
+                # draining consumer log errors (issue 49). stop() ends it after the drain.
+                start_new_session=True,
             )
         deadline = time.monotonic() + ready_timeout
         while time.monotonic() < deadline:
