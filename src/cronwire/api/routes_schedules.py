@@ -23,9 +23,10 @@ from cronwire.api.schemas import (
     ScheduleCreated,
     ScheduleOut,
     SchedulePage,
+    ScheduleResumed,
     SecretRotated,
 )
-from cronwire.api.schemas_commands import BackfillIn, BackfillOut, PauseIn
+from cronwire.api.schemas_commands import BackfillIn, BackfillOut, PauseIn, ResumeIn
 from cronwire.api.schemas_runs import RunOut
 from cronwire.api.schemas_schedule_input import ScheduleCreate, SchedulePatch
 from cronwire.domain.backfill import MAX_BACKFILL, BackfillRequest
@@ -115,18 +116,22 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
         return schedule_out(await commands.set_paused(ctx.schedules, tenant, schedule_id,
                                                       paused=True, note=note))
 
-    @router.post("/{id}/resume", response_model=ScheduleOut,
+    @router.post("/{id}/resume", response_model=ScheduleResumed,
                  responses=responses(404, 409, 422),
                  summary="Resume; occurrences missed meanwhile follow the misfire policy",
                  description="`next_fire_at` is left where the pause found it, so the "
                  "occurrences missed while paused are handled by `misfire_policy` "
                  "(`fire_all` within `catchup_window_seconds`, `fire_once`, or `skip`; "
-                 "skipped ones appear in the history as `skipped` runs). Clears "
-                 "`paused_reason` and `consecutive_failures`. A completed schedule cannot "
-                 "be resumed (409): give it a new `at` or a higher `max_runs`.")
-    async def resume(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return schedule_out(
-            await commands.set_paused(ctx.schedules, tenant, schedule_id, paused=False))
+                 "skipped ones appear in the history as `skipped` runs). `runs_due` says how "
+                 "many runs that makes due at once; `{\"dry_run\": true}` only counts them. "
+                 "Clears `paused_reason` and `consecutive_failures`. A completed schedule "
+                 "cannot be resumed (409): give it a new `at` or a higher `max_runs`.")
+    async def resume(schedule_id: ScheduleId, tenant: Tenant,
+                     body: ResumeIn | None = None) -> dict[str, Any]:
+        dry_run = body is not None and body.dry_run
+        record, due = await commands.resume(ctx.schedules, tenant, schedule_id,
+                                            dry_run=dry_run, cpu=ctx.cpu)
+        return {**schedule_out(record), "runs_due": due, "dry_run": dry_run}
 
     @router.post("/{id}/trigger", status_code=202, response_model=RunOut,
                  responses=responses(404, 422), summary="Run now (a manual run, due at once)",

@@ -105,6 +105,16 @@ class ScheduleCreated(ScheduleOut):
     signing_secret: str = Field(description="Shown once; verify deliveries with it.")
 
 
+class ScheduleResumed(ScheduleOut):
+    model_config = with_examples({**EXAMPLE_SCHEDULE, "runs_due": 12, "dry_run": False})
+
+    runs_due: int = Field(description="Runs the resume makes due at once: the missed "
+                          "occurrences `misfire_policy` keeps (`fire_all`: every one within "
+                          "`catchup_window_seconds`) and those due by now, within `max_runs`; "
+                          "counted up to 10,000.")
+    dry_run: bool = Field(description="true: nothing changed (the schedule as it is).")
+
+
 class SchedulePage(BaseModel):
     items: list[ScheduleOut]
     next_cursor: str | None = Field(description="Pass as ?cursor= for the next page; "

@@ -26,6 +26,13 @@ class PauseIn(BaseModel):
                                                  "maxLength": PAUSE_NOTE_MAX_CHARS})
 
 
+class ResumeIn(BaseModel):
+    model_config = INPUT_CONFIG | with_examples({"dry_run": True})
+
+    dry_run: StrictBool = Field(False, description="Count the runs a resume would make due "
+                                "at once; change nothing.")
+
+
 class BackfillIn(BaseModel):
     model_config = INPUT_CONFIG | with_examples({"start": "2027-03-01T00:00:00Z",
                                        "end": "2027-03-02T00:00:00Z", "dry_run": True})

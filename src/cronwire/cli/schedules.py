@@ -280,11 +280,8 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     _schedule_flags(update, creating=False)
 
     add_schedule_actions(action)
-    for name, help_text in [
-        ("resume", "resume a schedule; missed occurrences follow its misfire policy"),
-        ("rotate-secret", "new signing secret; the old one also signs for 24 hours"),
-    ]:
-        id_argument(action(name, help_text, _on_schedule("POST", name)), "schedule")
+    id_argument(action("rotate-secret", "new signing secret; the old one also signs for 24 hours",
+                       _on_schedule("POST", "rotate-secret")), "schedule")
     id_argument(action("trigger", "run a schedule now (a manual run); prints the run",
                         _on_schedule("POST", "trigger")), "schedule")
     id_argument(action("delete", "delete a schedule; runs not yet started are cancelled",

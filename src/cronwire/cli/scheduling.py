@@ -10,6 +10,7 @@ exits 1; what the CLI can check itself is a usage error, exit 2, before any requ
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,6 +81,26 @@ def schedules_pause(client: ApiClient, args: argparse.Namespace) -> None:
     show(args, client.call("POST", f"/v1/schedules/{args.id}/pause", body=body), render_fields)
 
 
+def resume_warning(answer: Mapping[str, Any]) -> str | None:
+    """The line that says a resume delivers missed runs at once (None when it makes at most
+    one run due: nothing to warn about)."""
+    due = int(answer.get("runs_due") or 0)
+    if due <= 1:
+        return None
+    verb = "would make" if answer.get("dry_run") else "makes"
+    return (f"cronwire: resuming {verb} {due:,} runs due at once (misfire_policy "
+            f"{answer['misfire_policy']}, catch-up window {answer['catchup_window_seconds']} s)")
+
+
+def schedules_resume(client: ApiClient, args: argparse.Namespace) -> None:
+    body = {"dry_run": True} if args.dry_run else None
+    answer = client.call("POST", f"/v1/schedules/{args.id}/resume", body=body)
+    warning = resume_warning(answer)
+    if warning is not None:
+        print(warning, file=sys.stderr)  # stdout stays the answer, for pipes
+    show(args, answer, render_fields)
+
+
 def schedules_backfill(client: ApiClient, args: argparse.Namespace) -> None:
     body: dict[str, Any] = {"start": args.start, "end": args.end, "dry_run": args.dry_run}
     if args.overlap_policy is not None:
@@ -122,7 +143,8 @@ def runs_replay(client: ApiClient, args: argparse.Namespace) -> None:
 
 
 def add_schedule_actions(action: Any) -> None:
-    """`schedules pause ID [--note]` and `schedules backfill`; ``action`` is cli_client's
+    """`schedules pause ID [--note]`, `schedules resume ID [--dry-run]` and
+    `schedules backfill`; ``action`` is cli_client's
     factory of `schedules` subcommands."""
     pause: argparse.ArgumentParser = action(
         "pause", "pause a schedule: no new runs are planned; --note says why",
@@ -130,6 +152,13 @@ def add_schedule_actions(action: Any) -> None:
     id_argument(pause, "schedule")
     pause.add_argument("--note", metavar="TEXT",
                        help="kept as the schedule's paused_reason (1..1000 characters)")
+    resume: argparse.ArgumentParser = action(
+        "resume", "resume a schedule; missed occurrences follow its misfire policy (fire_all "
+        "delivers every one within the catch-up window at once: a line on stderr says how "
+        "many); --dry-run only counts them", schedules_resume)
+    id_argument(resume, "schedule")
+    resume.add_argument("--dry-run", action="store_true",
+                        help="change nothing: print how many runs a resume would make due")
     backfill: argparse.ArgumentParser = action(
         "backfill", f"runs for the occurrences of [--start, --end) that have none (at most "
         f"{MAX_BACKFILL:,}); --dry-run counts and lists them", schedules_backfill)

@@ -270,3 +270,19 @@ def _walk_tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[d
         if len(page) < _PROBE_PAGE:
             return list(kept)
         after = page[-1]
+
+
+def due_on_resume(s: DueSchedule, db_now: datetime, limit: int) -> int:
+    """How many runs resuming ``s`` at ``db_now`` makes due at once (counted up to
+    ``limit``): the missed occurrences its misfire policy keeps (``fire_all``: every one
+    within ``catchup_window_seconds``) and those due by now, as ``_plan`` would write them,
+    within ``max_runs``. The console and the CLI warn with it before a resume."""
+    cursor = s.next_fire_at if s.starts_at is None else max(s.next_fire_at, s.starts_at)
+    end = db_now if s.ends_at is None else min(db_now, s.ends_at)
+    missed_before = db_now - MISFIRE_TOLERANCE
+    if cursor < missed_before:
+        keep_from = _first_kept(s, cursor, min(missed_before, end + _TICK), db_now)
+        once = s.misfire_policy is MisfirePolicy.FIRE_ONCE and keep_from < missed_before
+        cursor = keep_from if once else max(keep_from, db_now - RECORD_HORIZON)
+    due = len(_between(s, cursor, end, limit))
+    return due if s.max_runs is None else min(due, max(0, s.max_runs - s.runs_planned))

@@ -17,6 +17,8 @@ from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.history import RunView
 from cronwire.domain.keyset import Page, page_of
 from cronwire.domain.labels import check_label
+from cronwire.domain.model import DueSchedule, ScheduleStatus
+from cronwire.domain.planning import due_on_resume
 from cronwire.domain.schedule_rules import PAUSE_NOTE_MAX_CHARS, preview, validate_spec
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.ports import CpuWork, OnTheLoop, ScheduleStore
@@ -100,6 +102,37 @@ async def set_paused(
     if note is not None:
         check_label("note", note, PAUSE_NOTE_MAX_CHARS)
     return await store.set_paused(tenant, schedule_id, paused, note)
+
+
+RESUME_COUNT_MAX = 10_000  # runs_due is counted up to this (a week of a 1-second cron is 604,800)
+
+
+def runs_due_on_resume(record: ScheduleRecord, db_now: datetime) -> int:
+    """How many runs resuming ``record`` now makes due at once (0 unless it is paused with
+    an occurrence ahead), counted up to RESUME_COUNT_MAX."""
+    if record.status is not ScheduleStatus.PAUSED or record.next_fire_at is None:
+        return 0
+    spec = record.spec
+    due = DueSchedule(record.id, record.tenant_id, spec.cron, spec.timezone, spec.misfire_policy,
+                      spec.catchup_window_seconds, record.next_fire_at, record.last_fire_at,
+                      spec.starts_at, spec.ends_at, at=spec.at, max_runs=spec.max_runs,
+                      runs_planned=record.runs_planned)
+    return due_on_resume(due, db_now, RESUME_COUNT_MAX)
+
+
+async def resume(
+    store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, *, dry_run: bool,
+    cpu: CpuWork | None = None,
+) -> tuple[ScheduleRecord, int]:
+    """Resume (unless ``dry_run``) and say how many runs that makes due at once, counted
+    before the resume, off the event loop in ``cpu`` when given (a catch-up window can
+    hold thousands of occurrences)."""
+    record = await store.get(tenant, schedule_id)
+    now = await store.db_now()
+    due = await (cpu or OnTheLoop()).run(partial(runs_due_on_resume, record, now))
+    if dry_run:
+        return record, due
+    return await set_paused(store, tenant, schedule_id, paused=False), due
 
 
 async def trigger_run(store: ScheduleStore, defaults: TenantLimits, tenant: uuid.UUID,
