@@ -375,3 +375,24 @@ def test_writable_span_merges_adjacent_partitions_around_an_instant() -> None:
     assert writable_span(bounds, datetime(2027, 4, 2, tzinfo=UTC)) == (months[3], months[5])
     assert writable_span(bounds, datetime(2027, 3, 2, tzinfo=UTC)) is None
     assert writable_span([], NOW) is None
+
+
+@pytest.mark.parametrize("policy", list(MisfirePolicy))
+@pytest.mark.parametrize("paused_minutes", [0, 5, 90, 60 * 24 * 8])
+def test_due_on_resume_counts_what_the_planner_then_writes_due_by_now(
+    policy: MisfirePolicy, paused_minutes: int,
+) -> None:
+    # Resumed at NOW after a pause of `paused_minutes`: the count the console and the CLI
+    # warn with is the runs the planner's next pass writes due by now (not skipped).
+    s = schedule(misfire_policy=policy, next_fire_at=NOW.replace(microsecond=0)
+                 - timedelta(minutes=paused_minutes))
+    runs, _ = plan(s, lookahead=0.0)
+    written = [r for r in runs if r.status is not RunStatus.SKIPPED and r.scheduled_for <= NOW]
+    assert planning.due_on_resume(s, NOW, 10_000) == len(written)
+
+
+def test_due_on_resume_stops_at_max_runs_and_at_its_limit() -> None:
+    s = schedule(next_fire_at=NOW.replace(microsecond=0) - timedelta(minutes=50))  # 51 minutes
+    assert planning.due_on_resume(s, NOW, 10_000) == 51
+    assert planning.due_on_resume(replace(s, max_runs=10, runs_planned=4), NOW, 10_000) == 6
+    assert planning.due_on_resume(s, NOW, 20) == 20
