@@ -30,8 +30,23 @@ export function scheduleActions(schedule, onChange, { withEdit = true, compact =
   const toggle = schedule.status === "completed" ? null : schedule.paused
     ? button("Resume", "Resume", async () => {
       try {
+        // A fire_all schedule replays every missed occurrence of its catch-up window at
+        // once: count them first and ask (issue 49: it happened without a word).
+        const preview = await api.resume(schedule.id, true);
+        if (preview.runs_due > 1) {
+          const sure = await confirmAction({
+            title: "Resume and deliver the missed runs?",
+            message: `Resuming “${name}” delivers ${preview.runs_due.toLocaleString("en")} runs `
+              + `at once: misfire policy ${preview.misfire_policy}, catch-up window `
+              + `${preview.catchup_window_seconds} s.`,
+            confirmLabel: `Resume and deliver ${preview.runs_due.toLocaleString("en")} runs`,
+          });
+          if (!sure) return;
+        }
         const updated = await api.resume(schedule.id);
-        announce(`Resumed ${name}.`);
+        announce(updated.runs_due > 0
+          ? `Resumed ${name}: ${updated.runs_due.toLocaleString("en")} runs due now.`
+          : `Resumed ${name}.`);
         onChange(updated);
       } catch (err) { failed("Resume", err); }
     })

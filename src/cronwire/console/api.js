@@ -75,7 +75,8 @@ export const api = {
   deleteSchedule: (scheduleId) => call("DELETE", `/v1/schedules/${id(scheduleId)}`),
   pause: (scheduleId, note) => call("POST", `/v1/schedules/${id(scheduleId)}/pause`,
     { body: note ? { note } : undefined }),
-  resume: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/resume`),
+  resume: (scheduleId, dryRun = false) => call("POST", `/v1/schedules/${id(scheduleId)}/resume`,
+    { body: dryRun ? { dry_run: true } : undefined }),
   trigger: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/trigger`),
   rotateSecret: (scheduleId) => call("POST", `/v1/schedules/${id(scheduleId)}/rotate-secret`),
   preview: (scheduleId, count) =>
@@ -89,5 +90,8 @@ export const api = {
   listRuns: (query) => call("GET", "/v1/runs", { query }),
   getRun: (runId) => call("GET", `/v1/runs/${id(runId)}`),
   replay: (runId) => call("POST", `/v1/runs/${id(runId)}/replay`),
+  getAlerts: () => call("GET", "/v1/alerts"),
+  setAlerts: (body) => call("PUT", "/v1/alerts", { body }),
+  alertEvents: (cursor, limit) => call("GET", "/v1/alerts/events", { query: { cursor, limit } }),
   replayFailed: (body) => call("POST", "/v1/runs/replay", { body: { status: "failed", ...body } }),
 };

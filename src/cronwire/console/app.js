@@ -1,6 +1,7 @@
 // The console's entry: hash routes (ids only; the token never enters a URL), sign-in
 // state, and one view at a time in <main>.
 
+import { renderAlerts } from "./alerts.js";
 import { api, onUnauthorized, token } from "./api.js";
 import { el, focusHeading } from "./dom.js";
 import { renderFailedRuns } from "./failed.js";
@@ -15,6 +16,7 @@ const ROUTES = [
   [new RegExp("^#?/?(schedules)?$"), () => ({ view: "list" })],
   [new RegExp("^#/new$"), () => ({ view: "new" })],
   [new RegExp("^#/failed$"), () => ({ view: "failed" })],
+  [new RegExp("^#/alerts$"), () => ({ view: "alerts" })],
   [new RegExp(`^#/schedules/${UUID}$`), (m) => ({ view: "schedule", id: m[1] })],
   [new RegExp(`^#/schedules/${UUID}/edit$`), (m) => ({ view: "edit", id: m[1] })],
 ];
@@ -60,6 +62,8 @@ async function render() {
     await renderScheduleList(root);
   } else if (target.view === "failed") {
     await renderFailedRuns(root);
+  } else if (target.view === "alerts") {
+    await renderAlerts(root);
   } else if (target.view === "new") {
     renderScheduleForm(root, { onSaved: (created, secret) => {
       oneTimeSecret = { id: created.id, secret };

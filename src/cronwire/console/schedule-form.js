@@ -20,6 +20,8 @@ const OVERLAP = [
   ["cancel_other", "cancel_other: cancel the running one, start this one"],
 ];
 
+const ALERT_FIELDS = ["after_failures", "late_after_seconds", "max_duration_ms"];
+
 // Fields by the API's dotted names, in form order.
 const FIELDS = [
   { name: "name", label: "Name", required: true },
@@ -51,6 +53,12 @@ const FIELDS = [
     hint: "Optional: completed after this many scheduled occurrences." },
   { name: "pause_after_failures", label: "Pause after failures", type: "number",
     hint: "Optional, 1 to 100: pause itself after this many failed runs in a row." },
+  { name: "alerts.after_failures", label: "Alert after failures", type: "number",
+    hint: "Optional, 1 to 1000: schedule.failing after this many failed runs in a row." },
+  { name: "alerts.late_after_seconds", label: "Alert when late (seconds)", type: "number",
+    hint: "Optional: schedule.late when a run has not started this long after it was due." },
+  { name: "alerts.max_duration_ms", label: "Alert when slower than (ms)", type: "number",
+    hint: "Optional: schedule.slow when a success took longer. Alerts go to the Alerts page's destination." },
   ...FLOW_FIELDS,
   { name: "starts_at", label: "Starts at", mono: true,
     hint: "Optional, RFC 3339, e.g. 2027-01-01T00:00:00Z." },
@@ -59,7 +67,7 @@ const FIELDS = [
 ];
 
 const INTEGER_FIELDS = new Set(["retry.max_attempts", "catchup_window_seconds", "jitter_seconds",
-  "max_runs", "pause_after_failures", ...FLOW_INTEGERS]);
+  "max_runs", "pause_after_failures", ...ALERT_FIELDS.map((f) => `alerts.${f}`), ...FLOW_INTEGERS]);
 const DEFAULTS = {
   timezone: "UTC", "target.method": "POST", "retry.max_attempts": "3",
   "retry.initial_backoff_seconds": "10", "retry.max_backoff_seconds": "3600",
@@ -69,7 +77,8 @@ const DEFAULTS = {
 // Fieldsets by the names they start with (the blocks in between follow FIELDS' order).
 const GROUPS = [
   ["Schedule", "name"], ["Target", "target.url"], ["Retries and misfires", "retry.max_attempts"],
-  ["Overlap and limits", "overlap_policy"], ["Flow control", "flow_control.key"],
+  ["Overlap and limits", "overlap_policy"], ["Alert rules", "alerts.after_failures"],
+  ["Flow control", "flow_control.key"],
   ["Active window", "starts_at"],
 ];
 
@@ -123,6 +132,8 @@ function valuesOf(schedule) {
     max_runs: schedule.max_runs === null ? "" : String(schedule.max_runs),
     pause_after_failures: schedule.pause_after_failures === null ? ""
       : String(schedule.pause_after_failures),
+    ...Object.fromEntries(ALERT_FIELDS.map((f) => [`alerts.${f}`,
+      schedule.alerts[f] === null ? "" : String(schedule.alerts[f])])),
     ...flowValues(schedule.flow_control),
   };
 }
@@ -179,6 +190,8 @@ function bodyFrom(values) {
   body.jitter_seconds = numberOf("jitter_seconds", values.jitter_seconds) ?? 0;
   body.max_runs = numberOf("max_runs", values.max_runs) ?? null;
   body.pause_after_failures = numberOf("pause_after_failures", values.pause_after_failures) ?? null;
+  body.alerts = Object.fromEntries(ALERT_FIELDS.map((f) =>
+    [f, numberOf(`alerts.${f}`, values[`alerts.${f}`]) ?? null]));
   body.flow_control = flowFrom(values, numberOf);
   return body;
 }
@@ -193,6 +206,8 @@ function changesFrom(next, original) {
   const target = { ...next.target };
   if (JSON.stringify(target) !== JSON.stringify(original.target)) changes.target = target;
   if (flowChanged(next.flow_control, original.flow_control)) changes.flow_control = next.flow_control;
+  // Every rule is sent: the API merges rule by rule, and a null rule removes it.
+  if (ALERT_FIELDS.some((f) => next.alerts[f] !== original.alerts[f])) changes.alerts = next.alerts;
   const retry = { ...original.retry, ...next.retry };
   if (JSON.stringify(retry) !== JSON.stringify(original.retry)) changes.retry = retry;
   for (const key of ["starts_at", "ends_at", "at"]) {

@@ -11,6 +11,15 @@ import { inZone, localText, offsetAt, offsetOfLocal, utc } from "./format.js";
 import { explainSection, statsSection } from "./insight.js";
 import { renderRuns } from "./runs.js";
 
+function alertRules(alerts) {
+  const rules = [
+    alerts.after_failures !== null && `failing after ${alerts.after_failures} failed runs in a row`,
+    alerts.late_after_seconds !== null && `late after ${alerts.late_after_seconds} s`,
+    alerts.max_duration_ms !== null && `slow above ${alerts.max_duration_ms} ms`,
+  ].filter(Boolean);
+  return rules.length ? `${rules.join("; ")} (sent to the Alerts page's destination)` : "none";
+}
+
 function details(schedule) {
   const row = (term, ...value) => [el("dt", { text: term }), el("dd", {}, ...value)];
   const target = schedule.target;
@@ -47,6 +56,7 @@ function details(schedule) {
     row("Jitter", schedule.jitter_seconds ? `up to ${schedule.jitter_seconds} s` : "none"),
     row("Max runs", limit),
     row("Pauses itself", pauseAfter),
+    row("Alert rules", alertRules(schedule.alerts)),
     row("Active window", `${schedule.starts_at ? utc(schedule.starts_at) : "from creation"} → `
       + `${schedule.ends_at ? utc(schedule.ends_at) : "no end"}`),
     schedule.previous_secret_expires_at

@@ -4,7 +4,7 @@ import { api } from "./api.js";
 import { scheduleActions } from "./actions.js";
 import { el, fill, focusHeading, statusBadge } from "./dom.js";
 import { announce } from "./feedback.js";
-import { inZone, utc } from "./format.js";
+import { localText, utc } from "./format.js";
 
 const PAGE_SIZE = 20;
 // Cursors of the pages seen so far (null: the first page); kept while the tab is open.
@@ -32,6 +32,21 @@ function lastRunCell(schedule) {
   return td;
 }
 
+/** The first fire time after now, as the schedule's page shows it (both from the preview).
+ * Not next_fire_at: that is the planner's cursor, a few seconds to a minute ahead of the
+ * next fire, so the list showed a later instant than the page (issue 49). */
+function nextFireCell(schedule) {
+  const td = cell("Next fire", el("span", { class: "muted", text: "…" }));
+  api.preview(schedule.id, 1).then((page) => {
+    const next = page.items[0];
+    td.replaceChildren(next
+      ? el("div", {}, el("span", { class: "when-utc", text: utc(next.utc) }),
+        el("span", { class: "when-local", text: localText(next.local) }))
+      : el("span", { text: "none" }));
+  }).catch(() => td.replaceChildren(el("span", { class: "muted", text: "unavailable" })));
+  return td;
+}
+
 function row(schedule, reload) {
   const tr = el("tr", { "data-schedule-id": schedule.id });
   const changed = (updated) => {
@@ -51,10 +66,7 @@ function row(schedule, reload) {
       : el("span", { text: `once at ${utc(schedule.at)}` })),
     cell("Time zone", schedule.timezone),
     cell("State", el("span", { class: `badge state-${schedule.status}`, text: schedule.status })),
-    cell("Next fire", schedule.next_fire_at
-      ? el("div", {}, el("span", { class: "when-utc", text: utc(schedule.next_fire_at) }),
-        el("span", { class: "when-local", text: inZone(schedule.next_fire_at, schedule.timezone) }))
-      : "none"),
+    nextFireCell(schedule),
     lastRunCell(schedule),
     cell("Actions", scheduleActions(schedule, changed, { compact: true })),
   );
