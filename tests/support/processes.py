@@ -12,6 +12,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from cronwire.harness.fleet import HARNESS_SECRET_KEYS
+
 
 def cronwire_executable() -> str:
     """The console script of this venv (falls back to ``python -m cronwire.cli``)."""
@@ -25,8 +27,10 @@ def cronwire_executable() -> str:
 
 
 def clean_env(**overrides: str) -> dict[str, str]:
-    """The test process environment without SCHEDULER_* or OTEL_* leaking in, plus overrides."""
+    """The test process environment without SCHEDULER_* or OTEL_* leaking in, plus the
+    tests' key ring (sealed secrets) and the overrides."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SCHEDULER_", "OTEL_"))}
+    env["SCHEDULER_SECRET_KEYS"] = HARNESS_SECRET_KEYS
     env.update(overrides)
     return env
 

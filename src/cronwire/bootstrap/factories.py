@@ -16,8 +16,11 @@ from typing import Any, LiteralString
 
 import asyncpg
 
+from cronwire.adapters.crypto.envelope import EnvelopeSecretBox
+from cronwire.adapters.crypto.key_ring import KeyRing
 from cronwire.adapters.kafka.link import unreachable_servers
 from cronwire.adapters.otel.setup import check_tracing
+from cronwire.adapters.postgres.data_key_store import PostgresDataKeyStore
 from cronwire.adapters.postgres.databases import create_database
 from cronwire.adapters.postgres.driver_errors import DRIVER_ERRORS
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
@@ -26,8 +29,9 @@ from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.sql import parse_queries, queries
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import SKEW_VARIABLE
-from cronwire.config import Settings
+from cronwire.config import Settings, parse_key_ring
 from cronwire.domain.errors import ConfigError
+from cronwire.ports.secrets import SecretBox
 from cronwire.service.maintenance import PartitionKeeper
 
 # What `cronwire tenant ...` works on: tenants and their tokens (create, issue, list, revoke).
@@ -46,7 +50,7 @@ CLOCK_SKEW_VARIABLE = SKEW_VARIABLE
 __all__ = [
     "CLOCK_SKEW_VARIABLE", "DATABASE_ERRORS", "Pool", "TenantAdmin", "blank_database",
     "check_buildable", "database_checks", "fresh_database", "harness_queries", "migrate",
-    "open_pool", "partition_upkeep", "tenant_admin", "uses_kafka",
+    "open_pool", "partition_upkeep", "secret_box", "tenant_admin", "uses_kafka",
 ]
 
 
@@ -69,6 +73,15 @@ def check_buildable(settings: Settings) -> None:
                 f"SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: no Kafka broker answers at "
                 f"{', '.join(silent)}"
             )
+
+
+# -- sealed secrets: a box on a pool, for the harnesses' seeding and commands --
+
+
+def secret_box(pool: asyncpg.Pool, secret_keys: str) -> SecretBox:
+    """The envelope box over ``pool`` with the key ring ``secret_keys`` (KEY_ID:BASE64,...)."""
+    ring = KeyRing(parse_key_ring("SCHEDULER_SECRET_KEYS", secret_keys))
+    return EnvelopeSecretBox(ring, PostgresDataKeyStore(pool))
 
 
 # -- the database: pools, readiness --

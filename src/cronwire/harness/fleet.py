@@ -18,7 +18,9 @@ happened meanwhile.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -44,11 +46,19 @@ SERVE = (sys.executable, "-m", "cronwire.cli", "serve")
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
 
 
+# The harnesses' and tests' key ring (sealed secrets, ADR 0061): fixed, so every process of
+# a run, and a replica restarted mid-run, opens what another sealed. Their databases are
+# throwaway; nothing real is ever sealed with it.
+HARNESS_SECRET_KEYS = "harness:" + base64.b64encode(
+    hashlib.sha256(b"cronwire harness key ring, never for real secrets").digest()).decode()
+
+
 def replica_env(database_url: str, *, keep: Collection[str] = (),
                 **settings: object) -> dict[str, str]:
     """This process's environment without its SCHEDULER_* variables (except those in
     ``keep``) or a clock skew, plus what every harness replica needs: the database,
-    loopback targets allowed, no migration at start (the harness migrates once), and
+    loopback targets allowed, no migration at start (the harness migrates once), the
+    harness key ring, and
     ``settings`` by field name (``executor_workers=64`` sets SCHEDULER_EXECUTOR_WORKERS;
     None leaves a variable unset)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_") or k in keep}
@@ -57,6 +67,7 @@ def replica_env(database_url: str, *, keep: Collection[str] = (),
         "SCHEDULER_DATABASE_URL": database_url,
         "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true",
         "SCHEDULER_AUTO_MIGRATE": "false",
+        "SCHEDULER_SECRET_KEYS": HARNESS_SECRET_KEYS,
     })
     env.update({f"SCHEDULER_{name.upper()}": str(value)
                 for name, value in settings.items() if value is not None})

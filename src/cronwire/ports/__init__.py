@@ -27,6 +27,7 @@ from cronwire.ports.core import (
 )
 from cronwire.ports.kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
 from cronwire.ports.observability import AlertOutbox, AlertStore, StatsReader, Tracer
+from cronwire.ports.secrets import DataKeyStore, KeyWrapper, SecretBox
 from cronwire.ports.tenant import (
     BackfillPlanner,
     FlowControlView,
@@ -43,8 +44,10 @@ __all__ = [
     "BreakerStore",
     "ClaimSource",
     "Clock",
+    "DataKeyStore",
     "Deliverer",
     "FlowControlView",
+    "KeyWrapper",
     "KeyedClaimStore",
     "MaintenanceStore",
     "Metrics",
@@ -57,6 +60,7 @@ __all__ = [
     "RunPublisher",
     "RunStore",
     "ScheduleStore",
+    "SecretBox",
     "StartsDeliveries",
     "StatsReader",
     "TokenVerifier",
