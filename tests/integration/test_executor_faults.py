@@ -333,7 +333,7 @@ class _StalledClaims(PostgresClaimSource):
     re-claim the run (otherwise the two claim loops race for the expired lease)."""
 
     def __init__(self, pool: asyncpg.Pool, resume: asyncio.Event) -> None:
-        super().__init__(pool)
+        super().__init__(pool, secret_box(pool))
         self._resume = resume
         self._claimed = False
 

@@ -155,7 +155,7 @@ class _StopsWhileAsked(PostgresClaimSource):
     signalled: the stop lands while the claim loop is busy, not while it sleeps."""
 
     def __init__(self, pool: asyncpg.Pool, stopping: asyncio.Event) -> None:
-        super().__init__(pool)
+        super().__init__(pool, secret_box(pool))
         self._stopping = stopping
 
     async def seconds_until_due(self) -> float | None:

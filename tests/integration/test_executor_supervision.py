@@ -86,7 +86,7 @@ async def test_a_crashed_inner_loop_is_named_in_health_and_stops_the_executor(
             async with db_pool.acquire() as conn:
                 schedule = await seed_schedule(conn, await seed_tenant(conn), sink.url)
                 await seed_due_runs(conn, schedule, 1)
-            claims = (_CrashingClaimSource(db_pool) if crash == "claim"
+            claims = (_CrashingClaimSource(db_pool, secret_box(db_pool)) if crash == "claim"
                       else PostgresClaimSource(db_pool, secret_box(db_pool)))
             runs = _CrashingRunStore(db_pool, crash)
             executor = Executor(

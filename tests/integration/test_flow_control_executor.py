@@ -29,7 +29,7 @@ POLL_SECONDS = 0.25  # the claim loop's longest wait (its default)
 
 class _CountingClaims(PostgresClaimSource):
     def __init__(self, pool: asyncpg.Pool) -> None:
-        super().__init__(pool)
+        super().__init__(pool, secret_box(pool))
         self.claims = 0
 
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, LiteralString
@@ -33,6 +34,7 @@ from cronwire.config import Settings, parse_key_ring
 from cronwire.domain.errors import ConfigError
 from cronwire.ports.secrets import SecretBox
 from cronwire.service.maintenance import PartitionKeeper
+from cronwire.service.secret_keys import key_status, prove_key_ring, rotate_data_keys
 
 # What `cronwire tenant ...` works on: tenants and their tokens (create, issue, list, revoke).
 TenantAdmin = PostgresTenantStore
@@ -49,8 +51,8 @@ CLOCK_SKEW_VARIABLE = SKEW_VARIABLE
 
 __all__ = [
     "CLOCK_SKEW_VARIABLE", "DATABASE_ERRORS", "Pool", "TenantAdmin", "blank_database",
-    "check_buildable", "database_checks", "fresh_database", "harness_queries", "migrate",
-    "open_pool", "partition_upkeep", "secret_box", "tenant_admin", "uses_kafka",
+    "check_buildable", "database_checks", "fresh_database", "harness_queries", "key_upkeep",
+    "migrate", "open_pool", "partition_upkeep", "secret_box", "tenant_admin", "uses_kafka",
 ]
 
 
@@ -112,6 +114,32 @@ async def tenant_admin(settings: Settings) -> AsyncIterator[TenantAdmin]:
     pool = await open_pool(settings.database_url)
     try:
         yield PostgresTenantStore(pool)
+    finally:
+        await pool.close()
+
+
+async def key_upkeep(settings: Settings, *, rotate: bool) -> dict[str, Any]:
+    """`cronwire keys status|rotate`: the data keys per key id, after re-wrapping every
+    one under the first key when ``rotate`` (online, batched, resumable; ADR 0061)."""
+    assert settings.database_url is not None, "the CLI resolves the embedded database first"
+    if not settings.secret_keys:
+        raise ConfigError("SCHEDULER_SECRET_KEYS: not set; the key ring is what the data "
+                          "keys are wrapped with")
+    ring = KeyRing(settings.secret_keys)
+    pool = await open_pool(settings.database_url)
+    try:
+        store = PostgresDataKeyStore(pool)
+        await prove_key_ring(ring, store)
+        started = time.monotonic()
+        rewrapped = await rotate_data_keys(ring, store) if rotate else None
+        counts = dict(await key_status(store))
+        report: dict[str, Any] = {
+            "sealing_key_id": ring.sealing_key_id, "data_keys_by_key_id": counts,
+            "unused_key_ids": [k for k in ring.key_ids if k not in counts]}
+        if rotate:
+            report |= {"rewrapped": rewrapped,
+                       "seconds": round(time.monotonic() - started, 3)}
+        return report
     finally:
         await pool.close()
 
