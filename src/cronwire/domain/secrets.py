@@ -3,7 +3,7 @@
 A sealed value is text, self-describing and safe to store anywhere a string goes (a text
 column, a jsonb string)::
 
-    cws1:<data key id, 32 hex>:<nonce, base64url>:<ciphertext and tag, base64url>
+    cws1:<data key id, 32 hex>:<base64 of the 12-byte nonce, the ciphertext and its tag>
 
 ``cws1`` names the format (cronwire sealed, version 1: AES-256-GCM under the tenant's data
 key). The associated data binds it to its place: the tenant, the owning row and the field,
