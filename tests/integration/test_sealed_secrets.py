@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import uuid
+from collections.abc import Collection
 
 import asyncpg
 import pytest
@@ -21,8 +22,10 @@ from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.sealing_pass import PostgresSealingPass
 from cronwire.config import Settings
 from cronwire.domain.errors import ConfigError
+from cronwire.domain.model import ClaimedRun
 from cronwire.domain.secrets import SecretError, schedule_secret_context
 from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_tenant
+from cronwire.ports.secrets import SecretBox
 from cronwire.service.secret_keys import key_status, prove_key_ring, rotate_data_keys
 from tests.support.api import Api, api_fixture  # noqa: F401 - the fixture
 from tests.support.secrets import TEST_SECRET_KEYS, secret_box
@@ -203,3 +206,56 @@ def test_settings_never_show_the_key_ring() -> None:
     shown = repr(dataclasses.replace(Settings(), secret_keys=TEST_SECRET_KEYS))
     assert base64.b64encode(TEST_SECRET_KEYS[0][1]).decode() not in shown
     assert "secret_keys=" not in shown
+
+
+class _CountingBox:
+    """The real box, counting what the claim opens."""
+
+    def __init__(self, inner: SecretBox) -> None:
+        self.inner, self.opened = inner, 0
+
+    async def seal(self, tenant_id: uuid.UUID, plaintext: str, context: str) -> str:
+        return await self.inner.seal(tenant_id, plaintext, context)
+
+    async def unseal(self, tenant_id: uuid.UUID, sealed: str, context: str) -> str:
+        return await self.inner.unseal(tenant_id, sealed, context)
+
+    async def load(self, tenant_ids: Collection[uuid.UUID]) -> None:
+        await self.inner.load(tenant_ids)
+
+    def unseal_loaded(self, tenant_id: uuid.UUID, sealed: str, context: str) -> str:
+        self.opened += 1
+        return self.inner.unseal_loaded(tenant_id, sealed, context)
+
+
+async def test_the_claim_opens_a_schedule_once_until_a_patch_or_rotation_changes_it(
+        api: Api) -> None:
+    tenant = await api.tenant()
+    created = await api.create_schedule(tenant, target={
+        "url": "http://127.0.0.1:9/hook", "headers": {"Authorization": BEARER}})
+    schedule = _seeded(tenant.id, created["id"])
+    box = _CountingBox(secret_box(api.pool))
+    source = PostgresClaimSource(api.pool, box)
+
+    async def claim_one(first: int) -> ClaimedRun:
+        await seed_due_runs(api.pool, schedule, 1, first=first)
+        [run] = (await source.claim("replica", 10, 30)).runs
+        return run
+
+    for n in range(3):
+        run = await claim_one(n)
+        assert run.signing_secrets == (created["signing_secret"],)
+        assert run.target.headers == {"Authorization": BEARER}
+    assert box.opened == 2  # the secret and the header, once for three runs
+
+    rotated = (await api.client.post(f"/v1/schedules/{created['id']}/rotate-secret",
+                                     headers=tenant.headers)).json()
+    run = await claim_one(10)
+    assert run.signing_secrets == (rotated["signing_secret"], created["signing_secret"])
+    assert box.opened == 5  # both secrets and the header again
+    await api.client.patch(f"/v1/schedules/{created['id']}", headers=tenant.headers,
+                           json={"target": {"headers": {"Authorization": "Bearer new"}}})
+    run = await claim_one(20)
+    assert run.target.headers == {"Authorization": "Bearer new"}
+    assert (await claim_one(21)).target.headers == {"Authorization": "Bearer new"}
+    assert box.opened == 8
