@@ -23,7 +23,7 @@ from cronwire.adapters.postgres.sealing_pass import PostgresSealingPass
 from cronwire.config import Settings
 from cronwire.domain.errors import ConfigError
 from cronwire.domain.model import ClaimedRun
-from cronwire.domain.secrets import SecretError, schedule_secret_context
+from cronwire.domain.secrets import SecretError, schedule_header_context, schedule_secret_context
 from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_tenant
 from cronwire.ports.secrets import SecretBox
 from cronwire.service.secret_keys import key_status, prove_key_ring, rotate_data_keys
@@ -96,7 +96,8 @@ async def test_a_sealed_value_opens_only_in_its_own_row_tenant_and_field(api: Ap
         with pytest.raises(SecretError):
             await box.unseal(owner, sealed, schedule_secret_context(uuid.UUID(row)))
     with pytest.raises(SecretError):  # another field of its own row
-        await box.unseal(tenant.id, sealed, f"schedule/{mine['id']}/header/authorization")
+        await box.unseal(tenant.id, sealed, schedule_header_context(
+            uuid.UUID(mine['id']), "authorization"))
     # Copied into the sibling's row, the claim does not deliver it: nothing is signed
     # with a secret that did not open.
     await api.pool.execute("UPDATE schedule SET signing_secret = $1 WHERE id = $2", sealed,

@@ -21,10 +21,6 @@ NONCE_BYTES = 12
 DATA_KEY_BYTES = 32
 
 
-def _aad(tenant_id: uuid.UUID, context: str) -> bytes:
-    return f"{tenant_id}/{context}".encode()
-
-
 def _b64(raw: bytes) -> str:
     return binascii.b2a_base64(raw, newline=False).decode("ascii")
 
@@ -35,9 +31,11 @@ def _unb64(text: str) -> bytes:
 
 
 class _DataKey:
-    __slots__ = ("cipher", "id", "ref")
+    __slots__ = ("aad_prefix", "cipher", "id", "ref")
 
-    def __init__(self, key_id: uuid.UUID, key: bytes) -> None:
+    def __init__(self, key_id: uuid.UUID, key: bytes, tenant_id: uuid.UUID) -> None:
+        # The tenant part of every associated data, made once (str(UUID) is Python code).
+        self.aad_prefix = f"{tenant_id}/".encode()
         self.id = key_id
         self.ref = key_id.hex
         self.cipher = AESGCM(key)
@@ -52,7 +50,7 @@ class EnvelopeSecretBox:
     async def seal(self, tenant_id: uuid.UUID, plaintext: str, context: str) -> str:
         key = await self._key_for_sealing(tenant_id)
         nonce = os.urandom(NONCE_BYTES)
-        sealed = key.cipher.encrypt(nonce, plaintext.encode(), _aad(tenant_id, context))
+        sealed = key.cipher.encrypt(nonce, plaintext.encode(), key.aad_prefix + context.encode())
         return f"{SEALED_PREFIX}{key.ref}:{_b64(nonce + sealed)}"
 
     async def unseal(self, tenant_id: uuid.UUID, sealed: str, context: str) -> str:
@@ -79,7 +77,7 @@ class EnvelopeSecretBox:
                 raise SecretError(f"a sealed value of {context} names another data key")
             raw = _unb64(body)
             plain = key.cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:],
-                                       _aad(tenant_id, context))
+                                       key.aad_prefix + context.encode())
             return plain.decode()
         except (ValueError, binascii.Error, InvalidTag, UnicodeDecodeError):
             raise SecretError(f"a sealed value of {context} does not open "
@@ -99,6 +97,6 @@ class EnvelopeSecretBox:
 
     async def _remember(self, record: DataKeyRecord) -> _DataKey:
         raw = await self._wrapper.unwrap(record.key_id, record.wrapped, data_key_context(record))
-        key = _DataKey(record.id, raw)
+        key = _DataKey(record.id, raw, record.tenant_id)
         self._keys[record.tenant_id] = key
         return key

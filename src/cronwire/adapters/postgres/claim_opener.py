@@ -80,7 +80,7 @@ class ClaimOpener:
         target, retry = _policies(version[0], version[1])
         try:
             return (opened_target(self._box, tenant_id, schedule_id, target), retry,
-                    opened_secrets(self._box, tenant_id, schedule_id, version[2:]))
+                    opened_secrets(self._box, tenant_id, schedule_id, (version[2], version[3])))
         except SecretError as exc:
             log.error("schedule %s: its runs are not delivered: %s", schedule_id, exc)
             return None

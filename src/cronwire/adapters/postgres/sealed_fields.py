@@ -56,6 +56,12 @@ def opened_target(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
 
 
 def opened_secrets(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
-                   sealed: tuple[str | None, ...]) -> tuple[str, ...]:
+                   sealed: tuple[str | None, str | None]) -> tuple[str, ...]:
     context = schedule_secret_context(schedule_id)
-    return tuple(box.unseal_loaded(tenant_id, s, context) for s in sealed if s)
+    current, previous = sealed
+    if not current:
+        return ()
+    first = box.unseal_loaded(tenant_id, current, context)
+    if not previous:
+        return (first,)
+    return (first, box.unseal_loaded(tenant_id, previous, context))
