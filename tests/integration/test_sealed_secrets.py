@@ -260,3 +260,15 @@ async def test_the_claim_opens_a_schedule_once_until_a_patch_or_rotation_changes
     assert run.target.headers == {"Authorization": "Bearer new"}
     assert (await claim_one(21)).target.headers == {"Authorization": "Bearer new"}
     assert box.opened == 8
+
+
+async def test_a_read_of_a_value_that_does_not_open_is_a_503_never_a_500(api: Api) -> None:
+    tenant = await api.tenant()
+    mine, sibling = await api.create_schedule(tenant), await api.create_schedule(tenant)
+    await api.pool.execute(  # a value moved from another row: it does not open here
+        "UPDATE schedule SET signing_secret = (SELECT signing_secret FROM schedule "
+        "WHERE id = $1) WHERE id = $2", uuid.UUID(mine["id"]), uuid.UUID(sibling["id"]))
+    response = await api.client.get(f"/v1/schedules/{sibling['id']}", headers=tenant.headers)
+    assert response.status_code == 503 and "key ring" in response.json()["error"]["message"]
+    assert (await api.client.get(f"/v1/schedules/{mine['id']}",
+                                 headers=tenant.headers)).status_code == 200
