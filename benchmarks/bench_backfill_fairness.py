@@ -34,11 +34,12 @@ from cronwire.adapters.embedded.postgres import throwaway_cluster
 from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.bootstrap.factories import fresh_database, open_pool
+from cronwire.bootstrap.factories import secret_box as harness_box
 from cronwire.domain.backfill import BackfillRequest, plan_backfill
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.model import RetryPolicy, Target, idempotency_key_for, run_id_for
 from cronwire.domain.schedules import ScheduleSpec
-from cronwire.harness.fleet import Fleet, replica_env
+from cronwire.harness.fleet import HARNESS_SECRET_KEYS, Fleet, replica_env
 from cronwire.harness.seeding import seed_tenant
 from cronwire.harness.sink_process import SinkProcess
 from cronwire.loadtest.setup import database_name
@@ -83,7 +84,7 @@ async def seed(dsn: str, args: argparse.Namespace, url: str,
     makes its runs). Returns (webhook-id -> (kind, scheduled_for)), the backfill tenant and
     schedule, and the first instant."""
     pool = await open_pool(dsn, 4)
-    store = PostgresScheduleStore(pool)
+    store = PostgresScheduleStore(pool, harness_box(pool, HARNESS_SECRET_KEYS))
     planned: dict[str, tuple[str, datetime]] = {}
     try:
         now: datetime = await pool.fetchval("SELECT now()")

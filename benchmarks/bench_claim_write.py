@@ -41,8 +41,10 @@ from cronwire.adapters.embedded.postgres import run_on_database
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.bootstrap.factories import fresh_database, harness_queries, open_pool
+from cronwire.bootstrap.factories import secret_box as harness_box
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.model import AttemptRecord, RetryPolicy, RunResolution, RunStatus, Target
+from cronwire.harness.fleet import HARNESS_SECRET_KEYS
 from cronwire.harness.seeding import db_now, seed_firing_schedules, seed_tenant
 from cronwire.harness.stats import per_run_us, server_cpu_seconds
 
@@ -80,7 +82,7 @@ class Production:
     """The replica's own claim and terminal write."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
-        self._source, self._store = PostgresClaimSource(pool), PostgresRunStore(pool)
+        self._source, self._store = PostgresClaimSource(pool, harness_box(pool, HARNESS_SECRET_KEYS)), PostgresRunStore(pool)
 
     async def claim_and_write(self, owner: str, batch: int) -> int:
         runs = (await self._source.claim(owner, batch, LEASE_SECONDS)).runs

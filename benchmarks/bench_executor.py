@@ -37,7 +37,9 @@ from cronwire.adapters.postgres.claim_source import PostgresClaimSource  # noqa:
 from cronwire.adapters.postgres.migrator import migrate  # noqa: E402
 from cronwire.adapters.postgres.pool import create_pool  # noqa: E402
 from cronwire.adapters.postgres.run_store import PostgresRunStore  # noqa: E402
+from cronwire.bootstrap.factories import secret_box as harness_box  # noqa: E402
 from cronwire.bootstrap.replica import tune_gc  # noqa: E402
+from cronwire.harness.fleet import HARNESS_SECRET_KEYS  # noqa: E402
 from cronwire.harness.seeding import non_terminal, seed_due_runs, seed_schedule, seed_tenant  # noqa: E402
 from cronwire.service.executor import Executor  # noqa: E402
 
@@ -108,7 +110,7 @@ async def run(args: argparse.Namespace, dsn: str, sink_port: int) -> dict[str, o
         # Configured as `cronwire serve` would be: no test signals (they keep a record of
         # every run), progress read from the replica's own scheduler_runs_total.
         executor = Executor(
-            PostgresClaimSource(pool), PostgresRunStore(pool), PostgresBreakerStore(pool),
+            PostgresClaimSource(pool, harness_box(pool, HARNESS_SECRET_KEYS)), PostgresRunStore(pool), PostgresBreakerStore(pool),
             deliverer, metrics, SystemClock(), owner="bench", workers=args.workers,
             batch=args.batch, lease_seconds=lease, delivery_timeout=lease / 2, grace_seconds=10,
         )

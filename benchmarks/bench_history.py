@@ -45,8 +45,10 @@ from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
+from cronwire.bootstrap.factories import secret_box as harness_box
 from cronwire.bootstrap.runtime import default_limits
 from cronwire.config import Settings
+from cronwire.harness.fleet import HARNESS_SECRET_KEYS
 
 PAGE = 50
 WARMUP = 20
@@ -190,7 +192,7 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
                WHERE scheduled_for >= $1 AND scheduled_for < $2""", seeded.start, seeded.end)
         ctx = ApiContext(
             tokens=PostgresTenantStore(pool),
-            schedules=PostgresScheduleStore(pool),
+            schedules=PostgresScheduleStore(pool, harness_box(pool, HARNESS_SECRET_KEYS)),
             runs=PostgresRunHistory(pool),
             commands=PostgresRunCommands(pool),
             check_url=TargetGuard(allow_private=True).check_url,

@@ -44,10 +44,12 @@ from cronwire.adapters.postgres.sql import queries
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
+from cronwire.bootstrap.factories import secret_box as harness_box
 from cronwire.bootstrap.runtime import default_limits
 from cronwire.config import Settings
 from cronwire.domain.planning import MISFIRE_TOLERANCE
 from cronwire.domain.stats_summary import RELATIVE_ERROR
+from cronwire.harness.fleet import HARNESS_SECRET_KEYS
 
 WARMUP = 10
 STATUSES = ["succeeded"] * 17 + ["failed", "skipped", "cancelled"]
@@ -170,7 +172,7 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         exact = dict(await pool.fetchrow(EXACT_PERCENTILES, schedule))
         stats = PostgresStatsReader(pool)
         ctx = ApiContext(
-            tokens=PostgresTenantStore(pool), schedules=PostgresScheduleStore(pool),
+            tokens=PostgresTenantStore(pool), schedules=PostgresScheduleStore(pool, harness_box(pool, HARNESS_SECRET_KEYS)),
             runs=PostgresRunHistory(pool), commands=PostgresRunCommands(pool),
             check_url=TargetGuard(allow_private=True).check_url,
             default_limits=default_limits(Settings()), stats=stats,

@@ -10,8 +10,12 @@ that one line and exits 2. Nothing here performs I/O at import time.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import dataclasses
 import ipaddress
 import os
+import re
 import socket
 import tomllib
 from collections.abc import Callable, Mapping
@@ -82,6 +86,10 @@ class Settings:
     # alert events, and the first retry backoff of an alert delivery.
     alert_check_seconds: float = 5.0
     alert_retry_initial_seconds: float = 10.0
+    # Sealed secrets (issue 47): (key id, 32 bytes) entries, the sealing key first. From
+    # SCHEDULER_SECRET_KEYS or the file SCHEDULER_SECRET_KEYS_FILE names; never shown.
+    secret_keys: tuple[tuple[str, bytes], ...] = dataclasses.field(default=(), repr=False)
+    secret_keys_file: Path | None = None
     # Not a variable: set by load_settings when the embedded database serves an API on
     # loopback only and SCHEDULER_ALLOW_PRIVATE_TARGETS is unset; private targets are then
     # allowed (ADR 0037). A Settings built by hand is never in dev mode.
@@ -265,6 +273,51 @@ def _replication_factor(name: str, raw: str) -> int:
     return value
 
 
+KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+SECRET_KEY_BYTES = 32
+
+
+def parse_key_ring(name: str, raw: str) -> tuple[tuple[str, bytes], ...]:
+    """``KEY_ID:BASE64`` entries, comma- or line-separated; each a 32-byte key under a
+    distinct id. A message names the variable and the entry's position, never its bytes."""
+    entries: list[tuple[str, bytes]] = []
+    for position, entry in enumerate(
+            (e.strip() for e in re.split(r"[,\n]", raw) if e.strip()), start=1):
+        key_id, sep, encoded = entry.partition(":")
+        if not sep or not KEY_ID.fullmatch(key_id):
+            raise ConfigError(f"{name}: entry {position} is not KEY_ID:BASE64 (KEY_ID of "
+                              "letters, digits, '.', '_', '-', at most 64)")
+        try:
+            key = base64.b64decode(encoded.strip() + "=" * (-len(encoded.strip()) % 4),
+                                   altchars=b"-_" if "-" in encoded or "_" in encoded else None,
+                                   validate=True)
+        except (binascii.Error, ValueError):
+            raise ConfigError(f"{name}: key {key_id!r} is not base64") from None
+        if len(key) != SECRET_KEY_BYTES:
+            raise ConfigError(f"{name}: key {key_id!r} is {len(key)} bytes; a key is "
+                              f"{SECRET_KEY_BYTES} random bytes (`openssl rand -base64 32`)")
+        if any(key_id == seen for seen, _ in entries):
+            raise ConfigError(f"{name}: key id {key_id!r} appears twice")
+        entries.append((key_id, key))
+    if not entries:
+        raise ConfigError(f"{name}: no key in it")
+    return tuple(entries)
+
+
+def _key_ring_file(name: str, raw: str) -> Path:
+    return Path(raw)
+
+
+def _key_ring_from_file(path: Path) -> tuple[tuple[str, bytes], ...]:
+    variable = f"{PREFIX}SECRET_KEYS_FILE"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{variable}: cannot read {path}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
+    return parse_key_ring(variable, text)
+
+
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "database_url": _primary_dsn,
     "database_read_url": _dsn,
@@ -307,6 +360,8 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "log_format": _choice(LOG_FORMATS),
     "alert_check_seconds": _positive_float,
     "alert_retry_initial_seconds": _positive_float,
+    "secret_keys": parse_key_ring,
+    "secret_keys_file": _key_ring_file,
 }
 
 
@@ -350,6 +405,11 @@ def load_settings(
     for field, text in raw.items():
         values[field] = _PARSERS[field](PREFIX + field.upper(), text)
     values.setdefault("instance_id", default_instance_id())
+    if "secret_keys_file" in values:
+        if "secret_keys" in values:
+            raise ConfigError(f"{PREFIX}SECRET_KEYS_FILE: set it or {PREFIX}SECRET_KEYS, "
+                              "not both")
+        values["secret_keys"] = _key_ring_from_file(values["secret_keys_file"])
     if "allow_private_targets" not in values and _dev_mode(values):
         values.update(allow_private_targets=True, dev_mode=True)
     settings = Settings(**values)
@@ -394,6 +454,9 @@ _DEFAULT_TEXT = {
     "tenant_max_concurrency": "unlimited",
     "home": "./.cronwire",
     "instance_id": "<hostname>-<pid>",
+    "secret_keys": "unset: required with SCHEDULER_DATABASE_URL; the embedded database "
+                   "generates one into SCHEDULER_HOME/secret-keys",
+    "secret_keys_file": "unset: SCHEDULER_SECRET_KEYS",
     "allow_private_targets": "unset: true in dev mode (embedded database, API on loopback), "
                              "else false",
 }

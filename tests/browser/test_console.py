@@ -200,7 +200,8 @@ async def test_tenant_text_is_rendered_as_text(console: Console) -> None:
     await expect(page.locator("dl.facts:not(#stats-facts)")).to_contain_text("<script>alert(2)</script>")
     await page.get_by_role("link", name=f"Edit {XSS_NAME}").click()
     await expect(page.get_by_label("Name")).to_have_value(XSS_NAME)
-    await expect(page.get_by_label("Headers")).to_have_value("x-note: <b onmouseover=alert(3)>")
+    # Header values read as *** (sealed secrets): the tenant's text never reaches the form.
+    await expect(page.get_by_label("Headers")).to_have_value("x-note: ***")
     assert await page.locator("main img, main script, main b").count() == 0
     assert created["name"] == XSS_NAME
     assert console.watched.dialogs == []
@@ -267,6 +268,37 @@ async def test_preview_marks_dst_changes_and_the_form_edits(console: Console) ->
     assert await page.evaluate("sessionStorage.length") == 0
     assert unexpected_errors(console) == []
     assert console.watched.dialogs == [] and console.watched.external_requests == []
+
+
+async def test_the_edit_form_keeps_masked_header_values_and_removes_deleted_lines(
+    console: Console,
+) -> None:
+    """Issue 47: reads show header values as ***; saving the form with a *** line keeps
+    that header's stored value, a deleted line removes its header, a new line adds one."""
+    page, sink = console.page, console.sink
+    created = await console.api("POST", "/v1/schedules", {
+        "name": "masked-headers", "cron": "0 3 1 1 *", "target": {
+            "url": sink.url, "headers": {"Authorization": "Bearer keep-me", "X-A": "1"}}})
+    await console.sign_in()
+    await page.get_by_role("link", name="masked-headers", exact=True).click()
+    await page.get_by_role("link", name="Edit masked-headers").click()
+    headers = page.get_by_label("Headers")
+    await expect(headers).not_to_have_value("")
+    assert sorted((await headers.input_value()).split("\n")) == ["Authorization: ***",
+                                                                   "X-A: ***"]
+    await headers.fill("Authorization: ***\nX-B: 2")
+    await page.get_by_role("button", name="Save changes").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("masked-headers")
+    saved = await console.api("GET", f"/v1/schedules/{created['id']}")
+    assert saved["target"]["headers"] == {"Authorization": "***", "X-B": "***"}
+    await console.api("POST", f"/v1/schedules/{created['id']}/trigger")
+    await sink.wait_for(lambda s: any(
+        a.headers.get("x-cronwire-schedule-id") == created["id"] for a in s.arrivals), 30)
+    [arrival] = [a for a in sink.arrivals
+                 if a.headers.get("x-cronwire-schedule-id") == created["id"]]
+    assert arrival.headers["Authorization"] == "Bearer keep-me"
+    assert arrival.headers["X-B"] == "2" and "X-A" not in arrival.headers
+    assert unexpected_errors(console) == []
 
 
 async def test_runs_stay_newest_first_while_they_arrive_and_outlive_their_schedule(

@@ -25,6 +25,7 @@ from cronwire.harness.sink import Reply, Sink, always
 from tests.support.brokers import KAFKA_BROKERS, broker_params, claim_mode_settings
 from tests.support.polling import wait_until
 from tests.support.replicas import ReplicaSet
+from tests.support.secrets import secret_box
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 ONE_ATTEMPT = RetryPolicy(1, 1, 1)
@@ -36,7 +37,7 @@ async def create(pool: asyncpg.Pool, tenant: uuid.UUID, url: str,
     spec = ScheduleSpec(name=str(fields.pop("name", "s")), cron=str(fields.pop("cron")),
                         target=Target(url), retry=retry,
                         **fields)  # type: ignore[arg-type]
-    record = await PostgresScheduleStore(pool).create(
+    record = await PostgresScheduleStore(pool, secret_box(pool)).create(
         tenant, spec, paused=False, signing_secret="whsec_" + "M" * 32, max_schedules=100)
     return record.id
 

@@ -27,6 +27,7 @@ from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.brokers import KAFKA_BROKERS, bootstrap_of, broker_params
 from tests.support.kafka import kafka_mode
+from tests.support.secrets import secret_box
 
 
 @dataclass
@@ -47,7 +48,7 @@ def broker(request: pytest.FixtureRequest) -> str | None:
 @pytest.fixture
 async def mode(broker: str | None, db_pool: asyncpg.Pool) -> AsyncIterator[Mode]:
     if broker is None:
-        yield Mode("postgres", PostgresClaimSource(db_pool), frozenset({"postgres"}))
+        yield Mode("postgres", PostgresClaimSource(db_pool, secret_box(db_pool)), frozenset({"postgres"}))
         return
     async with kafka_mode(db_pool, broker) as kafka:
         stopping = asyncio.Event()

@@ -26,6 +26,7 @@ from cronwire.service.supervisor import Supervisor
 from tests.support.cli_shell import follow_runs
 from tests.support.processes import clean_env, run_cli
 from tests.support.replicas import Replica, ReplicaSet
+from tests.support.secrets import TEST_SECRET_KEYS
 
 
 async def _ready_state(replica: Replica) -> tuple[int, dict[str, Any]]:
@@ -102,7 +103,8 @@ async def test_readyz_fails_while_migrations_are_behind_and_recovers(
 
 @pytest.fixture
 async def ops_client(database_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, Supervisor]]:
-    settings = dataclasses.replace(load_settings({}), database_url=database_url)
+    settings = dataclasses.replace(load_settings({}), database_url=database_url,
+                                   secret_keys=TEST_SECRET_KEYS)
     container = build_container(settings)
     await init_resources(container)
     runtime = await build_runtime(container)

@@ -14,6 +14,7 @@ from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.domain.model import RunResolution, RunStatus
 from cronwire.harness.seeding import seed_schedule, seed_tenant
+from tests.support.secrets import secret_box
 
 
 async def _late_schedule(pool: asyncpg.Pool) -> uuid.UUID:
@@ -29,7 +30,7 @@ async def test_the_late_check_from_three_replicas_at_once_inserts_one_event(
     db_pool: asyncpg.Pool,
 ) -> None:
     schedule_id = await _late_schedule(db_pool)
-    stores = [PostgresAlertOutbox(db_pool) for _ in range(3)]
+    stores = [PostgresAlertOutbox(db_pool, secret_box(db_pool)) for _ in range(3)]
     for _ in range(10):  # ten rounds of three concurrent checks
         await asyncio.gather(*(store.check_late(3600) for store in stores))
     rows = await db_pool.fetch("SELECT type, run_id, status FROM alert_event")
@@ -50,7 +51,7 @@ async def test_the_late_check_from_three_replicas_at_once_inserts_one_event(
 async def test_a_paused_schedule_is_never_late(db_pool: asyncpg.Pool) -> None:
     schedule_id = await _late_schedule(db_pool)
     await db_pool.execute("UPDATE schedule SET status = 'paused' WHERE id = $1", schedule_id)
-    assert await PostgresAlertOutbox(db_pool).check_late(3600) == 0
+    assert await PostgresAlertOutbox(db_pool, secret_box(db_pool)).check_late(3600) == 0
 
 
 async def _running_run(pool: asyncpg.Pool, tenant: uuid.UUID, schedule: uuid.UUID,
@@ -166,7 +167,7 @@ async def test_a_resumed_schedule_stays_failing_until_a_success_recovers_it(
     store = PostgresRunStore(db_pool)
     await store.resolve("me", [_resolution(*runs[0], RunStatus.FAILED),
                                _resolution(*runs[1], RunStatus.FAILED)])
-    resumed = await PostgresScheduleStore(db_pool).set_paused(tenant, schedule_id, False)
+    resumed = await PostgresScheduleStore(db_pool, secret_box(db_pool)).set_paused(tenant, schedule_id, False)
     assert resumed.consecutive_failures == 0
     await store.resolve("me", [_resolution(*runs[2], RunStatus.FAILED)])
     assert await db_pool.fetchval("SELECT alert_failing FROM schedule WHERE id = $1",

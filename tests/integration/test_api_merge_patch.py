@@ -3,13 +3,29 @@ merged member by member, and null removes what it names where that means somethi
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 
+from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
+from cronwire.domain.documents import target_to_document
 from tests.support.api import Api, Tenant, api_fixture  # noqa: F401 - fixtures
+from tests.support.secrets import secret_box
 
 pytestmark = pytest.mark.asyncio
+
+
+def masked(target: dict[str, Any]) -> dict[str, Any]:
+    """A target as reads show it: every header value masked (sealed secrets, ADR 0061)."""
+    return {**target, "headers": dict.fromkeys(target["headers"], "***")}
+
+
+async def stored_target(api: Api, tenant: Tenant, schedule: dict[str, Any]) -> dict[str, Any]:
+    """The target as stored, header values opened."""
+    record = await PostgresScheduleStore(api.pool, secret_box(api.pool)).get(
+        tenant.id, uuid.UUID(schedule["id"]))
+    return target_to_document(record.spec.target)
 
 TARGET = {"url": "http://127.0.0.1:9/hook", "method": "PUT",
           "headers": {"x-one": "1", "X-Two": "2"}, "body": "{\"k\": 1}"}
@@ -42,7 +58,8 @@ async def test_a_target_patch_changes_only_the_members_sent(
     tenant = await api.tenant()
     created = await api.create_schedule(tenant, target=TARGET, retry=RETRY)
     after = await patched(api, tenant, created, {"target": patch})
-    assert after["target"] == target
+    assert after["target"] == masked(target)
+    assert await stored_target(api, tenant, created) == target
     assert after["retry"] == RETRY and after["name"] == created["name"]
 
 
@@ -59,7 +76,8 @@ async def test_a_retry_patch_changes_only_the_members_sent(
     tenant = await api.tenant()
     created = await api.create_schedule(tenant, target=TARGET, retry=RETRY)
     after = await patched(api, tenant, created, {"retry": patch})
-    assert after["retry"] == retry and after["target"] == TARGET
+    assert after["retry"] == retry and after["target"] == masked(TARGET)
+    assert await stored_target(api, tenant, created) == TARGET
 
 
 async def test_the_merge_patch_media_type_is_accepted_and_an_empty_patch_changes_nothing(
@@ -91,4 +109,5 @@ async def test_a_merge_that_breaks_a_rule_is_a_422_and_changes_nothing(
     assert response.json()["error"]["field"] == field
     after = (await api.client.get(f"/v1/schedules/{created['id']}",
                                   headers=tenant.headers)).json()
-    assert after["target"] == TARGET and after["retry"] == RETRY
+    assert after["target"] == masked(TARGET) and after["retry"] == RETRY
+    assert await stored_target(api, tenant, created) == TARGET

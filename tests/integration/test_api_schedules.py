@@ -22,7 +22,9 @@ from cronwire.config import Settings
 from cronwire.domain.cron import next_occurrences
 from cronwire.domain.model import PlannedRun
 from cronwire.domain.planning import decide
+from cronwire.domain.secrets import schedule_secret_context
 from tests.support.api import Api, api_fixture  # noqa: F401 - the fixture
+from tests.support.secrets import TEST_SECRET_KEYS, secret_box
 
 pytestmark = pytest.mark.asyncio
 
@@ -76,7 +78,11 @@ async def test_create_returns_the_schedule_and_its_secret_once(api: Api) -> None
     assert fetched.json() == {k: v for k, v in created.items() if k != "signing_secret"}
     stored = await api.pool.fetchval("SELECT signing_secret FROM schedule WHERE id = $1",
                                      uuid.UUID(created["id"]))
-    assert stored == created["signing_secret"]
+    # Sealed at rest (ADR 0061); it opens to the secret shown once, for this row only.
+    assert stored.startswith("cws1:") and created["signing_secret"] not in stored
+    assert await secret_box(api.pool).unseal(
+        tenant.id, stored, schedule_secret_context(uuid.UUID(created["id"]))
+    ) == created["signing_secret"]
 
 
 async def test_created_paused_schedule_is_not_planned(api: Api) -> None:
@@ -330,8 +336,10 @@ async def test_rotate_secret_keeps_the_old_one_signing_for_a_day(api: Api) -> No
     row = await api.pool.fetchrow(
         "SELECT signing_secret, previous_signing_secret, previous_secret_expires_at, "
         "previous_secret_expires_at - now() AS left FROM schedule WHERE id = $1", sid)
-    assert row["signing_secret"] == rotated["signing_secret"]
-    assert row["previous_signing_secret"] == created["signing_secret"]
+    box, context = secret_box(api.pool), schedule_secret_context(sid)
+    assert await box.unseal(tenant.id, row["signing_secret"], context) == rotated["signing_secret"]
+    assert await box.unseal(tenant.id, row["previous_signing_secret"],
+                            context) == created["signing_secret"]
     assert timedelta(hours=23, minutes=59) < row["left"] <= timedelta(hours=24)
     assert parse_time(rotated["previous_secret_expires_at"]) == row["previous_secret_expires_at"]
     shown = (await api.client.get(f"/v1/schedules/{sid}", headers=tenant.headers)).json()
@@ -340,7 +348,8 @@ async def test_rotate_secret_keeps_the_old_one_signing_for_a_day(api: Api) -> No
 
 async def test_the_container_wires_the_tenant_api(database_url: str) -> None:
     settings = Settings(database_url=database_url, allow_private_targets=True,
-                        tenant_max_schedules=1, db_pool_size=2)
+                        tenant_max_schedules=1, db_pool_size=2,
+                        secret_keys=TEST_SECRET_KEYS)
     container = build_container(settings)
     await init_resources(container)
     try:

@@ -9,6 +9,7 @@ import asyncpg
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.domain.model import ClaimBatch, RunStatus
 from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
+from tests.support.secrets import secret_box
 
 URL = "http://127.0.0.1:9/hook"
 
@@ -23,7 +24,7 @@ async def test_claim_takes_a_lease_on_due_runs_only(db_pool: asyncpg.Pool) -> No
     schedule = await _schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 5)  # type: ignore[arg-type]
     await seed_due_runs(db_pool, schedule, 3, first=100, due_seconds_ago=-60)  # type: ignore[arg-type]
-    runs = (await PostgresClaimSource(db_pool).claim("replica-a", 10, 30)).runs
+    runs = (await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("replica-a", 10, 30)).runs
     assert len(runs) == 5
     assert {r.attempt for r in runs} == {1}
     assert all(r.target.url == URL and r.signing_secrets == (schedule.signing_secret,) for r in runs)
@@ -37,14 +38,14 @@ async def test_claim_takes_a_lease_on_due_runs_only(db_pool: asyncpg.Pool) -> No
         ("running", "replica-a", 1, True)
     }
     assert all(29 < r["lease_left"] <= 30 for r in rows)
-    assert (await PostgresClaimSource(db_pool).claim("replica-b", 10, 30)).runs == ()
+    assert (await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("replica-b", 10, 30)).runs == ()
 
 
 async def test_claim_never_takes_more_than_the_limit(db_pool: asyncpg.Pool) -> None:
     """Rule 1 at the claim: the executor passes its idle workers as the limit."""
     schedule = await _schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 10)  # type: ignore[arg-type]
-    runs = (await PostgresClaimSource(db_pool).claim("replica-a", 3, 30)).runs
+    runs = (await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("replica-a", 3, 30)).runs
     assert len(runs) == 3
     running = await db_pool.fetchval("SELECT count(*) FROM job_run WHERE status = 'running'")
     assert running == 3
@@ -53,7 +54,7 @@ async def test_claim_never_takes_more_than_the_limit(db_pool: asyncpg.Pool) -> N
 async def test_concurrent_claims_never_share_a_run(db_pool: asyncpg.Pool) -> None:
     schedule = await _schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 100)  # type: ignore[arg-type]
-    source = PostgresClaimSource(db_pool)
+    source = PostgresClaimSource(db_pool, secret_box(db_pool))
     batches = await asyncio.gather(*(source.claim(f"r{i}", 30, 30) for i in range(4)))
     ids = [run.id for batch in batches for run in batch.runs]
     assert len(ids) == len(set(ids))
@@ -65,7 +66,7 @@ async def test_concurrent_claims_never_share_a_run(db_pool: asyncpg.Pool) -> Non
 async def test_a_live_lease_is_not_reclaimed_but_an_expired_one_is(db_pool: asyncpg.Pool) -> None:
     schedule = await _schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 2)  # type: ignore[arg-type]
-    source = PostgresClaimSource(db_pool)
+    source = PostgresClaimSource(db_pool, secret_box(db_pool))
     first = (await source.claim("replica-a", 10, 30)).runs
     assert len(first) == 2
     assert (await source.claim("replica-b", 10, 30)).runs == ()
@@ -93,7 +94,7 @@ async def test_an_expired_lease_on_the_final_attempt_fails_instead_of_redeliveri
         "UPDATE job_run SET status = 'running', attempt_count = 2, claimed_by = 'gone', "
         "attempt_started = true, claim_expires_at = now() - interval '1 second'"
     )
-    batch = await PostgresClaimSource(db_pool).claim("replica-b", 10, 30)
+    batch = await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("replica-b", 10, 30)
     assert batch.runs == () and isinstance(batch, ClaimBatch) and batch.ended == (RunStatus.FAILED,)
     row = await db_pool.fetchrow("SELECT status, attempt_count, last_error FROM job_run")
     assert row["status"] == RunStatus.FAILED and row["attempt_count"] == 2
@@ -109,7 +110,7 @@ async def test_one_tenants_backlog_does_not_starve_another(db_pool: asyncpg.Pool
         assert await seed_due_runs(conn, noisy, 50_000, due_seconds_ago=60) == 50_000
         await seed_due_runs(conn, quiet, 1, due_seconds_ago=1)
         await conn.execute("ANALYZE job_run")
-    runs = (await PostgresClaimSource(db_pool).claim("replica-a", 10, 30)).runs
+    runs = (await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("replica-a", 10, 30)).runs
     assert len(runs) == 10
     assert quiet.tenant_id in {r.tenant_id for r in runs}
     assert sum(r.tenant_id == noisy.tenant_id for r in runs) == 9
@@ -119,7 +120,7 @@ async def test_tenants_take_turns_within_one_claim(db_pool: asyncpg.Pool) -> Non
     schedules = [await _schedule(db_pool) for _ in range(3)]
     for n, schedule in enumerate(schedules):
         await seed_due_runs(db_pool, schedule, 20, due_seconds_ago=30 - n)  # type: ignore[arg-type]
-    runs = (await PostgresClaimSource(db_pool).claim("replica-a", 9, 30)).runs
+    runs = (await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("replica-a", 9, 30)).runs
     per_tenant = {s.tenant_id: sum(r.tenant_id == s.tenant_id for r in runs) for s in schedules}
     assert sorted(per_tenant.values()) == [3, 3, 3]
 
@@ -127,12 +128,12 @@ async def test_tenants_take_turns_within_one_claim(db_pool: asyncpg.Pool) -> Non
 async def test_both_secrets_sign_while_a_rotation_is_in_progress(db_pool: asyncpg.Pool) -> None:
     schedule = await _schedule(db_pool, previous_secret="whsec_" + "A" * 32)
     await seed_due_runs(db_pool, schedule, 1)  # type: ignore[arg-type]
-    [run] = (await PostgresClaimSource(db_pool).claim("replica-a", 1, 30)).runs
+    [run] = (await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("replica-a", 1, 30)).runs
     assert run.signing_secrets == (schedule.signing_secret, "whsec_" + "A" * 32)
 
 
 async def test_seconds_until_due_reads_the_earliest_runnable_run(db_pool: asyncpg.Pool) -> None:
-    source = PostgresClaimSource(db_pool)
+    source = PostgresClaimSource(db_pool, secret_box(db_pool))
     assert await source.seconds_until_due() is None  # nothing runnable at all
     async with db_pool.acquire() as conn:
         schedule = await seed_schedule(conn, await seed_tenant(conn), "http://127.0.0.1:9/")

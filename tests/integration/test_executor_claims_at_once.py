@@ -24,6 +24,7 @@ from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import OWNER, Harness, executor_harness, running
 from tests.support.polling import wait_until
+from tests.support.secrets import secret_box
 
 WORKERS = 16
 RUNS = 600
@@ -36,7 +37,7 @@ class _WatchedClaims(PostgresClaimSource):
     claims_at_once = 2
 
     def __init__(self, pool: asyncpg.Pool) -> None:
-        super().__init__(pool)
+        super().__init__(pool, secret_box(pool))
         self.calls = self.in_flight = self.most_in_flight = 0
         self.asked = self.most_asked = 0
 

@@ -39,6 +39,7 @@ from cronwire.harness.sink import Reply, Sink, always
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.polling import wait_until
+from tests.support.secrets import secret_box
 from tests.support.tcp_proxy import TcpProxy
 
 OWNER = "faulty-executor"
@@ -55,7 +56,7 @@ def _executor(
     )
     options.update(overrides)
     executor = Executor(
-        PostgresClaimSource(pool), PostgresRunStore(pool), PostgresBreakerStore(pool),
+        PostgresClaimSource(pool, secret_box(pool)), PostgresRunStore(pool), PostgresBreakerStore(pool),
         deliverer, metrics, SystemClock(), signals=signals, **options,
     )
     return executor, signals, metrics
@@ -140,7 +141,7 @@ async def test_a_final_attempt_whose_request_never_left_is_still_delivered(
     deliverer = _deliverer()
     async with Sink() as sink:
         await _seed(db_pool, sink.url, 1, max_attempts=1)
-        [orphan] = (await PostgresClaimSource(db_pool).claim("died-before-sending", 1, 0.2)).runs
+        [orphan] = (await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("died-before-sending", 1, 0.2)).runs
         executor, signals, metrics = _executor(db_pool, deliverer)
         async with running(executor, deliverer):
             await signals.settled.wait_count(1, within=15)
@@ -205,7 +206,7 @@ async def test_no_attempt_starts_after_the_schedule_is_deleted(db_pool: asyncpg.
         executor, signals, metrics = _executor(db_pool, deliverer)
         async with running(executor, deliverer):
             await sink.wait_for(lambda s: len(s.arrivals) == 1, within=15)
-            await PostgresScheduleStore(db_pool).delete(schedule.tenant_id, schedule.id)
+            await PostgresScheduleStore(db_pool, secret_box(db_pool)).delete(schedule.tenant_id, schedule.id)
             hold.set()  # attempt 1 fails (500) after the delete
 
             async def settled() -> bool:
@@ -271,7 +272,7 @@ async def test_fire_lag_is_measured_on_the_database_clock(db_pool: asyncpg.Pool)
         await _seed(db_pool, sink.url, 5, max_attempts=1)
         signals, metrics = ExecutorSignals(), PrometheusMetrics()
         executor = Executor(
-            PostgresClaimSource(db_pool), PostgresRunStore(db_pool),
+            PostgresClaimSource(db_pool, secret_box(db_pool)), PostgresRunStore(db_pool),
             PostgresBreakerStore(db_pool), deliverer, metrics, _SkewedClock(skew),
             owner=OWNER, workers=8, batch=8, lease_seconds=6, delivery_timeout=3,
             grace_seconds=2, poll_seconds=0.05, signals=signals,
@@ -332,7 +333,7 @@ class _StalledClaims(PostgresClaimSource):
     re-claim the run (otherwise the two claim loops race for the expired lease)."""
 
     def __init__(self, pool: asyncpg.Pool, resume: asyncio.Event) -> None:
-        super().__init__(pool)
+        super().__init__(pool, secret_box(pool))
         self._resume = resume
         self._claimed = False
 

@@ -21,6 +21,7 @@ from cronwire.harness.sink import Reply, always
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import OWNER, Harness, executor_harness, running, sample
+from tests.support.secrets import secret_box
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ async def test_a_lost_lease_cancels_the_request_and_discards_its_result(harness:
         assert executor.in_flight == 0 and signals.lost.items == signals.abandoned.items
         assert sample(metrics, "scheduler_lease_lost_total") == 1
         hold.set()  # the receiver answers 200 now; nobody is listening any more
-        [other] = (await PostgresClaimSource(harness.pool).claim("unused", 1, 1)).runs or [None]
+        [other] = (await PostgresClaimSource(harness.pool, secret_box(harness.pool)).claim("unused", 1, 1)).runs or [None]
         assert other is None  # still leased by 'other'
         store = PostgresRunStore(harness.pool)
         run_id, scheduled_for, generation = await harness.pool.fetchrow(
@@ -154,7 +155,7 @@ class _StopsWhileAsked(PostgresClaimSource):
     signalled: the stop lands while the claim loop is busy, not while it sleeps."""
 
     def __init__(self, pool: asyncpg.Pool, stopping: asyncio.Event) -> None:
-        super().__init__(pool)
+        super().__init__(pool, secret_box(pool))
         self._stopping = stopping
 
     async def seconds_until_due(self) -> float | None:

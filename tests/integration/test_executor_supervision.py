@@ -34,6 +34,7 @@ from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from cronwire.service.supervisor import LoopCrashed, Supervisor
 from tests.support.replicas import free_port
+from tests.support.secrets import TEST_SECRET_KEYS, secret_box
 
 
 class _Bug(RuntimeError):
@@ -85,8 +86,8 @@ async def test_a_crashed_inner_loop_is_named_in_health_and_stops_the_executor(
             async with db_pool.acquire() as conn:
                 schedule = await seed_schedule(conn, await seed_tenant(conn), sink.url)
                 await seed_due_runs(conn, schedule, 1)
-            claims = (_CrashingClaimSource(db_pool) if crash == "claim"
-                      else PostgresClaimSource(db_pool))
+            claims = (_CrashingClaimSource(db_pool, secret_box(db_pool)) if crash == "claim"
+                      else PostgresClaimSource(db_pool, secret_box(db_pool)))
             runs = _CrashingRunStore(db_pool, crash)
             executor = Executor(
                 claims, runs, PostgresBreakerStore(db_pool), deliverer, PrometheusMetrics(),
@@ -131,7 +132,8 @@ async def test_a_replica_whose_loop_crashed_is_not_ready_names_it_and_exits_1(
 
     monkeypatch.setattr(serve, "role_loops", loops)
     settings = Settings(database_url=database_url, roles=frozenset({"executor"}),
-                        http_port=free_port(), db_pool_size=2, shutdown_grace_seconds=10)
+                        http_port=free_port(), db_pool_size=2, shutdown_grace_seconds=10,
+                        secret_keys=TEST_SECRET_KEYS)
     replica = asyncio.create_task(serve.run_replica(settings, asyncio.Event()))
     url = f"http://127.0.0.1:{settings.http_port}/readyz"
     try:

@@ -27,6 +27,7 @@ from cronwire.harness.seeding import (
     seed_tenant,
 )
 from tests.support.resolutions import resolution
+from tests.support.secrets import secret_box
 
 URL = "http://127.0.0.1:9/hook"
 KEY = "billing-api"
@@ -58,7 +59,7 @@ async def _running(pool: asyncpg.Pool) -> int:
 async def test_concurrent_claimers_never_lease_more_than_max_concurrency(
         db_pool: asyncpg.Pool) -> None:
     schedule = await _keyed(db_pool, 60, max_concurrency=5)
-    source = PostgresClaimSource(db_pool)
+    source = PostgresClaimSource(db_pool, secret_box(db_pool))
     for _ in range(3):  # rounds of four replicas claiming at once
         batches = await asyncio.gather(*(source.claim(f"r{i}", 20, 30) for i in range(4)))
         assert sum(len(b.runs) for b in batches) <= 5
@@ -91,7 +92,7 @@ async def test_a_claim_in_flight_holds_the_keys_row_against_another_replicas_cla
 async def test_slots_come_back_when_leases_end_and_stay_with_an_expired_lease(
         db_pool: asyncpg.Pool) -> None:
     schedule = await _keyed(db_pool, 20, max_concurrency=3)
-    source, store = PostgresClaimSource(db_pool), PostgresRunStore(db_pool)
+    source, store = PostgresClaimSource(db_pool, secret_box(db_pool)), PostgresRunStore(db_pool)
     runs = list((await source.claim("a", 10, 30)).runs)
     assert len(runs) == 3
     # One succeeds, one is released (shutdown), one is failed by the last-resort write.
@@ -115,7 +116,7 @@ async def test_slots_come_back_when_leases_end_and_stay_with_an_expired_lease(
 
 async def test_the_rate_bucket_admits_burst_then_rate_per_second(db_pool: asyncpg.Pool) -> None:
     schedule = await _keyed(db_pool, 30, rate_per_second=2, burst=3)
-    source = PostgresClaimSource(db_pool)
+    source = PostgresClaimSource(db_pool, secret_box(db_pool))
     assert len((await source.claim("a", 20, 30)).runs) == 3  # the full bucket
     assert len((await source.claim("a", 20, 30)).runs) == 0  # empty until it refills
     # One second of refill, on the database's clock (no sleeping): two more tokens.
@@ -129,7 +130,7 @@ async def test_a_retry_after_holds_the_whole_key_and_not_the_tenants_other_runs(
         db_pool: asyncpg.Pool) -> None:
     schedule = await _keyed(db_pool, 10)  # a key with no limits: only backpressure
     other = await seed_schedule(db_pool, schedule.tenant_id, URL)
-    source, store = PostgresClaimSource(db_pool), PostgresRunStore(db_pool)
+    source, store = PostgresClaimSource(db_pool, secret_box(db_pool)), PostgresRunStore(db_pool)
     [first] = (await source.claim("a", 1, 30)).runs
     throttled = replace(resolution(first, RunStatus.RETRYING, delay=1.0), hold_seconds=3600.0)
     await store.resolve("a", [throttled])
@@ -148,7 +149,7 @@ async def test_a_held_backlog_does_not_fill_the_tenants_share(db_pool: asyncpg.P
                           "WHERE tenant_id = $1 AND key = $2", schedule.tenant_id, KEY)
     other = await seed_schedule(db_pool, schedule.tenant_id, URL)
     await seed_due_runs(db_pool, other, 3, due_seconds_ago=0.5)
-    runs = (await PostgresClaimSource(db_pool).claim("a", 4, 30)).runs
+    runs = (await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("a", 4, 30)).runs
     assert {r.schedule_id for r in runs} == {other.id} and len(runs) == 3
 
 
@@ -157,7 +158,7 @@ async def test_another_tenant_is_claimed_beside_a_key_at_its_limit(db_pool: asyn
     quiet_tenant = await seed_tenant(db_pool)
     quiet = await seed_schedule(db_pool, quiet_tenant, URL)
     await seed_due_runs(db_pool, quiet, 5, due_seconds_ago=0.1)
-    source = PostgresClaimSource(db_pool)
+    source = PostgresClaimSource(db_pool, secret_box(db_pool))
     first = (await source.claim("a", 10, 30)).runs
     assert sum(r.tenant_id == busy.tenant_id for r in first) == 2
     assert sum(r.tenant_id == quiet_tenant for r in first) == 5
@@ -169,7 +170,7 @@ async def test_the_tenants_limit_counts_every_run_of_the_tenant(db_pool: asyncpg
     plain = await seed_schedule(db_pool, tenant, URL)
     await seed_due_runs(db_pool, plain, 5)
     await _keyed(db_pool, 5, tenant=tenant, max_concurrency=10)
-    source, store = PostgresClaimSource(db_pool), PostgresRunStore(db_pool)
+    source, store = PostgresClaimSource(db_pool, secret_box(db_pool)), PostgresRunStore(db_pool)
     runs = (await source.claim("a", 20, 30)).runs
     assert len(runs) == 3
     assert (await _flow_row(db_pool, tenant, ""))["in_flight"] == 3
@@ -185,7 +186,7 @@ async def test_the_configured_tenant_default_applies_where_the_tenant_sets_none(
     try:
         tenant = await seed_tenant(pool)
         await seed_due_runs(pool, await seed_schedule(pool, tenant, URL), 6)
-        assert len((await PostgresClaimSource(pool).claim("a", 20, 30)).runs) == 2
+        assert len((await PostgresClaimSource(pool, secret_box(pool)).claim("a", 20, 30)).runs) == 2
     finally:
         await pool.close()
 
@@ -195,7 +196,7 @@ async def test_kafka_modes_claims_admit_by_the_same_rules(db_pool: asyncpg.Pool)
     ids = await seed_due_run_ids(db_pool, schedule, 10)
     times = dict(await db_pool.fetch("SELECT id, scheduled_for FROM job_run "
                                      "WHERE id = ANY($1::uuid[])", ids))
-    claims = PostgresKeyedClaims(db_pool)
+    claims = PostgresKeyedClaims(db_pool, secret_box(db_pool))
     batch = await claims.claim_keys("k", [(i, times[i]) for i in ids], 30)
     assert len(batch.runs) == 4
     assert batch.held == 6  # left runnable and due: the hybrid source reclaims them
@@ -209,7 +210,7 @@ async def test_the_waiting_gauge_counts_due_runs_of_keys_that_admit_nothing(
     store = PostgresMaintenanceStore(db_pool)
     full = await _keyed(db_pool, 7, max_concurrency=2)
     assert await store.flow_waiting() == 0  # nothing in flight yet: the key admits
-    assert len((await PostgresClaimSource(db_pool).claim("a", 20, 30)).runs) == 2
+    assert len((await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("a", 20, 30)).runs) == 2
     assert await store.flow_waiting() == 5
     other = await seed_schedule(db_pool, full.tenant_id, URL)  # no key: never counted
     await seed_due_runs(db_pool, other, 3)

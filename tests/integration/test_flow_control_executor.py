@@ -22,13 +22,14 @@ from cronwire.harness.sink import Reply, always
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import OWNER, Harness, executor_harness, running
+from tests.support.secrets import secret_box
 
 POLL_SECONDS = 0.25  # the claim loop's longest wait (its default)
 
 
 class _CountingClaims(PostgresClaimSource):
     def __init__(self, pool: asyncpg.Pool) -> None:
-        super().__init__(pool)
+        super().__init__(pool, secret_box(pool))
         self.claims = 0
 
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
@@ -84,7 +85,7 @@ async def test_after_empty_claims_the_wait_doubles_but_ends_when_a_run_falls_due
     schedule = await seed_schedule(db_pool, tenant, "http://127.0.0.1:9/hook")
     await seed_flow_control(db_pool, schedule, "receiver", max_concurrency=1)
     await seed_due_runs(db_pool, schedule, 3)
-    source = PostgresClaimSource(db_pool)
+    source = PostgresClaimSource(db_pool, secret_box(db_pool))
     assert len((await source.claim("a", 10, 30)).runs) == 1
     overdue = await source.seconds_until_due()
     assert overdue is not None and overdue < 0  # no empty claim yet: overdue, as ever

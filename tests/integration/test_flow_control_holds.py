@@ -19,6 +19,7 @@ from cronwire.domain.delivery import DeliveryResult, Outcome, parse_retry_after
 from cronwire.domain.model import ClaimedRun
 from cronwire.domain.retry import resolve_attempt
 from tests.support.api import Api, api_fixture, insert_runs  # noqa: F401 - fixture
+from tests.support.secrets import secret_box
 
 KEY = "billing-api"
 HOUR = timedelta(hours=1)
@@ -46,7 +47,7 @@ async def _held_schedule(api: Api, tenant: Any, *, max_backoff: float = 86_400.0
                       statuses=["pending"])
     await api.pool.execute("UPDATE job_run SET flow_key = $1, fire_after = now() "
                            "WHERE schedule_id = $2", KEY, uuid.UUID(schedule["id"]))
-    [run] = (await PostgresClaimSource(api.pool).claim("replica", 10, 30)).runs
+    [run] = (await PostgresClaimSource(api.pool, secret_box(api.pool)).claim("replica", 10, 30)).runs
     await PostgresRunStore(api.pool).resolve(
         "replica", [resolve_attempt(run, _answer_429(run, retry_after))])
     return schedule
@@ -101,11 +102,11 @@ async def test_a_new_key_releases_the_runs_the_old_key_held(api: Api) -> None:
     schedule = await _held_schedule(api, tenant)
     await api.pool.execute("UPDATE job_run SET fire_after = now() WHERE schedule_id = $1",
                            uuid.UUID(schedule["id"]))
-    assert (await PostgresClaimSource(api.pool).claim("replica", 10, 30)).runs == ()
+    assert (await PostgresClaimSource(api.pool, secret_box(api.pool)).claim("replica", 10, 30)).runs == ()
     patched = await api.client.patch(f"/v1/schedules/{schedule['id']}", headers=tenant.headers,
                                      json={"flow_control": {"key": "billing-api-v2"}})
     assert patched.status_code == 200, patched.text
-    [run] = (await PostgresClaimSource(api.pool).claim("replica", 10, 30)).runs
+    [run] = (await PostgresClaimSource(api.pool, secret_box(api.pool)).claim("replica", 10, 30)).runs
     assert run.flow_key == "billing-api-v2"
     assert await _hold(api, tenant) is None
 
@@ -128,10 +129,10 @@ async def test_deleting_a_schedule_releases_its_keys_hold_for_the_others(api: Ap
                       statuses=["pending"])
     await api.pool.execute("UPDATE job_run SET flow_key = $1, fire_after = now() "
                            "WHERE schedule_id = $2", KEY, uuid.UUID(other["id"]))
-    assert (await PostgresClaimSource(api.pool).claim("replica", 10, 30)).runs == ()
+    assert (await PostgresClaimSource(api.pool, secret_box(api.pool)).claim("replica", 10, 30)).runs == ()
     deleted = await api.client.delete(f"/v1/schedules/{held['id']}", headers=tenant.headers)
     assert deleted.status_code == 204, deleted.text
-    [run] = (await PostgresClaimSource(api.pool).claim("replica", 10, 30)).runs
+    [run] = (await PostgresClaimSource(api.pool, secret_box(api.pool)).claim("replica", 10, 30)).runs
     assert str(run.schedule_id) == other["id"]
 
 

@@ -26,6 +26,7 @@ from cronwire.harness.seeding import (
     seed_tenant,
 )
 from tests.support.resolutions import resolution
+from tests.support.secrets import secret_box
 
 URL = "http://127.0.0.1:9/hook"
 KEY = "billing-api"
@@ -72,7 +73,7 @@ async def test_occurrences_due_at_once_meet_their_policy_though_the_key_admits_o
         db_pool: asyncpg.Pool, policy: str, after_one_claim: list[str]) -> None:
     schedule = await _gated(db_pool, policy)
     ids = await _occurrences(db_pool, schedule, 4)
-    assert len((await PostgresClaimSource(db_pool).claim("a", 10, 30)).runs) == 1
+    assert len((await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("a", 10, 30)).runs) == 1
     assert await _states(db_pool, ids) == after_one_claim
 
 
@@ -80,7 +81,7 @@ async def test_cancel_other_starts_the_newest_once_its_key_admits_it(
         db_pool: asyncpg.Pool) -> None:
     schedule = await _gated(db_pool, "cancel_other")
     ids = await _occurrences(db_pool, schedule, 4)
-    source = PostgresClaimSource(db_pool)
+    source = PostgresClaimSource(db_pool, secret_box(db_pool))
     await source.claim("a", 10, 30)
     states = await _states(db_pool, ids)
     assert states[:3] == ["cancelled"] * 3 and states[3] in ("running", "pending")
@@ -93,7 +94,7 @@ async def test_cancel_other_starts_the_newest_once_its_key_admits_it(
 async def test_an_occurrence_arriving_while_its_schedule_runs_is_skipped_with_its_key_full(
         db_pool: asyncpg.Pool) -> None:
     schedule = await _gated(db_pool, "skip")
-    source = PostgresClaimSource(db_pool)
+    source = PostgresClaimSource(db_pool, secret_box(db_pool))
     [first] = await _occurrences(db_pool, schedule, 1)
     assert [r.id for r in (await source.claim("a", 10, 30)).runs] == [first]
     later = await _occurrences(db_pool, schedule, 2, first=10)  # the key is full now
@@ -109,7 +110,7 @@ async def test_a_held_run_keeps_its_schedules_gate_and_not_the_tenants_share(
     tenant = await seed_tenant(db_pool)
     filler = await _gated(db_pool, "allow", tenant)
     await seed_due_runs(db_pool, filler, 1, due_seconds_ago=30.0)
-    source, store = PostgresClaimSource(db_pool), PostgresRunStore(db_pool)
+    source, store = PostgresClaimSource(db_pool, secret_box(db_pool)), PostgresRunStore(db_pool)
     [filling] = (await source.claim("a", 10, 30)).runs
     schedule = await _gated(db_pool, "skip", tenant)
     [held] = await _occurrences(db_pool, schedule, 1)
@@ -134,6 +135,6 @@ async def test_kafka_modes_claim_of_keys_applies_the_policy_to_runs_it_does_not_
     ids = await _occurrences(db_pool, schedule, 3)
     times = dict(await db_pool.fetch("SELECT id, scheduled_for FROM job_run "
                                      "WHERE id = ANY($1::uuid[])", ids))
-    batch = await PostgresKeyedClaims(db_pool).claim_keys("k", [(i, times[i]) for i in ids], 30)
+    batch = await PostgresKeyedClaims(db_pool, secret_box(db_pool)).claim_keys("k", [(i, times[i]) for i in ids], 30)
     assert [r.id for r in batch.runs] == ids[:1] and batch.held == 0  # the others ended
     assert await _states(db_pool, ids) == ["running", "skipped", "skipped"]

@@ -19,6 +19,7 @@ from cronwire.harness.seeding import SeededSchedule, seed_due_runs
 from tests.support.brokers import StandaloneKafka
 from tests.support.kafka import kafka_mode, new_schedule
 from tests.support.polling import wait_until
+from tests.support.secrets import secret_box
 
 
 async def _schedules_off_partition_of(pool: asyncpg.Pool, tenant_id: UUID, count: int, *,
@@ -111,7 +112,7 @@ async def test_keys_of_runs_claimed_elsewhere_are_dropped_and_acknowledged(
     await seed_due_runs(db_pool, schedule, 6)  # type: ignore[arg-type]
     async with kafka_mode(db_pool, kafka_bootstrap, sweep_seconds=3600) as mode:
         assert await mode.settle() == 6
-        taken = (await PostgresClaimSource(db_pool).claim("postgres-replica", 4, 30)).runs
+        taken = (await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("postgres-replica", 4, 30)).runs
         assert len(taken) == 4
         batch = await mode.source.claim("kafka-replica", 10, 30)
         runs = batch.runs

@@ -22,6 +22,7 @@ from cronwire.domain.backlog import BACKLOG_KEYS_PER_TENANT
 from cronwire.harness.seeding import seed_due_run_ids, seed_due_runs
 from cronwire.service.outbox_relay import OutboxRelay
 from tests.support.kafka import new_schedule
+from tests.support.secrets import secret_box
 
 
 class _RecordingPublisher:
@@ -156,7 +157,7 @@ async def test_runs_overdue_beyond_the_sweepers_grace_are_left_to_the_sweeper(
     assert await relay.step() == 0.0 and len(sent) == 2  # the two a second overdue
     assert await relay.step() == 0.2  # the old three are not a reason to spin
     assert len(sent) == 2
-    swept = await PostgresKeyedClaims(db_pool).sweep("sweeper", 10, 30.0, 5.0)
+    swept = await PostgresKeyedClaims(db_pool, secret_box(db_pool)).sweep("sweeper", 10, 30.0, 5.0)
     assert {run.id for run in swept.runs} == set(old)
 
 
@@ -197,7 +198,7 @@ async def test_a_released_or_retried_run_is_published_again(db_pool: asyncpg.Poo
     schedule = await new_schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 2)  # type: ignore[arg-type]
     await db_pool.execute("UPDATE job_run SET published_at = now()")
-    runs = (await PostgresClaimSource(db_pool).claim("a", 2, 30)).runs
+    runs = (await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("a", 2, 30)).runs
     released = await PostgresRunStore(db_pool).release("a", [
         (r.id, r.scheduled_for, r.lease_generation) for r in runs])
     assert released == 2

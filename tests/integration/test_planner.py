@@ -31,6 +31,7 @@ from tests.support.planner_data import (
     spread_workload,
     until,
 )
+from tests.support.secrets import TEST_SECRET_KEYS
 
 HOUR = timedelta(hours=1)
 
@@ -301,7 +302,8 @@ async def test_container_runs_the_planner_for_the_planner_role(
     now = await db_now(db_pool)
     [spec] = await insert_schedules(db_pool, tenant, [
         ScheduleSpec("*/5 * * * * *", next_fire_at=now - timedelta(seconds=20), ends_at=now)])
-    settings = Settings(database_url=database_url, roles=frozenset({"planner"}), db_pool_size=2)
+    settings = Settings(database_url=database_url, roles=frozenset({"planner"}), db_pool_size=2,
+                        secret_keys=TEST_SECRET_KEYS)
     container = build_container(settings)
     await init_resources(container)
     try:

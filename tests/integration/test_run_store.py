@@ -9,6 +9,7 @@ import asyncpg
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
+from tests.support.secrets import secret_box
 
 URL = "http://127.0.0.1:9/hook"
 
@@ -18,5 +19,5 @@ async def test_due_backlog_counts_due_and_in_flight_runs(db_pool: asyncpg.Pool) 
         schedule = await seed_schedule(conn, await seed_tenant(conn), URL)
         await seed_due_runs(conn, schedule, 4)
         await seed_due_runs(conn, schedule, 5, first=1000, due_seconds_ago=-600)  # not due yet
-    await PostgresClaimSource(db_pool).claim("a", 1, 30)
+    await PostgresClaimSource(db_pool, secret_box(db_pool)).claim("a", 1, 30)
     assert await PostgresMaintenanceStore(db_pool).due_backlog() == 4  # the gauge's source

@@ -57,6 +57,7 @@ from cronwire.harness.seeding import (
     seed_tenant,
 )
 from tests.support.resolutions import resolution
+from tests.support.secrets import secret_box
 
 URL = "http://127.0.0.1:9/hook"
 KEY = "attacker-key"
@@ -124,8 +125,8 @@ def _throttled(run: ClaimedRun, retry_after: str) -> DeliveryResult:
 
 async def _claim(pool: asyncpg.Pool, mode: str) -> ClaimBatch:
     if mode == "postgres":
-        return await PostgresClaimSource(pool).claim("replica", 50, 30)
-    keyed = PostgresKeyedClaims(pool)
+        return await PostgresClaimSource(pool, secret_box(pool)).claim("replica", 50, 30)
+    keyed = PostgresKeyedClaims(pool, secret_box(pool))
     keys = [(row["id"], row["scheduled_for"]) for row in await pool.fetch(
         "SELECT id, scheduled_for FROM job_run WHERE status IN ('pending', 'retrying')")]
     by_key = await keyed.claim_keys("replica", keys, 30)

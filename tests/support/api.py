@@ -29,6 +29,7 @@ from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
 from cronwire.domain.schedules import TenantLimits
+from tests.support.secrets import secret_box
 
 DEFAULT_LIMITS = TenantLimits(max_schedules=100, min_interval_seconds=1,
                               max_body_bytes=65_536, max_headers=32)
@@ -87,7 +88,7 @@ def api_context(pool: asyncpg.Pool, *, allow_private: bool = True,
                 ) -> ApiContext:
     return ApiContext(
         tokens=PostgresTenantStore(pool),
-        schedules=PostgresScheduleStore(pool),
+        schedules=PostgresScheduleStore(pool, secret_box(pool)),
         runs=PostgresRunHistory(pool),
         commands=PostgresRunCommands(pool),
         check_url=TargetGuard(allow_private=allow_private).check_url,
@@ -95,7 +96,7 @@ def api_context(pool: asyncpg.Pool, *, allow_private: bool = True,
         flows=PostgresFlowControl(pool),
         max_request_bytes=max_request_bytes,
         stats=PostgresStatsReader(pool),
-        alerts=PostgresAlertStore(pool),
+        alerts=PostgresAlertStore(pool, secret_box(pool)),
     )
 
 

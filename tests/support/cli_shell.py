@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from cronwire.cli.main import main
+from cronwire.harness.fleet import HARNESS_SECRET_KEYS
 from tests.support.processes import (
     clean_env,
     cronwire_executable,
@@ -87,6 +88,7 @@ class InProcess:
         for name in [n for n in os.environ if n.startswith(("SCHEDULER_", "CRONWIRE_"))]:
             monkeypatch.delenv(name)
         monkeypatch.setenv("SCHEDULER_DATABASE_URL", live.dsn)
+        monkeypatch.setenv("SCHEDULER_SECRET_KEYS", HARNESS_SECRET_KEYS)
         monkeypatch.setenv("CRONWIRE_URL", live.url)
 
     def run(self, *args: str, token: str | None = None) -> tuple[int, str, str]:

@@ -24,6 +24,7 @@ from cronwire.harness.sink import Sink
 from cronwire.service.executor import Executor
 from cronwire.service.signals import ExecutorSignals
 from tests.support.polling import wait_until
+from tests.support.secrets import secret_box
 
 OWNER = "executor-under-test"
 
@@ -52,7 +53,7 @@ class Harness:
         )
         options.update(overrides)
         executor = Executor(
-            PostgresClaimSource(self.pool), PostgresRunStore(self.pool),
+            PostgresClaimSource(self.pool, secret_box(self.pool)), PostgresRunStore(self.pool),
             PostgresBreakerStore(self.pool), self.deliverer, metrics, SystemClock(),
             signals=signals, **options,
         )

@@ -25,6 +25,7 @@ from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
 from cronwire.harness.seeding import SeededSchedule, seed_schedule, seed_tenant
 from cronwire.service.executor.hybrid_claims import HybridClaimSource
 from cronwire.service.outbox_relay import OutboxRelay
+from tests.support.secrets import secret_box
 
 FAST_GROUP = {"session_timeout_ms": 2000, "heartbeat_interval_ms": 300}
 UNREACHABLE_URL = "http://127.0.0.1:9/hook"  # runs these tests never deliver
@@ -84,7 +85,7 @@ async def kafka_mode(
     publisher = KafkaRunPublisher(link)
     relay = OutboxRelay(PostgresOutboxStore(pool), publisher, poll_seconds=0.05)
     source = HybridClaimSource(
-        hints, PostgresKeyedClaims(pool), PostgresClaimSource(pool), SystemClock(),
+        hints, PostgresKeyedClaims(pool, secret_box(pool)), PostgresClaimSource(pool, secret_box(pool)), SystemClock(),
         grace_seconds=grace_seconds, sweep_seconds=sweep_seconds,
     )
     try:

@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from cronwire.harness.fleet import UNLIMITED_API
+from cronwire.harness.fleet import HARNESS_SECRET_KEYS, UNLIMITED_API
 
 
 def cronwire_executable() -> str:
@@ -29,9 +29,11 @@ def cronwire_executable() -> str:
 def clean_env(**overrides: str) -> dict[str, str]:
     """The test process environment without SCHEDULER_* or OTEL_* leaking in, with the
     per-tenant API rate and pending-runs limits out of the way (a test calls far faster
-    than a tenant should; the tests of those limits pass their own), plus overrides."""
+    than a tenant should; the tests of those limits pass their own), the tests' key ring
+    (sealed secrets), plus overrides."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SCHEDULER_", "OTEL_"))}
     env.update(UNLIMITED_API)
+    env["SCHEDULER_SECRET_KEYS"] = HARNESS_SECRET_KEYS
     env.update(overrides)
     return env
 

@@ -45,6 +45,7 @@ from cronwire.ports import (
     RunStore,
     ScheduleStore,
 )
+from tests.support.secrets import secret_box
 
 URL = "http://127.0.0.1:9/hook"
 STORES = ["postgres", "memory"]
@@ -251,11 +252,11 @@ ROW = """SELECT status, claimed_by, attempt_count,
 class PostgresWorld:
     def __init__(self, pool: asyncpg.Pool, claims: ClaimSource | None = None) -> None:
         self.pool = pool
-        self.claims: ClaimSource = claims or PostgresClaimSource(pool)
+        self.claims: ClaimSource = claims or PostgresClaimSource(pool, secret_box(pool))
         self.runs: RunStore = PostgresRunStore(pool)
-        self.schedules: ScheduleStore = PostgresScheduleStore(pool)
+        self.schedules: ScheduleStore = PostgresScheduleStore(pool, secret_box(pool))
         self.breakers: BreakerStore = PostgresBreakerStore(pool)
-        self.keyed: KeyedClaimStore = PostgresKeyedClaims(pool)
+        self.keyed: KeyedClaimStore = PostgresKeyedClaims(pool, secret_box(pool))
         self.planner: PlannerStore = PostgresPlannerStore(pool)
         self.commands: RunCommands = PostgresRunCommands(pool)
 

@@ -27,6 +27,7 @@ from cronwire.domain.errors import (
     StorageError,
 )
 from cronwire.domain.schedule_rules import field_of
+from cronwire.domain.secrets import SecretError
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +167,15 @@ async def _storage(_: Request, exc: Exception) -> JSONResponse:
                           headers={"Retry-After": "1"})
 
 
+async def _sealed(_: Request, exc: Exception) -> JSONResponse:
+    # A stored secret that does not open: the key ring or the row changed under us. The
+    # operator's problem, not the caller's: said in the log, answered like an outage.
+    log.error("a sealed secret did not open: %s", exc)
+    return error_response(503, "a stored secret of this object cannot be opened with the "
+                          "configured key ring; the operator has been told",
+                          headers={"Retry-After": "60"})
+
+
 def request_id_of(request: Request) -> str:
     """The caller's X-Request-ID when it is a plain token, else a new one."""
     given = request.headers.get("x-request-id", "")
@@ -191,4 +201,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(NotFound, _not_found)
     app.add_exception_handler(StateConflict, _conflict)
     app.add_exception_handler(StorageError, _storage)
+    app.add_exception_handler(SecretError, _sealed)
     app.add_exception_handler(Exception, _unexpected)

@@ -18,6 +18,7 @@ from cronwire.domain.history import RunDetail, RunView
 from cronwire.domain.model import RetryPolicy, ScheduleStatus, Target
 from cronwire.domain.schedule_rules import parse_misfire_policy, parse_overlap_policy
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec
+from cronwire.domain.secrets import MASK
 
 
 def target_from(given: TargetIn) -> Target:
@@ -72,12 +73,20 @@ def spec_from(body: ScheduleCreate) -> ScheduleSpec:
     )
 
 
+def masked_target(target: Target) -> dict[str, Any]:
+    """A target as reads show it: every header value is a credential as far as we know,
+    so each reads as MASK (a PATCH sending MASK back keeps the stored value)."""
+    document = target_to_document(target)
+    document["headers"] = dict.fromkeys(target.headers, MASK)
+    return document
+
+
 def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
     spec = record.spec
     return {
         "id": record.id, "tenant_id": record.tenant_id, "name": spec.name, "cron": spec.cron,
         "at": spec.at, "timezone": spec.timezone,
-        "target": target_to_document(spec.target),
+        "target": masked_target(spec.target),
         "retry": retry_to_document(spec.retry),
         "misfire_policy": spec.misfire_policy.value,
         "catchup_window_seconds": spec.catchup_window_seconds,

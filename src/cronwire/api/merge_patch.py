@@ -25,6 +25,7 @@ from cronwire.domain.flow_control import FlowControl
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
 from cronwire.domain.schedule_rules import parse_misfire_policy, parse_overlap_policy
 from cronwire.domain.schedules import ScheduleSpec
+from cronwire.domain.secrets import MASK
 
 NULLABLE = frozenset({"starts_at", "ends_at", "cron", "at", "max_runs", "pause_after_failures",
                       "alerts", "flow_control"})
@@ -87,7 +88,13 @@ def _patched_target(target: Target, patch: TargetPatch) -> Target:
 
 def _merge_header(headers: dict[str, str], name: str, value: str | None) -> None:
     """Set or (null) remove one header; names are case-insensitive in HTTP, so a change
-    replaces any spelling of the same name."""
+    replaces any spelling of the same name. MASK (what reads show for every value) keeps
+    the stored value, so a form sending back what it read changes nothing."""
+    if value == MASK:
+        if not any(n.lower() == name.lower() for n in headers):
+            raise RuleViolation(f"target.headers.{name}",
+                                f"{MASK!r} keeps a stored value, and this header has none")
+        return
     for existing in [n for n in headers if n.lower() == name.lower()]:
         del headers[existing]
     if value is not None:

@@ -14,6 +14,8 @@ from typing import TypeVar, cast
 import asyncpg
 from dependency_injector import containers, providers
 
+from cronwire.adapters.crypto.envelope import EnvelopeSecretBox
+from cronwire.adapters.crypto.key_ring import KeyRing
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
@@ -26,6 +28,7 @@ from cronwire.adapters.postgres.alert_outbox import PostgresAlertOutbox
 from cronwire.adapters.postgres.alert_store import PostgresAlertStore
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
+from cronwire.adapters.postgres.data_key_store import PostgresDataKeyStore
 from cronwire.adapters.postgres.flow_store import PostgresFlowControl
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
@@ -35,6 +38,7 @@ from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
+from cronwire.adapters.postgres.sealing_pass import PostgresSealingPass
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import replica_clock
 from cronwire.bootstrap import api_resources, reads
@@ -146,6 +150,11 @@ class Container(containers.DeclarativeContainer):
         size=settings.provided.db_pool_size,
         tenant_max_concurrency=settings.provided.tenant_max_concurrency,
     )
+    # -- sealed secrets (ADR 0061): one box per replica, its data keys kept in memory --
+    key_ring = providers.Singleton(KeyRing, entries=settings.provided.secret_keys)
+    data_key_store = providers.Singleton(PostgresDataKeyStore, pool=db_pool)
+    secret_box = providers.Singleton(EnvelopeSecretBox, wrapper=key_ring, store=data_key_store)
+    sealing_pass = providers.Singleton(PostgresSealingPass, pool=db_pool, box=secret_box)
 
     target_guard = providers.Singleton(
         TargetGuard, allow_private=settings.provided.allow_private_targets
@@ -200,15 +209,15 @@ class Container(containers.DeclarativeContainer):
         publisher=kafka_publisher, hints=kafka_hints,
         sweep_grace_seconds=settings.provided.kafka_sweep_grace_seconds,
     )
-    polling_claim_source = providers.Singleton(PostgresClaimSource, pool=db_pool)
+    polling_claim_source = providers.Singleton(PostgresClaimSource, pool=db_pool, box=secret_box)
 
     # -- executor providers (stage 2) --
     claim_source = providers.Selector(
         settings.provided.claim_source,
-        postgres=providers.Singleton(PostgresClaimSource, pool=db_pool),
+        postgres=providers.Singleton(PostgresClaimSource, pool=db_pool, box=secret_box),
         kafka=providers.Singleton(
             HybridClaimSource, hints=kafka_hints,
-            keyed=providers.Singleton(PostgresKeyedClaims, pool=db_pool),
+            keyed=providers.Singleton(PostgresKeyedClaims, pool=db_pool, box=secret_box),
             polling=polling_claim_source, clock=clock,
             grace_seconds=settings.provided.kafka_sweep_grace_seconds,
         ),
@@ -237,7 +246,8 @@ class Container(containers.DeclarativeContainer):
     api_pool = providers.Resource(api_resources.api_pool_resource, settings=settings)
     cpu_lane = providers.Resource(api_resources.cpu_lane_resource)
     tenant_store = providers.Singleton(PostgresTenantStore, pool=api_pool)
-    schedule_store = providers.Singleton(PostgresScheduleStore, pool=api_pool)
+    schedule_store = providers.Singleton(PostgresScheduleStore, pool=api_pool,
+                                        box=secret_box)
     read_pool = providers.Resource(reads.read_pool_resource, settings=settings)
     standby_freshness = providers.Singleton(
         reads.freshness, primary_pool=api_pool, read_pool=read_pool,
@@ -254,9 +264,10 @@ class Container(containers.DeclarativeContainer):
     )
 
     # -- alerts (every replica: late is noticed even when no executor is healthy) --
-    alert_store = providers.Singleton(PostgresAlertStore, pool=api_pool)
+    alert_store = providers.Singleton(PostgresAlertStore, pool=api_pool, box=secret_box)
     alert_dispatcher = providers.Singleton(
-        AlertDispatcher, outbox=providers.Singleton(PostgresAlertOutbox, pool=db_pool),
+        AlertDispatcher,
+        outbox=providers.Singleton(PostgresAlertOutbox, pool=db_pool, box=secret_box),
         deliverer=deliverer, metrics=metrics,
         owner=settings.provided.instance_id,
         interval_seconds=settings.provided.alert_check_seconds,

@@ -11,14 +11,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, LiteralString
 
 import asyncpg
 
+from cronwire.adapters.crypto.envelope import EnvelopeSecretBox
+from cronwire.adapters.crypto.key_ring import KeyRing
 from cronwire.adapters.kafka.link import unreachable_servers
 from cronwire.adapters.otel.setup import check_tracing
+from cronwire.adapters.postgres.data_key_store import PostgresDataKeyStore
 from cronwire.adapters.postgres.databases import create_database
 from cronwire.adapters.postgres.driver_errors import DRIVER_ERRORS
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
@@ -27,10 +31,12 @@ from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.sql import parse_queries, queries
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.skewed_clock import SKEW_VARIABLE
-from cronwire.config import Settings
+from cronwire.config import Settings, parse_key_ring
 from cronwire.domain.errors import ConfigError
+from cronwire.ports.secrets import SecretBox
 from cronwire.service import maintenance
 from cronwire.service.maintenance import PartitionKeeper
+from cronwire.service.secret_keys import key_status, prove_key_ring, rotate_data_keys
 
 # What `cronwire tenant ...` works on: tenants and their tokens (create, issue, list, revoke).
 TenantAdmin = PostgresTenantStore
@@ -47,8 +53,8 @@ CLOCK_SKEW_VARIABLE = SKEW_VARIABLE
 
 __all__ = [
     "CLOCK_SKEW_VARIABLE", "DATABASE_ERRORS", "Pool", "TenantAdmin", "blank_database",
-    "check_buildable", "database_checks", "fresh_database", "harness_queries", "migrate",
-    "open_pool", "partition_upkeep", "tenant_admin", "uses_kafka",
+    "check_buildable", "database_checks", "fresh_database", "harness_queries", "key_upkeep",
+    "migrate", "open_pool", "partition_upkeep", "secret_box", "tenant_admin", "uses_kafka",
 ]
 
 
@@ -71,6 +77,15 @@ def check_buildable(settings: Settings) -> None:
                 f"SCHEDULER_KAFKA_BOOTSTRAP_SERVERS: no Kafka broker answers at "
                 f"{', '.join(silent)}"
             )
+
+
+# -- sealed secrets: a box on a pool, for the harnesses' seeding and commands --
+
+
+def secret_box(pool: asyncpg.Pool, secret_keys: str) -> SecretBox:
+    """The envelope box over ``pool`` with the key ring ``secret_keys`` (KEY_ID:BASE64,...)."""
+    ring = KeyRing(parse_key_ring("SCHEDULER_SECRET_KEYS", secret_keys))
+    return EnvelopeSecretBox(ring, PostgresDataKeyStore(pool))
 
 
 # -- the database: pools, readiness --
@@ -117,6 +132,32 @@ def quiet(logger: logging.Logger) -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
+
+
+async def key_upkeep(settings: Settings, *, rotate: bool) -> dict[str, Any]:
+    """`cronwire keys status|rotate`: the data keys per key id, after re-wrapping every
+    one under the first key when ``rotate`` (online, batched, resumable; ADR 0061)."""
+    assert settings.database_url is not None, "the CLI resolves the embedded database first"
+    if not settings.secret_keys:
+        raise ConfigError("SCHEDULER_SECRET_KEYS: not set; the key ring is what the data "
+                          "keys are wrapped with")
+    ring = KeyRing(settings.secret_keys)
+    pool = await open_pool(settings.database_url)
+    try:
+        store = PostgresDataKeyStore(pool)
+        await prove_key_ring(ring, store)
+        started = time.monotonic()
+        rewrapped = await rotate_data_keys(ring, store) if rotate else None
+        counts = dict(await key_status(store))
+        report: dict[str, Any] = {
+            "sealing_key_id": ring.sealing_key_id, "data_keys_by_key_id": counts,
+            "unused_key_ids": [k for k in ring.key_ids if k not in counts]}
+        if rotate:
+            report |= {"rewrapped": rewrapped,
+                       "seconds": round(time.monotonic() - started, 3)}
+        return report
+    finally:
+        await pool.close()
 
 
 async def partition_upkeep(settings: Settings) -> dict[str, Any]:

@@ -22,8 +22,10 @@ from cronwire.bootstrap.container import build_container, init_resources, shutdo
 from cronwire.bootstrap.embedded import embedded_broker, embedded_postgres
 from cronwire.bootstrap.factories import check_buildable, database_checks, migrate, uses_kafka
 from cronwire.bootstrap.runtime import Runtime, api_routers, build_runtime, role_loops
+from cronwire.bootstrap.secret_keys import MISSING, open_sealed_secrets, with_key_ring
 from cronwire.bootstrap.startup import bind_listener, wait_for_database
 from cronwire.config import Settings
+from cronwire.domain.errors import ConfigError
 from cronwire.logs import warn_about_settings
 from cronwire.service.periodic import every
 from cronwire.service.supervisor import LoopCrashed, Supervisor
@@ -79,6 +81,8 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None,
     (bound already), else on SCHEDULER_HTTP_HOST:PORT."""
     assert settings.database_url is not None
     warn_about_settings(settings)
+    if not settings.secret_keys:  # before migrating: nothing changes without a key
+        raise ConfigError(MISSING)
     if settings.auto_migrate:
         applied = await migrate(settings.database_url)
         if applied:
@@ -94,6 +98,11 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None,
 
     container = build_container(settings)
     await init_resources(container)
+    try:
+        await open_sealed_secrets(container, settings)
+    except BaseException:
+        await shutdown_resources(container)
+        raise
     runtime = await build_runtime(container)
     supervisor = Supervisor()
     tune_gc()
@@ -157,6 +166,7 @@ def serve(settings: Settings) -> None:
     start the embedded servers, wait for the database, and run the replica. Whatever was
     started is stopped on the way out, a Ctrl-C during start-up included."""
     check_buildable(settings)
+    settings = with_key_ring(settings)  # none with a database of its own: exit 2, now
     listener = bind_listener(settings)  # a taken port: one line, exit 2, nothing started
     embedded = settings.embedded_database
     try:

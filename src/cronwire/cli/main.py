@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from cronwire.cli.flow_control import add_flow_control_command
 from cronwire.cli.harness_flags import add_harness_commands
+from cronwire.cli.keys import add_key_commands
 from cronwire.cli.operator import add_operator_commands
 from cronwire.cli.schedules import add_client_commands
 from cronwire.config import Settings, describe, load_settings
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cronwire {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     add_operator_commands(commands)
+    add_key_commands(commands)
     add_client_commands(commands)
     add_flow_control_command(commands)
     add_harness_commands(commands)

@@ -208,7 +208,7 @@ def _schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
                         help="target.method" + default("POST"))
     parser.add_argument("--header", type=_header, action="append", metavar="NAME:VALUE",
                         help="target.headers entry, repeatable"
-                        + (" (default: none)" if creating else "; replaces all headers"))
+                        + (" (default: none)" if creating else "; replaces all (NAME:*** keeps one)"))
     parser.add_argument("--body", metavar="TEXT",
                         help="target.body" + default(
                             'none: a JSON {"schedule_id", "run_id", "scheduled_for", '

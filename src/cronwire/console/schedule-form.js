@@ -35,7 +35,7 @@ const FIELDS = [
   { name: "target.url", label: "Target URL", required: true, type: "url", mono: true },
   { name: "target.method", label: "Method", options: METHODS.map((m) => [m, m]) },
   { name: "target.headers", label: "Headers", textarea: true, mono: true,
-    hint: "One per line as Name: value." },
+    hint: "One per line as Name: value. Stored values read as ***: leave *** to keep one." },
   { name: "target.body", label: "Body", textarea: true, mono: true,
     hint: "Empty: cronwire sends JSON {schedule_id, run_id, scheduled_for, attempt}." },
   { name: "retry.max_attempts", label: "Max attempts", type: "number", hint: "1 to 8." },
@@ -203,7 +203,13 @@ function changesFrom(next, original) {
     "overlap_policy", "jitter_seconds", "max_runs", "pause_after_failures"]) {
     if (next[key] !== undefined && next[key] !== original[key]) changes[key] = next[key];
   }
-  const target = { ...next.target };
+  const target = { ...next.target, headers: { ...next.target.headers } };
+  // Headers merge name by name, and values read back as "***" (the API keeps the stored
+  // value for "***"): a line deleted in the form is sent as null so it is removed.
+  const kept = new Set(Object.keys(target.headers).map((name) => name.toLowerCase()));
+  for (const name of Object.keys(original.target.headers || {})) {
+    if (!kept.has(name.toLowerCase())) target.headers[name] = null;
+  }
   if (JSON.stringify(target) !== JSON.stringify(original.target)) changes.target = target;
   if (flowChanged(next.flow_control, original.flow_control)) changes.flow_control = next.flow_control;
   // Every rule is sent: the API merges rule by rule, and a null rule removes it.

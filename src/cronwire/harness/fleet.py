@@ -18,7 +18,9 @@ happened meanwhile.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import os
 import re
 import signal
@@ -49,6 +51,11 @@ _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
 # The highest values the settings accept; a caller that tests a limit passes its own.
 UNLIMITED_API = {"SCHEDULER_API_RATE_PER_SECOND": "1000000000",
                  "SCHEDULER_TENANT_MAX_PENDING_RUNS": str(2**31 - 1)}
+# The harnesses' and tests' key ring (sealed secrets, ADR 0061): fixed, so every process of
+# a run, and a replica restarted mid-run, opens what another sealed. Their databases are
+# throwaway; nothing real is ever sealed with it.
+HARNESS_SECRET_KEYS = "harness:" + base64.b64encode(
+    hashlib.sha256(b"cronwire harness key ring, never for real secrets").digest()).decode()
 
 
 def replica_env(database_url: str, *, keep: Collection[str] = (),
@@ -56,9 +63,9 @@ def replica_env(database_url: str, *, keep: Collection[str] = (),
     """This process's environment without its SCHEDULER_* variables (except those in
     ``keep``) or a clock skew, plus what every harness replica needs: the database,
     loopback targets allowed, no migration at start (the harness migrates once), no
-    per-tenant API rate or pending-runs limit in the way (UNLIMITED_API), and ``settings``
-    by field name (``executor_workers=64`` sets SCHEDULER_EXECUTOR_WORKERS; None leaves a
-    variable unset)."""
+    per-tenant API rate or pending-runs limit in the way (UNLIMITED_API), the harness key
+    ring, and ``settings`` by field name (``executor_workers=64`` sets
+    SCHEDULER_EXECUTOR_WORKERS; None leaves a variable unset)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDULER_") or k in keep}
     env.pop(CLOCK_SKEW_VARIABLE, None)
     env.update({
@@ -66,6 +73,7 @@ def replica_env(database_url: str, *, keep: Collection[str] = (),
         "SCHEDULER_ALLOW_PRIVATE_TARGETS": "true",
         "SCHEDULER_AUTO_MIGRATE": "false",
         **{name: value for name, value in UNLIMITED_API.items() if name not in keep},
+        "SCHEDULER_SECRET_KEYS": HARNESS_SECRET_KEYS,
     })
     env.update({f"SCHEDULER_{name.upper()}": str(value)
                 for name, value in settings.items() if value is not None})

@@ -17,12 +17,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import asyncpg
 
-from cronwire.bootstrap.factories import harness_queries
+from cronwire.bootstrap.factories import harness_queries, secret_box
 from cronwire.domain.delivery import new_signing_secret
+from cronwire.domain.secrets import schedule_header_context, schedule_secret_context
+from cronwire.harness.fleet import HARNESS_SECRET_KEYS
+from cronwire.ports.secrets import SecretBox
 
 Q = harness_queries(Path(__file__).with_name("seeding.sql"))
 DEFAULT_RETRY = {"max_attempts": 3, "initial_backoff_seconds": 0.05, "max_backoff_seconds": 0.2}
@@ -37,6 +40,20 @@ class SeededSchedule:
     tenant_id: uuid.UUID
     url: str
     signing_secret: str
+
+
+def _box(db: Database) -> SecretBox:
+    """Seeded secrets are sealed as the API seals them (with the harness key ring, which
+    every harness replica has), so a seeded database is a real one: the claim opens them."""
+    return secret_box(cast(asyncpg.Pool, db), HARNESS_SECRET_KEYS)
+
+
+async def _sealed_target(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                         target: Mapping[str, Any]) -> dict[str, Any]:
+    headers = {name: await box.seal(tenant_id, str(value),
+                                    schedule_header_context(schedule_id, name))
+               for name, value in (target.get("headers") or {}).items()}
+    return {**target, "headers": headers}
 
 
 async def db_now(db: Database) -> datetime:
@@ -64,9 +81,14 @@ async def seed_schedule(
     """A schedule the planner never fires, owning the runs :func:`seed_due_runs` writes."""
     schedule_id = uuid.uuid4()
     secret = new_signing_secret()
-    target = {"url": url, "method": method, "headers": headers or {}, "body": body}
+    box, context = _box(db), schedule_secret_context(schedule_id)
+    target = await _sealed_target(box, tenant_id, schedule_id, {
+        "url": url, "method": method, "headers": headers or {}, "body": body})
+    previous = (None if previous_secret is None
+                else await box.seal(tenant_id, previous_secret, context))
     await db.execute(Q["seeding_schedule_insert"], schedule_id, tenant_id, target,
-                     retry or DEFAULT_RETRY, secret, previous_secret)
+                     retry or DEFAULT_RETRY, await box.seal(tenant_id, secret, context),
+                     previous)
     return SeededSchedule(schedule_id, tenant_id, url, secret)
 
 
@@ -92,8 +114,13 @@ async def seed_firing_schedules(
     """``count`` active schedules the planner fires on ``cron`` from ``first`` until
     ``ends_at``, named ``<name><n>``, each with ``jitter_seconds``; returns their ids."""
     ids = [uuid.uuid4() for _ in range(count)]
+    box, secret = _box(db), new_signing_secret()
+    if target.get("headers"):
+        raise ValueError("seed_firing_schedules seals no headers: its target has none")
+    sealed = [await box.seal(tenant_id, secret, schedule_secret_context(schedule_id))
+              for schedule_id in ids]
     await db.execute(Q["seeding_firing_schedules_insert"], ids, tenant_id, cron, target,
-                     retry, first, ends_at, new_signing_secret(), name, jitter_seconds)
+                     retry, first, ends_at, sealed, name, jitter_seconds)
     return ids
 
 

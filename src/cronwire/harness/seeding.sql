@@ -18,12 +18,12 @@ VALUES ($1, $2, 'seeded', '* * * * *', $3::jsonb, $4::jsonb, $5, $6,
 -- name: seeding_firing_schedules_insert
 -- Schedules the planner fires from $6 on. ends_at bounds the test: the planner itself
 -- stops every schedule at the horizon. $1 ids, $2 tenant, $3 cron, $4 target, $5 retry,
--- $6 first fire, $7 ends_at, $8 secret, $9 name prefix, $10 jitter_seconds.
+-- $6 first fire, $7 ends_at, $8 each one's sealed secret, $9 name prefix, $10 jitter_seconds.
 INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
                       status, next_fire_at, ends_at, signing_secret, jitter_seconds)
-SELECT id, $2, $9 || ord, $3, 'UTC', $4::jsonb, $5::jsonb, 'fire_all', 'active', $6, $7, $8,
-       $10
-FROM unnest($1::uuid[]) WITH ORDINALITY AS s(id, ord)
+SELECT id, $2, $9 || ord, $3, 'UTC', $4::jsonb, $5::jsonb, 'fire_all', 'active', $6, $7,
+       secret, $10
+FROM unnest($1::uuid[], $8::text[]) WITH ORDINALITY AS s(id, secret, ord)
 
 -- name: seeding_due_runs_insert
 -- $4 pending runs of schedule $2 (tenant $1), numbered from $3: occurrences 1 ms apart

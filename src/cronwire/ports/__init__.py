@@ -28,6 +28,7 @@ from cronwire.ports.core import (
 from cronwire.ports.cpu import CpuWork, OnTheLoop
 from cronwire.ports.kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
 from cronwire.ports.observability import AlertOutbox, AlertStore, StatsReader, Tracer
+from cronwire.ports.secrets import DataKeyStore, KeyWrapper, SecretBox
 from cronwire.ports.tenant import (
     BackfillPlanner,
     FlowControlView,
@@ -45,8 +46,10 @@ __all__ = [
     "ClaimSource",
     "Clock",
     "CpuWork",
+    "DataKeyStore",
     "Deliverer",
     "FlowControlView",
+    "KeyWrapper",
     "KeyedClaimStore",
     "MaintenanceStore",
     "Metrics",
@@ -60,6 +63,7 @@ __all__ = [
     "RunPublisher",
     "RunStore",
     "ScheduleStore",
+    "SecretBox",
     "StartsDeliveries",
     "StatsReader",
     "TokenVerifier",

@@ -3,6 +3,7 @@ due events with a lease, and recording each attempt (queries/alert_event.sql).""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import asyncpg
@@ -11,13 +12,17 @@ from cronwire.adapters.postgres.alert_store import event_of
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.alerts import AlertResolution, ClaimedAlert
+from cronwire.domain.secrets import SecretError, alert_secret_context
+from cronwire.ports.secrets import SecretBox
 
 Q = queries()
+log = logging.getLogger(__name__)
 
 
 class PostgresAlertOutbox:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, box: SecretBox) -> None:
         self._pool = pool
+        self._box = box
 
     async def check_late(self, horizon_seconds: float) -> int:
         with storage_errors("checking late schedules"):
@@ -36,8 +41,19 @@ class PostgresAlertOutbox:
                 await conn.execute(Q["alert_event_fail_abandoned"])
                 rows = await conn.fetch(Q["alert_event_claim"], owner, limit, lease_seconds,
                                         tenant_in_flight)
-        return [ClaimedAlert(event_of(row), row["url"], row["signing_secret"],
+        return [ClaimedAlert(event_of(row), row["url"], await self._secret(row),
                              row["lease_generation"]) for row in rows]
+
+    async def _secret(self, row: asyncpg.Record) -> str | None:
+        sealed: str | None = row["signing_secret"]
+        if sealed is None:
+            return None
+        try:
+            return await self._box.unseal(row["tenant_id"], sealed, alert_secret_context())
+        except SecretError as exc:  # sent unsigned never: the dispatcher fails it instead
+            log.error("alert event %s: the destination's secret does not open: %s",
+                      row["id"], exc)
+            return None
 
     async def resolve(self, owner: str, resolution: AlertResolution) -> bool:
         a = resolution.attempt

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,8 @@ from cronwire.domain.alerts import (
     EventAttempt,
 )
 from cronwire.domain.keyset import HistoryPosition
+from cronwire.domain.secrets import alert_secret_context
+from cronwire.ports.secrets import SecretBox
 
 Q = queries()
 LATEST = HistoryPosition(datetime(9999, 12, 30, tzinfo=UTC), uuid.UUID(int=(1 << 128) - 1))
@@ -45,21 +48,31 @@ def _attempt(row: asyncpg.Record) -> EventAttempt:
 
 
 class PostgresAlertStore:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    """The destination's secret is stored sealed (``box``) and read in clear."""
+
+    def __init__(self, pool: asyncpg.Pool, box: SecretBox) -> None:
         self._pool = pool
+        self._box = box
 
     async def set_destination(self, tenant_id: uuid.UUID, url: str, events: Sequence[str],
                               signing_secret: str) -> AlertDestination:
+        sealed = await self._box.seal(tenant_id, signing_secret, alert_secret_context())
         with storage_errors("setting the alert destination"):
             row = await self._pool.fetchrow(Q["tenant_alert_destination_upsert"], tenant_id,
-                                            url, list(events), signing_secret)
+                                            url, list(events), sealed)
         assert row is not None
-        return _destination(row)
+        return await self._opened(row)
 
     async def destination(self, tenant_id: uuid.UUID) -> AlertDestination | None:
         with storage_errors("reading the alert destination"):
             row = await self._pool.fetchrow(Q["tenant_alert_destination_get"], tenant_id)
-        return None if row is None else _destination(row)
+        return None if row is None else await self._opened(row)
+
+    async def _opened(self, row: asyncpg.Record) -> AlertDestination:
+        found = _destination(row)
+        secret = await self._box.unseal(found.tenant_id, found.signing_secret,
+                                        alert_secret_context())
+        return replace(found, signing_secret=secret)
 
     async def list_events(
         self, tenant_id: uuid.UUID, *, before: HistoryPosition | None, limit: int

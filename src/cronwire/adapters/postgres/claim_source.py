@@ -8,39 +8,19 @@ once: nothing queues behind the claim while its lease clock runs (lease rule 1).
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
 import logging
 from collections.abc import Sequence
 
 import asyncpg
 
+from cronwire.adapters.postgres.claim_opener import ClaimOpener
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
-from cronwire.domain.documents import retry_from_document, target_from_document
-from cronwire.domain.model import (
-    ClaimBatch,
-    ClaimedRun,
-    RetryPolicy,
-    RunStatus,
-    Target,
-    Trigger,
-)
+from cronwire.domain.model import ClaimBatch, ClaimedRun, RunStatus, Trigger
+from cronwire.ports.secrets import SecretBox
 
 Q = queries()
 log = logging.getLogger(__name__)
-
-
-@functools.lru_cache(maxsize=4096)
-def _policies(text: str, retry_text: str) -> tuple[Target, RetryPolicy]:
-    """Memoised on the documents' text: schedules sharing a target and policy (and the
-    same schedule over consecutive claims) are parsed once. Both results are treated as
-    immutable by every caller."""
-    try:
-        target, retry = json.loads(text), json.loads(retry_text)
-    except (TypeError, ValueError):
-        target, retry = None, None
-    return target_from_document(target), retry_from_document(retry)
 
 
 # Dict lookups, not the enum calls (~1 µs a row: EnumType.__call__ and Enum.__new__).
@@ -48,12 +28,13 @@ STATUS_BY_TEXT = {status.value: status for status in RunStatus}
 _TRIGGERS = {trigger.value: trigger for trigger in Trigger}
 
 
-def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
-    """Runs of a claim; each schedule's target and retry policy are parsed once. Rows the
-    claim ended instead of leasing (not 'running': an exhausted or cancelled expired lease,
-    or a run the overlap gate skipped or superseded) are reported by status only; a run the
-    gate left waiting (still pending or retrying) is neither."""
-    parsed: dict[object, tuple[Target, RetryPolicy]] = {}
+def claimed_runs(rows: Sequence[asyncpg.Record], opener: ClaimOpener) -> ClaimBatch:
+    """Runs of a claim; each schedule's target, retry policy and secrets are parsed and
+    opened once per version (``opener``, after its ``prepare(rows)``). Rows the claim
+    ended instead of leasing (not 'running': an exhausted or cancelled expired lease, or a
+    run the overlap gate skipped or superseded) are reported by status only; a run the
+    gate left waiting (still pending or retrying) is neither. A run whose schedule's
+    sealed values do not open is left out: its lease lapses and no request is signed."""
     runs: list[ClaimedRun] = []
     ended: list[RunStatus] = []
     for row in rows:
@@ -62,23 +43,21 @@ def claimed_runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
             if status.terminal:  # not a run the overlap gate left waiting
                 ended.append(status)
             continue
-        schedule_id = row["schedule_id"]
-        if schedule_id not in parsed:
-            parsed[schedule_id] = _policies(row["target_json"], row["retry_json"])
-        target, retry = parsed[schedule_id]
+        state = opener.state(row)
+        if state is None:
+            continue
+        target, retry, secrets = state
         runs.append(ClaimedRun(
             id=row["id"],
             tenant_id=row["tenant_id"],
-            schedule_id=schedule_id,
+            schedule_id=row["schedule_id"],
             scheduled_for=row["scheduled_for"],
             idempotency_key=row["idempotency_key"],
             trigger=_TRIGGERS[row["trigger"]],
             attempt=row["attempt_count"],
             target=target,
             retry=retry,
-            signing_secrets=tuple(
-                s for s in (row["signing_secret"], row["previous_signing_secret"]) if s
-            ),
+            signing_secrets=secrets,
             lease_expires_at=row["claim_expires_at"],
             lease_generation=row["lease_generation"],
             occurrence=row["replay_of_scheduled_for"],
@@ -100,8 +79,9 @@ class PostgresClaimSource:
     # backlog lasts: 1.30 x on the 100k burst (ADR 0042).
     claims_at_once = 2
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, box: SecretBox) -> None:
         self._pool = pool
+        self._opener = ClaimOpener(box)
         self._empty_claims = 0  # in a row: nothing leased or ended
 
     async def claim(self, owner: str, limit: int, lease_seconds: float) -> ClaimBatch:
@@ -109,7 +89,8 @@ class PostgresClaimSource:
             return ClaimBatch()
         with storage_errors("claim runs"):
             rows = await self._pool.fetch(Q["job_run_claim"], owner, limit, lease_seconds, 0.0)
-        runs = claimed_runs(rows)
+            await self._opener.prepare(rows)
+        runs = claimed_runs(rows, self._opener)
         self._empty_claims = 0 if runs.runs or runs.ended else self._empty_claims + 1
         ended = [status for status in runs.ended if status is not RunStatus.SKIPPED]
         if ended:

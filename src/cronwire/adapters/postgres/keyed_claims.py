@@ -18,18 +18,21 @@ from dataclasses import replace
 
 import asyncpg
 
+from cronwire.adapters.postgres.claim_opener import ClaimOpener
 from cronwire.adapters.postgres.claim_source import claimed_runs
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.model import ClaimBatch, RunStatus
 from cronwire.ports import RunKey
+from cronwire.ports.secrets import SecretBox
 
 log = logging.getLogger(__name__)
 
 
 class PostgresKeyedClaims:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, box: SecretBox) -> None:
         self._pool = pool
+        self._opener = ClaimOpener(box)
         named = queries("job_run")
         self._claim_keys = named["job_run_claim_keys"]
         self._sweep = named["job_run_sweep"]
@@ -51,6 +54,7 @@ class PostgresKeyedClaims:
             rows = await self._pool.fetch(
                 self._claim_keys, owner, len(unique), lease_seconds, ids, times
             )
+            await self._opener.prepare(rows)
             batch = self._runs(rows)
             # Keys the claim neither leased nor ended: almost always none, except while
             # flow control holds runs back. Those still runnable and due are counted.
@@ -91,11 +95,11 @@ class PostgresKeyedClaims:
             return ClaimBatch()
         with storage_errors(what):
             rows = await self._pool.fetch(statement, owner, limit, lease_seconds, grace_seconds)
+            await self._opener.prepare(rows)
         return self._runs(rows)
 
-    @staticmethod
-    def _runs(rows: Sequence[asyncpg.Record]) -> ClaimBatch:
-        batch = claimed_runs(rows)
+    def _runs(self, rows: Sequence[asyncpg.Record]) -> ClaimBatch:
+        batch = claimed_runs(rows, self._opener)
         if any(status is not RunStatus.SKIPPED for status in batch.ended):
             log.warning(
                 "ended %d runs instead of leasing them: expired leases whose final attempt's "

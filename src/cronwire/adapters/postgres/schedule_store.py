@@ -17,14 +17,18 @@ import asyncpg
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.flow_store import resync_deleted, save_flow_control
 from cronwire.adapters.postgres.run_history import run_view
+from cronwire.adapters.postgres.schedule_columns import (
+    alert_columns,
+    semantics_columns,
+    spec_columns,
+)
+from cronwire.adapters.postgres.sealed_fields import opened_record, sealed_secret
 from cronwire.adapters.postgres.sql import queries, rows_affected
 from cronwire.adapters.postgres.volume import locked_open_runs
 from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import (
     retry_from_document,
-    retry_to_document,
     target_from_document,
-    target_to_document,
 )
 from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
 from cronwire.domain.flow_control import flow_from_document
@@ -38,29 +42,12 @@ from cronwire.domain.model import (
 )
 from cronwire.domain.schedule_rules import first_fire, rescheduled_next_fire, status_after_edit
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+from cronwire.ports.secrets import SecretBox
 
 Q = queries()
 NIL_ID = uuid.UUID(int=0)
 # A manual instant collides only with another manual trigger in the same microsecond.
 MANUAL_INSERT_TRIES = 5
-
-
-def _alert_columns(spec: ScheduleSpec) -> list[object]:
-    rules = spec.alerts
-    return [rules.after_failures, rules.late_after_seconds, rules.max_duration_ms]
-
-
-def _spec_columns(spec: ScheduleSpec) -> list[object]:
-    """name .. catchup_window_seconds in the column order schedule_insert and
-    schedule_update share."""
-    return [spec.name, spec.cron, spec.timezone, target_to_document(spec.target),
-            retry_to_document(spec.retry), spec.misfire_policy.value, spec.catchup_window_seconds]
-
-
-def _semantics_columns(spec: ScheduleSpec) -> list[object]:
-    """run_at .. pause_after_failures, in the order both statements take them."""
-    return [spec.at, spec.overlap_policy.value, spec.jitter_seconds, spec.max_runs,
-            spec.pause_after_failures]
 
 
 async def _unplan(
@@ -131,8 +118,15 @@ def found_row(row: asyncpg.Record | None, object_id: uuid.UUID,
 
 
 class PostgresScheduleStore:
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    """Seals the signing secrets and header values it writes and opens those it reads
+    (``box``): records leave it in clear, rows hold them sealed."""
+
+    def __init__(self, pool: asyncpg.Pool, box: SecretBox) -> None:
         self._pool = pool
+        self._box = box
+
+    async def _record(self, row: asyncpg.Record) -> ScheduleRecord:
+        return await opened_record(self._box, schedule_record(row))
 
     async def limits_and_now(
         self, tenant_id: uuid.UUID, defaults: TenantLimits
@@ -154,6 +148,9 @@ class PostgresScheduleStore:
         max_schedules: int,
     ) -> ScheduleRecord:
         status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
+        schedule_id = uuid.uuid4()  # sealing binds each value to it, so it is made here
+        columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
+        secret = await sealed_secret(self._box, tenant_id, schedule_id, signing_secret)
         with storage_errors("creating a schedule"):
             async with self._pool.acquire() as conn, conn.transaction():
                 tenant = found_row(await conn.fetchrow(Q["tenant_lock_live_count"], tenant_id),
@@ -165,14 +162,14 @@ class PostgresScheduleStore:
                         f"(limit {max_schedules}); delete one first",
                     )
                 row = await conn.fetchrow(
-                    Q["schedule_insert"], uuid.uuid4(), tenant_id, *_spec_columns(spec),
+                    Q["schedule_insert"], schedule_id, tenant_id, *columns,
                     status.value, first_fire(spec, tenant["db_now"]), spec.starts_at,
-                    spec.ends_at, signing_secret, *_semantics_columns(spec),
-                    *_alert_columns(spec),
+                    spec.ends_at, secret, *semantics_columns(spec),
+                    *alert_columns(spec),
                 )
                 if row is not None and spec.flow_control is not None:
                     await save_flow_control(conn, tenant_id, row["id"], spec)
-        record = schedule_record(found_row(row, tenant_id, "tenant"))
+        record = await self._record(found_row(row, tenant_id, "tenant"))
         return replace(record, spec=replace(record.spec, flow_control=spec.flow_control))
 
     async def db_now(self) -> datetime:
@@ -181,15 +178,15 @@ class PostgresScheduleStore:
         return now
 
     async def get(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> ScheduleRecord:
-        return schedule_record(found_row(await self._fetchrow("schedule_get", tenant_id, schedule_id),
-                              schedule_id))
+        return await self._record(found_row(
+            await self._fetchrow("schedule_get", tenant_id, schedule_id), schedule_id))
 
     async def list(
         self, tenant_id: uuid.UUID, *, after: uuid.UUID | None, limit: int
     ) -> Sequence[ScheduleRecord]:
         with storage_errors("listing schedules"):
             rows = await self._pool.fetch(Q["schedule_list"], tenant_id, after or NIL_ID, limit)
-        return [schedule_record(row) for row in rows]
+        return [await self._record(row) for row in rows]
 
     async def update(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
@@ -199,7 +196,7 @@ class PostgresScheduleStore:
             async with self._pool.acquire() as conn, conn.transaction():
                 row = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id, schedule_id),
                              schedule_id)
-                current = schedule_record(row)
+                current = await self._record(row)
                 spec = revise(current.spec)  # a domain error here rolls the lock back
                 last_fire_at = current.last_fire_at
                 if current.spec.timing_differs(spec):  # nothing more on the old timetable
@@ -211,13 +208,14 @@ class PostgresScheduleStore:
                 )
                 status, next_fire_at = status_after_edit(
                     current, spec, next_fire_at, last_fire_at, row["db_now"])
+                columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
                 updated = await conn.fetchrow(
-                    Q["schedule_update"], tenant_id, schedule_id, *_spec_columns(spec),
+                    Q["schedule_update"], tenant_id, schedule_id, *columns,
                     spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
-                    *_semantics_columns(spec), status.value, *_alert_columns(spec),
+                    *semantics_columns(spec), status.value, *alert_columns(spec),
                 )
                 await save_flow_control(conn, tenant_id, schedule_id, spec, current.spec)
-        record = schedule_record(found_row(updated, schedule_id))
+        record = await self._record(found_row(updated, schedule_id))
         return replace(record, spec=replace(record.spec, flow_control=spec.flow_control))
 
     async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
@@ -241,7 +239,7 @@ class PostgresScheduleStore:
                                        status.value, None)
             if row is None:
                 await self._not_pausable(tenant_id, schedule_id, "resumed")
-            return schedule_record(row)
+            return await self._record(row)
         with storage_errors(f"pausing schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 # The status update locks the row first: a planner transaction holding it
@@ -251,7 +249,7 @@ class PostgresScheduleStore:
                 if row is None:
                     await self._not_pausable(tenant_id, schedule_id, "paused")
                 row = await unplan_ahead(conn, tenant_id, schedule_id) or row
-        return schedule_record(found_row(row, schedule_id))
+        return await self._record(found_row(row, schedule_id))
 
     async def _not_pausable(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
                             verb: str) -> NoReturn:
@@ -265,10 +263,11 @@ class PostgresScheduleStore:
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, new_secret: str,
         overlap_seconds: int,
     ) -> ScheduleRecord:
+        sealed = await sealed_secret(self._box, tenant_id, schedule_id, new_secret)
         row = await self._fetchrow(
-            "schedule_rotate_secret", tenant_id, schedule_id, new_secret, float(overlap_seconds)
+            "schedule_rotate_secret", tenant_id, schedule_id, sealed, float(overlap_seconds)
         )
-        return schedule_record(found_row(row, schedule_id))
+        return await self._record(found_row(row, schedule_id))
 
     async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
                       max_pending_runs: int) -> RunView:

@@ -226,3 +226,31 @@ FOR SHARE
 -- released. Run once per drop (monthly), never on a hot path.
 UPDATE schedule SET overlap_run = NULL, overlap_run_at = NULL
 WHERE overlap_run_at < $1
+
+-- name: schedule_unsealed_lock
+-- Start-up's sealing pass (issue 47): schedules with a secret or header value not yet in
+-- the sealed format ("cws1:"), by id after $1, at most $2, locked until sealed (a tenant's
+-- edit meanwhile waits, then writes sealed values itself). Deleted ones too: a dump holds
+-- their rows.
+SELECT id, tenant_id, target::text AS target_json, signing_secret, previous_signing_secret
+FROM schedule
+WHERE id > $1
+  AND (signing_secret NOT LIKE 'cws1:%'
+       OR previous_signing_secret NOT LIKE 'cws1:%'
+       OR EXISTS (SELECT 1 FROM jsonb_each_text(
+                      CASE WHEN jsonb_typeof(target -> 'headers') = 'object'
+                           THEN target -> 'headers' ELSE '{}'::jsonb END) AS h
+                  WHERE h.value NOT LIKE 'cws1:%'))
+ORDER BY id
+LIMIT $2
+FOR UPDATE
+
+-- name: schedule_seal
+-- The sealed values of the rows schedule_unsealed_lock holds; updated_at is the tenant's
+-- edit time, so it stays.
+UPDATE schedule AS s
+SET target = u.target::jsonb, signing_secret = u.signing_secret,
+    previous_signing_secret = u.previous_signing_secret
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[])
+     AS u(id, target, signing_secret, previous_signing_secret)
+WHERE s.id = u.id

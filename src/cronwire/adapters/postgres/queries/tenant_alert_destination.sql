@@ -12,3 +12,16 @@ RETURNING tenant_id, url, events, signing_secret, created_at, updated_at
 -- name: tenant_alert_destination_get
 SELECT tenant_id, url, events, signing_secret, created_at, updated_at
   FROM tenant_alert_destination WHERE tenant_id = $1
+
+-- name: tenant_alert_destination_unsealed_lock
+-- Start-up's sealing pass (issue 47): destinations whose secret is not sealed yet.
+SELECT tenant_id, signing_secret FROM tenant_alert_destination
+WHERE tenant_id > $1 AND signing_secret NOT LIKE 'cws1:%'
+ORDER BY tenant_id
+LIMIT $2
+FOR UPDATE
+
+-- name: tenant_alert_destination_seal
+UPDATE tenant_alert_destination AS d SET signing_secret = u.signing_secret
+FROM unnest($1::uuid[], $2::text[]) AS u(tenant_id, signing_secret)
+WHERE d.tenant_id = u.tenant_id

@@ -1,0 +1,1 @@
+"""Cryptography adapters (the ``cryptography`` package): the key ring and the envelope box."""

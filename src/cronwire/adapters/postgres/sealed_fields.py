@@ -1,0 +1,67 @@
+"""Which stored fields are sealed and how (issue 47, ADR 0061): the signing secrets and every
+``target.headers`` value of a schedule, each bound to its row and field. The stores seal on
+write and open on read through a :class:`cronwire.ports.SecretBox`; the claim opens with
+the data keys loaded beforehand, without I/O (:func:`open_claimed`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from cronwire.domain.model import Target
+from cronwire.domain.schedules import ScheduleRecord
+from cronwire.domain.secrets import schedule_header_context, schedule_secret_context
+from cronwire.ports.secrets import SecretBox
+
+
+async def sealed_target(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                        document: Mapping[str, Any]) -> dict[str, Any]:
+    """The target document to store: each header value sealed under its name."""
+    headers = document.get("headers") or {}
+    sealed = {name: await box.seal(tenant_id, str(value),
+                                   schedule_header_context(schedule_id, name))
+              for name, value in headers.items()}
+    return {**document, "headers": sealed}
+
+
+async def sealed_secret(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                        secret: str) -> str:
+    return await box.seal(tenant_id, secret, schedule_secret_context(schedule_id))
+
+
+async def opened_record(box: SecretBox, record: ScheduleRecord) -> ScheduleRecord:
+    """The record with its header values and signing secret in clear (for the service
+    layer: a PATCH keeps a header sent back masked, a create shows the secret once)."""
+    target = record.spec.target
+    headers = {name: await box.unseal(record.tenant_id, value,
+                                      schedule_header_context(record.id, name))
+               for name, value in target.headers.items()}
+    secret = await box.unseal(record.tenant_id, record.signing_secret,
+                              schedule_secret_context(record.id))
+    return replace(record, signing_secret=secret,
+                   spec=replace(record.spec, target=replace(target, headers=headers)))
+
+
+def opened_target(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                  target: Target) -> Target:
+    """A claimed run's target with header values in clear (data keys loaded already)."""
+    if not target.headers:
+        return target
+    headers = {name: box.unseal_loaded(tenant_id, value,
+                                       schedule_header_context(schedule_id, name))
+               for name, value in target.headers.items()}
+    return replace(target, headers=headers)
+
+
+def opened_secrets(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                   sealed: tuple[str | None, str | None]) -> tuple[str, ...]:
+    context = schedule_secret_context(schedule_id)
+    current, previous = sealed
+    if not current:
+        return ()
+    first = box.unseal_loaded(tenant_id, current, context)
+    if not previous:
+        return (first,)
+    return (first, box.unseal_loaded(tenant_id, previous, context))
