@@ -2,7 +2,7 @@
 configuration: one stderr line, exit 2.
 
 The commands live beside it: operator.py (on the database), schedules.py and runs.py
-(tenants, over the API), harness_flags.py (`loadtest`, `chaos`)."""
+(tenants, over the API), harness_flags.py (`loadtest`, `chaos`), simulation.py (`sim`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import NoReturn
 from cronwire.cli.harness_flags import add_harness_commands
 from cronwire.cli.operator import add_operator_commands
 from cronwire.cli.schedules import add_client_commands
+from cronwire.cli.simulation import add_sim_command
 from cronwire.config import Settings, describe, load_settings
 from cronwire.domain.errors import ConfigError, CronwireError
 from cronwire.version import version
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_operator_commands(commands)
     add_client_commands(commands)
     add_harness_commands(commands)
+    add_sim_command(commands)
     return parser
 
 
