@@ -114,18 +114,23 @@ class Checker:
 
     def write(self, owner: str, keys: Iterable[tuple[RunKey, int]],
               before: dict[RunKey, tuple[str | None, int, RunStatus, int]]) -> None:
-        """Lease rule 3: every row a write changed was held by ``owner`` under the
-        generation the write named."""
+        """Lease rule 3: every row a write changed was held by ``owner`` under a
+        generation the write named (a batch may name one run twice: a result of an
+        older lease of ours and one of the lease we hold now; only the latter may land)."""
+        named: dict[RunKey, set[int]] = {}
         for key, generation in keys:
+            named.setdefault(key, set()).add(generation)
+        for key, generations in named.items():
             row = self._db.runs.get(key)
             was = before.get(key)
             if row is None or was is None or row.version == was[3]:
                 continue
             holder, held_generation, status, _ = was
-            if holder != owner or held_generation != generation or status is not RunStatus.RUNNING:
+            if holder != owner or held_generation not in generations \
+                    or status is not RunStatus.RUNNING:
                 self.fail("lease-rule-3", f"{owner} wrote run {short(key[0])} (generation "
-                          f"{generation}) while it was {status}, held by {holder} under "
-                          f"generation {held_generation}")
+                          f"{'/'.join(map(str, sorted(generations)))}) while it was {status}, "
+                          f"held by {holder} under generation {held_generation}")
                 return
 
     def landed(self, owner: str, key: RunKey, generation: int, status: RunStatus,

@@ -76,18 +76,19 @@ class CheckedRunStore:
 
     async def _checked(self, owner: str, what: str,
                        keys: Sequence[tuple[tuple[uuid.UUID, datetime], int]],
-                       write: Callable[[], Awaitable[Any]]) -> Any:
+                       write: Callable[[], Awaitable[Any]]) -> tuple[Any, Snapshot]:
         before = self._before(keys)
         result = await write()
         self._checker.write(owner, keys, before)
         self._trace.add(what, f"{owner} " + " ".join(f"{short(k[0])}g{g}" for k, g in keys)
                         + f" -> {_summary(result)}")
-        return result
+        return result, before
 
     async def renew_leases(self, owner: str, runs: Sequence[LeaseKey], lease_seconds: float,
                            started: Collection[uuid.UUID] = frozenset()) -> set[uuid.UUID]:
         keys = [((r, s), g) for r, s, g in runs]
-        ours: set[uuid.UUID] = await self._checked(
+        ours: set[uuid.UUID]
+        ours, _ = await self._checked(
             owner, "renew", keys,
             lambda: self._inner.renew_leases(owner, runs, lease_seconds, started))
         return ours
@@ -95,10 +96,13 @@ class CheckedRunStore:
     async def resolve(self, owner: str, resolutions: Sequence[RunResolution]
                       ) -> dict[uuid.UUID, RunStatus]:
         keys = [((r.run_id, r.scheduled_for), r.lease_generation) for r in resolutions]
-        landed: dict[uuid.UUID, RunStatus] = await self._checked(
+        landed: dict[uuid.UUID, RunStatus]
+        landed, before = await self._checked(
             owner, "resolve", keys, lambda: self._inner.resolve(owner, resolutions))
         for r in resolutions:
-            if r.run_id in landed:
+            key = (r.run_id, r.scheduled_for)
+            # Landed, and by this entry: the one naming the generation that was held.
+            if r.run_id in landed and key in before and before[key][1] == r.lease_generation:
                 attempt = r.attempt
                 self._checker.landed(
                     owner, (r.run_id, r.scheduled_for), r.lease_generation, landed[r.run_id],
@@ -112,7 +116,8 @@ class CheckedRunStore:
 
     async def fail_minimal(self, owner: str, run_id: uuid.UUID, scheduled_for: datetime,
                            error: str, generation: int) -> bool:
-        done: bool = await self._checked(
+        done: bool
+        done, _ = await self._checked(
             owner, "fail-minimal", [((run_id, scheduled_for), generation)],
             lambda: self._inner.fail_minimal(owner, run_id, scheduled_for, error, generation))
         if done:
@@ -121,13 +126,15 @@ class CheckedRunStore:
         return done
 
     async def release(self, owner: str, runs: Sequence[LeaseKey]) -> int:
-        count: int = await self._checked(owner, "release", [((r, s), g) for r, s, g in runs],
-                                         lambda: self._inner.release(owner, runs))
+        count: int
+        count, _ = await self._checked(owner, "release", [((r, s), g) for r, s, g in runs],
+                                       lambda: self._inner.release(owner, runs))
         return count
 
     async def defer(self, owner: str, runs: Sequence[LeaseKey], until: datetime) -> int:
-        count: int = await self._checked(owner, "defer", [((r, s), g) for r, s, g in runs],
-                                         lambda: self._inner.defer(owner, runs, until))
+        count: int
+        count, _ = await self._checked(owner, "defer", [((r, s), g) for r, s, g in runs],
+                                       lambda: self._inner.defer(owner, runs, until))
         return count
 
 

@@ -26,7 +26,7 @@ EPOCH = datetime(2031, 3, 1, tzinfo=UTC)
 @dataclass(frozen=True, slots=True)
 class SimOptions:
     schedules: int = 6
-    hours: float = 0.1
+    hours: float = 0.0125  # 45 s of faults (CI size), then the fault-free tail
     mode: str = "postgres"
     mutation: str | None = None  # a known bug class put back (tests only): see mutations.py
 
@@ -193,9 +193,9 @@ def draw(seed: int, options: SimOptions) -> Scenario:
                            applied=rng.random() < 0.5))
     for _ in range(_count(rng, 2 * tens)):
         items.append(Outage(rng.uniform(5, horizon), rng.choice((0.5, 2.0, 5.0, 12.0))))
-    for _ in range(_count(rng, 1 * tens)):
+    for _ in range(_count(rng, 2 * tens)):
         items.append(Stall(rng.randrange(REPLICAS), rng.uniform(5, horizon),
-                           rng.choice((1.0, 3.0, 6.0, 10.0))))
+                           rng.choice((1.0, 5.0, 8.0, 12.0))))
     for _ in range(_count(rng, 4 * tens)):
         items.append(LostAck(rng.randrange(REPLICAS), rng.randrange(1, 400)))
     for _ in range(_count(rng, 1 * tens)):
