@@ -68,7 +68,7 @@ def test_a_write_by_another_owner_is_flagged() -> None:
 def test_a_second_run_for_one_occurrence_is_flagged_at_its_insert() -> None:
     db, checker, found = _world()
     db.on_insert = checker.inserted
-    (key, run), = db.runs.items()
+    (_key, run), = db.runs.items()
     db.unique_guard = False
     assert db.insert_run(run.schedule_id, run.scheduled_for) is not None
     assert [v.kind for v in found] == ["one-run-per-occurrence"]
