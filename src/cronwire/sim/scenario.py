@@ -141,7 +141,17 @@ class Trigger:
     at: float
 
 
-Item = Crash | Stall | Outage | LostAck | ClockJump | Misbehaving | LostHint | Backfill | Trigger
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """A tenant deletes schedule ``schedule`` at ``at`` (its runs in flight finish
+    cancelled; nothing more is planned)."""
+
+    schedule: int
+    at: float
+
+
+Item = (Crash | Stall | Outage | LostAck | ClockJump | Misbehaving | LostHint | Backfill
+        | Trigger | Delete)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +219,9 @@ def draw(seed: int, options: SimOptions) -> Scenario:
                               rng.randint(1, 3)))
     for _ in range(_count(rng, 1 * tens)):
         items.append(Trigger(rng.randrange(len(schedules)), rng.uniform(5, horizon)))
+    # Drawn last, so that the items above are the same with or without it.
+    if rng.random() < 0.25:
+        items.append(Delete(rng.randrange(len(schedules)), rng.uniform(10, horizon)))
     return Scenario(seed, options, start, schedules, tuple(items))
 
 

@@ -13,7 +13,7 @@ from cronwire.sim.simulate import SeedResult, simulate
 BUDGET = 40  # re-runs at most: each is one seed's simulation up to the violation
 _IDS = re.compile(r"\b[0-9a-f]{8}\b")
 _FAULTS = ("crash", "crash-in-call", "start", "ack-lost", "clock-jump", "backfill",
-           "trigger", "hint-lost", "quiet", "VIOLATION")
+           "trigger", "delete", "hint-lost", "quiet", "VIOLATION")
 
 
 def shrink(scenario: Scenario, violation: Violation, *, budget: int = BUDGET

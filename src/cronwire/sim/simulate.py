@@ -9,6 +9,7 @@ import contextlib
 import functools
 import logging
 import random
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -27,7 +28,15 @@ from cronwire.sim.loop import VirtualTimeLoop
 from cronwire.sim.mutations import NO_UNIQUE_GUARD
 from cronwire.sim.ports import FaultyPort
 from cronwire.sim.receivers import Receivers
-from cronwire.sim.scenario import REPLICAS, Backfill, ClockJump, Crash, Scenario, Trigger
+from cronwire.sim.scenario import (
+    REPLICAS,
+    Backfill,
+    ClockJump,
+    Crash,
+    Delete,
+    Scenario,
+    Trigger,
+)
 from cronwire.sim.trace import Trace, short
 
 # After the horizon the faults stop and the world runs this long to settle; runs due
@@ -76,6 +85,7 @@ class _Simulation:
         self.clocks = [replica.ReplicaClock(self.db.now, loop) for _ in range(REPLICAS)]
         self.stopping = asyncio.Event()
         self.api = Life(-1, 0)
+        self.deleted: set[uuid.UUID] = set()  # no occurrence check for these at the end
 
     def _stop(self, violation: Violation) -> None:
         if not self.done.done():
@@ -125,7 +135,7 @@ class _Simulation:
 
     # -- tenants ----------------------------------------------------------------------
 
-    async def _act(self, item: Backfill | Trigger) -> None:
+    async def _act(self, item: Backfill | Trigger | Delete) -> None:
         schedule_id = self.schedule_ids[item.schedule]
         tenant = self.db.schedules[schedule_id].tenant_id
         try:
@@ -136,10 +146,15 @@ class _Simulation:
                 result = await run_commands.backfill(
                     commands, tenant, schedule_id, BackfillRequest(start, now))
                 self.trace.add("backfill", f"{short(schedule_id)} created={result.created}")
-            else:
+            elif isinstance(item, Trigger):
                 store: Any = self._port(MemoryScheduleStore(self.db))
                 run = await store.trigger(tenant, schedule_id)
                 self.trace.add("trigger", f"{short(schedule_id)} run={short(run.id)}")
+            else:
+                store = self._port(MemoryScheduleStore(self.db))
+                count = await store.delete(tenant, schedule_id)
+                self.deleted.add(schedule_id)
+                self.trace.add("delete", f"{short(schedule_id)} runs cancelled={count}")
         except CronwireError as exc:
             self.trace.add("action-failed", f"{type(item).__name__}: {exc}")
 
@@ -170,7 +185,7 @@ class _Simulation:
                 self.loop.call_at(item.at, self._crash_now, item)
             elif isinstance(item, ClockJump):
                 self.loop.call_at(item.at, self._jump, item)
-            elif isinstance(item, Backfill | Trigger):
+            elif isinstance(item, Backfill | Trigger | Delete):
                 self.loop.call_at(item.at, self._spawn, item)
         self.loop.call_at(self.horizon, self._quiet)
         self.loop.call_later(RETENTION_SECONDS, self._retain)
@@ -181,11 +196,11 @@ class _Simulation:
         start = self.scenario.start
         self.checker.final(
             {sid: s.period for sid, s in zip(self.schedule_ids, self.scenario.schedules,
-                                             strict=True)},
+                                             strict=True) if sid not in self.deleted},
             self.first, start + timedelta(seconds=self.horizon),
             start + timedelta(seconds=self.end - SETTLE_SECONDS))
 
-    def _spawn(self, item: Backfill | Trigger) -> None:
+    def _spawn(self, item: Backfill | Trigger | Delete) -> None:
         if not self.faults.quiet:
             self.loop.create_task(self._act(item))
 
