@@ -87,6 +87,14 @@ class _Simulation:
         self.api = Life(-1, 0)
         self.deleted: set[uuid.UUID] = set()  # no occurrence check for these at the end
 
+    def unhandled(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """An error no code handled (a task's exception never retrieved, a callback that
+        raised) is a violation; a dead replica's tasks dropped pending are not."""
+        error = context.get("exception")
+        if error is None or self.loop.tearing_down:
+            return
+        self.checker.fail("unhandled-error", f"{context.get('message')}: {error!r}")
+
     def _stop(self, violation: Violation) -> None:
         if not self.done.done():
             self.done.set_result(None)
@@ -208,12 +216,12 @@ class _Simulation:
 def simulate(scenario: Scenario, *, until: float | None = None) -> SeedResult:
     """Run ``scenario`` (to its end, or to ``until`` virtual seconds) on a fresh loop."""
     loop = VirtualTimeLoop()
-    loop.set_exception_handler(_quiet_handler)
     quieted = logging.getLogger("cronwire")
     level = quieted.level
     quieted.setLevel(logging.CRITICAL)
     try:
         sim = _Simulation(scenario, loop, until)
+        loop.set_exception_handler(sim.unhandled)
         loop.after_step = sim.checker.step
         loop.run_until_complete(sim.main())
         violation = sim.checker.violations[0] if sim.checker.violations else None
@@ -226,7 +234,4 @@ def simulate(scenario: Scenario, *, until: float | None = None) -> SeedResult:
             quieted.setLevel(level)
 
 
-def _quiet_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """A dead replica's tasks are dropped pending when the loop closes: say nothing."""
-    return None
 
