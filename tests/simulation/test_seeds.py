@@ -1,5 +1,5 @@
 """CI's share of the simulation: 200 seeds per claim mode (CRONWIRE_SIM_SEEDS=10000 runs
-the nightly size), in chunks of 50 seeds so that xdist spreads them and no chunk nears
+the nightly size), in chunks of 25 seeds so that xdist spreads them and no chunk nears
 the test timeout. Every seed runs the real services under its faults; no guarantee may
 break."""
 
@@ -14,7 +14,7 @@ from cronwire.sim.run import run_seeds
 from cronwire.sim.scenario import SimOptions
 
 SEEDS = default_seeds()
-PER_CHUNK = 50  # about 8 CPU-seconds: far from the test timeout on a loaded machine
+PER_CHUNK = 25  # 4–6 CPU-seconds: far from the test timeout even on a loaded machine
 CHUNKS = -(-SEEDS // PER_CHUNK)
 
 
