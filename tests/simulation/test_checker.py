@@ -8,11 +8,14 @@ import asyncio
 import random
 from datetime import timedelta
 
+import pytest
+
 from cronwire.domain.model import RunStatus
 from cronwire.sim.checker import Checker, Violation
 from cronwire.sim.database import SimDatabase, VirtualClock, seed_world
 from cronwire.sim.faults import FaultState
 from cronwire.sim.scenario import SimOptions, draw
+from cronwire.sim.simulate import simulate
 from cronwire.sim.trace import Trace
 
 
@@ -72,3 +75,15 @@ def test_a_second_run_for_one_occurrence_is_flagged_at_its_insert() -> None:
     db.unique_guard = False
     assert db.insert_run(run.schedule_id, run.scheduled_for) is not None
     assert [v.kind for v in found] == ["one-run-per-occurrence"]
+
+
+def test_an_error_no_code_handled_is_a_violation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A callback that raises mid-seed (here the receivers' answer) stops the seed."""
+    def broken(self: Checker, exchange: object) -> None:
+        raise RuntimeError("a bug in a callback")
+
+    monkeypatch.setattr(Checker, "answered", broken)
+    result = simulate(draw(0, SimOptions()))
+    assert result.violation is not None
+    assert result.violation.kind == "unhandled-error"
+    assert "a bug in a callback" in result.violation.message
