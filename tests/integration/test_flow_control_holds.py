@@ -15,23 +15,13 @@ from fastapi import FastAPI
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.api.errors import install_error_handlers
-from cronwire.domain.delivery import DeliveryResult, Outcome, parse_retry_after
-from cronwire.domain.model import ClaimedRun
-from cronwire.domain.retry import resolve_attempt
 from tests.support.api import Api, api_fixture, insert_runs  # noqa: F401 - fixture
+from tests.support.resolutions import throttled
 from tests.support.secrets import secret_box
 
 KEY = "billing-api"
 HOUR = timedelta(hours=1)
 SLACK = timedelta(seconds=30)
-
-
-def _answer_429(run: ClaimedRun, retry_after: str) -> DeliveryResult:
-    now = datetime.now(UTC)
-    return DeliveryResult(outcome=Outcome.HTTP_ERROR, status_code=429, error="HTTPError: 429",
-                          duration_ms=1, response_excerpt=None,
-                          retry_after_seconds=parse_retry_after(retry_after, now),
-                          started_at=now, finished_at=now)
 
 
 async def _held_schedule(api: Api, tenant: Any, *, max_backoff: float = 86_400.0,
@@ -49,7 +39,7 @@ async def _held_schedule(api: Api, tenant: Any, *, max_backoff: float = 86_400.0
                            "WHERE schedule_id = $2", KEY, uuid.UUID(schedule["id"]))
     [run] = (await PostgresClaimSource(api.pool, secret_box(api.pool)).claim("replica", 10, 30)).runs
     await PostgresRunStore(api.pool).resolve(
-        "replica", [resolve_attempt(run, _answer_429(run, retry_after))])
+        "replica", [throttled(run, retry_after)])
     return schedule
 
 

@@ -28,8 +28,6 @@ from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.domain.delivery import (
     MAX_RETRY_AFTER_PARSED,
-    DeliveryResult,
-    Outcome,
     parse_retry_after,
 )
 from cronwire.domain.errors import RuleViolation
@@ -41,12 +39,11 @@ from cronwire.domain.flow_control import (
     FlowControl,
     check_flow_control,
 )
-from cronwire.domain.model import ClaimBatch, ClaimedRun, RetryPolicy, RunStatus
+from cronwire.domain.model import ClaimBatch, RetryPolicy, RunStatus
 from cronwire.domain.retry import (
     MAX_RETRY_AFTER_SECONDS,
     capped_retry_after,
     hold_cap,
-    resolve_attempt,
 )
 from cronwire.domain.schedule_rules import MAX_BACKOFF_SECONDS, MIN_BACKOFF_SECONDS
 from cronwire.harness.seeding import (
@@ -56,7 +53,7 @@ from cronwire.harness.seeding import (
     seed_schedule,
     seed_tenant,
 )
-from tests.support.resolutions import resolution
+from tests.support.resolutions import resolution, throttled
 from tests.support.secrets import secret_box
 
 URL = "http://127.0.0.1:9/hook"
@@ -115,14 +112,6 @@ FASTEST = Attack(MAX_CONCURRENCY, MAX_RATE_PER_SECOND, MAX_BURST, MAX_BACKOFF_SE
                  MAX_BACKOFF_SECONDS, "9" * 400, 10 * 365 * 86_400.0)
 
 
-def _throttled(run: ClaimedRun, retry_after: str) -> DeliveryResult:
-    now = datetime.now(UTC)
-    return DeliveryResult(outcome=Outcome.HTTP_ERROR, status_code=429, error="HTTPError: 429",
-                          duration_ms=1, response_excerpt=None,
-                          retry_after_seconds=parse_retry_after(retry_after, now),
-                          started_at=now, finished_at=now)
-
-
 async def _claim(pool: asyncpg.Pool, mode: str) -> ClaimBatch:
     if mode == "postgres":
         return await PostgresClaimSource(pool, secret_box(pool)).claim("replica", 50, 30)
@@ -163,7 +152,7 @@ async def _attack(url: str, mode: str, attack: Attack) -> None:
                 assert len(victims) == RUNS, f"the victim's runs were held: {batch}"
             await store.resolve("replica", [
                 resolution(run, RunStatus.SUCCEEDED) if run in victims
-                else resolve_attempt(run, _throttled(run, attack.retry_after))
+                else throttled(run, attack.retry_after)
                 for run in batch.runs])
             keys = await PostgresFlowControl(pool).keys(attacker_tenant, 100)
             for key in keys:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from cronwire.domain.delivery import DeliveryResult, Outcome, parse_retry_after
 from cronwire.domain.model import AttemptRecord, ClaimedRun, RunResolution, RunStatus
+from cronwire.domain.retry import resolve_attempt
 
 
 def resolution(
@@ -27,3 +29,14 @@ def resolution(
         last_status_code=attempt.status_code, last_error=error, attempt=attempt,
         lease_generation=run.lease_generation,
     )
+
+
+def throttled(run: ClaimedRun, retry_after: str) -> RunResolution:
+    """What the executor writes when ``run``'s receiver answers 429 with ``retry_after``
+    (the domain's own decision, so its caps apply)."""
+    now = datetime.now(UTC)
+    answer = DeliveryResult(outcome=Outcome.HTTP_ERROR, status_code=429,
+                            error="HTTPError: 429", duration_ms=1, response_excerpt=None,
+                            retry_after_seconds=parse_retry_after(retry_after, now),
+                            started_at=now, finished_at=now)
+    return resolve_attempt(run, answer)
