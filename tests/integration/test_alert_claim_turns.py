@@ -16,6 +16,7 @@ from cronwire.adapters.postgres.alert_outbox import PostgresAlertOutbox
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult, Outcome
 from cronwire.service.alert_dispatcher import AlertDispatcher
 from tests.support.polling import wait_until
+from tests.support.secrets import secret_box
 
 
 async def _tenant_with_events(pool: asyncpg.Pool, events: int, age_seconds: int,
@@ -40,19 +41,19 @@ async def test_tenants_take_turns_oldest_first_within_their_slots(db_pool: async
     noisy = await _tenant_with_events(db_pool, 30, age_seconds=600)  # oldest and most
     quiet = await _tenant_with_events(db_pool, 3, age_seconds=60)
     single = await _tenant_with_events(db_pool, 1, age_seconds=30)
-    outbox = PostgresAlertOutbox(db_pool)
+    outbox = PostgresAlertOutbox(db_pool, secret_box(db_pool))
     claimed = await outbox.claim("r1", 50, 30, 2)
     tenants = [item.event.tenant_id for item in claimed]
     # Each tenant's first, oldest tenant first, then the second of those that have one.
     assert sorted(tenants[:3], key=[noisy, quiet, single].index) == [noisy, quiet, single]
     assert Counter(tenants) == {noisy: 2, quiet: 2, single: 1}
     # The slots are the fleet's: another replica gets nothing of theirs while they hold.
-    assert await PostgresAlertOutbox(db_pool).claim("r2", 50, 30, 2) == []
+    assert await PostgresAlertOutbox(db_pool, secret_box(db_pool)).claim("r2", 50, 30, 2) == []
     # A lease that expired frees its slot (and its event is claimed again first).
     expired = next(item.event.id for item in claimed if item.event.tenant_id == noisy)
     await db_pool.execute("UPDATE alert_event SET claim_expires_at = now() - interval '1 s' "
                           "WHERE id = $1", expired)
-    [again] = await PostgresAlertOutbox(db_pool).claim("r2", 50, 30, 2)
+    [again] = await PostgresAlertOutbox(db_pool, secret_box(db_pool)).claim("r2", 50, 30, 2)
     assert again.event.id == expired and again.event.attempt_count == 2
 
 
@@ -60,7 +61,7 @@ async def test_replicas_claiming_at_once_never_exceed_a_tenants_slots(
     db_pool: asyncpg.Pool,
 ) -> None:
     tenants = [await _tenant_with_events(db_pool, 20, age_seconds=100) for _ in range(5)]
-    outboxes = [PostgresAlertOutbox(db_pool) for _ in range(4)]
+    outboxes = [PostgresAlertOutbox(db_pool, secret_box(db_pool)) for _ in range(4)]
     batches = await asyncio.gather(*(o.claim(f"r{i}", 50, 30, 2)
                                      for i, o in enumerate(outboxes)))
     ids = [item.event.id for batch in batches for item in batch]
@@ -98,7 +99,7 @@ async def test_a_hanging_send_holds_its_slot_not_the_pass(db_pool: asyncpg.Pool)
     stuck = await _tenant_with_events(db_pool, 10, age_seconds=600, url=hang_url)
     deliverer = HangingForOne(hang_url)
     dispatcher = AlertDispatcher(
-        PostgresAlertOutbox(db_pool), deliverer, PrometheusMetrics(),  # type: ignore[arg-type]
+        PostgresAlertOutbox(db_pool, secret_box(db_pool)), deliverer, PrometheusMetrics(),  # type: ignore[arg-type]
         owner="r1", interval_seconds=0.05, delivery_timeout=2.0, retry_initial_seconds=60)
     stopping = asyncio.Event()
     loop = asyncio.create_task(dispatcher.run(stopping))

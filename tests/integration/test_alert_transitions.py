@@ -230,7 +230,7 @@ async def test_a_flapping_schedule_sends_one_pair_per_minute_and_counts_the_othe
 
     # Still failing a minute after that damped flip: told once, with the count, by any
     # of the replicas checking at once.
-    outboxes = [PostgresAlertOutbox(db_pool) for _ in range(3)]
+    outboxes = [PostgresAlertOutbox(db_pool, secret_box(db_pool)) for _ in range(3)]
     assert sum(await asyncio.gather(*(o.tell_untold_failing() for o in outboxes))) == 0
     await db_pool.execute("UPDATE schedule SET alert_flap_window_start = "
                           "alert_flap_window_start - interval '61 seconds' WHERE id = $1",
@@ -240,4 +240,4 @@ async def test_a_flapping_schedule_sends_one_pair_per_minute_and_counts_the_othe
     assert last[0] == "schedule.failing" and last[1] is None
     assert last[2] == {"consecutive_failures": 1, "after_failures": 1, "suppressed_flips": 1}
     assert await suppressed() == 0
-    assert await PostgresAlertOutbox(db_pool).tell_untold_failing() == 0
+    assert await PostgresAlertOutbox(db_pool, secret_box(db_pool)).tell_untold_failing() == 0

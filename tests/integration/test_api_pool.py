@@ -20,6 +20,7 @@ from cronwire.bootstrap.runtime import api_routers, build_runtime
 from cronwire.config import Settings
 from tests.integration.test_api_outage import own_server  # noqa: F401 (a fixture)
 from tests.support.api import schedule_body
+from tests.support.secrets import TEST_SECRET_KEYS
 
 
 async def _ready() -> dict[str, bool]:
@@ -27,7 +28,7 @@ async def _ready() -> dict[str, bool]:
 
 
 async def test_the_api_has_a_pool_of_its_own_of_the_configured_size(database_url: str) -> None:
-    settings = Settings(database_url=database_url, db_pool_size=3, api_db_pool_size=2)
+    settings = Settings(secret_keys=TEST_SECRET_KEYS, database_url=database_url, db_pool_size=3, api_db_pool_size=2)
     container = build_container(settings)
     await init_resources(container)
     try:
@@ -43,7 +44,7 @@ async def test_the_api_has_a_pool_of_its_own_of_the_configured_size(database_url
 
 
 async def test_a_replica_without_the_api_role_opens_no_api_pool(database_url: str) -> None:
-    settings = Settings(database_url=database_url, roles=frozenset({"executor"}),
+    settings = Settings(secret_keys=TEST_SECRET_KEYS, database_url=database_url, roles=frozenset({"executor"}),
                         db_pool_size=2)
     container = build_container(settings)
     await init_resources(container)
@@ -59,7 +60,7 @@ async def test_the_api_pool_answers_503_while_postgres_is_down_and_serves_after(
     own_server: EmbeddedPostgres,  # noqa: F811
 ) -> None:
     await migrate(own_server.dsn)
-    settings = Settings(database_url=own_server.dsn, roles=frozenset({"api"}),
+    settings = Settings(secret_keys=TEST_SECRET_KEYS, database_url=own_server.dsn, roles=frozenset({"api"}),
                         allow_private_targets=True, db_pool_size=2, api_db_pool_size=2)
     container = build_container(settings)
     await init_resources(container)

@@ -32,6 +32,7 @@ from cronwire.harness.processes import free_port
 from cronwire.harness.sink import Sink
 from tests.support.api import DEFAULT_LIMITS, schedule_body
 from tests.support.polling import wait_until
+from tests.support.secrets import TEST_SECRET_KEYS, secret_box
 
 pytestmark = pytest.mark.asyncio
 
@@ -64,7 +65,7 @@ class Served:
 
 @pytest.fixture
 async def served(database_url: str, db_pool: asyncpg.Pool) -> AsyncIterator[Served]:
-    settings = Settings(database_url=database_url, roles=frozenset({"api", "executor"}),
+    settings = Settings(secret_keys=TEST_SECRET_KEYS, database_url=database_url, roles=frozenset({"api", "executor"}),
                         http_port=free_port(), allow_private_targets=True,
                         db_pool_size=OWN_POOL, api_db_pool_size=API_POOL,
                         delivery_timeout_seconds=2.0, shutdown_grace_seconds=1.0,
@@ -116,7 +117,7 @@ async def _delivered_after_trigger(served: Served, schedule: uuid.UUID) -> float
     """Seconds from a manual run written (on the test's own pool) to its delivery and its
     result written by the replica's executor (claim, delivery, result: the replica's pool)."""
     started = time.monotonic()
-    run = await PostgresScheduleStore(served.pool).trigger(
+    run = await PostgresScheduleStore(served.pool, secret_box(served.pool)).trigger(
         served.ids["b"], schedule, max_pending_runs=DEFAULT_LIMITS.max_pending_runs)
 
     async def succeeded() -> bool:
