@@ -37,8 +37,9 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 KEY = "receiver"
 
 
-async def _keyed(pool: asyncpg.Pool, url: str, runs: int, **limits: float) -> SeededSchedule:
-    schedule = await seed_schedule(pool, await seed_tenant(pool), url)
+async def _keyed(pool: asyncpg.Pool, url: str, runs: int, *,
+                 retry: dict[str, float] | None = None, **limits: float) -> SeededSchedule:
+    schedule = await seed_schedule(pool, await seed_tenant(pool), url, retry=retry)
     await seed_flow_control(pool, schedule, KEY, **limits)  # type: ignore[arg-type]
     await seed_due_runs(pool, schedule, runs, due_seconds_ago=0.0)
     return schedule
@@ -172,7 +173,9 @@ async def test_a_429_retry_after_holds_the_key_on_every_replica(
                 for name in ("a", "b", "c")]
     # One slot: the 429's run holds it until its result lands, and that same write sets
     # the hold, so no other run of the key can slip in between.
-    schedule = await _keyed(db_pool, sink.url, 1, max_concurrency=1)
+    # A hold lasts at most the schedule's max_backoff_seconds (issue 46): 10 s here.
+    schedule = await _keyed(db_pool, sink.url, 1, max_concurrency=1, retry={
+        "max_attempts": 3, "initial_backoff_seconds": 0.05, "max_backoff_seconds": 10.0})
     await sink.wait_for(lambda s: len(s.arrivals) >= 1, within=60)
     # More runs of the key fall due while it is held: none may reach the receiver before
     # the three seconds are up, from any replica.

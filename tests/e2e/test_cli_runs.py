@@ -21,7 +21,7 @@ def test_a_newcomer_goes_from_tenant_create_to_an_inspected_delivered_run(live: 
     created = _ok("schedules", "create", "--name", "every-second", "--cron", "* * * * * *",
                   *_hook(live), "--header", "x-team: ops", "--max-attempts", "2", env=env)
     assert created["signing_secret"].startswith("whsec_")
-    assert created["target"]["headers"] == {"x-team": "ops"}
+    assert created["target"]["headers"] == {"x-team": "***"}  # sealed, never shown (ADR 0061)
     assert created["retry"]["max_attempts"] == 2
 
     def delivered() -> list[dict[str, Any]]:
