@@ -107,7 +107,7 @@ def test_a_jittered_burst_spreads_over_the_window_and_is_measured_from_fire_afte
     assert 60 <= float(report["runs_per_second"]) <= 130  # about 1,000 / 10 s
     assert float(report["fire_lag_p50_ms"]) < 1000
     wal = re.search(r"\[loadtest\] Postgres WAL: ([0-9.,]+) records and ([0-9,]+) bytes per "
-                    r"delivered run \(([0-9,]+) full-page images in all\)", stderr[0])
+                    r"delivered run", stderr[0])
     assert wal is not None, stderr[0][-2000:]
     records, written = (float(wal.group(i).replace(",", "")) for i in (1, 2))
     assert records >= 2 and written >= 2 * 50  # two heap records of 50+ bytes at least
