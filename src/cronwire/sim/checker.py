@@ -139,6 +139,8 @@ class Checker:
         if attempt is None:
             return
         heard = self._heard.get((key, attempt, owner), "none")
+        if heard == "none" and status_code is None and status is RunStatus.CANCELLED:
+            return  # cancel_other aborted the request in flight (ADR 0060): no answer
         if heard == "none" or heard != status_code:
             seen = "never answered it" if heard == "none" else f"answered {heard}"
             self.fail("history", f"run {short(key[0])} attempt {attempt} recorded with status "

@@ -93,6 +93,11 @@ class CheckedRunStore:
             lambda: self._inner.renew_leases(owner, runs, lease_seconds, started))
         return ours
 
+    async def superseded(self, owner: str, runs: Sequence[LeaseKey]) -> set[uuid.UUID]:
+        """cancel_other's check (ADR 0060): a read, so nothing to check after it."""
+        found: set[uuid.UUID] = await self._inner.superseded(owner, runs)
+        return found
+
     async def resolve(self, owner: str, resolutions: Sequence[RunResolution]
                       ) -> dict[uuid.UUID, RunStatus]:
         keys = [((r.run_id, r.scheduled_for), r.lease_generation) for r in resolutions]
