@@ -2,7 +2,7 @@
 configuration: one stderr line, exit 2.
 
 The commands live beside it: operator.py (on the database), schedules.py and runs.py
-(tenants, over the API), harness_flags.py (`loadtest`, `chaos`)."""
+(tenants, over the API), harness_flags.py (`loadtest`, `chaos`), simulation.py (`sim`)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from cronwire.cli.harness_flags import add_harness_commands
 from cronwire.cli.keys import add_key_commands
 from cronwire.cli.operator import add_operator_commands
 from cronwire.cli.schedules import add_client_commands
+from cronwire.cli.simulation import add_sim_command
 from cronwire.config import Settings, describe, load_settings
 from cronwire.domain.errors import ConfigError, CronwireError
 from cronwire.version import version
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_client_commands(commands)
     add_flow_control_command(commands)
     add_harness_commands(commands)
+    add_sim_command(commands)
     return parser
 
 
