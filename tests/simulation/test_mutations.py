@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from cronwire.sim.mutations import NO_OWNER_PREDICATE, NO_RENEWAL, NO_UNIQUE_GUARD
+from cronwire.sim.mutations import (
+    NO_FLOW_RELEASE,
+    NO_OWNER_PREDICATE,
+    NO_RENEWAL,
+    NO_UNIQUE_GUARD,
+)
 from cronwire.sim.scenario import SimOptions, draw
 from cronwire.sim.simulate import simulate
 
@@ -15,6 +20,7 @@ CAUGHT_AS = {
     NO_OWNER_PREDICATE: {"lease-rule-3", "history", "duplicate-delivery"},
     NO_UNIQUE_GUARD: {"one-run-per-occurrence"},
     NO_RENEWAL: {"lease-rule-2", "duplicate-delivery"},
+    NO_FLOW_RELEASE: {"flow-accounting"},
 }
 
 

@@ -27,6 +27,7 @@ from cronwire.adapters.memory import (
     MemoryRunStore,
     MemoryScheduleStore,
 )
+from cronwire.adapters.memory.flow_gate import sync_keys
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
@@ -34,8 +35,15 @@ from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
+from cronwire.domain.flow_control import FlowControl, default_burst
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, RunStatus
-from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
+from cronwire.harness.seeding import (
+    SeededSchedule,
+    seed_due_runs,
+    seed_flow_control,
+    seed_schedule,
+    seed_tenant,
+)
 from cronwire.ports import (
     BreakerStore,
     ClaimSource,
@@ -128,6 +136,15 @@ class World(Protocol):
         """(id, scheduled_for) of every run, oldest occurrence first."""
 
     async def schedule_facts(self, schedule_id: uuid.UUID) -> ScheduleFacts: ...
+
+    async def flow(self, schedule: SeededSchedule, key: str, *,
+                   max_concurrency: int | None = None, rate_per_second: float | None = None,
+                   burst: int | None = None) -> None:
+        """Give the schedule and its runnable runs the flow-control ``key`` with these
+        limits (harness.seeding.seed_flow_control)."""
+
+    async def flow_row(self, tenant_id: uuid.UUID, key: str) -> tuple[int, bool]:
+        """The key's (in_flight, held now)."""
 
 
 def _retry(doc: dict[str, float] | None) -> RetryPolicy:
@@ -236,6 +253,25 @@ class MemoryWorld:
         return sorted(((r.id, r.scheduled_for) for r in self.db.runs.values()),
                       key=lambda key: key[1])
 
+    async def flow(self, schedule: SeededSchedule, key: str, *,
+                   max_concurrency: int | None = None, rate_per_second: float | None = None,
+                   burst: int | None = None) -> None:
+        if rate_per_second is not None and burst is None:
+            burst = default_burst(rate_per_second)
+        made = self.db.schedules[schedule.id]
+        made.spec = dataclasses.replace(made.spec, flow_control=FlowControl(
+            key, max_concurrency, rate_per_second, burst))
+        for run in self.db.runs.values():
+            if run.schedule_id == schedule.id and run.status in (RunStatus.PENDING,
+                                                                 RunStatus.RETRYING):
+                run.flow_key = key
+        sync_keys(self.db, schedule.tenant_id, [key])
+
+    async def flow_row(self, tenant_id: uuid.UUID, key: str) -> tuple[int, bool]:
+        row = self.db.flow[(tenant_id, key)]
+        held = row.held_until is not None and row.held_until > self.db.now()
+        return row.in_flight, held
+
     async def schedule_facts(self, schedule_id: uuid.UUID) -> ScheduleFacts:
         s = self.db.schedules[schedule_id]
         return ScheduleFacts(str(s.status), s.paused_reason, s.consecutive_failures,
@@ -336,6 +372,19 @@ class PostgresWorld:
     async def keys(self) -> list[tuple[uuid.UUID, datetime]]:
         rows = await self.pool.fetch("SELECT id, scheduled_for FROM job_run ORDER BY scheduled_for")
         return [(r["id"], r["scheduled_for"]) for r in rows]
+
+    async def flow(self, schedule: SeededSchedule, key: str, *,
+                   max_concurrency: int | None = None, rate_per_second: float | None = None,
+                   burst: int | None = None) -> None:
+        await seed_flow_control(self.pool, schedule, key, max_concurrency=max_concurrency,
+                                rate_per_second=rate_per_second, burst=burst)
+
+    async def flow_row(self, tenant_id: uuid.UUID, key: str) -> tuple[int, bool]:
+        row = await self.pool.fetchrow(
+            "SELECT in_flight, coalesce(held_until > now(), false) AS held FROM flow_control"
+            " WHERE tenant_id = $1 AND key = $2", tenant_id, key)
+        assert row is not None
+        return row["in_flight"], row["held"]
 
     async def schedule_facts(self, schedule_id: uuid.UUID) -> ScheduleFacts:
         row = await self.pool.fetchrow(

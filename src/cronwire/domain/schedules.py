@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from cronwire.domain.alerts import AlertRules
-from cronwire.domain.flow_control import FlowControl
+from cronwire.domain.flow_control import FlowControl, effective_key
 from cronwire.domain.model import (
     MisfirePolicy,
     OverlapPolicy,
@@ -81,6 +81,13 @@ class ScheduleSpec:
 
     def timing_differs(self, other: ScheduleSpec) -> bool:
         return any(getattr(self, name) != getattr(other, name) for name in TIMING_FIELDS)
+
+    @property
+    def flow_key(self) -> str | None:
+        """The flow-control key the schedule's runs count under; None without flow control."""
+        if self.flow_control is None:
+            return None
+        return effective_key(self.flow_control, self.target.url)
 
 
 @dataclass(frozen=True, slots=True)

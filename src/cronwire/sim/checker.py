@@ -13,7 +13,10 @@ the event that could break them) and once at the end.
    that schedule is running or retrying;
 5. the history matches what receivers saw: every attempt a write records was answered
    by that receiver, to that replica, with that status;
-6. at the end, nothing is stuck: every run due well before the end has ended.
+6. flow control: a key's concurrency, rate and Retry-After holds, and its slot count
+   (sim/flow_check.py), at every claim and write;
+7. at the end, nothing is stuck: every run due well before the end has ended, unless
+   its flow-control key was still holding runs back near the end.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from cronwire.adapters.memory.database import RUNNABLE
 from cronwire.domain.model import ClaimBatch, OverlapPolicy, RunStatus
 from cronwire.sim.database import SimDatabase
 from cronwire.sim.faults import FaultState, Life
+from cronwire.sim.flow_check import FlowWatch
 from cronwire.sim.trace import Trace, short
 
 ONE_AT_A_TIME = frozenset({OverlapPolicy.SKIP, OverlapPolicy.BUFFER_ONE,
@@ -76,6 +80,7 @@ class Checker:
         self._delivered: dict[RunKey, list[Exchange]] = {}
         self._heard: dict[tuple[RunKey, int, str], int | None] = {}
         self._checked_at = -1.0
+        self.flow = FlowWatch(db, self.fail)
 
     def fail(self, kind: str, message: str) -> None:
         violation = Violation(kind, message, self._now())
@@ -95,6 +100,7 @@ class Checker:
                       f"schedule {short(schedule_id)} has {count} runs for {scheduled_for}")
 
     def claimed(self, life: Life, batch: ClaimBatch) -> None:
+        self.flow.sync()
         for run in batch.runs:
             key = (run.id, run.scheduled_for)
             self._leased[key] = (life, run.lease_generation)
@@ -117,6 +123,7 @@ class Checker:
         """Lease rule 3: every row a write changed was held by ``owner`` under a
         generation the write named (a batch may name one run twice: a result of an
         older lease of ours and one of the lease we hold now; only the latter may land)."""
+        self.flow.sync()
         named: dict[RunKey, set[int]] = {}
         for key, generation in keys:
             named.setdefault(key, set()).add(generation)
@@ -229,7 +236,11 @@ class Checker:
                 continue
             expired = (run.status is RunStatus.RUNNING and run.claim_expires_at is not None
                        and run.claim_expires_at < settled_by)
-            if expired or (run.status in RUNNABLE and run.fire_after < settled_by):
+            waiting = run.status in RUNNABLE and run.fire_after < settled_by
+            if waiting and self.flow.waiting_its_turn(run.tenant_id, run.flow_key,
+                                                      self._db.now()):
+                continue
+            if expired or waiting:
                 self.fail("stuck", f"run {short(run.id)} of schedule {short(run.schedule_id)} "
                           f"({run.scheduled_for.isoformat()}) is still {run.status} at the end "
                           f"(due {run.fire_after.isoformat()})")

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 from cronwire.adapters.memory import MemoryClock, MemoryDatabase, MemoryRun
 from cronwire.adapters.memory.database import MemorySchedule, MemoryTenant
+from cronwire.adapters.memory.flow_gate import sync_keys
 from cronwire.domain.model import RunStatus, Target, Trigger
 from cronwire.domain.schedule_rules import first_fire
 from cronwire.domain.schedules import ScheduleSpec
@@ -83,7 +84,7 @@ def seed_world(db: SimDatabase, scenario: Scenario, rng: random.Random) -> list[
         spec = ScheduleSpec(
             name=f"sim-{s.index}", cron=s.cron, timezone="UTC",
             target=Target(url=RECEIVER_URL.format(index=s.index)), retry=s.retry,
-            overlap_policy=s.policy, jitter_seconds=s.jitter,
+            overlap_policy=s.policy, jitter_seconds=s.jitter, flow_control=s.flow,
         )
         schedule = MemorySchedule(
             id=seeded_uuid(rng), tenant_id=tenants[s.tenant], spec=spec,
@@ -92,4 +93,7 @@ def seed_world(db: SimDatabase, scenario: Scenario, rng: random.Random) -> list[
         )
         db.schedules[schedule.id] = schedule
         ids.append(schedule.id)
+    for tenant_id in tenants:  # the keys' limits, as the API's creates leave them
+        sync_keys(db, tenant_id, [db.schedules[i].spec.flow_key for i in ids
+                                  if db.schedules[i].tenant_id == tenant_id])
     return ids

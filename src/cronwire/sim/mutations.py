@@ -4,7 +4,8 @@ catches them (the test suite's mutation checks). Never used by ``cronwire sim`` 
 - ``no-owner-predicate``: the terminal write matches a run by id and ``running`` only,
   without ``claimed_by`` and the lease generation (lease rule 3);
 - ``no-unique-guard``: ``UNIQUE (schedule_id, scheduled_for)`` is gone;
-- ``no-renewal``: a lease renewal answers "still yours" but moves no expiry (rule 2).
+- ``no-renewal``: a lease renewal answers "still yours" but moves no expiry (rule 2);
+- ``no-flow-release``: the terminal write keeps the flow-control slot its lease held.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from cronwire.domain.model import LeaseKey, RunResolution, RunStatus
 NO_OWNER_PREDICATE = "no-owner-predicate"
 NO_UNIQUE_GUARD = "no-unique-guard"
 NO_RENEWAL = "no-renewal"
-MUTATIONS = (NO_OWNER_PREDICATE, NO_UNIQUE_GUARD, NO_RENEWAL)
+NO_FLOW_RELEASE = "no-flow-release"
+MUTATIONS = (NO_OWNER_PREDICATE, NO_UNIQUE_GUARD, NO_RENEWAL, NO_FLOW_RELEASE)
 
 
 class MutatedRunStore(MemoryRunStore):
@@ -39,6 +41,12 @@ class MutatedRunStore(MemoryRunStore):
 
     async def resolve(self, owner: str, resolutions: Sequence[RunResolution]
                       ) -> dict[UUID, RunStatus]:
+        if self._mutation == NO_FLOW_RELEASE:
+            counts = {key: row.in_flight for key, row in self._db.flow.items()}
+            landed = await super().resolve(owner, resolutions)
+            for key, count in counts.items():
+                self._db.flow[key].in_flight = count
+            return landed
         if self._mutation != NO_OWNER_PREDICATE:
             return await super().resolve(owner, resolutions)
         self._loose = True

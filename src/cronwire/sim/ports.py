@@ -102,12 +102,17 @@ class CheckedRunStore:
                       ) -> dict[uuid.UUID, RunStatus]:
         keys = [((r.run_id, r.scheduled_for), r.lease_generation) for r in resolutions]
         landed: dict[uuid.UUID, RunStatus]
+        asked_at = self._db.now()  # a hold runs from the write; it landed at or after this
         landed, before = await self._checked(
             owner, "resolve", keys, lambda: self._inner.resolve(owner, resolutions))
         for r in resolutions:
             key = (r.run_id, r.scheduled_for)
             # Landed, and by this entry: the one naming the generation that was held.
             if r.run_id in landed and key in before and before[key][1] == r.lease_generation:
+                row = self._db.runs.get(key)
+                if r.hold_seconds is not None and row is not None:
+                    self._checker.flow.held(row.tenant_id, row.flow_key, asked_at,
+                                            r.hold_seconds)
                 attempt = r.attempt
                 self._checker.landed(
                     owner, (r.run_id, r.scheduled_for), r.lease_generation, landed[r.run_id],

@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from cronwire.domain.flow_control import FlowControl
 from cronwire.domain.model import OverlapPolicy, RetryPolicy
 
 MODES = ("postgres", "kafka")
@@ -55,6 +56,7 @@ class SimSchedule:
     policy: OverlapPolicy
     retry: RetryPolicy
     jitter: int
+    flow: FlowControl | None = None  # None: no flow control
 
     @property
     def cron(self) -> str:
@@ -222,7 +224,28 @@ def draw(seed: int, options: SimOptions) -> Scenario:
     # Drawn last, so that the items above are the same with or without it.
     if rng.random() < 0.25:
         items.append(Delete(rng.randrange(len(schedules)), rng.uniform(10, horizon)))
-    return Scenario(seed, options, start, schedules, tuple(items))
+    return Scenario(seed, options, start, _with_flow_control(seed, schedules), tuple(items))
+
+
+def _with_flow_control(seed: int, schedules: tuple[SimSchedule, ...]
+                       ) -> tuple[SimSchedule, ...]:
+    """Flow control on some schedules, from a generator of its own (the rest of a seed's
+    scenario is what it was before flow control was simulated). A key is a schedule's
+    own (its receiver's origin) or shared by its tenant's schedules under one name; the
+    limits leave room for the schedules' rate, so a backlog at the end is a fault's."""
+    rng = random.Random(f"cronwire-sim/{seed}/flow")
+    shared = {tenant: rng.random() < 0.5 for tenant in range(TENANTS)}
+    flowed = []
+    for s in schedules:
+        if rng.random() < 0.4:
+            rate = rng.choice((None, 2.0, 5.0))
+            flow = FlowControl(
+                key=f"shared-{s.tenant}" if shared[s.tenant] else None,
+                max_concurrency=rng.choice((None, 2, 3)), rate_per_second=rate,
+                burst=rng.choice((None, 3)) if rate is not None else None)
+            s = replace(s, flow=flow)
+        flowed.append(s)
+    return tuple(flowed)
 
 
 def _count(rng: random.Random, mean: float) -> int:

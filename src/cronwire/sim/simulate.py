@@ -166,6 +166,8 @@ class _Simulation:
                 self.trace.add("trigger", f"{short(schedule_id)} run={short(run.id)}")
             else:
                 store = self._port(MemoryScheduleStore(self.db))
+                # Before the call: a delete whose answer is lost has ended the hold too.
+                self.checker.flow.released(tenant, self.db.schedules[schedule_id].spec.flow_key)
                 count = await store.delete(tenant, schedule_id)
                 self.deleted.add(schedule_id)
                 self.trace.add("delete", f"{short(schedule_id)} runs cancelled={count}")

@@ -78,6 +78,8 @@ class MemoryRun:
     replay_of: uuid.UUID | None = None
     replay_of_scheduled_for: datetime | None = None
     replayed_by: uuid.UUID | None = None
+    flow_key: str | None = None  # the schedule's flow-control key when the run was written
+    flow_slots: int = 0  # the flow_control rows the lease holds a slot of (flow_gate)
     version: int = 0  # bumped by every write (Postgres: xmin)
 
     @property
@@ -122,6 +124,20 @@ class MemorySchedule:
 
 
 @dataclass(slots=True)
+class FlowRow:
+    """One ``flow_control`` row (flow_gate.py reads and writes it)."""
+
+    max_concurrency: int | None = None
+    rate_per_second: float | None = None
+    burst: int | None = None
+    in_flight: int = 0
+    tokens: float = 0.0
+    tokens_at: datetime | None = None
+    held_until: datetime | None = None
+    refused_at: datetime | None = None  # when it last held a run back (the waiting gauge's)
+
+
+@dataclass(slots=True)
 class MemoryTenant:
     id: uuid.UUID
     name: str
@@ -130,6 +146,7 @@ class MemoryTenant:
     max_body_bytes: int | None = None
     max_headers: int | None = None
     max_pending_runs: int | None = None
+    max_concurrency: int | None = None
 
 
 @dataclass
@@ -148,6 +165,7 @@ class MemoryDatabase:
     )
     breakers: dict[tuple[uuid.UUID, str], BreakerState] = field(default_factory=dict)
     overflow: dict[str, datetime] = field(default_factory=dict)  # kafka mode: owner -> until
+    flow: dict[tuple[uuid.UUID, str], FlowRow] = field(default_factory=dict)  # flow_control
     _occurrences: set[tuple[uuid.UUID, datetime]] = field(default_factory=set)
 
     def now(self) -> datetime:
@@ -222,7 +240,7 @@ class MemoryDatabase:
             scheduled_for=scheduled_for, idempotency_key=idempotency_key_for(run_id),
             fire_after=fire_after or scheduled_for, trigger=trigger, status=status,
             finished_at=now if status.terminal else None, overlap_policy=overlap_policy,
-            skip_reason=skip_reason,
+            skip_reason=skip_reason, flow_key=schedule.spec.flow_key,
         )
         self.runs[run.key] = run
         self._occurrences.add((schedule_id, scheduled_for))

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemoryRun
+from cronwire.adapters.memory.flow_gate import admit, give_back, take_slots
 from cronwire.adapters.memory.overlap_gate import SUPERSEDED_ERROR, pass_gate
 from cronwire.domain.model import (
     MAX_ATTEMPTS,
@@ -61,11 +62,15 @@ def take_leases(
     db: MemoryDatabase, owner: str, candidates: Iterable[MemoryRun], lease_seconds: float
 ) -> ClaimBatch:
     """Lease each candidate, or end the expired lease the rules say must not run again;
-    runs under an overlap policy pass the gate first (overlap_gate.pass_gate)."""
+    runs of a flow-control key or a limited tenant are admitted first (flow_gate.admit:
+    a run refused stays as it is, not claimed), then runs under an overlap policy pass
+    the gate (overlap_gate.pass_gate)."""
     now = db.now()
     runs: list[ClaimedRun] = []
     ended: list[RunStatus] = []
-    picked = list(candidates)
+    offered = list(candidates)
+    slots, refused = admit(db, offered)
+    picked = [run for run in offered if run.id not in refused]
     gates, superseded = pass_gate(db, picked)
     ended.extend([RunStatus.CANCELLED] * superseded)
     for run in picked:
@@ -75,6 +80,7 @@ def take_leases(
         schedule = db.schedules[run.schedule_id]
         if gated in (Gate.SKIP, Gate.CANCEL):
             _end_at_gate(run, owner, RunStatus(gated.value), now)
+            give_back(db, run)  # an expired lease the gate ends held slots
             ended.append(run.status)
             continue
         verdict = _verdict(run, max(1, min(MAX_ATTEMPTS, schedule.spec.retry.max_attempts)))
@@ -88,8 +94,11 @@ def take_leases(
             run.claim_expires_at = None
             run.finished_at = now
             run.last_error = LEASE_EXPIRED_ERROR if verdict is RunStatus.FAILED else CANCELLED_ERROR
+            give_back(db, run)
             ended.append(verdict)
             continue
+        if run.status is not RunStatus.RUNNING:  # an expired lease keeps the slots it holds
+            take_slots(db, run, slots.get(run.id, 0))
         run.status = RunStatus.RUNNING
         run.attempt_started = False
         run.claim_expires_at = now + timedelta(seconds=lease_seconds)
@@ -102,10 +111,10 @@ def take_leases(
             trigger=run.trigger, attempt=run.attempt_count, target=schedule.spec.target,
             retry=schedule.spec.retry, signing_secrets=schedule.signing_secrets(now),
             lease_expires_at=run.claim_expires_at, lease_generation=run.lease_generation,
-            occurrence=run.replay_of_scheduled_for,
+            occurrence=run.replay_of_scheduled_for, flow_key=run.flow_key,
             cancel_other=run.overlap_policy is OverlapPolicy.CANCEL_OTHER,
         ))
-    return ClaimBatch(tuple(runs), tuple(ended))
+    return ClaimBatch(tuple(runs), tuple(ended), held=len(refused))
 
 
 def _end_at_gate(run: MemoryRun, owner: str, status: RunStatus, now: datetime) -> None:

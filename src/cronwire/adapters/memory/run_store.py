@@ -9,6 +9,7 @@ from uuid import UUID
 
 from cronwire.adapters.memory.database import MemoryDatabase, MemoryRun, check_attempt
 from cronwire.adapters.memory.failures import count_failures, superseded, wake_next
+from cronwire.adapters.memory.flow_gate import give_back
 from cronwire.domain.model import LeaseKey, RunResolution, RunStatus
 
 SUPERSEDED_RETRY = ("Cancelled: superseded by a newer occurrence (overlap_policy "
@@ -80,6 +81,7 @@ class MemoryRunStore:
             run.version += 1
             if r.attempt is not None:
                 self._db.record_attempt(r.attempt, owner)
+            give_back(self._db, run, r.hold_seconds)
             landed[run.id] = run.status
             ended.append(run)
         wake_next(self._db, ended)
@@ -109,6 +111,7 @@ class MemoryRunStore:
         run.claim_expires_at = None
         run.last_error = error[:500]
         run.version += 1
+        give_back(self._db, run)
         return True
 
     async def release(self, owner: str, runs: Sequence[LeaseKey]) -> int:
@@ -139,5 +142,6 @@ class MemoryRunStore:
             run.claim_expires_at = None
             run.published_at = None
             run.version += 1
+            give_back(self._db, run)
             count += 1
         return count

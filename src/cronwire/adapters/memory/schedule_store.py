@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemoryRun, MemorySchedule
+from cronwire.adapters.memory.flow_gate import release_holds, sync_keys
 from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
 from cronwire.domain.history import RunView
 from cronwire.domain.model import RunStatus, ScheduleStatus, Trigger
@@ -116,6 +117,7 @@ class MemoryScheduleStore:
             next_fire_at=first_fire(spec, now), paused_at=now if paused else None,
         )
         self._db.schedules[schedule.id] = schedule
+        sync_keys(self._db, tenant_id, [spec.flow_key])
         return _record(schedule)
 
     async def db_now(self) -> datetime:
@@ -151,8 +153,10 @@ class MemoryScheduleStore:
         )
         schedule.status, schedule.next_fire_at = status_after_edit(
             _record(schedule), spec, next_fire_at, schedule.last_fire_at, now)
+        previous = schedule.spec
         schedule.spec = spec
         schedule.updated_at = now
+        _save_flow_control(self._db, schedule, previous)
         return _record(schedule)
 
     async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
@@ -175,6 +179,8 @@ class MemoryScheduleStore:
             run.cancel_requested = True
             run.version += 1
             count += 1
+        release_holds(self._db, tenant_id, [schedule.spec.flow_key])
+        sync_keys(self._db, tenant_id, [schedule.spec.flow_key])
         return count
 
     async def set_paused(
@@ -229,3 +235,18 @@ class MemoryScheduleStore:
         schedule.signing_secret = new_secret
         schedule.updated_at = now
         return _record(schedule)
+
+
+def _save_flow_control(db: MemoryDatabase, schedule: MemorySchedule,
+                       previous: ScheduleSpec) -> None:
+    """flow_store.save_flow_control's rules: runs not started move to the new key, an
+    edited flow control ends the old key's hold, both keys' limits are recomputed."""
+    key, old = schedule.spec.flow_key, previous.flow_key
+    if old is not None and old != key:
+        for run in db.runs.values():
+            if run.schedule_id == schedule.id and run.status in RUNNABLE:
+                run.flow_key = key
+                run.version += 1
+    if old is not None and (old != key or previous.flow_control != schedule.spec.flow_control):
+        release_holds(db, schedule.tenant_id, [old])
+    sync_keys(db, schedule.tenant_id, [key, old])

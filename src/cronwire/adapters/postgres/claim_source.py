@@ -16,6 +16,7 @@ import asyncpg
 from cronwire.adapters.postgres.claim_opener import ClaimOpener
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.claim_pacing import seconds_until_next_claim
 from cronwire.domain.model import ClaimBatch, ClaimedRun, RunStatus, Trigger
 from cronwire.ports.secrets import SecretBox
 
@@ -67,11 +68,6 @@ def claimed_runs(rows: Sequence[asyncpg.Record], opener: ClaimOpener) -> ClaimBa
     return ClaimBatch(tuple(runs), tuple(ended))
 
 
-# After an empty claim with runs overdue, the next claim waits this long, doubling per
-# empty claim in a row (the claim loop caps the wait at its poll interval).
-EMPTY_CLAIM_BACKOFF_SECONDS = 0.01
-
-
 class PostgresClaimSource:
     name = "postgres"
     # Each claim is one statement on its own pooled connection, and SKIP LOCKED keeps
@@ -102,20 +98,11 @@ class PostgresClaimSource:
         return runs
 
     async def seconds_until_due(self) -> float | None:
-        """Until the earliest runnable run is due (negative: overdue). When runs are
-        overdue but the last claim took nothing, they are not ours to take now: a
-        flow-control key holds them back (for as long as it stays full) or another
-        replica's claim holds their rows. Claiming again 10 ms later, for as long as that
-        lasts, would be a tight loop on every replica; so back off, doubling per empty
-        claim, but wake for the next run that falls due."""
+        """Until the earliest runnable run is due, backing off from overdue runs an empty
+        claim left behind (domain.claim_pacing)."""
         with storage_errors("find the next due run"):
             row = await self._pool.fetchrow(Q["job_run_next_due"])
-        earliest: float | None = row["earliest"]
-        if earliest is None or earliest > 0 or self._empty_claims == 0:
-            return earliest
-        backoff: float = EMPTY_CLAIM_BACKOFF_SECONDS * 2.0 ** min(self._empty_claims - 1, 10)
-        fresh: float | None = row["fresh"]
-        return backoff if fresh is None else min(backoff, fresh)
+        return seconds_until_next_claim(row["earliest"], row["fresh"], self._empty_claims)
 
     async def wait_for_work(self, seconds: float) -> None:
         await asyncio.sleep(seconds)  # polling has no notice of work: the executor polls

@@ -11,17 +11,10 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
-from cronwire.domain.flow_control import FlowKeyState, effective_key, flow_to_document
+from cronwire.domain.flow_control import FlowKeyState, flow_to_document
 from cronwire.domain.schedules import ScheduleSpec
 
 Q = queries()
-
-
-def flow_key_of(spec: ScheduleSpec) -> str | None:
-    """The key the schedule's runs count under; None without flow control."""
-    if spec.flow_control is None:
-        return None
-    return effective_key(spec.flow_control, spec.target.url)
 
 
 async def save_flow_control(
@@ -33,8 +26,8 @@ async def save_flow_control(
 
     An edit of the flow control releases what the old settings held: the schedule's runs
     not started yet move to the new key, and a receiver's hold on the old key ends."""
-    key = flow_key_of(spec)
-    previous_key = flow_key_of(previous) if previous is not None else None
+    key = spec.flow_key
+    previous_key = previous.flow_key if previous is not None else None
     edited = previous is not None and previous.flow_control != spec.flow_control
     if key is None and previous_key is None:
         return
