@@ -26,6 +26,8 @@ class Baselines:
     aiohttp_http: float = 0.0  # a bare aiohttp client to the sink, for reference
     bound_http_source: str = "wrk+nginx"  # or "aiohttp"
     bound_http_note: str | None = None  # why the fallback, when there was one
+    pgqueuer_config: str = ""  # the configuration pgqueuer did best in
+    pgqueuer_sweep: tuple[tuple[str, float], ...] = ()  # every configuration tried, jobs/s
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,8 @@ def _compared(runs_per_second: float, delivered: int, baselines: Baselines,
     compared: dict[str, object] = {
         "ceiling_runs_per_second": round(baselines.ceiling, 1),
         "pgqueuer_runs_per_second": round(baselines.pgqueuer, 1),
+        "pgqueuer_config": baselines.pgqueuer_config,
+        "pgqueuer_sweep": dict(baselines.pgqueuer_sweep),
         "ratio_to_ceiling": _ratio(runs_per_second, baselines.ceiling),
         "ratio_to_pgqueuer": _ratio(runs_per_second, baselines.pgqueuer),
         "ratio_to_bound": _ratio(runs_per_second, baselines.ceiling),  # the ceiling is it
