@@ -103,8 +103,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
               f"built and started {time.monotonic() - started - dependencies:.1f} s later")
         yield running
     finally:
-        for service in API_PORTS:
-            print(f"--- {service} log (tail)\n{running.container(service).logs()[-1500:]}")
+        for service in API_PORTS:  # what the replicas said, if a test left them up
+            box = running.container(service)
+            if podman("container", "exists", box.name, check=False).returncode == 0:
+                print(f"--- {service} log (tail)\n{box.logs()[-1500:]}")
         # The replicas' images are the project's own (built by compose): removed too.
         running.compose("down", "--volumes", "--rmi", "local", timeout=300)
 
