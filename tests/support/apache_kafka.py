@@ -139,6 +139,34 @@ def fetch_jars(within: float = 900.0) -> Path:
     return libs
 
 
+def fetch_tools_jar(within: float = 300.0) -> Path:
+    """``kafka-tools`` (the CLI tools' classes, e.g. ``kafka-broker-api-versions.sh``'s),
+    which the broker does not need: fetched on its own with Maven (checksums verified) into
+    ``<cache>/tools`` on first use, for the compose file's stand-in image (its
+    healthcheck). Its dependencies are the broker's."""
+    tools = cache_dir() / "tools"
+    jar = tools / f"kafka-tools-{APACHE_KAFKA_VERSION}.jar"
+    if jar.is_file():
+        return jar
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("kafka-tools is not cached and mvn is not installed")
+    work = cache_dir() / f"tools-fetch-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
+    result = subprocess.run(
+        [mvn, "-q", "-B", "-C", "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy",
+         f"-Dartifact=org.apache.kafka:kafka-tools:{APACHE_KAFKA_VERSION}",
+         f"-DoutputDirectory={work}"],
+        capture_output=True, text=True, timeout=within, stdin=subprocess.DEVNULL, check=False)
+    if result.returncode != 0 or not (work / jar.name).is_file():
+        shutil.rmtree(work, ignore_errors=True)
+        raise RuntimeError(f"mvn could not fetch kafka-tools:{APACHE_KAFKA_VERSION}:\n"
+                           f"{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    shutil.rmtree(tools, ignore_errors=True)
+    work.rename(tools)
+    return jar
+
+
 def classpath() -> str:
     return os.pathsep.join(str(jar) for jar in sorted(fetch_jars().glob("*.jar")))
 

@@ -60,3 +60,13 @@ def test_the_broker_is_the_apache_kafka_release_and_kraft_settings_the_tests_run
 
 def test_every_service_has_a_healthcheck() -> None:
     assert all("healthcheck" in service for service in _services().values())
+
+
+def test_the_deploy_tests_stand_ins_carry_the_names_the_compose_file_pulls() -> None:
+    """CI reaches no registry: deploy/podman/base-images.sh makes local images under the
+    names the compose file uses (a short name resolves to docker.io/library/...)."""
+    script = (COMPOSE.parent / "deploy" / "podman" / "base-images.sh").read_text()
+    for service in ("postgres", "kafka"):
+        image = _services()[service]["image"]
+        qualified = f"docker.io/{image}" if "/" in image else f"docker.io/library/{image}"
+        assert f"-t {qualified} " in script, image
