@@ -141,9 +141,8 @@ INVERSE = {
 }
 RELATION = re.compile(r"^(superseded by|supersedes|amended by|amends|extended by|extends)\b", re.I)
 ADR_NUMBER = re.compile(r"\b0\d{3}\b")
-# An issue of this project ("Issue 29", "issue #11"); another project's issue is cited with
-# its name ("asyncpg issue 1155") and is not one of ours.
-OUR_ISSUE = re.compile(r"(?<![\w-] )\bissues?\s+#?\d+", re.I)
+# An issue by number ("Issue 29", "issue #11"): a ticket, not a decision.
+ISSUE = re.compile(r"\bissues?\s+#?\d+", re.I)
 
 
 def _without_asides(text: str) -> str:
@@ -222,8 +221,8 @@ def test_a_superseded_record_is_superseded_by_one_record_and_changed_by_none() -
 
 def test_no_status_line_or_index_row_names_an_issue() -> None:
     """A status says what a record decided and what it changes, not which ticket asked."""
-    named = [adr.name for adr in _records().values() if OUR_ISSUE.search(_status_paragraph(adr))]
-    named += [f"index row {n}" for n, cell in _index_relation_cells().items() if OUR_ISSUE.search(cell)]
+    named = [adr.name for adr in _records().values() if ISSUE.search(_status_paragraph(adr))]
+    named += [f"index row {n}" for n, cell in _index_relation_cells().items() if ISSUE.search(cell)]
     assert not named, f"these name an issue number: {named}"
 
 

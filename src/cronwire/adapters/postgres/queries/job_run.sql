@@ -340,7 +340,7 @@ UPDATE job_run j
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
  -- because Postgres sorts it again at every probe of the index, once per claimed run: a
- -- sorted array costs each of those sorts one pass (ADR 0044).
+ -- sorted array costs each of those sorts one pass (docs/benchmarks.md#levers).
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
@@ -459,7 +459,7 @@ landed AS (
      -- The lease test is a CASE, so that the rows are reached through the primary key:
      -- written as plain conditions, "status = 'running'" let Postgres read the whole
      -- lease index instead whenever the statistics predate the leases (a burst's: 21,424
-     -- entries read to write 154 rows in a logged plan; ADR 0046,
+     -- entries read to write 154 rows in a logged plan; docs/benchmarks.md#levers,
      -- tests/integration/test_claim_plan.py).
      WHERE j.id = o.id AND j.scheduled_for = o.scheduled_for
        AND CASE WHEN j.status = 'running'
@@ -826,7 +826,7 @@ WHERE status IN ('pending', 'retrying')
 -- and leased runs look rare, and Postgres ANDed the primary key's bitmap with the whole
 -- claim and lease indexes (every unclaimed and every leased run of the burst, 4-8 ms a
 -- claim): the runnable test below is written so that no index can serve it
--- (tests/integration/test_claim_plan.py, ADR 0045).
+-- (tests/integration/test_claim_plan.py, docs/benchmarks.md#levers).
 -- FOR UPDATE waits instead of skipping: a row locked for a moment by the outbox publisher
 -- (marking it again after a run turned runnable again) or by a SKIP LOCKED claim that will
 -- not keep it must not make this claim drop the key (nothing would deliver it again until
@@ -1056,7 +1056,7 @@ UPDATE job_run j
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
  -- because Postgres sorts it again at every probe of the index, once per claimed run: a
- -- sorted array costs each of those sorts one pass (ADR 0044).
+ -- sorted array costs each of those sorts one pass (docs/benchmarks.md#levers).
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
@@ -1342,7 +1342,7 @@ UPDATE job_run j
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
  -- because Postgres sorts it again at every probe of the index, once per claimed run: a
- -- sorted array costs each of those sorts one pass (ADR 0044).
+ -- sorted array costs each of those sorts one pass (docs/benchmarks.md#levers).
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
@@ -1488,7 +1488,7 @@ RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
 -- allows), the newest $6 of those, then their rows by primary key. A page reads at most
 -- seven times its length of index entries and its length of rows. There is no index on
 -- (tenant_id, scheduled_for) of its own: it cost every status change of every run an
--- index entry (migration 0016, ADR 0043).
+-- index entry (migration 0016, docs/benchmarks.md#levers).
 WITH page AS (
     SELECT k.scheduled_for, k.id
       FROM unnest('{pending,running,retrying,succeeded,failed,skipped,cancelled}'::text[])
