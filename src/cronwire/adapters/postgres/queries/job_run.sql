@@ -400,8 +400,8 @@ SELECT j.id
 -- flight and writes it 'cancelled' itself (job_run_superseded, LeaseKeeper).
 -- The same statement wakes the next run waiting on an overlap gate whose holder ended,
 -- and keeps each schedule's one count of consecutive failures (consecutive_failures,
--- issue 25), from which it decides both the pause after pause_after_failures and the
--- alert transitions (issue 26, ADR 0036). Only schedules the batch can change are read
+-- ADR 0034), from which it decides both the pause after pause_after_failures and the
+-- alert transitions (ADR 0036). Only schedules the batch can change are read
 -- and locked (in id order, so two batches sharing schedules queue instead of
 -- deadlocking): those with a failure here, a count above zero, or an alert rule. A batch
 -- of successes under 'allow' with no rule locks no schedule. One UPDATE of the schedule
@@ -1565,7 +1565,7 @@ SELECT (SELECT count(*) FROM job_run
 -- The reader buckets the values and keeps the closed periods' summaries (ADR 0036).
 -- date_part, not EXTRACT: float8 arithmetic, where EXTRACT's numeric took as long as the
 -- whole scan of 100,000 runs. $1 schedule.
--- Fire lag is the scheduled runs' lag (issue 49): a backfill, replay or manual run starts
+-- Fire lag is the scheduled runs' lag: a backfill, replay or manual run starts
 -- late by design, and a misfire catch-up run (written more than $5, the planner's misfire
 -- tolerance, after it was due) measures the outage that missed it; theirs is NULL, as a
 -- run that never started, so they are counted but not in the lag.
@@ -1677,7 +1677,7 @@ RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
           skip_reason, replay_of, replayed_by
 
 -- name: job_run_stats_skipped
--- The same window's skipped runs by skip_reason (issue 25: 'overlap' or 'misfire'). Apart
+-- The same window's skipped runs by skip_reason ('overlap' or 'misfire'). Apart
 -- from job_run_stats_window so that one stays index-only: skip_reason is not in the
 -- covering index, and only the skipped runs' rows are read for it. $1 schedule, $2 window
 -- seconds.
