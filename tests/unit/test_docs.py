@@ -207,8 +207,7 @@ def test_every_status_line_and_the_index_state_the_same_relations_both_ways() ->
 
 
 def test_a_superseded_record_is_superseded_by_one_record_and_changed_by_none() -> None:
-    records = _records()
-    for number, adr in sorted(records.items()):
+    for adr in sorted(_records().values()):
         relations = _relations(_status_paragraph(adr), strict=False)
         kinds = [kind for kind, _ in relations]
         if _status(adr) == "superseded":
@@ -250,7 +249,7 @@ def test_every_missing_migration_number_is_explained() -> None:
 
 
 def test_kafka_mode_states_the_topics_replication_factor_as_the_code_does() -> None:
-    """Issue 49: docs/kafka-mode.md said cronwire creates its topic with replication
+    """docs/kafka-mode.md once said cronwire creates its topic with replication
     factor 1, where the README and the code say 3, or the number of brokers if fewer."""
     text = (DOCS / "kafka-mode.md").read_text(encoding="utf-8")
     default = dict(describe())[f"{PREFIX}KAFKA_REPLICATION_FACTOR"]
