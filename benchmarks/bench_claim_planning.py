@@ -9,7 +9,7 @@ planning and execution milliseconds of each.
     python benchmarks/bench_claim_planning.py --old-sql OLD_job_run.sql [--rounds 15]
 
 The old file comes from git: ``git show main:src/cronwire/adapters/postgres/queries/
-job_run.sql > /tmp/old_job_run.sql`` (main before issue 25 was merged into it).
+job_run.sql > /tmp/old_job_run.sql`` (main before the overlap policies were merged into it).
 """
 
 from __future__ import annotations

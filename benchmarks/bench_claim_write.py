@@ -1,5 +1,5 @@
 """The database half of a burst without HTTP: ``--runs`` due runs claimed and written back
-by ``--claimers`` loops in claims of ``--batch``, in four shapes (ADRs 0042, 0048):
+by ``--claimers`` loops in claims of ``--batch``, in four shapes (ADR 0042 and docs/benchmarks.md#levers):
 
 - ``production``: ``PostgresClaimSource.claim`` and ``PostgresRunStore.resolve``, every
   rule of the lease, fairness, flow control and the overlap gate included;
@@ -9,7 +9,7 @@ by ``--claimers`` loops in claims of ``--batch``, in four shapes (ADRs 0042, 004
   the write a delete there and one update of ``job_run``;
 - ``hot-lease``: the lease in columns no index reads, the status left 'pending' by the
   claim, pages with room (``--fillfactor``): the claim can be a heap-only update, writing
-  no index entry (ADR 0048).
+  no index entry (docs/benchmarks.md#levers).
 
 ``--prepare`` is what the table had before the first claim: ``none`` (as the planner
 leaves a burst it has just written: no statistics, no hint bits), ``analyze``, or

@@ -1,4 +1,4 @@
-"""`cronwire keys rotate` on N tenants' data keys (issue 47, ADR 0061): the time to re-wrap
+"""`cronwire keys rotate` on N tenants' data keys (ADR 0061): the time to re-wrap
 every one under a new first key, the same code the command runs (rotate_data_keys, batches
 of 1,000), on a real Postgres with fsync on.
 

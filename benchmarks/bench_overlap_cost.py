@@ -1,5 +1,5 @@
 """What the overlap gate costs the claim and the planner when every schedule is on `allow`:
-the statements before issue 25 against today's, on one database, interleaved.
+the statements before the overlap policies against today's, on one database, interleaved.
 
 A 100k-run burst is seeded (``--schedules`` schedules of one tenant with ``--runs`` due runs
 between them). Each round runs, in alternating order, the old and the new
@@ -103,7 +103,7 @@ def planner_work(schedules: list[uuid.UUID], tenant: uuid.UUID, at: object,
                                  [IDEMPOTENCY_KEY_PREFIX + i for i in ids],
                                  ["schedule"] * len(ids), ["pending"] * len(ids)]
     advance_args: list[object] = [schedules, [None] * len(ids), [at] * len(ids)]
-    # The statements' own parameters decide (an "old" ref may be issue 25's or later):
+    # The statements' own parameters decide (an "old" ref may be the first overlap build or later):
     # 'allow' and no jitter are NULL arrays, as are flow keys (migration 0012); the advance
     # counts what it planned.
     if new or "$9::" in insert:

@@ -1,8 +1,8 @@
 """CPU per delivery: the lean deliverer against the Rust-backed HTTP clients on PyPI.
 
-Issue 29 allowed a Rust-backed client if it keeps "connect only to the checked address"
+A Rust-backed client may replace ours if it keeps "connect only to the checked address"
 and passes the hostile-receiver suite. Before any of that, this measures whether one would
-cost the replica less CPU per delivery, which is the only reason to take one (ADR 0047).
+cost the replica less CPU per delivery, which is the only reason to take one (docs/benchmarks.md#levers).
 Each client runs in a process of its own (its runtime's threads count: RUSAGE_SELF covers
 every thread) against nginx on loopback, under uvloop, with ``--concurrency`` requests in
 flight, after a warm-up of 200:

@@ -1,4 +1,4 @@
-"""Per-schedule stats latency (issue 26, ADR 0036): one schedule with N runs inside the
+"""Per-schedule stats latency (ADR 0036): one schedule with N runs inside the
 30-day window (among other schedules' runs), then p50/p95/p99 of
 GET /v1/schedules/{id}/stats?window=30d through the real API handler path (httpx + ASGI
 into the FastAPI app: bearer auth, the ownership check, the stats statements, JSON), one

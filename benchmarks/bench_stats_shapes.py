@@ -1,5 +1,5 @@
-"""Where the stats query's time goes, and whether a histogram beats the two sorts (issue 26,
-ADR 0036). Seeds the same data as bench_stats.py (one schedule with N runs in the 30-day
+"""Where the stats query's time goes, and whether a histogram beats the two sorts
+(ADR 0036). Seeds the same data as bench_stats.py (one schedule with N runs in the 30-day
 window among other schedules' runs), then times alternative shapes of the window
 aggregate, interleaved round by round on one connection so that each shape sees the same
 machine load, without parallel workers (the stats query gets none: ordered-set

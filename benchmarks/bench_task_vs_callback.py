@@ -1,5 +1,5 @@
 """What a delivery's task costs the event loop, against a callback on its answer's future
-(ADR 0053): N futures, each awaited by a task through a chain of coroutines as deep as the
+(docs/benchmarks.md#levers): N futures, each awaited by a task through a chain of coroutines as deep as the
 executor's was (Deliveries._deliver -> _attempt -> deliver -> _exchange -> _send), by a
 task awaiting it directly, or handled by a done-callback. Completed in order; CPU per
 future from ``time.process_time``. uvloop, as the replica runs. Prints one JSON line.

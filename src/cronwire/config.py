@@ -78,15 +78,15 @@ class Settings:
     api_max_request_bytes: int = 262_144
     db_pool_size: int = 10
     # The API's own pool (and its read pool on a standby): API load never waits for, nor
-    # delays, the connections of claims, lease renewals and result writes (issue 46).
+    # delays, the connections of claims, lease renewals and result writes.
     api_db_pool_size: int = 5
     log_level: str = "info"
     log_format: str = "auto"
-    # Alerts (issue 26): how often each replica checks for late schedules and sends due
+    # Alerts: how often each replica checks for late schedules and sends due
     # alert events, and the first retry backoff of an alert delivery.
     alert_check_seconds: float = 5.0
     alert_retry_initial_seconds: float = 10.0
-    # Sealed secrets (issue 47): (key id, 32 bytes) entries, the sealing key first. From
+    # Sealed secrets (ADR 0061): (key id, 32 bytes) entries, the sealing key first. From
     # SCHEDULER_SECRET_KEYS or the file SCHEDULER_SECRET_KEYS_FILE names; never shown.
     secret_keys: tuple[tuple[str, bytes], ...] = dataclasses.field(default=(), repr=False)
     secret_keys_file: Path | None = None

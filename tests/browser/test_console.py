@@ -227,7 +227,7 @@ async def test_api_docs_render_offline(console: Console) -> None:
     await console.screenshot("redoc.png", full_page=False)
 
     # ReDoc 2 renders an <img> of its logo from its CDN; served with that image inline, the
-    # page asks for nothing outside this origin: no request, no CSP refusal (issue 23).
+    # page asks for nothing outside this origin: no request, no CSP refusal.
     await expect(page.locator("img[alt='redocly logo']")).to_be_attached()
     assert console.watched.console_errors == []
     assert console.watched.external_requests == []
@@ -273,7 +273,7 @@ async def test_preview_marks_dst_changes_and_the_form_edits(console: Console) ->
 async def test_the_edit_form_keeps_masked_header_values_and_removes_deleted_lines(
     console: Console,
 ) -> None:
-    """Issue 47: reads show header values as ***; saving the form with a *** line keeps
+    """Sealed headers (ADR 0061): reads show header values as ***; saving the form with a *** line keeps
     that header's stored value, a deleted line removes its header, a new line adds one."""
     page, sink = console.page, console.sink
     created = await console.api("POST", "/v1/schedules", {
@@ -304,7 +304,7 @@ async def test_the_edit_form_keeps_masked_header_values_and_removes_deleted_line
 async def test_runs_stay_newest_first_while_they_arrive_and_outlive_their_schedule(
     console: Console,
 ) -> None:
-    """Issue 23: with live refresh on, new pending rows landed between older ones; "Next
+    """Found by a first user: with live refresh on, new pending rows landed between older ones; "Next
     fire" disagreed with the preview; a deleted schedule's history was out of reach."""
     page, sink = console.page, console.sink
     created = await console.api("POST", "/v1/schedules", {

@@ -1,4 +1,4 @@
-"""Issue 49's console edges in Debian's chromium against a real `cronwire serve`: the
+"""The console's edges in Debian's chromium against a real `cronwire serve`: the
 Alerts view (the destination, its secret shown once, the events with their delivery),
 alert rules in the schedule form, the warning before a fire_all resume delivers its
 missed runs, and one "next fire" on the list and the schedule's page."""

@@ -1,4 +1,4 @@
-"""Flow control across real ``cronwire serve`` replicas (issue 27): a key's concurrency
+"""Flow control across real ``cronwire serve`` replicas (ADR 0040): a key's concurrency
 limit holds fleet-wide, a receiver's 429 Retry-After holds the key on every replica, and a
 replica killed with slots in hand gives them back through its leases' expiry.
 
@@ -173,7 +173,7 @@ async def test_a_429_retry_after_holds_the_key_on_every_replica(
                 for name in ("a", "b", "c")]
     # One slot: the 429's run holds it until its result lands, and that same write sets
     # the hold, so no other run of the key can slip in between.
-    # A hold lasts at most the schedule's max_backoff_seconds (issue 46): 10 s here.
+    # A hold lasts at most the schedule's max_backoff_seconds (ADR 0055): 10 s here.
     schedule = await _keyed(db_pool, sink.url, 1, max_concurrency=1, retry={
         "max_attempts": 3, "initial_backoff_seconds": 0.05, "max_backoff_seconds": 10.0})
     await sink.wait_for(lambda s: len(s.arrivals) >= 1, within=60)

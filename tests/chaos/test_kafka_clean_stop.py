@@ -1,4 +1,4 @@
-"""A clean stop of a kafka-mode replica is quiet (issue 49: SIGTERM to a kafka-mode
+"""A clean stop of a kafka-mode replica is quiet (SIGTERM to a kafka-mode
 replica that had done nothing wrong logged an ERROR, which a reader, or an alert on the
 log, takes for a fault). A real `cronwire serve` (planner and executor) on the embedded
 broker fires schedules every second and gets SIGTERM while they keep firing: it exits 0
@@ -51,7 +51,7 @@ async def test_sigterm_to_a_firing_kafka_replica_logs_no_error(
 async def test_ctrl_c_to_serve_with_the_embedded_broker_logs_no_error(
     database_url: str, tmp_path: Path,
 ) -> None:
-    """What issue 49 saw: `SCHEDULER_CLAIM_SOURCE=kafka cronwire serve` in a terminal, then
+    """What a user once saw: `SCHEDULER_CLAIM_SOURCE=kafka cronwire serve` in a terminal, then
     Ctrl-C. The terminal signals the whole foreground process group, so the embedded
     broker died with `serve` and the draining consumer logged "Failed fetch messages" and
     "Unable connect to node" as errors. The broker is `serve`'s to stop, after the drain."""

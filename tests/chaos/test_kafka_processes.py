@@ -102,7 +102,7 @@ async def test_a_healthy_kafka_fleet_claims_by_message_and_the_sweeper_stays_sma
 async def test_one_tenant_beyond_one_replicas_slots_is_helped_a_second_late(
     db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, tansu_bootstrap: str
 ) -> None:
-    """ADR 0050. One tenant's keys all go to one partition, so one replica claims them by
+    """ADR 0063. One tenant's keys all go to one partition, so one replica claims them by
     key: 4 slots against a 0.2 s receiver, 20 runs/s, while the tenant's runs fall due at
     40 a second. The owner says it overflows; the other two replicas' sweeps then take its
     runs a second overdue. Without the signal they waited for the sweeper's 5 s grace and

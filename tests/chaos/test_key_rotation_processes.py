@@ -1,4 +1,4 @@
-"""`cronwire keys rotate` while real replicas deliver (issue 47, ADR 0061): replicas
+"""`cronwire keys rotate` while real replicas deliver (ADR 0061): replicas
 configured with the new key first and the old one second keep delivering through the
 re-wrap; afterwards a replica with the new key alone joins and delivers too. No occurrence
 is lost, and every request's signature verifies with `standardwebhooks` under the secret

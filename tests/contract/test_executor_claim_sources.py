@@ -127,7 +127,7 @@ async def test_a_retry_is_claimed_again_when_it_falls_due(
 
 
 class _InFlight:
-    """The mode's source, counting its claims in flight (ADRs 0042 and 0052)."""
+    """The mode's source, counting its claims in flight (ADRs 0042 and 0063)."""
 
     def __init__(self, inner: ClaimSource) -> None:
         self._inner = inner
@@ -159,7 +159,7 @@ class _InFlight:
 async def test_a_backlog_is_claimed_two_claims_at_a_time_and_delivered_once(
     mode: Mode, db_pool: asyncpg.Pool, sink: Sink
 ) -> None:
-    # Kafka mode kept one claim in flight before ADR 0052 (its consumed keys are settled as
+    # Kafka mode kept one claim in flight before ADR 0063 (its consumed keys are settled as
     # a whole); now only one of its two claims takes keys.
     await _seed(db_pool, sink.url, 400)
     source = _InFlight(mode.source)

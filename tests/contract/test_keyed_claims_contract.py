@@ -75,7 +75,7 @@ async def test_the_fair_claim_leaves_runs_due_within_its_grace(world: World) -> 
 async def test_an_overflow_report_is_seen_by_the_other_replicas_until_it_runs_out(
     world: World,
 ) -> None:
-    """Kafka mode's overflow signal (ADR 0050): a replica's report holds for the seconds it
+    """Kafka mode's overflow signal (ADR 0063): a replica's report holds for the seconds it
     gave, on the database's clock, for every replica but itself."""
     assert not await world.keyed.peer_overflowing("b")
     await world.keyed.report_overflow("a", 0.3)

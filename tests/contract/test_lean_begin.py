@@ -1,4 +1,4 @@
-"""LeanDeliverer.begin, the attempt without a task (ADR 0053), against real sockets: it is
+"""LeanDeliverer.begin, the attempt without a task (docs/benchmarks.md#levers), against real sockets: it is
 taken only over a parked connection with a slot free, answers as deliver does, and an
 abandoned, late or silent exchange ends as deliver's would (its connection closed, its
 slot freed, nothing written twice)."""

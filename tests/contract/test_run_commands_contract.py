@@ -91,7 +91,7 @@ async def test_a_failed_run_is_replayed_once(world: World) -> None:
 
 
 async def test_runs_past_the_pending_limit_are_refused_whole(world: World) -> None:
-    """Issue 46: backfill, replay and trigger stop at the tenant's runs not yet ended; the
+    """ADR 0055: backfill, replay and trigger stop at the tenant's runs not yet ended; the
     limit is checked against what the request really adds, and nothing is written when it
     is refused."""
     schedule = await world.seed(0)

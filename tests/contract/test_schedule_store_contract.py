@@ -183,7 +183,7 @@ EVERY_TEN_SECONDS = ScheduleSpec(name="frequent", cron="*/10 * * * * *", target=
 async def test_a_new_frequent_schedule_gets_nothing_written_past_the_look_ahead(
     world: World,
 ) -> None:
-    """Issue 23: a new `*/10 * * * * *` schedule whose first fire lay past the look-ahead
+    """Found by a first user: a new `*/10 * * * * *` schedule whose first fire lay past the look-ahead
     was admitted by the early pass (it never fired, so no interval was known) and got a
     whole minute of runs at once. Its first fire is put 20-30 s out with starts_at."""
     tenant = (await world.seed(0)).tenant_id

@@ -1,7 +1,7 @@
 """The send window, for both deliverers: a request whose window closed while it waited for
 a pool slot or a connection is not written at all (RequestNotSent), so a process stalled
 in that wait cannot wake and send on a lease another replica has taken over (the chaos
-suite's stall fault found one such late send; ADR 0022). Issue 22: httpx honours it too."""
+suite's stall fault found one such late send; ADR 0022). httpx honours it too."""
 
 from __future__ import annotations
 

@@ -141,7 +141,7 @@ async def test_name_resolving_to_a_private_address_is_refused() -> None:
 
 
 async def test_a_refusal_names_the_setting_that_allows_it_and_why_it_is_off() -> None:
-    """Issue 23: the README's first schedule met a bare "loopback" refusal."""
+    """The README's first schedule once met a bare "loopback" refusal."""
     guard = TargetGuard(allow_private=False, resolve=FakeResolver(["127.0.0.1"]))
     with pytest.raises(TargetRefused) as refused:
         await guard.check_url("http://127.0.0.1:8080/healthz")

@@ -1,5 +1,5 @@
 """Without helm, the chart tests' skip reason tells a new user what to install and how
-(issue 49: "no helm: shared/tools/get-helm is not beside the repository" meant nothing).
+("no helm: shared/tools/get-helm is not beside the repository" meant nothing).
 The chart test module runs as it is, from a copy with no shared/tools beside it."""
 
 from __future__ import annotations

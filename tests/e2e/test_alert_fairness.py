@@ -1,4 +1,4 @@
-"""Alerts fair between tenants (issue 46), over two real replicas: tenant A's 40 flapping
+"""Alerts fair between tenants (ADR 0055), over two real replicas: tenant A's 40 flapping
 schedules send to a destination that never answers, and tenant B's one alert still
 arrives within seconds. Before per-tenant turns and continuous dispatch, the claim took
 A's older events first and each pass waited for its whole batch to time out: B's alert

@@ -1,4 +1,4 @@
-"""`cronwire chaos --help` names every fault --faults accepts (issue 49: it omitted
+"""`cronwire chaos --help` names every fault --faults accepts (it once omitted
 failover), from the real command."""
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def test_kafka_mode_with_an_unreachable_broker_exits_2_with_one_line(tmp_path: P
 
 
 def test_a_taken_port_is_one_line_and_exit_2_before_anything_starts(tmp_path: Path) -> None:
-    """Issue 23: serve started Postgres and migrated, then exited 3, with the port taken."""
+    """Found by a first user: serve started Postgres and migrated, then exited 3, with the port taken."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -99,7 +99,7 @@ async def test_waiting_for_a_database_reads_a_failover_pairs_url_as_the_pools_do
     admin_dsn: str,
 ) -> None:
     """Several hosts (the first one gone), a connect_timeout and target_session_attrs: the
-    URL `serve` then uses (issue 30). The wait used asyncpg alone, which sends a parameter
+    URL `serve` then uses. The wait used asyncpg alone, which sends a parameter
     it does not know (connect_timeout) to the server as a setting: refused for 15 s, then
     "no database answers"."""
     real = admin_dsn.split("@", 1)[1].split("/", 1)[0]

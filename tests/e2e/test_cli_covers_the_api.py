@@ -1,5 +1,5 @@
-"""docs/cli.md says everything the API does can be done from the CLI (issue 49: there
-was no `flow-control` command and no `--burst`). This walks the operations of a live
+"""docs/cli.md says everything the API does can be done from the CLI (there
+once was no `flow-control` command and no `--burst`). This walks the operations of a live
 `cronwire serve`'s /openapi.json and fails, by name, for any the table below does not map
 to a CLI command; the commands and flags it names must exist in the CLI. `flow-control`
 and `--burst` are then used against the live API, as a user would."""

@@ -1,5 +1,5 @@
 """Resuming a paused `fire_all` schedule delivers every missed run within the catch-up
-window at once (issue 49: with no warning). `schedules resume --dry-run` counts them and
+window at once (once with no warning). `schedules resume --dry-run` counts them and
 changes nothing; `schedules resume` says on stderr how many it makes due, and the planner
 then writes exactly that many runs. Real `cronwire serve`, real Postgres."""
 

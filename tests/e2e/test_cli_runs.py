@@ -37,7 +37,7 @@ def test_a_newcomer_goes_from_tenant_create_to_an_inspected_delivered_run(live: 
 
 
 def test_runs_list_all_follows_every_page(live: Live, cli: InProcess) -> None:
-    """Issue 23: documented ("--all follows every page"), answered "unrecognized arguments"."""
+    """Found by a first user: documented ("--all follows every page"), answered "unrecognized arguments"."""
     token = cli.ok("tenant", "create", "pager")["token"]
     paused = cli.ok("schedules", "create", "--name", "paged", "--cron", "0 3 * * *",
                     *_hook(live), "--paused", token=token)

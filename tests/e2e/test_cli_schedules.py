@@ -127,7 +127,7 @@ def test_explain_stats_and_alerts_commands_round_trip_through_the_api(
 def test_a_terminal_reads_stats_in_readable_units_and_alert_events(
     live: Live, cli: InProcess
 ) -> None:
-    """Issue 49: `schedules stats` showed "p50 4570000 ms"; fire lag and durations read in
+    """`schedules stats` once showed "p50 4570000 ms"; fire lag and durations read in
     the console's units, and `alerts get` without --json shows its events."""
     token = cli.ok("tenant", "create", "reader")["token"]
     sid = cli.ok("schedules", "create", "--name", "lagged", "--cron", "* * * * *",

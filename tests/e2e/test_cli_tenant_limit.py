@@ -1,6 +1,6 @@
 """`cronwire tenant limit`: an operator sets a tenant's own cap on requests in flight (the
 `tenant.max_concurrency` column the claims read, ADR 0040) and on its runs not yet ended
-(`tenant.max_pending_runs`, issue 46) without writing SQL."""
+(`tenant.max_pending_runs`, ADR 0055) without writing SQL."""
 
 from __future__ import annotations
 

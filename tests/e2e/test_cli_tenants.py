@@ -105,7 +105,7 @@ def test_embedded_database_commands_say_which_one_in_one_line_and_refuse_a_missi
     server_dir: Path,
 ) -> None:
     """Each operator command says which database it used in one tidy line on stderr,
-    never a DSN or a port (issue 23: they printed two INFO lines with both)."""
+    never a DSN or a port (they once printed two INFO lines with both)."""
     missing = server_dir / "elsewhere"
     line = _refused("tenant", "list", env=clean_env(SCHEDULER_HOME=str(missing)), code=2)
     assert f"no embedded database in {missing.resolve() / 'postgres'}" in line

@@ -1,5 +1,5 @@
 """`cronwire loadtest` as a user runs it: its progress line's closing state is the final
-JSON's (issue 49: the last progress line said 777/s and the JSON 884.2 runs/s, the one the
+JSON's (the last progress line once said 777/s and the JSON 884.2 runs/s, the one the
 sink's count over the time to the end of the drain check, the other the delivered runs
 over the time to the last acknowledgement)."""
 

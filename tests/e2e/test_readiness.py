@@ -163,7 +163,7 @@ async def _readiness_series(replica: Replica, within: float) -> dict[str, float]
 async def test_a_database_outage_is_the_database_check_and_follow_waits_it_out(
     own_postgres: EmbeddedPostgres, tmp_path: Path
 ) -> None:
-    """Issue 49: scheduler_readiness was missing from /metrics until someone called
+    """Found in review: scheduler_readiness was missing from /metrics until someone called
     /readyz; /readyz also failed `migrations` while Postgres was down (whose runbook says
     roll back the image); and `runs list --follow` quit on the outage's 503."""
     await migrate(own_postgres.dsn)

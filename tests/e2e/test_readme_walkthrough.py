@@ -1,4 +1,4 @@
-"""The README's walkthrough, run as written (issue 23: its first schedule was refused).
+"""The README's walkthrough, run as written (its first schedule was once refused).
 
 The server is started as the README's first command starts it: `cronwire serve` with no
 configuration, except a free port (SCHEDULER_HTTP_PORT) and a home of the test's own. Then

@@ -1,4 +1,4 @@
-"""The key ring from the operator's side (issue 47, ADR 0061), as real processes: `serve`
+"""The key ring from the operator's side (ADR 0061), as real processes: `serve`
 on a database of its own refuses to start without a key or with one that does not open the
 stored data keys (exit 2, one line naming SCHEDULER_SECRET_KEYS, nothing delivered), the
 embedded dev mode generates one key file (0600) once, and `keys status` / `keys rotate`

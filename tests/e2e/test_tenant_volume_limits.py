@@ -1,4 +1,4 @@
-"""Issue 46, "no cap on a tenant's volume": six backfill requests wrote 60,000 runs in
+"""Once there was no cap on a tenant's volume: six backfill requests wrote 60,000 runs in
 1.6 s, and nothing limited a tenant's runs not yet ended nor the rate of its API calls.
 
 Real `cronwire serve` processes (API role only, so the runs stay as the requests left

@@ -1,4 +1,4 @@
-"""Issue 22, item 1: no answer is ever read for a request it does not belong to, least of
+"""No answer is ever read for a request it does not belong to, least of
 all another tenant's. Bytes after a complete answer (a second answer, a 204's "body", a
 smuggled request's answer), or framing llhttp refuses (Content-Length -1 or 1_0, two
 different lengths), never become the next request's answer: the connection is not reused.

@@ -1,4 +1,4 @@
-"""Issue 22, items 2-4 on real sockets, for both deliverers: memory, sockets and time stay
+"""Hostile receivers (ADR 0026) on real sockets, for both deliverers: memory, sockets and time stay
 bounded whatever a receiver sends.
 
 - item 2: a receiver that answers and then keeps streaming on the idle connection is cut

@@ -1,4 +1,4 @@
-"""Issue 22, item 7: a malformed run-key message cannot stop a replica. The decoder is
+"""A malformed run-key message cannot stop a replica. The decoder is
 total; an unreadable message is counted, skipped and its offset committed; entries are
 queued only once read; the consumer task is supervised (restarted, reported while down);
 and a fleet of two kafka-mode replicas fed poison on every partition keeps delivering."""

@@ -1,4 +1,4 @@
-"""Issue 22, item 5: a request that may have reached the receiver is never sent again
+"""A request that may have reached the receiver is never sent again
 under the same attempt. A kept-alive connection the receiver closes after reading the
 request fails the attempt (connection error, retryable: the retry policy decides, and the
 history shows it); the receiver has seen the request once."""

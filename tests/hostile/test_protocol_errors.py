@@ -1,4 +1,4 @@
-"""Issue 22, item 6: answers outside HTTP/1.1 end promptly as recorded protocol errors
+"""Answers outside HTTP/1.1 end promptly as recorded protocol errors
 (never a status the attempt table cannot hold, never a wait for the timeout), and
 control characters in a tenant's header values are never sent."""
 

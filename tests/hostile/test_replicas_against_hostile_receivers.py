@@ -1,5 +1,5 @@
-"""Issue 22 end to end: real ``cronwire serve`` replicas (the default lean deliverer)
-against hostile receivers on loopback, the cases the issue reproduced that way.
+"""Hostile receivers (ADR 0026) end to end: real ``cronwire serve`` replicas (the default lean deliverer)
+against hostile receivers on loopback, the cases first reproduced that way.
 
 - item 1: two tenants, one receiver that ignores bodies on GET, tenant B's GET body a
   second request: neither tenant's history ever shows the other's answer;

@@ -1,4 +1,4 @@
-"""Issue 22: the response path fed randomly split and mutated byte streams (hypothesis).
+"""Hostile receivers (ADR 0026): the response path fed randomly split and mutated byte streams (hypothesis).
 
 The reader (llhttp under our limits) and the whole lean deliverer over a real socket must
 never hang, never exceed a limit, never raise anything but a connection/protocol error,

@@ -1,4 +1,4 @@
-"""Issue 22: the whole lean deliverer over a real socket, fed randomly split answers
+"""Hostile receivers (ADR 0026): the whole lean deliverer over a real socket, fed randomly split answers
 followed (or not) by a second answer that belongs to no request (hypothesis): the next
 request on the connection always reads its own answer, never those bytes."""
 

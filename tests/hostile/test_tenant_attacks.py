@@ -1,4 +1,4 @@
-"""Issue 46: one tenant's flow-control values and receiver cannot slow another tenant's
+"""One tenant's flow-control values and receiver cannot slow another tenant's
 fires, on two real replicas, in both claim modes (ADR 0055).
 
 The attack of the finding: every 0.3 s the attacker gives its schedule a fresh flow-control

@@ -1,4 +1,4 @@
-"""The alert claim and dispatcher against real Postgres (issue 46): tenants take turns,
+"""The alert claim and dispatcher against real Postgres (ADR 0055): tenants take turns,
 no tenant holds more than its in-flight slots across replicas, and a send that hangs
 holds only its own slot, never the pass."""
 

@@ -114,7 +114,7 @@ async def _alert_destination(pool: asyncpg.Pool, tenant: uuid.UUID, *events: str
 async def test_pause_after_failures_records_one_paused_event_beside_the_failing_one(
     db_pool: asyncpg.Pool,
 ) -> None:
-    """The statement that pauses also records schedule.paused (issue 25 into 26), from one
+    """The statement that pauses also records schedule.paused (ADR 0036), from one
     failure count: the failing alert and the pause read the same consecutive_failures."""
     tenant, schedule_id, runs = await _failing_schedule(
         db_pool, "alert_after_failures = 2, pause_after_failures = 3", 4)
@@ -181,7 +181,7 @@ async def test_a_resumed_schedule_stays_failing_until_a_success_recovers_it(
 async def test_a_flapping_schedule_sends_one_pair_per_minute_and_counts_the_other_flips(
     db_pool: asyncpg.Pool,
 ) -> None:
-    """Flap damping (issue 46): fail, succeed, fail, succeed, fail within a minute send
+    """Flap damping (ADR 0055): fail, succeed, fail, succeed, fail within a minute send
     failing and recovered once; the three flips after them are counted, and the next
     event sent, a minute after the first failing, carries the count. The minute is the
     database's: the test moves the window's start back instead of waiting."""

@@ -27,7 +27,7 @@ async def _keys(api: Api, tenant: Any) -> list[dict[str, Any]]:
     ({"max_concurrency": "5"}, "flow_control.max_concurrency"),
     ({"rate_per_second": 0}, "flow_control.rate_per_second"),
     ({"rate_per_second": -1.5}, "flow_control.rate_per_second"),
-    # Issue 46: the rate whose token bucket underflowed inside every tenant's claim.
+    # ADR 0055: the rate whose token bucket underflowed inside every tenant's claim.
     ({"rate_per_second": 5e-324}, "flow_control.rate_per_second"),
     ({"rate_per_second": 0.000009}, "flow_control.rate_per_second"),
     ({"burst": 3}, "flow_control.burst"),  # without a rate

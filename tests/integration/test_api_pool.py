@@ -1,4 +1,4 @@
-"""The API's own pool as the composition root wires it (issue 46): apart from the replica's
+"""The API's own pool as the composition root wires it (ADR 0055): apart from the replica's
 pool and of SCHEDULER_API_DB_POOL_SIZE connections, none without the api role, closed at
 shutdown, and through a Postgres restart a 503 while it is down and served again after."""
 

@@ -1,4 +1,4 @@
-"""The API must not stall the replica (issue 46 item 4; CONTRACT.md "Tenant isolation in
+"""The API must not stall the replica (ADR 0055; CONTRACT.md "Tenant isolation in
 depth"): a replica's API, claims, lease renewals and result writes share one event loop,
 so CPU-heavy API work (backfill walks, stats histograms) runs off it, and the API has a
 database pool of its own (SCHEDULER_API_DB_POOL_SIZE).

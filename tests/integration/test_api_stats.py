@@ -99,7 +99,7 @@ async def test_stats_refuse_an_unknown_window_and_another_tenants_schedule(api: 
 
 
 async def test_skipped_runs_are_counted_by_their_skip_reason(api: Api) -> None:
-    """Issue 25's skip_reason: the overlap policy's skips apart from the misfire policy's
+    """skip_reason: the overlap policy's skips apart from the misfire policy's
     (a skip recorded before the column existed counts as misfire, as migration 0010 says)."""
     tenant = await api.tenant()
     schedule = await api.create_schedule(tenant, paused=True)
@@ -121,7 +121,7 @@ async def test_skipped_runs_are_counted_by_their_skip_reason(api: Api) -> None:
 
 
 async def test_fire_lag_counts_only_the_runs_the_schedule_fired_on_time(api: Api) -> None:
-    """Fire lag is the scheduled runs' lag (issue 49): a backfilled, replayed or manual
+    """Fire lag is the scheduled runs' lag: a backfilled, replayed or manual
     run starts long after its scheduled_for by design, and a misfire catch-up run (planned
     more than the planner's misfire tolerance after it was due) measures the outage that
     missed it. Their counts still show; their lag does not."""

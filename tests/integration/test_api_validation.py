@@ -63,7 +63,7 @@ RULES: list[tuple[str, Any, str]] = [
     ("target.headers", {"X-Cronwire-Attempt": "9"}, "target.headers"),
     ("target.headers", {"Host": "elsewhere"}, "target.headers"),
     ("target.headers", {"x-ok": "line\r\nbreak: 1"}, "target.headers"),
-    # Issue 22, item 6: control characters other than HTAB (VT, FF, NEL, DEL, ESC).
+    # Control characters other than HTAB (VT, FF, NEL, DEL, ESC).
     ("target.headers", {"x-ok": "a\x0bb"}, "target.headers"),
     ("target.headers", {"x-ok": "a\x0cb"}, "target.headers"),
     ("target.headers", {"x-ok": "a\x85b"}, "target.headers"),
@@ -76,7 +76,7 @@ RULES: list[tuple[str, Any, str]] = [
     ("retry.max_attempts", 2.5, "retry.max_attempts"),
     ("retry.initial_backoff_seconds", 0, "retry.initial_backoff_seconds"),
     ("retry.initial_backoff_seconds", -1, "retry.initial_backoff_seconds"),
-    ("retry.initial_backoff_seconds", 5e-324, "retry.initial_backoff_seconds"),  # issue 46
+    ("retry.initial_backoff_seconds", 5e-324, "retry.initial_backoff_seconds"),  # ADR 0055
     ("retry.initial_backoff_seconds", 0.009, "retry.initial_backoff_seconds"),
     ("retry.max_backoff_seconds", 5, "retry.max_backoff_seconds"),  # below initial (10)
     ("retry.max_backoff_seconds", 10**9, "retry.max_backoff_seconds"),

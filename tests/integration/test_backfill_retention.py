@@ -1,5 +1,5 @@
-"""A backfill anywhere inside the retention months is accepted on a new database (issue
-49): the partition keeper creates the months retention keeps, not only last month."""
+"""A backfill anywhere inside the retention months is accepted on a new database:
+the partition keeper creates the months retention keeps, not only last month."""
 
 from __future__ import annotations
 

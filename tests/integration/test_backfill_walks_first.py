@@ -1,4 +1,4 @@
-"""A backfill walks first, then writes (issue 46): the walk runs in the CPU lane with no
+"""A backfill walks first, then writes (ADR 0055): the walk runs in the CPU lane with no
 connection held and no transaction open, and a schedule edited while it walked is walked
 again, so the runs written are always the occurrences of the definition they are written
 under."""

@@ -1,4 +1,4 @@
-"""The claim/write benchmark of ADRs 0042 and 0048 at a reduced size, so that its four
+"""The claim/write benchmark of ADR 0042 and docs/benchmarks.md#levers at a reduced size, so that its four
 shapes keep running against the current schema and statements. Its speed figures are
 printed, not asserted (CI machines are not benchmark machines); that each shape claimed
 and wrote every run exactly once is checked by the script itself against the database's

@@ -1,4 +1,4 @@
-"""The Rust-HTTP-clients benchmark at a reduced size (ADR 0047): it runs, measures the
+"""The Rust-HTTP-clients benchmark at a reduced size (docs/benchmarks.md#levers): it runs, measures the
 lean deliverer against nginx, and reports a Rust client either measured or not installed
 (they are not dependencies). Its figures are printed, not asserted."""
 

@@ -1,4 +1,4 @@
-"""`cronwire chaos` leaves its reports and logs in --out, not its database (issue 49: a
+"""`cronwire chaos` leaves its reports and logs in --out, not its database (once, a
 139 MB Postgres data directory stayed behind after every run). The shared server of a
 chaos run is started and stopped as the command does; `--keep-data` keeps it."""
 

@@ -2,7 +2,7 @@
 partition's primary key, steered by an array of the batch's ids (without it, a generic plan
 hashes a sequential scan of job_run). Postgres sorts that array again each time the
 primary-key index is probed with it, once per claimed run: handed over sorted, each of
-those sorts is a single pass (ADR 0043; unsorted they cost about a tenth of Postgres's CPU
+those sorts is a single pass (docs/benchmarks.md#levers; unsorted they cost about a tenth of Postgres's CPU
 per run in the 100k burst). Checked on the plan Postgres makes for the first claims
 (custom) and the one a prepared statement may switch to (generic), over a table large
 enough that a scan of it would show.
@@ -134,7 +134,7 @@ async def test_the_resolve_reaches_its_rows_by_primary_key_whatever_the_statisti
         database_url: str, plan_mode: str) -> None:
     """The resolve of 128 results among 20,000 leases taken after the statistics were (a
     burst's): written with plain lease conditions, it read the whole lease index, every
-    lease of the burst, to write 128 rows (ADR 0046)."""
+    lease of the burst, to write 128 rows (docs/benchmarks.md#levers)."""
     async with due_runs_on_a_connection(database_url, RUNS) as (conn, _schedule):
         await conn.execute("ANALYZE job_run")
         partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")

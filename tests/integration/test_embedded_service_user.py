@@ -1,5 +1,5 @@
 """As root, the embedded Postgres runs as `cronwire-pg`; what it changes to get there
-(issue 23: it opened every parent of SCHEDULER_HOME and of the package to everyone).
+(it once opened every parent of SCHEDULER_HOME and of the package to everyone).
 Real directories, a real server; the mode-bit rules are checked for the `nobody` user."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 46, item 2: a receiver's Retry-After holds a retry and a flow-control key for at
+"""ADR 0055: a receiver's Retry-After holds a retry and a flow-control key for at
 most min(max_backoff_seconds, 3600) s; a tenant's edit or delete releases what the old
 key held; GET /v1/flow-control never answers 500; anything unforeseen is a JSON 500 with a
 request id (ADR 0055). Real Postgres, the API in process."""

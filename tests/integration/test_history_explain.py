@@ -203,7 +203,7 @@ async def test_tenant_history_and_status_filter_use_their_indexes(corpus: Corpus
         name, args = list_arguments(corpus.tenant, RunQuery(limit=51))
         plan = await explain(conn, name, args)
         assert_index_access(plan, "job_run_p")
-        # One descending scan of the status index per status (ADR 0043), then the page's
+        # One descending scan of the status index per status (docs/benchmarks.md#levers), then the page's
         # rows by primary key: at most a page of keys from each of the corpus's three
         # statuses, and exactly one row per run shown.
         keys = [n for n in plan if n.get("Index Name", "").endswith(

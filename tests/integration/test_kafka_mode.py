@@ -53,7 +53,7 @@ async def test_keys_published_behind_a_paused_partition_count_as_its_backlog(
 ) -> None:
     # The kafka 100k burst: the burst's partition was paused (its buffer full) before most
     # of the burst was published, so no fetch brought its new high watermark; the relay,
-    # reading "not backlogged", went on publishing the whole burst into it (ADR 0051).
+    # reading "not backlogged", went on publishing the whole burst into it (ADR 0063).
     schedule = await new_schedule(db_pool)
     await seed_due_runs(db_pool, schedule, 50)  # type: ignore[arg-type]
     async with kafka_mode(db_pool, kafka_bootstrap, buffer_limit=50, sweep_seconds=3600) as mode:

@@ -1,6 +1,6 @@
 """Kafka mode's outbox on real Postgres: what a pass publishes (due, runnable, each due
 tenant's oldest first, only what the broker acknowledged, only once committed), what it
-leaves while this replica is backlogged (ADR 0025, ADR 0051) or to the sweeper, and runs
+leaves while this replica is backlogged (ADR 0025, ADR 0063) or to the sweeper, and runs
 published again once runnable again. The broker is a recording fake where what matters is
 what was sent; test_kafka_mode.py runs the outbox against real brokers."""
 
@@ -123,7 +123,7 @@ async def test_while_backlogged_a_pass_publishes_each_tenants_share_of_fresh_run
 ) -> None:
     # The kafka 100k burst, due at one instant: every run is fresh for a second, and the
     # relay published 2,000 keys a pass into the backlogged partition, most of them for
-    # runs the fair claim had taken by the time their key was consumed (ADR 0051).
+    # runs the fair claim had taken by the time their key was consumed (ADR 0063).
     burst, quiet = await new_schedule(db_pool), await new_schedule(db_pool)
     await seed_due_runs(db_pool, burst, BACKLOG_KEYS_PER_TENANT + 50,  # type: ignore[arg-type]
                         due_seconds_ago=0)
@@ -144,7 +144,7 @@ async def test_runs_overdue_beyond_the_sweepers_grace_are_left_to_the_sweeper(
 ) -> None:
     # The kafka 100k burst: keys published for runs already seconds overdue arrived after a
     # sweep had taken the run (54,000 marked, 43,000 claimed by key). Such a run is the
-    # sweeper's anyway, so the relay no longer publishes it (ADR 0051).
+    # sweeper's anyway, so the relay no longer publishes it (ADR 0063).
     schedule = await new_schedule(db_pool)
     old = await seed_due_run_ids(db_pool, schedule, 3, due_seconds_ago=30)  # type: ignore[arg-type]
     await seed_due_runs(db_pool, schedule, 2,  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""The load test's WAL line counts the records the window wrote (issue 49: kafka mode read
+"""The load test's WAL line counts the records the window wrote (kafka mode once read
 0.3 records per run). pg_stat_wal, which it read, holds what backends have reported: each
 reports at most once a second while busy and ten seconds after going idle, so writes from
 a connection that has just gone idle were missing. Here a connection writes 400 rows, one

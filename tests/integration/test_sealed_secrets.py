@@ -1,4 +1,4 @@
-"""Sealed secrets over real Postgres (issue 47, ADR 0061): a dump of every table holds no
+"""Sealed secrets over real Postgres (ADR 0061): a dump of every table holds no
 tenant secret in any common encoding, a sealed value opens only where it was sealed, reads
 mask header values and a PATCH sending the mask keeps them, the start-up pass seals what
 was stored in clear, a wrong key ring is refused, and `keys rotate` re-wraps every data key

@@ -1,4 +1,4 @@
-"""Issue 46, item 1: no value a tenant may set, and no answer its receiver may give, makes a
+"""No value a tenant may set, and no answer its receiver may give, makes a
 statement shared by every tenant raise (ADR 0055).
 
 A flow-control rate of 5e-324 per second was accepted, and the token bucket's product

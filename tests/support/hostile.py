@@ -171,7 +171,7 @@ class LoopLag:
             await self._task
 
 
-# -- receivers that never stop sending (issue 22, item 4) --------------------------------
+# -- receivers that never stop sending (ADR 0026) ---------------------------------------
 
 async def endless_chunk_size_line(conn: Conn) -> None:
     await conn.request()
@@ -194,8 +194,8 @@ async def endless_continue(conn: Conn) -> None:
 
 
 async def ignores_get_bodies(conn: Conn) -> None:
-    """Reads no body of a GET, so a GET body is read as the next request (issue 22's
-    cross-tenant reproduction): answers ``/a``, ``/b`` and ``/b-chosen`` by name."""
+    """Reads no body of a GET, so a GET body is read as the next request (the
+    cross-tenant reproduction of ADR 0026): answers ``/a``, ``/b`` and ``/b-chosen`` by name."""
     while (request := await conn.request(ignore_body=True)) is not None:
         if request.method == "POST" and request.headers.get("content-length"):
             await conn.reader.readexactly(int(request.headers["content-length"]))

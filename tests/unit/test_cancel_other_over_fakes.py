@@ -1,5 +1,5 @@
 """cancel_other in the executor, over the in-memory stores, with a deliverer that answers
-from a task and one that begins attempts without one (ADR 0053): a request in flight whose
+from a task and one that begins attempts without one (docs/benchmarks.md#levers): a request in flight whose
 run a newer occurrence superseded (a claim anywhere moved the schedule's gate) is aborted
 within the keeper's poll and written cancelled; its answer, had it come, is never awaited."""
 

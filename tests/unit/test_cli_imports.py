@@ -1,4 +1,4 @@
-"""What `cronwire` imports before it knows the command (issue 23 item 6: every call took
+"""What `cronwire` imports before it knows the command (every call once took
 1–3 s, `--version` too). The time itself is a benchmark (benchmarks/bench_cli_startup.py);
 this keeps the heavy libraries out of the path every command pays for, where an import
 added at a module's top would slip them back in unnoticed."""

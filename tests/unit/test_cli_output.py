@@ -25,7 +25,7 @@ def test_nested_objects_flatten_to_dotted_keys() -> None:
 
 
 def test_a_list_of_words_is_one_field_and_a_list_of_objects_its_own_table() -> None:
-    """Issue 49: `alerts get` hid its events without --json."""
+    """`alerts get` once hid its events without --json."""
     alerts = {"url": "u", "events": ["schedule.failing", "schedule.late"],
               "items": [{"id": 1}]}
     assert flatten(alerts) == [("url", "u"), ("events", "schedule.failing, schedule.late")]

@@ -142,7 +142,7 @@ def test_private_targets_are_allowed_only_in_dev_mode_unless_said(
 
 
 def test_a_multi_host_database_url_is_accepted() -> None:
-    """It was refused at start: "malformed port in DSN" (issue 30)."""
+    """It was refused at start: "malformed port in DSN"."""
     url = "postgresql://postgres@127.0.0.1:5432,127.0.0.1:5433/cw?target_session_attrs=read-write"
     s = load_settings({"SCHEDULER_DATABASE_URL": url})
     assert s.database_url == url and s.database_read_url is None

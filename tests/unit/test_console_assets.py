@@ -80,7 +80,7 @@ async def test_docs_pages_load_packaged_bundles_only(client: httpx.AsyncClient) 
 
 
 async def test_redoc_asks_no_cdn_for_its_logo(client: httpx.AsyncClient) -> None:
-    """Issue 23: ReDoc's sidebar footer loads its logo from cdn.redoc.ly (the CSP refused
+    """ReDoc's sidebar footer loads its logo from cdn.redoc.ly (the CSP refused
     it, with a console error); the bundle is served with that image inline."""
     async with client:
         bundle = (await client.get("/docs/assets/redoc.standalone.js")).text

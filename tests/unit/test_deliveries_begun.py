@@ -1,4 +1,4 @@
-"""The executor with a deliverer that begins attempts without a task (``begin``, ADR 0053),
+"""The executor with a deliverer that begins attempts without a task (``begin``, docs/benchmarks.md#levers),
 over the in-memory stores: the same delivery, lease and shutdown rules as with a task per
 request (tests/unit/test_lease_rules_over_fakes.py), and no task per delivery."""
 

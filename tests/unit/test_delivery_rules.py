@@ -60,7 +60,7 @@ def test_retryable(outcome: Outcome, status: int | None, retryable: bool) -> Non
 
 @pytest.mark.parametrize("value", ["a\x0bb", "a\x0cb", "a\x85b", "a\x7fb", "a\x1bb", "\r", "\n"])
 def test_a_header_value_with_a_control_character_is_refused_at_delivery(value: str) -> None:
-    """Issue 22, item 6: schedules made before the create-time rule are still safe."""
+    """Schedules made before the create-time rule are still safe."""
     request = DeliveryRequest(
         run_id=uuid4(), schedule_id=uuid4(), tenant_id=uuid4(), idempotency_key="k",
         scheduled_for=datetime(2027, 1, 1, tzinfo=UTC), attempt=1, method="POST",

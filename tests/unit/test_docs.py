@@ -1,7 +1,9 @@
 """The documentation stays navigable and true to the code: the README's configuration table
 lists exactly the settings config.py reads, with their defaults; every relative link and
 anchor in the README, docs/ and the ADR index lands somewhere; every docs page is on the
-README's map; every ADR is in the index with the status its file states."""
+README's map; every ADR is in the index with the status its file states, and the status
+lines and the index agree on which record supersedes, amends or extends which, both ways;
+no status names an issue; no ADR number named anywhere is missing."""
 
 from __future__ import annotations
 
@@ -130,6 +132,112 @@ def test_every_adr_is_indexed_with_the_status_its_file_states() -> None:
     assert len(numbers) == len(set(numbers)), f"two ADRs share a number: {numbers}"
 
 
+# A relation between two records, as a status line and the index's last column spell it.
+# Each kind is read in both directions: "amends 0030" in one, "amended by 0063" in the other.
+INVERSE = {
+    "supersedes": "superseded by", "superseded by": "supersedes",
+    "amends": "amended by", "amended by": "amends",
+    "extends": "extended by", "extended by": "extends",
+}
+RELATION = re.compile(r"^(superseded by|supersedes|amended by|amends|extended by|extends)\b", re.I)
+ADR_NUMBER = re.compile(r"\b0\d{3}\b")
+# An issue by number ("Issue 29", "issue #11"): a ticket, not a decision.
+ISSUE = re.compile(r"\bissues?\s+#?\d+", re.I)
+
+
+def _without_asides(text: str) -> str:
+    """The text with its parenthesised asides removed: notes, dates, the old numbers a
+    record was first written against; what is left states the relations."""
+    while (stripped := re.sub(r"\([^()]*\)", "", text)) != text:
+        text = stripped
+    return text
+
+
+def _relations(text: str, *, strict: bool) -> set[tuple[str, str]]:
+    """(kind, number) for each clause that starts with a relation's verb. Clauses end at
+    '.', ';' or ':'. With strict, a clause that names a record without a verb is refused
+    (the index column is all relations and plain notes)."""
+    found: set[tuple[str, str]] = set()
+    for clause in re.split(r"[.;:]", _without_asides(" ".join(text.split()))):
+        clause = clause.strip()
+        verb = RELATION.match(clause)
+        if verb:
+            found |= {(verb.group(1).lower(), n) for n in ADR_NUMBER.findall(clause)}
+        elif strict:
+            assert not ADR_NUMBER.findall(clause), f"a note names a record without a verb: {clause!r}"
+    return found
+
+
+def _status_paragraph(adr: Path) -> str:
+    match = re.search(r"^Status:.*?(?=\n\s*\n)", adr.read_text(encoding="utf-8"), re.M | re.S)
+    assert match, f"{adr.name} has no Status: line"
+    return match.group(0)
+
+
+def _index_relation_cells() -> dict[str, str]:
+    """record number -> the index row's last cell."""
+    index = (ADRS / "README.md").read_text(encoding="utf-8")
+    return {m.group(1): m.group(2) for m in
+            re.finditer(r"^\|\s*\[(\d{4})\]\([^)]+\)\s*\|.*\|([^|]*)\|\s*$", index, re.M)}
+
+
+def _records() -> dict[str, Path]:
+    return {p.name[:4]: p for p in ADRS.glob("[0-9][0-9][0-9][0-9]-*.md")}
+
+
+def test_every_status_line_and_the_index_state_the_same_relations_both_ways() -> None:
+    records = _records()
+    cells = _index_relation_cells()
+    assert set(cells) == set(records)
+    stated: dict[str, set[tuple[str, str]]] = {}
+    for number, adr in sorted(records.items()):
+        in_file = _relations(_status_paragraph(adr), strict=False)
+        in_index = _relations(cells[number], strict=True)
+        assert in_file == in_index, (
+            f"{adr.name}: the status line says {sorted(in_file)}, the index {sorted(in_index)}")
+        stated[number] = in_file
+    wrong: list[str] = []
+    for number, relations in sorted(stated.items()):
+        for kind, other in sorted(relations):
+            if other not in records:
+                wrong.append(f"{number} {kind} {other}, which does not exist")
+            elif (INVERSE[kind], number) not in stated[other]:
+                wrong.append(f"{number} {kind} {other}, but {other} does not say {INVERSE[kind]} {number}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_superseded_record_is_superseded_by_one_record_and_changed_by_none() -> None:
+    for adr in sorted(_records().values()):
+        relations = _relations(_status_paragraph(adr), strict=False)
+        kinds = [kind for kind, _ in relations]
+        if _status(adr) == "superseded":
+            assert kinds.count("superseded by") == 1, f"{adr.name}: superseded by which record?"
+            changed = {r for r in relations if r[0] in ("amended by", "extended by")}
+            assert not changed, f"{adr.name} is superseded, yet {sorted(changed)}"
+        else:
+            assert "superseded by" not in kinds, f"{adr.name} is superseded but says {_status(adr)}"
+
+
+def test_no_status_line_or_index_row_names_an_issue() -> None:
+    """A status says what a record decided and what it changes, not which ticket asked."""
+    named = [adr.name for adr in _records().values() if ISSUE.search(_status_paragraph(adr))]
+    named += [f"index row {n}" for n, cell in _index_relation_cells().items() if ISSUE.search(cell)]
+    assert not named, f"these name an issue number: {named}"
+
+
+def test_every_adr_number_the_docs_and_code_name_exists() -> None:
+    """A record folded away or renumbered leaves no reference to it behind."""
+    numbers = set(_records())
+    mention = re.compile(r"\bADRs?\s+(\d{4}(?:(?:,\s*|\s+and\s+|\s*[–-]\s*)\d{4})*)")
+    files = [README, *ADRS.glob("*.md"), *DOCS.glob("*.md"),
+             *(p for root in ("src", "tests", "benchmarks") for p in (ROOT / root).rglob("*")
+               if p.suffix in {".py", ".sql", ".js", ".md"})]
+    missing = sorted({f"{path.relative_to(ROOT)}: ADR {n}" for path in files
+                      for m in mention.finditer(path.read_text(encoding="utf-8"))
+                      for n in re.findall(r"\d{4}", m.group(1)) if n not in numbers})
+    assert not missing, "\n".join(missing)
+
+
 def test_every_missing_migration_number_is_explained() -> None:
     """The start-up log lists applied numbers; a gap must not look like a lost file."""
     numbers = {int(p.name[:4]) for p in (ROOT / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql")}
@@ -141,7 +249,7 @@ def test_every_missing_migration_number_is_explained() -> None:
 
 
 def test_kafka_mode_states_the_topics_replication_factor_as_the_code_does() -> None:
-    """Issue 49: docs/kafka-mode.md said cronwire creates its topic with replication
+    """docs/kafka-mode.md once said cronwire creates its topic with replication
     factor 1, where the README and the code say 3, or the number of brokers if fewer."""
     text = (DOCS / "kafka-mode.md").read_text(encoding="utf-8")
     default = dict(describe())[f"{PREFIX}KAFKA_REPLICATION_FACTOR"]

@@ -1,4 +1,4 @@
-"""Kafka mode's two claims in flight (ADR 0052): the consumed keys are taken, claimed and
+"""Kafka mode's two claims in flight (ADR 0063): the consumed keys are taken, claimed and
 then acknowledged or rewound as a whole, so while one claim is between taking keys and
 settling them, the other takes none. It does what needs no keys: the fair claim while a
 partition is backlogged, a sweep when one is due, or nothing."""

@@ -195,7 +195,7 @@ async def test_a_full_sweep_is_followed_by_another_at_the_next_claim() -> None:
 async def test_a_replica_whose_keys_outrun_its_slots_says_so_after_a_second() -> None:
     """Every claim takes all the slots let it (2) and leaves keys: behind. After a second
     of that the replica reports its overflow, for 3 s on the database's clock, and reports
-    again at most once a second while it lasts (ADR 0050)."""
+    again at most once a second while it lasts (ADR 0063)."""
     db, hints, source = _rig(12)
     hints.deliver([r.key for r in db.runs.values()])
     await source.claim("a", 2, 300)

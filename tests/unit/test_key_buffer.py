@@ -1,4 +1,4 @@
-"""KeyBuffer: when a replica's keys count as backlogged (ADR 0025, ADR 0051).
+"""KeyBuffer: when a replica's keys count as backlogged (ADR 0025, ADR 0063).
 
 The outbox relay and the hybrid claim source both read ``backlogged``: while it holds, the
 relay publishes only each tenant's small share of fresh runs and the claim source takes

@@ -36,7 +36,7 @@ def test_the_rate_covers_the_time_since_the_last_line_and_the_last_line_the_repo
     lines = capsys.readouterr().err.strip().splitlines()
     # Lines at 1000.25 and 1005.25: 1,600 runs in the 5 s between them.
     assert _rates("\n".join(lines[:2])) == ["0/s", "320/s"]
-    # The closing line is the report's figures, named as such (issue 49: it was the sink's
+    # The closing line is the report's figures, named as such (it once was the sink's
     # count over the time to the end of the drain check, "194/s", beside a report of 400).
     assert lines[-1] == ("[loadtest] done | delivered 1,600/2,000 | 400.0/s, first instant "
                          "to the last acknowledgement (report.json's runs_per_second) | "

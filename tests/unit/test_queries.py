@@ -98,7 +98,7 @@ def test_every_statement_fits_the_pools_statement_cache() -> None:
 
 
 def test_the_tenant_history_reads_every_status() -> None:
-    # The unfiltered tenant history is a merge of one scan per status (ADR 0043): a status
+    # The unfiltered tenant history is a merge of one scan per status (docs/benchmarks.md#levers): a status
     # missing from its list would vanish from every tenant's history without an error.
     listed = re.search(r"unnest\('\{([a-z,]+)\}'::text\[\]\)",
                        queries()["job_run_list_for_tenant"])

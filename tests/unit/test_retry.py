@@ -137,7 +137,7 @@ def test_the_request_carries_the_target_body_or_the_default_json() -> None:
                                                 (40000, None), (99, None), (600, None)])
 def test_a_status_the_attempt_table_cannot_hold_is_not_stored(status: int,
                                                               stored: int | None) -> None:
-    """Issue 22, item 6: HTTP/1.1 40000 once overflowed the smallint column and the batched
+    """HTTP/1.1 40000 once overflowed the smallint column and the batched
     evidence write lost every attempt of the batch."""
     assert attempt_record(_run(), _result(Outcome.HTTP_ERROR, status)).status_code == stored
 

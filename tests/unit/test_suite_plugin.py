@@ -1,7 +1,7 @@
 """The suite's plumbing (tests/support/suite_plugin.py) on a small suite of its own, run
 by pytest with two xdist workers as the README's command runs the real one: each group
-stays on one worker, and the run ends by listing the skipped tests by reason (issue 23,
-item 2). The groups' tests are spread through the collection, so without the plugin (or
+stays on one worker, and the run ends by listing the skipped tests by reason
+(ADR 0037). The groups' tests are spread through the collection, so without the plugin (or
 with xdist's group suffix lost, pytest-xdist#1386) they land on both workers."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A wait that times out says what it saw: a failure under load must tell how far things got
-(issue 49: a chaos timeout that did not say how many runs had arrived)."""
+(once, a chaos timeout that did not say how many runs had arrived)."""
 
 from __future__ import annotations
 

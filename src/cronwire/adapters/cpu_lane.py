@@ -1,4 +1,4 @@
-"""CpuWork on one worker thread of its own (issue 46).
+"""CpuWork on one worker thread of its own (ADR 0055).
 
 Why a thread, and only one: the work is pure Python, so the GIL lets one thread run it at
 a time whatever the pool size; a second worker would add no throughput, only a second

@@ -73,7 +73,7 @@ class PrometheusMetrics:
             "scheduler_readiness", "Last /readyz outcome per check (1 passing, 0 failing)",
             ["check"], registry=r,
         )
-        # Issue 26: alert deliveries by what the attempt ended in, and the stats queries.
+        # Alert deliveries by what the attempt ended in, and the stats queries.
         self._alerts = Counter(
             "scheduler_alert_deliveries_total",
             "Alert delivery attempts, by outcome (delivered, retrying, failed, undelivered)",
@@ -147,7 +147,7 @@ class PrometheusMetrics:
 
     def kafka_message_skipped(self, reason: str) -> None:
         """A run-key message no replica can read (malformed, unknown version, out of
-        range): skipped and its offset committed (issue 22)."""
+        range): skipped and its offset committed (ADR 0027)."""
         if self._skipped is None:
             self._skipped = Counter(
                 "scheduler_kafka_messages_skipped",

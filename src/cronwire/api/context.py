@@ -32,12 +32,12 @@ class ApiContext:
     default_limits: TenantLimits
     max_request_bytes: int = 262_144  # SCHEDULER_API_MAX_REQUEST_BYTES
     secret_overlap_seconds: int = 24 * 3600
-    # Issue 26's readers and stores; their routes are served only when given.
+    # The observability readers and stores (stats, explain, alerts); their routes are served only when given.
     stats: StatsReader | None = None
     alerts: AlertStore | None = None
-    flows: FlowControlView | None = None  # GET /v1/flow-control (issue 27)
+    flows: FlowControlView | None = None  # GET /v1/flow-control (ADR 0040)
     metrics: Metrics | None = None  # the stats queries' latency (scheduler_stats_query_seconds)
-    # Where previews and explain walk (issue 46); a replica passes its CPU lane.
+    # Where previews and explain walk (ADR 0055); a replica passes its CPU lane.
     cpu: CpuWork = field(default_factory=OnTheLoop)
     # SCHEDULER_API_RATE_PER_SECOND, per tenant, in this replica's memory; None: no limit
     rate_limit: TenantRateLimit | None = None

@@ -1,4 +1,4 @@
-"""Bodies of the observability routes (issue 26): stats, explain, alerts."""
+"""Bodies of the observability routes: stats, explain, alerts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The API's own resources (issue 46): a database pool apart from the one that claims,
+"""The API's own resources (ADR 0055): a database pool apart from the one that claims,
 renews leases and writes results, and the lane its CPU-heavy work runs in. Wired by the
 container; a replica without the ``api`` role opens neither pool."""
 

@@ -241,7 +241,7 @@ class Container(containers.DeclarativeContainer):
         tracer=tracer,
     )
 
-    # -- api providers: a pool and a CPU lane of their own (issue 46); resolved only where
+    # -- api providers: a pool and a CPU lane of their own (ADR 0055); resolved only where
     # the api role runs (api_pool is None elsewhere) --
     api_pool = providers.Resource(api_resources.api_pool_resource, settings=settings)
     cpu_lane = providers.Resource(api_resources.cpu_lane_resource)

@@ -46,7 +46,7 @@ class Runtime:
     kafka_link: KafkaLink | None
     kafka_hints: KafkaRunHints | None  # the executors' consumer (kafka mode, executor role)
     tenants: PostgresTenantStore | None  # None, like api, without the api role
-    api: ApiContext | None  # on the API's own pool and CPU lane (issue 46)
+    api: ApiContext | None  # on the API's own pool and CPU lane (ADR 0055)
 
 
 async def build_runtime(container: Container) -> Runtime:

@@ -1,4 +1,4 @@
-"""Where a replica's key ring comes from (issue 47, ADR 0061), and what start-up does with
+"""Where a replica's key ring comes from (ADR 0061), and what start-up does with
 it before anything is delivered: prove it opens the stored data keys, then seal whatever
 was stored in clear before sealing began."""
 

@@ -77,7 +77,7 @@ async def _postgres(plan: ChaosPlan, faults: list[str],
 def _drop_data_directory(data_dir: Path) -> None:
     """The shared server's data directory is ~140 MB of a throwaway database: keep its log
     beside the reports (``postgres.log``) and remove the rest, with the linked binaries a
-    root run makes beside it (issue 49)."""
+    root run makes beside it."""
     with contextlib.suppress(OSError):
         shutil.copyfile(data_dir / "server.log", data_dir.parent / "postgres.log")
     shutil.rmtree(data_dir, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""Tenant commands of issue 26 over the API: `schedules explain|stats` and
+"""Tenant observability commands over the API: `schedules explain|stats` and
 `alerts set|get|events`. Like cli_client, they only build requests from flags named after
 the API's fields and print what it answers."""
 

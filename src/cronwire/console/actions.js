@@ -31,7 +31,7 @@ export function scheduleActions(schedule, onChange, { withEdit = true, compact =
     ? button("Resume", "Resume", async () => {
       try {
         // A fire_all schedule replays every missed occurrence of its catch-up window at
-        // once: count them first and ask (issue 49: it happened without a word).
+        // once: count them first and ask (it once happened without a word).
         const preview = await api.resume(schedule.id, true);
         if (preview.runs_due > 1) {
           const sure = await confirmAction({

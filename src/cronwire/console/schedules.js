@@ -34,7 +34,7 @@ function lastRunCell(schedule) {
 
 /** The first fire time after now, as the schedule's page shows it (both from the preview).
  * Not next_fire_at: that is the planner's cursor, a few seconds to a minute ahead of the
- * next fire, so the list showed a later instant than the page (issue 49). */
+ * next fire, so the list showed a later instant than the page. */
 function nextFireCell(schedule) {
   const td = cell("Next fire", el("span", { class: "muted", text: "…" }));
   api.preview(schedule.id, 1).then((page) => {

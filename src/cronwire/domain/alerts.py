@@ -1,4 +1,4 @@
-"""Alerts (issue 26): a schedule's rules, a tenant's destination, and the events (pure).
+"""Alerts (ADR 0036): a schedule's rules, a tenant's destination, and the events (pure).
 
 Transitions are decided in Postgres (ADR 0036): the terminal write decides failing,
 recovered and slow; the periodic check decides late. What lives here is what a tenant

@@ -12,5 +12,5 @@ BACKLOG_GRACE_SECONDS = 1.0
 # While backlogged, the most keys of one tenant an outbox pass publishes (a pass every
 # 0.2 s: ~1,000 keys a second a tenant). Each due tenant's first keys still go out every
 # pass, so a quiet tenant's fresh run is claimed by its key; a burst's keys no longer run
-# ahead of the claims (ADR 0051).
+# ahead of the claims (ADR 0063).
 BACKLOG_KEYS_PER_TENANT = 200

@@ -1,4 +1,4 @@
-"""Sealed secrets (issue 47): the names of what is sealed and the format's shape. Pure.
+"""Sealed secrets (ADR 0061): the names of what is sealed and the format's shape. Pure.
 
 A sealed value is text, self-describing and safe to store anywhere a string goes (a text
 column, a jsonb string)::

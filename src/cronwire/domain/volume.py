@@ -1,4 +1,4 @@
-"""A tenant's volume of runs not yet ended (issue 46): the rule that refuses a request
+"""A tenant's volume of runs not yet ended (ADR 0055): the rule that refuses a request
 that would add runs past the tenant's limit.
 
 Runs not yet ended are ``pending``, ``running`` and ``retrying``. Backfill, replay and a

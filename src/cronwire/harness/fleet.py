@@ -47,7 +47,7 @@ _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$")
 
 
 # A harness calls its own replicas' API far faster than a tenant should, and writes runs
-# in bulk: the per-tenant limits (issue 46) would measure themselves, not the scheduler.
+# in bulk: the per-tenant limits would measure themselves, not the scheduler.
 # The highest values the settings accept; a caller that tests a limit passes its own.
 UNLIMITED_API = {"SCHEDULER_API_RATE_PER_SECOND": "1000000000",
                  "SCHEDULER_TENANT_MAX_PENDING_RUNS": str(2**31 - 1)}

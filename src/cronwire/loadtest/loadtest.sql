@@ -65,7 +65,7 @@ SELECT pg_wal_lsn_diff($2::text::pg_lsn, $1::text::pg_lsn)::float8
 -- name: loadtest_wal_between
 -- The records and bytes of WAL in [$1, $2), counted from the WAL itself. pg_stat_wal's
 -- counts were not: each backend adds its own at most once a second while busy and ten
--- seconds after it went idle, so a drain's last writes were missing from them (issue 49:
+-- seconds after it went idle, so a drain's last writes were missing from them (once
 -- 0.3 records per run in kafka mode).
 SELECT coalesce(sum(count), 0)::bigint AS records,
        pg_wal_lsn_diff($2::text::pg_lsn, $1::text::pg_lsn)::float8 AS bytes

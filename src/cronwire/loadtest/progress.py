@@ -15,7 +15,7 @@ from collections.abc import Callable
 class Progress:
     """The progress line. Its rate is over the time since the line was last printed (not
     the last sample, a quarter of a second that is often empty); the closing line gives
-    the report's figures (issue 23: it said "0/s")."""
+    the report's figures (it once said "0/s")."""
 
     def __init__(self, instants: list[float], schedules: int, *, every: float = 5.0,
                  tty: bool | None = None, wall: Callable[[], float] = time.time,
@@ -59,7 +59,7 @@ class Progress:
         self._write(self._when(), stats, f"{rate:,.0f}/s")
 
     def done(self, delivered: int, runs_per_second: float, lag_p99_ms: float) -> None:
-        """The closing line, with the final report's own figures (issue 49: it gave the
+        """The closing line, with the final report's own figures (it once gave the
         sink's count over the time to the end of the drain check, and read as the same
         figure as report.json's ``runs_per_second``, which it was not)."""
         line = (f"[loadtest] done | delivered {delivered:,}/{self.planned:,} | "

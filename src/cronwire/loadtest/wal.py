@@ -6,7 +6,7 @@ row version and index entry is a record.
 
 Not pg_stat_wal: its counts are what backends have reported, each at most once a second
 while busy and ten seconds after going idle, so a drain that ends with its writers idle
-misses their last second (issue 49: kafka mode read 0.3 records per run). Full-page images
+misses their last second (kafka mode once read 0.3 records per run). Full-page images
 are not counted: the embedded server runs with ``full_page_writes`` off."""
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ class Deliverer(Protocol):
 @runtime_checkable
 class StartsDeliveries(Protocol):
     """What a Deliverer may offer beside ``deliver``: the attempt started without a task
-    where no wait is needed (ADR 0053). ``begin`` returns the attempt's result as a future
+    where no wait is needed (docs/benchmarks.md#levers). ``begin`` returns the attempt's result as a future
     (same outcomes as ``deliver``; cancelling it abandons the request), or None when the
     caller should await ``deliver`` instead; RequestNotSent as from ``deliver``."""
 

@@ -1,4 +1,4 @@
-"""Where the API's CPU-heavy pure work runs (issue 46): backfill and explain walks, long
+"""Where the API's CPU-heavy pure work runs (ADR 0055): backfill and explain walks, long
 previews, the stats' histograms. A replica shares one event loop between its API and its
 claims and lease renewals, so such work must not run on it."""
 

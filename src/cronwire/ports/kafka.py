@@ -82,7 +82,7 @@ class KeyedClaimStore(Protocol):
 
     async def report_overflow(self, owner: str, seconds: float) -> None:
         """``owner``'s keys arrive faster than its delivery slots take them: say so, for
-        the next ``seconds`` on the database's clock (ADR 0050)."""
+        the next ``seconds`` on the database's clock (ADR 0063)."""
         ...
 
     async def peer_overflowing(self, owner: str) -> bool:

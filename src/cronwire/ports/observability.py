@@ -1,4 +1,4 @@
-"""Issue 26's ports: tracing, per-schedule stats, explain, alerts. Re-exported by
+"""The observability ports: tracing, per-schedule stats, explain, alerts. Re-exported by
 :mod:`cronwire.ports`, where services import them from.
 
 The Tracer is called from the executor's and the planner's hot paths, so its contract

@@ -1,4 +1,4 @@
-"""Sealed secrets' ports (issue 47, ADR 0061): the box services seal and open tenant
+"""Sealed secrets' ports (ADR 0061): the box services seal and open tenant
 secrets with, the key ring that wraps data keys, and where wrapped data keys are stored."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Alerts' loop, on every replica whatever its roles (issue 26, ADR 0036): check which
+"""Alerts' loop, on every replica whatever its roles (ADR 0036): check which
 schedules became late, then deliver due alert events, durably.
 
 Late is checked here, not by the executor, because it matters most when no executor is
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 # Sends in flight on one replica at most: the claim takes no more than are free.
 MAX_IN_FLIGHT = 50
 # Sends in flight for one tenant across the fleet (the claim counts live leases on every
-# replica): a tenant whose destination hangs holds these slots and no others (issue 46).
+# replica): a tenant whose destination hangs holds these slots and no others (ADR 0055).
 TENANT_IN_FLIGHT = 2
 # A send is cut off this long after its delivery timeout should have ended it (a
 # Deliverer that overstays must not hold a slot for ever); well inside its lease

@@ -11,7 +11,7 @@ waits; the sweeper claims in the meantime.
 
 A pass publishes only runs due at most the sweeper's grace ago (when it is given): an
 older unpublished run is one the sweeper takes at its next pass anyway, and its key would
-arrive for a claim by key that finds nothing (ADR 0051).
+arrive for a claim by key that finds nothing (ADR 0063).
 
 While this replica's consumer is backlogged (``RunHints.backlogged``: a buffer's worth of
 a partition's keys waits in the broker), a pass publishes only runs due less than
@@ -20,7 +20,7 @@ the next pass comes after the poll interval. The older ones are what the
 executor's fair polling claim takes in that state, so their keys would only arrive after
 the run was claimed: each would cost a mark, a consumed message and a claim by key that
 finds nothing (ADR 0025). The share and the pause keep a burst due at one instant (all of
-it fresh for a second) from being published in that second (ADR 0051). Every due tenant's
+it fresh for a second) from being published in that second (ADR 0063). Every due tenant's
 first keys are still published each pass, so a quiet tenant's run due now is claimed by
 its key, not a second later. Once the backlog clears, whatever is still unclaimed (and
 within the sweeper's grace) is published as usual.
@@ -55,7 +55,7 @@ class OutboxRelay:
         self._publisher = publisher
         self._hints = hints  # this replica's consumer; None where no executor runs
         # Runs overdue by more than the sweeper's grace are the sweeper's: a key published
-        # for one would arrive for a run a sweep takes anyway (ADR 0051). At least the
+        # for one would arrive for a run a sweep takes anyway (ADR 0063). At least the
         # backlog's grace, so a zero grace still leaves fresh runs to their keys.
         self._max_age = (None if sweep_grace_seconds is None
                          else max(sweep_grace_seconds, BACKLOG_GRACE_SECONDS))

@@ -1,4 +1,4 @@
-"""The key ring's upkeep (issue 47): prove it at start-up, report which key wraps how many
+"""The key ring's upkeep (ADR 0061): prove it at start-up, report which key wraps how many
 data keys, and re-wrap every data key under the first key (`cronwire keys rotate`)."""
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ class EmbeddedBroker:
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 # Its own session, as pg_ctl gives Postgres: a terminal's Ctrl-C signals
                 # the whole foreground group, and the broker dying with `serve` made the
-                # draining consumer log errors (issue 49). stop() ends it after the drain.
+                # draining consumer log errors. stop() ends it after the drain.
                 start_new_session=True,
             )
         deadline = time.monotonic() + ready_timeout

@@ -134,7 +134,7 @@ class LeanDeliverer:
         """:meth:`deliver` without a task or a coroutine, where no wait is needed: with a
         slot free and a parked connection of the request's tenant and origin, the request
         is written before this returns, and the connection's own callbacks complete the
-        future (ADR 0053: a task and five coroutine frames per delivery cost the burst's
+        future (docs/benchmarks.md#levers: a task and five coroutine frames per delivery cost the burst's
         replica about a tenth of its CPU). None when a slot or a new connection must be
         waited for (:meth:`deliver` does that) or the request cannot be built (deliver
         reports why). Cancelling the future abandons the exchange and closes its

@@ -1,5 +1,5 @@
 """The lean deliverer's bound on requests in flight: a counting semaphore that can also
-be taken without awaiting, so a delivery's fast path (``LeanDeliverer.begin``, ADR 0053)
+be taken without awaiting, so a delivery's fast path (``LeanDeliverer.begin``, docs/benchmarks.md#levers)
 takes its slot in the same step that writes its request (``asyncio.Semaphore`` has no
 such call); and ``within``, a rarer wait bounded by the attempt's deadline."""
 

@@ -40,7 +40,7 @@ class PartitionFlow:
     async def ask_behind(self, consumer: AIOKafkaConsumer) -> None:
         """Keep ``KeyBuffer.backlogged`` true to what waits behind full, paused buffers.
         Without it a partition paused before its burst was published looked caught up, and
-        the outbox went on publishing the whole burst into it (ADR 0051). At most every
+        the outbox went on publishing the whole burst into it (ADR 0063). At most every
         ``BEHIND_ASK_SECONDS``; best effort: a failed ask keeps the last figure."""
         full = self._keys.full_partitions()
         now = asyncio.get_running_loop().time()

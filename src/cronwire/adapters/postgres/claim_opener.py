@@ -1,4 +1,4 @@
-"""What a claimed run needs to leave, parsed and opened once per schedule version (issue 47:
+"""What a claimed run needs to leave, parsed and opened once per schedule version (ADR 0061:
 the hot path does not pay for sealing per run).
 
 A claim row carries the schedule's stored target, retry policy and sealed signing secrets.

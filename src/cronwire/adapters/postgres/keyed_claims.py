@@ -4,7 +4,7 @@
 ``sweep`` is the SKIP LOCKED safety net for runs no message delivered (job_run_sweep);
 ``claim_fair`` is the polling claim itself with a grace (job_run_claim);
 ``report_overflow`` and ``peer_overflowing`` are the replicas' overflow signal
-(kafka_overflow.sql, ADR 0050). Only the claims' candidate rows differ: from
+(kafka_overflow.sql, ADR 0063). Only the claims' candidate rows differ: from
 ``decided AS (`` on, the two kafka statements are job_run_claim's text word for word
 (tests/unit/test_queries.py holds them equal), so the lease, the expired-lease reclaim and
 the exhaustion rule are the same in every claim.

@@ -5,7 +5,7 @@ waits and then cancels what was written (job_run_cancel_for_schedule). The decis
 the domain's (:mod:`cronwire.domain.backfill`, :mod:`cronwire.domain.replay`); the
 statements only apply them, one round trip per batch (queries/job_run.sql).
 
-A backfill walks first, then writes (issue 46): its walk (up to 10,001 occurrences and
+A backfill walks first, then writes (ADR 0055): its walk (up to 10,001 occurrences and
 their run ids, ~0.1-0.3 s of CPU) runs in the API's CPU lane with no connection held; the
 writing transaction then reads the schedule again under its lock and writes only if the
 walk was of that very definition (else it walks again).

@@ -3,7 +3,7 @@ plus a scan of the rest, its skips by reason, in one snapshot; one look past the
 (ADR 0036).
 
 The snapshot's rows are read first, then the connection goes back to the pool and the
-histograms are built and merged in the API's CPU lane (issue 46): a 30-day window of a busy
+histograms are built and merged in the API's CPU lane (ADR 0055): a 30-day window of a busy
 schedule is hundreds of thousands of rows to bucket, never on the event loop and never
 while a connection waits."""
 
@@ -165,7 +165,7 @@ class PostgresStatsReader:
                 # One snapshot: which periods are closed, and the runs of the others.
                 async with conn.transaction(isolation="repeatable_read", readonly=True):
                     read = await self._read_window(conn, tenant_id, schedule_id, seconds)
-                    # Skips by reason (issue 25) read only the skipped runs' rows.
+                    # Skips by reason (overlap or misfire) read only the skipped runs' rows.
                     reasons = await conn.fetch(Q["job_run_stats_skipped"], schedule_id,
                                                seconds)
                     streak = await conn.fetchrow(Q["job_run_outcome_streak"], schedule_id)

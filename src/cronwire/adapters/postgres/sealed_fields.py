@@ -1,4 +1,4 @@
-"""Which stored fields are sealed and how (issue 47, ADR 0061): the signing secrets and every
+"""Which stored fields are sealed and how (ADR 0061): the signing secrets and every
 ``target.headers`` value of a schedule, each bound to its row and field. The stores seal on
 write and open on read through a :class:`cronwire.ports.SecretBox`; the claim opens with
 the data keys loaded beforehand, without I/O (:func:`open_claimed`)."""

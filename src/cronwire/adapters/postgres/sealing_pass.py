@@ -1,4 +1,4 @@
-"""Sealing what was stored before sealing began (issue 47). A migration cannot do it: the
+"""Sealing what was stored before sealing began (ADR 0061). A migration cannot do it: the
 key ring never reaches the database. So every replica runs this after migrating: in
 batches (one transaction each, rows locked until their sealed values are written), by
 id, so it ends even while old replicas still write clear values; idempotent (only values

@@ -1,5 +1,5 @@
 """The executor's requests in flight: one per claimed run the breaker let through, started
-without a task where the deliverer can (``begin``, ADR 0053), else in a task of its own.
+without a task where the deliverer can (``begin``, docs/benchmarks.md#levers), else in a task of its own.
 
 Each request leaves only inside its claim's send window (``send_deadline``): a replica
 stalled between its claim and the send gives the run back unsent rather than send after

@@ -11,13 +11,13 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
   back full is followed by another at the next claim: runs past the grace are a busy
   peer's overflow (one tenant's keys all go to one partition, so one replica's slots
   bound that tenant's rate) or lost messages, and the fleet's idle slots drain them at
-  their own pace, not one claim's worth a second (ADR 0049);
+  their own pace, not one claim's worth a second (ADR 0063);
 * a replica whose keys arrive faster than its delivery slots take them (every claim for a
   second took as many keys as it was let and left more, and most of them leased runs)
   says so in Postgres, once a second while it lasts; while another replica says so, this
   one's sweeps take runs ``BACKLOG_GRACE_SECONDS`` overdue rather than the full grace, so
   the fleet's idle slots serve a tenant beyond one replica's a second late, not five (ADR
-  0050). A slow or starved replica is not overflowing (its claims find idle slots), so a
+  0063). A slow or starved replica is not overflowing (its claims find idle slots), so a
   loaded machine's late keys do not shorten anyone's grace;
 * while a partition this replica owns is backlogged (a buffer's worth of its keys waits
   in the broker), each claim runs two statements at once: the polling claim, fair across
@@ -25,7 +25,7 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
   partition with another tenant's burst is not held behind the burst's keys), and the
   claim by key of up to half the limit. Fresh runs are left to their keys, and in that
   state the outbox publishes only each tenant's share of fresh runs (OutboxRelay, ADR
-  0051), so the two take different rows and neither waits on the other; the claim loop's
+  0063), so the two take different rows and neither waits on the other; the claim loop's
   wait per batch is the slower of the two, not their sum (ADR 0025);
 * while the broker is unreachable the polling claim does all the work (labelled
   ``sweeper``), with no grace: nothing is being published, so nothing is worth waiting for;
@@ -40,7 +40,7 @@ The executor does not know which mode it runs in; it sees a ClaimSource. Here:
 Two claims may be in flight at once while claims come back full, as in postgres mode
 (ADR 0042), but only one of them takes keys: consumed keys are acknowledged or rewound
 as a whole, so the claim that finds the keys' step busy does only what needs no keys (the
-fair claim while backlogged, a due sweep) or nothing (ADR 0052).
+fair claim while backlogged, a due sweep) or nothing (ADR 0063).
 
 Every batch says where its runs came from in ``ClaimBatch.sources``
 (scheduler_claims_total{source="kafka"|"sweeper"}); a backlogged claim, which draws on
@@ -97,7 +97,7 @@ class HybridClaimSource:
         # Until then (monotonic), claims reclaim held runs fairly first (see above).
         self._reclaim_until = float("-inf")
         # Since when every claim of keys was limited by the slots (None: not behind), and
-        # when this replica may report its overflow again (ADR 0050).
+        # when this replica may report its overflow again (ADR 0063).
         self._behind_since: float | None = None
         self._next_report = float("-inf")
         # A peer's overflow as last read, and when to read it again.

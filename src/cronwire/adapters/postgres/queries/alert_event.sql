@@ -1,4 +1,4 @@
--- alert_event: one row per alert transition, delivered like a run (issue 26, ADR 0036).
+-- alert_event: one row per alert transition, delivered like a run (ADR 0036).
 -- failing/recovered/slow rows are inserted by job_run_resolve (the terminal write); late
 -- rows by alert_event_insert_late, the periodic check every replica runs.
 
@@ -53,7 +53,7 @@ RETURNING id
 
 -- name: alert_event_claim
 -- $1 owner, $2 limit, $3 lease seconds, $4 deliveries in flight allowed per tenant.
--- Tenants take turns (issue 46): per tenant, its due events oldest first, at most as many
+-- Tenants take turns (ADR 0055): per tenant, its due events oldest first, at most as many
 -- as it has free delivery slots (the cap less its leases still live, on any replica);
 -- then the first of every tenant, oldest tenant first, then the second of each, and so
 -- on. One tenant's backlog or hanging destination thus holds its own slots and never

@@ -340,7 +340,7 @@ UPDATE job_run j
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
  -- because Postgres sorts it again at every probe of the index, once per claimed run: a
- -- sorted array costs each of those sorts one pass (ADR 0044).
+ -- sorted array costs each of those sorts one pass (docs/benchmarks.md#levers).
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
@@ -400,8 +400,8 @@ SELECT j.id
 -- flight and writes it 'cancelled' itself (job_run_superseded, LeaseKeeper).
 -- The same statement wakes the next run waiting on an overlap gate whose holder ended,
 -- and keeps each schedule's one count of consecutive failures (consecutive_failures,
--- issue 25), from which it decides both the pause after pause_after_failures and the
--- alert transitions (issue 26, ADR 0036). Only schedules the batch can change are read
+-- ADR 0034), from which it decides both the pause after pause_after_failures and the
+-- alert transitions (ADR 0036). Only schedules the batch can change are read
 -- and locked (in id order, so two batches sharing schedules queue instead of
 -- deadlocking): those with a failure here, a count above zero, or an alert rule. A batch
 -- of successes under 'allow' with no rule locks no schedule. One UPDATE of the schedule
@@ -459,7 +459,7 @@ landed AS (
      -- The lease test is a CASE, so that the rows are reached through the primary key:
      -- written as plain conditions, "status = 'running'" let Postgres read the whole
      -- lease index instead whenever the statistics predate the leases (a burst's: 21,424
-     -- entries read to write 154 rows in a logged plan; ADR 0046,
+     -- entries read to write 154 rows in a logged plan; docs/benchmarks.md#levers,
      -- tests/integration/test_claim_plan.py).
      WHERE j.id = o.id AND j.scheduled_for = o.scheduled_for
        AND CASE WHEN j.status = 'running'
@@ -826,7 +826,7 @@ WHERE status IN ('pending', 'retrying')
 -- and leased runs look rare, and Postgres ANDed the primary key's bitmap with the whole
 -- claim and lease indexes (every unclaimed and every leased run of the burst, 4-8 ms a
 -- claim): the runnable test below is written so that no index can serve it
--- (tests/integration/test_claim_plan.py, ADR 0045).
+-- (tests/integration/test_claim_plan.py, docs/benchmarks.md#levers).
 -- FOR UPDATE waits instead of skipping: a row locked for a moment by the outbox publisher
 -- (marking it again after a run turned runnable again) or by a SKIP LOCKED claim that will
 -- not keep it must not make this claim drop the key (nothing would deliver it again until
@@ -1056,7 +1056,7 @@ UPDATE job_run j
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
  -- because Postgres sorts it again at every probe of the index, once per claimed run: a
- -- sorted array costs each of those sorts one pass (ADR 0044).
+ -- sorted array costs each of those sorts one pass (docs/benchmarks.md#levers).
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
@@ -1342,7 +1342,7 @@ UPDATE job_run j
  -- The id array steers the planner to the primary-key index of each partition; a join on
  -- the CTE alone is estimated so badly that it hashes a sequential scan of job_run. Sorted,
  -- because Postgres sorts it again at every probe of the index, once per claimed run: a
- -- sorted array costs each of those sorts one pass (ADR 0044).
+ -- sorted array costs each of those sorts one pass (docs/benchmarks.md#levers).
  WHERE j.id = ANY (ARRAY(SELECT id FROM decided WHERE verdict <> 'hold' ORDER BY id))
    AND j.id = d.id AND j.scheduled_for = d.scheduled_for AND s.id = j.schedule_id
    AND d.verdict <> 'hold'
@@ -1488,7 +1488,7 @@ RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
 -- allows), the newest $6 of those, then their rows by primary key. A page reads at most
 -- seven times its length of index entries and its length of rows. There is no index on
 -- (tenant_id, scheduled_for) of its own: it cost every status change of every run an
--- index entry (migration 0016, ADR 0043).
+-- index entry (migration 0016, docs/benchmarks.md#levers).
 WITH page AS (
     SELECT k.scheduled_for, k.id
       FROM unnest('{pending,running,retrying,succeeded,failed,skipped,cancelled}'::text[])
@@ -1565,7 +1565,7 @@ SELECT (SELECT count(*) FROM job_run
 -- The reader buckets the values and keeps the closed periods' summaries (ADR 0036).
 -- date_part, not EXTRACT: float8 arithmetic, where EXTRACT's numeric took as long as the
 -- whole scan of 100,000 runs. $1 schedule.
--- Fire lag is the scheduled runs' lag (issue 49): a backfill, replay or manual run starts
+-- Fire lag is the scheduled runs' lag: a backfill, replay or manual run starts
 -- late by design, and a misfire catch-up run (written more than $5, the planner's misfire
 -- tolerance, after it was due) measures the outage that missed it; theirs is NULL, as a
 -- run that never started, so they are counted but not in the lag.
@@ -1677,7 +1677,7 @@ RETURNING id, schedule_id, scheduled_for, status, attempt_count, fire_after,
           skip_reason, replay_of, replayed_by
 
 -- name: job_run_stats_skipped
--- The same window's skipped runs by skip_reason (issue 25: 'overlap' or 'misfire'). Apart
+-- The same window's skipped runs by skip_reason ('overlap' or 'misfire'). Apart
 -- from job_run_stats_window so that one stays index-only: skip_reason is not in the
 -- covering index, and only the skipped runs' rows are read for it. $1 schedule, $2 window
 -- seconds.

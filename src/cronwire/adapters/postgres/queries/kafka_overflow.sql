@@ -1,4 +1,4 @@
--- Kafka mode's overflow signal (ADR 0050, migration 0017): one row per replica whose keys
+-- Kafka mode's overflow signal (ADR 0063, migration 0017): one row per replica whose keys
 -- arrive faster than its delivery slots take them. Written at most once a second by that
 -- replica, read once a second by the others' sweeps.
 

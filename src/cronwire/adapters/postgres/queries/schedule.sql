@@ -228,7 +228,7 @@ UPDATE schedule SET overlap_run = NULL, overlap_run_at = NULL
 WHERE overlap_run_at < $1
 
 -- name: schedule_unsealed_lock
--- Start-up's sealing pass (issue 47): schedules with a secret or header value not yet in
+-- Start-up's sealing pass (ADR 0061): schedules with a secret or header value not yet in
 -- the sealed format ("cws1:"), by id after $1, at most $2, locked until sealed (a tenant's
 -- edit meanwhile waits, then writes sealed values itself). Deleted ones too: a dump holds
 -- their rows.

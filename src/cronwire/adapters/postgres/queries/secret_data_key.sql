@@ -1,4 +1,4 @@
--- secret_data_key: each tenant's data key, wrapped by the key ring (issue 47, ADR 0061).
+-- secret_data_key: each tenant's data key, wrapped by the key ring (ADR 0061).
 
 -- name: secret_data_key_for_tenants
 SELECT id, tenant_id, key_id, wrapped FROM secret_data_key WHERE tenant_id = ANY($1::uuid[])

@@ -1,4 +1,4 @@
--- tenant_alert_destination: where a tenant's alert events go (issue 26). $1 is tenant_id.
+-- tenant_alert_destination: where a tenant's alert events go (ADR 0036). $1 is tenant_id.
 
 -- name: tenant_alert_destination_upsert
 -- $2 url, $3 event types, $4 the new signing secret (a PUT replaces the destination whole).
@@ -14,7 +14,7 @@ SELECT tenant_id, url, events, signing_secret, created_at, updated_at
   FROM tenant_alert_destination WHERE tenant_id = $1
 
 -- name: tenant_alert_destination_unsealed_lock
--- Start-up's sealing pass (issue 47): destinations whose secret is not sealed yet.
+-- Start-up's sealing pass (ADR 0061): destinations whose secret is not sealed yet.
 SELECT tenant_id, signing_secret FROM tenant_alert_destination
 WHERE tenant_id > $1 AND signing_secret NOT LIKE 'cws1:%'
 ORDER BY tenant_id
