@@ -23,8 +23,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cronwire.adapters.postgres.dsn import WRITABLE_ATTRS, DsnError, parse_dsn
 from cronwire.domain.errors import ConfigError
+from cronwire.dsn import WRITABLE_ATTRS, DsnError, parse_dsn
 
 PREFIX = "SCHEDULER_"
 ROLES = frozenset({"api", "planner", "executor"})

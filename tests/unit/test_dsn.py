@@ -1,4 +1,4 @@
-"""Connection URLs with several hosts (adapters/postgres/dsn.py): parsed the way libpq and
+"""Connection URLs with several hosts (dsn.py): parsed the way libpq and
 asyncpg read them, split host by host for the connector, and refused in one line when
 malformed."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cronwire.adapters.postgres.dsn import DsnError, Host, parse_dsn
+from cronwire.dsn import DsnError, Host, parse_dsn
 
 PAIR = "postgresql://app:s%40cret@10.0.0.1:5432,[fd00::2]:6432,db3/cw?target_session_attrs=read-write&sslmode=require"
 

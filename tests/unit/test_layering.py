@@ -147,6 +147,24 @@ def test_the_services_know_only_ports_and_the_domain() -> None:
     assert _offending(_modules("service/**/*.py"), forbidden) == {}
 
 
+def test_configuration_knows_no_adapter() -> None:
+    # config.py validates a database URL with cronwire.dsn, pure string work shared with
+    # the Postgres connector; reading settings must not load a driver.
+    assert _offending(_modules("config.py", "dsn.py"), ("cronwire.adapters", "asyncpg")) == {}
+
+
+def test_an_adapter_knows_no_other_technologys_adapter() -> None:
+    # One technology per adapter package: what two of them share lives in the domain or
+    # the ports, and the composition root joins them.
+    bad = {}
+    for tech in sorted(p.name for p in PACKAGE.glob("adapters/*") if p.is_dir()
+                       and not p.name.startswith("__")):
+        found = _offending(_modules(f"adapters/{tech}/**/*.py"), ("cronwire.adapters.",),
+                           (f"cronwire.adapters.{tech}",))
+        bad.update(found)
+    assert bad == {}
+
+
 @pytest.mark.parametrize("package", ["cli", "chaos", "loadtest", "harness"])
 def test_commands_and_harnesses_reach_adapters_only_through_the_composition_root(
     package: str,

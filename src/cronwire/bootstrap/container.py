@@ -214,7 +214,7 @@ class Container(containers.DeclarativeContainer):
     # -- executor providers (stage 2) --
     claim_source = providers.Selector(
         settings.provided.claim_source,
-        postgres=providers.Singleton(PostgresClaimSource, pool=db_pool, box=secret_box),
+        postgres=polling_claim_source,
         kafka=providers.Singleton(
             HybridClaimSource, hints=kafka_hints,
             keyed=providers.Singleton(PostgresKeyedClaims, pool=db_pool, box=secret_box),

@@ -44,7 +44,3 @@ class ReplayQuery:
         return self
 
 
-def check_replayable_status(status: str) -> None:
-    if status != REPLAYABLE_STATUS:
-        raise RuleViolation("status", "only failed runs (dead letters) are replayed: "
-                            f"must be {REPLAYABLE_STATUS!r}")

@@ -29,7 +29,6 @@ from cronwire.ports.secrets import SecretBox
 
 Q = harness_queries(Path(__file__).with_name("seeding.sql"))
 DEFAULT_RETRY = {"max_attempts": 3, "initial_backoff_seconds": 0.05, "max_backoff_seconds": 0.2}
-NON_TERMINAL = ("pending", "running", "retrying")
 
 Database: TypeAlias = asyncpg.Connection | asyncpg.Pool
 

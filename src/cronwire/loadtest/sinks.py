@@ -24,8 +24,6 @@ from cronwire.harness.nginx_sink import NginxSink, nginx_binary
 from cronwire.harness.sink_process import SinkProcess
 from cronwire.loadtest.plan import LoadTestError, LoadTestPlan
 
-SINKS = ("nginx", "python")
-
 
 class LoadSink(Protocol):
     kind: str  # "nginx" or "python", named in the report

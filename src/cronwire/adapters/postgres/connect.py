@@ -18,7 +18,7 @@ from typing import Any
 
 import asyncpg
 
-from cronwire.adapters.postgres.dsn import WRITABLE_ATTRS, parse_dsn
+from cronwire.dsn import WRITABLE_ATTRS, parse_dsn
 
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_SECONDS = 5.0  # per host, unless the URL sets connect_timeout

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cronwire.adapters.postgres.connect import connect_primary
-from cronwire.adapters.postgres.dsn import parse_dsn
+from cronwire.dsn import parse_dsn
 
 
 async def create_database(admin_dsn: str, name: str) -> str:
