@@ -19,6 +19,8 @@ from cronwire.ports.secrets import DataKeyStore, KeyWrapper
 
 NONCE_BYTES = 12
 DATA_KEY_BYTES = 32
+_REF = len(SEALED_PREFIX)  # where the data key id starts
+_BODY = _REF + 33  # where the base64 starts, after the id's 32 hex digits and a colon
 
 
 def _b64(raw: bytes) -> str:
@@ -71,11 +73,11 @@ class EnvelopeSecretBox:
         key = self._keys.get(tenant_id)
         if key is None:
             raise SecretError(f"tenant {tenant_id} has no data key to open a sealed value")
+        # cws1:<32 hex>:<base64>, sliced at fixed places (split made a list per value)
+        if sealed[_REF:_BODY - 1] != key.ref or sealed[_BODY - 1:_BODY] != ":":
+            raise SecretError(f"a sealed value of {context} names another data key")
         try:
-            ref, body = sealed[len(SEALED_PREFIX):].split(":")
-            if ref != key.ref:
-                raise SecretError(f"a sealed value of {context} names another data key")
-            raw = _unb64(body)
+            raw = _unb64(sealed[_BODY:])
             plain = key.cipher.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:],
                                        key.aad_prefix + context.encode())
             return plain.decode()
