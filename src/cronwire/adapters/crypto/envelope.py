@@ -7,6 +7,7 @@ them, it does not replace them). Sealed format: :mod:`cronwire.domain.secrets`."
 from __future__ import annotations
 
 import binascii
+import logging
 import os
 import uuid
 from collections.abc import Collection
@@ -17,6 +18,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cronwire.domain.secrets import SEALED_PREFIX, DataKeyRecord, SecretError, data_key_context
 from cronwire.ports.secrets import DataKeyStore, KeyWrapper
 
+log = logging.getLogger(__name__)
 NONCE_BYTES = 12
 DATA_KEY_BYTES = 32
 _REF = len(SEALED_PREFIX)  # where the data key id starts
@@ -65,7 +67,14 @@ class EnvelopeSecretBox:
         missing = [t for t in set(tenant_ids) if t not in self._keys]
         if missing:
             for record in await self._store.for_tenants(missing):
-                await self._remember(record)
+                try:
+                    await self._remember(record)
+                except SecretError as exc:
+                    # One tenant's data key that does not open (altered in the database)
+                    # must not stop a claim shared by every tenant: its values stay shut
+                    # (unseal_loaded refuses them) and the others are opened.
+                    log.error("tenant %s: its data key does not open, so none of its "
+                              "sealed values can be: %s", record.tenant_id, exc)
 
     def unseal_loaded(self, tenant_id: uuid.UUID, sealed: str, context: str) -> str:
         if not sealed.startswith(SEALED_PREFIX):
