@@ -23,6 +23,7 @@ import json
 import logging
 import uuid
 from collections.abc import Sequence
+from typing import TypeVar
 
 import asyncpg
 
@@ -44,7 +45,8 @@ CAPACITY = 131_072
 DeliveryState = tuple[Target, RetryPolicy, tuple[str, ...]]
 _SecretsKey = tuple[int, str, str | None]
 _TargetKey = tuple[int, str]
-_ABSENT = object()
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -56,6 +58,12 @@ def _policies(text: str, retry_text: str) -> tuple[Target, RetryPolicy]:
     except (TypeError, ValueError):
         target, retry = None, None
     return target_from_document(target), retry_from_document(retry)
+
+
+def _keep(memo: dict[K, V], key: K, value: V, capacity: int) -> None:
+    if memo and len(memo) >= capacity:
+        del memo[next(iter(memo))]  # the oldest: dicts keep insertion order
+    memo[key] = value
 
 
 class ClaimOpener:
@@ -80,29 +88,26 @@ class ClaimOpener:
         current: str | None = row["signing_secret"]
         previous: str | None = row["previous_signing_secret"]
         key = (number, current or "", previous)
-        secrets = self._secrets.get(key, _ABSENT)
-        if secrets is _ABSENT:
+        if key in self._secrets:
+            secrets = self._secrets[key]
+        else:
             secrets = self._opened_secrets(row["tenant_id"], schedule_id, current, previous)
-            self._keep(self._secrets, key, secrets)
+            _keep(self._secrets, key, secrets, self._capacity)
         if secrets is None:
             return None
         text: str = row["target_json"]
+        target: Target | None
         target, retry = _policies(text, row["retry_json"])
         if has_sealed_members(target):
             target_key = (number, text)
-            opened = self._targets.get(target_key, _ABSENT)
-            if opened is _ABSENT:
-                opened = self._opened_target(row["tenant_id"], schedule_id, target)
-                self._keep(self._targets, target_key, opened)
-            if opened is None:
+            if target_key in self._targets:
+                target = self._targets[target_key]
+            else:
+                target = self._opened_target(row["tenant_id"], schedule_id, target)
+                _keep(self._targets, target_key, target, self._capacity)
+            if target is None:
                 return None
-            target = opened  # type: ignore[assignment]
-        return target, retry, secrets  # type: ignore[return-value]
-
-    def _keep(self, memo: dict, key: object, value: object) -> None:  # type: ignore[type-arg]
-        if memo and len(memo) >= self._capacity:
-            del memo[next(iter(memo))]
-        memo[key] = value
+        return target, retry, secrets
 
     def _opened_secrets(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
                         current: str | None, previous: str | None) -> tuple[str, ...] | None:
