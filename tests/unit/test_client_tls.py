@@ -3,6 +3,9 @@ which field named, and the stored document's round trip. Certificates are made h
 
 from __future__ import annotations
 
+import contextlib
+import random
+import string
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -65,3 +68,20 @@ def test_the_stored_document_keeps_everything_and_a_target_without_tls_keeps_its
     text = target_to_document(target)["tls"]["client_certificate_not_after"]
     assert text.endswith("Z") and len(text) == 20  # one shape: text order is time order
     assert target_from_document({"url": "u", "tls": {"client_certificate": 1}}).tls is None
+
+
+def test_a_damaged_certificate_or_key_is_a_422_never_another_error() -> None:
+    """Hostile input: a good PEM pair with characters replaced at random (a damaged
+    public key, version, serial or name parses lazily in cryptography) is refused naming
+    a field, or accepted; nothing else escapes (a 500), and no warning either."""
+    pem = CA.client_tls("fuzzed")
+    rnd = random.Random(47)
+    for _ in range(1500):
+        damaged = dict(pem)
+        for name in rnd.sample(sorted(damaged), rnd.randint(1, 2)):
+            chars = list(damaged[name])
+            for _ in range(rnd.randint(1, 8)):
+                chars[rnd.randrange(len(chars))] = rnd.choice(string.printable + "é")
+            damaged[name] = "".join(chars)
+        with contextlib.suppress(RuleViolation):
+            client_tls_from_pem(damaged["client_certificate"], damaged["client_key"])

@@ -10,6 +10,7 @@ so no read parses a certificate).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -17,6 +18,7 @@ from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
+from cryptography.utils import CryptographyDeprecationWarning
 
 from cronwire.domain.errors import RuleViolation
 
@@ -43,11 +45,20 @@ def client_tls_from_pem(certificate: str, key: str) -> ClientTls:
     field for a PEM that does not parse, an encrypted key or a key that is not the
     certificate's. Expiry is :func:`check_not_expired`'s (it needs the clock)."""
     leaf = _leaf(certificate)
+    try:  # a certificate parses lazily: a damaged key or name fails only here
+        public, subject, not_after = (_public(leaf.public_key()), leaf.subject.rfc4514_string(),
+                                      leaf.not_valid_after_utc)
+    except (ValueError, UnsupportedAlgorithm):
+        raise RuleViolation(CERTIFICATE_FIELD, "holds a public key or subject that does "
+                            "not parse") from None
     private_key = _private_key(key)
-    if _public(private_key.public_key()) != _public(leaf.public_key()):
+    try:
+        matches = _public(private_key.public_key()) == public
+    except (ValueError, UnsupportedAlgorithm):
+        matches = False
+    if not matches:
         raise RuleViolation(KEY_FIELD, "is not the private key of the client certificate")
-    return ClientTls(certificate=certificate, key=key, subject=leaf.subject.rfc4514_string(),
-                     not_after=leaf.not_valid_after_utc)
+    return ClientTls(certificate=certificate, key=key, subject=subject, not_after=not_after)
 
 
 def check_not_expired(tls: ClientTls, now: datetime) -> None:
@@ -60,10 +71,14 @@ def _leaf(certificate: str) -> x509.Certificate:
     if len(certificate) > MAX_PEM_CHARS:
         raise RuleViolation(CERTIFICATE_FIELD, f"is longer than {MAX_PEM_CHARS} characters")
     try:
-        chain = x509.load_pem_x509_certificates(certificate.encode())
-    except (ValueError, TypeError):
+        with warnings.catch_warnings():
+            # What cryptography only warns about today (a serial number that is not
+            # positive, ...) is refused: the next release will, and a receiver may.
+            warnings.simplefilter("error", CryptographyDeprecationWarning)
+            chain = x509.load_pem_x509_certificates(certificate.encode())
+    except (ValueError, TypeError, x509.InvalidVersion, CryptographyDeprecationWarning):
         raise RuleViolation(CERTIFICATE_FIELD, "is not a PEM certificate "
-                            "(-----BEGIN CERTIFICATE-----)") from None
+                            "(-----BEGIN CERTIFICATE-----) that follows RFC 5280") from None
     if len(chain) > MAX_CHAIN:
         raise RuleViolation(CERTIFICATE_FIELD, f"holds more than {MAX_CHAIN} certificates")
     return chain[0]
