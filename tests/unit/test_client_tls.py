@@ -9,6 +9,7 @@ import string
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from cronwire.domain.client_tls import (
     CERTIFICATE_FIELD,
@@ -85,3 +86,17 @@ def test_a_damaged_certificate_or_key_is_a_422_never_another_error() -> None:
             damaged[name] = "".join(chars)
         with contextlib.suppress(RuleViolation):
             client_tls_from_pem(damaged["client_certificate"], damaged["client_key"])
+
+
+def test_an_rsa_key_above_4096_bits_is_refused_and_one_within_is_taken() -> None:
+    # Each handshake signs with the key on the replica's shared event loop (and proving a
+    # big key's primes would cost the API's loop seconds), so the size is bounded.
+    for bits, refused in ((2048, False), (4160, True)):
+        key = rsa.generate_private_key(65537, bits)
+        cert, _ = CA.issue("rsa", key=key)  # type: ignore[arg-type]
+        if refused:
+            with pytest.raises(RuleViolation) as error:
+                client_tls_from_pem(cert_pem(cert), key_pem(key))  # type: ignore[arg-type]
+            assert error.value.field == KEY_FIELD and "4096" in error.value.reason
+        else:
+            assert client_tls_from_pem(cert_pem(cert), key_pem(key)).subject == "CN=rsa"  # type: ignore[arg-type]
