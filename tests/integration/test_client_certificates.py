@@ -25,6 +25,8 @@ from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.domain.breaker import BreakerPolicy
+from cronwire.domain.client_tls import client_tls_from_pem
+from cronwire.domain.delivery import DeliveryRequest
 from cronwire.harness.seeding import SeededSchedule, seed_due_runs
 from cronwire.service.executor import Executor
 from cronwire.service.maintenance import FleetGauges
@@ -163,3 +165,27 @@ async def test_the_client_key_is_sealed_and_the_gauge_sees_the_earliest_expiry(
     leaked = sorted(form for key in keys for form in encodings(key) if form in text)
     assert leaked == [] and not any(line in text for line in body_lines)
     assert "BEGIN CERTIFICATE" in text  # the certificate is public and stored in clear
+
+
+@pytest.mark.parametrize("kind", ["lean", "httpx"])
+async def test_a_receiver_certificate_from_an_untrusted_authority_is_refused_with_ours_too(
+        tmp_path: Path, kind: str) -> None:
+    """The context that presents a client certificate still verifies the receiver: without
+    the test authority among the trusted ones, the handshake fails on our side."""
+    guard = TargetGuard(allow_private=True)
+    made = LeanDeliverer(guard) if kind == "lean" else HttpxDeliverer(guard)
+    await made.start()
+    pem = CA.client_tls("billing-client")
+    try:
+        async with mutual_tls_receiver(CA, tmp_path) as receiver:
+            result = await made.deliver(DeliveryRequest(
+                run_id=uuid.uuid4(), schedule_id=uuid.uuid4(), tenant_id=uuid.uuid4(),
+                idempotency_key="k", scheduled_for=datetime.now(UTC), attempt=1,
+                method="POST", url=receiver.url, headers={}, body=b"{}",
+                signing_secrets=("whsec_" + "A" * 32,), timeout_seconds=5,
+                client_tls=client_tls_from_pem(pem["client_certificate"], pem["client_key"])))
+    finally:
+        await made.close()
+    assert result.status_code is None and result.error is not None
+    assert "CERTIFICATE_VERIFY_FAILED" in result.error, result.error
+    assert receiver.clients == []
