@@ -312,7 +312,7 @@ def _key_ring_from_file(path: Path) -> tuple[tuple[str, bytes], ...]:
     variable = f"{PREFIX}SECRET_KEYS_FILE"
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: undecodable, or a NUL in the path
         raise ConfigError(f"{variable}: cannot read {path}: "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
     return parse_key_ring(variable, text)

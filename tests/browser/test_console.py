@@ -11,6 +11,7 @@ from playwright.async_api import expect
 
 from cronwire.harness.sink import Reply, by_attempt
 from tests.support.browser import Console, needs_chromium
+from tests.support.certificates import Authority
 from tests.support.polling import wait_until
 
 pytestmark = [needs_chromium, pytest.mark.asyncio(loop_scope="module")]
@@ -382,3 +383,43 @@ async def test_schedule_page_shows_stats_and_explains_an_instant(console: Consol
     await expect(result.locator(".error")).to_contain_text("at")
     assert [e for e in unexpected_errors(console) if "422" not in e] == []
     assert console.watched.external_requests == []
+
+
+async def test_the_edit_form_sets_shows_and_removes_a_client_certificate(
+    console: Console,
+) -> None:
+    """mTLS (ADR 0061): the form takes a certificate and key, shows the stored one's subject
+    and expiry beside the write-only field, keeps it when another field is saved, and the
+    remove box removes it; a key without its certificate names the field."""
+    page = console.page
+    created = await console.api("POST", "/v1/schedules", {
+        "name": "mtls-form", "cron": "0 3 1 1 *", "target": {"url": "https://example.com/h"}})
+    pem = Authority().client_tls("form-client")
+    await console.sign_in()
+    await page.get_by_role("link", name="mtls-form", exact=True).click()
+    await page.get_by_role("link", name="Edit mtls-form").click()
+    await page.get_by_label("Client key (PEM)").fill(pem["client_key"])
+    await page.get_by_role("button", name="Save changes").click()
+    await expect(page.locator("#f-target-tls-client-certificate-error")).to_be_visible()
+    await page.get_by_label("Client certificate (PEM)").fill(pem["client_certificate"])
+    await page.get_by_role("button", name="Save changes").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("mtls-form")
+    saved = await console.api("GET", f"/v1/schedules/{created['id']}")
+    assert saved["target"]["tls"]["client_certificate_subject"] == "CN=form-client"
+
+    await page.get_by_role("link", name="Edit mtls-form").click()
+    await expect(page.locator("#f-target-tls-client-certificate-hint")).to_contain_text(
+        "Current: CN=form-client")
+    await page.get_by_label("Name").fill("mtls-form-2")
+    await page.get_by_role("button", name="Save changes").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("mtls-form-2")
+    kept = await console.api("GET", f"/v1/schedules/{created['id']}")
+    assert kept["target"]["tls"] == saved["target"]["tls"]
+
+    await page.get_by_role("link", name="Edit mtls-form-2").click()
+    await page.get_by_label("Remove the client certificate").check()
+    await page.get_by_role("button", name="Save changes").click()
+    await expect(page.get_by_role("heading", level=1)).to_have_text("mtls-form-2")
+    removed = await console.api("GET", f"/v1/schedules/{created['id']}")
+    assert removed["target"]["tls"] is None
+    assert unexpected_errors(console) == []

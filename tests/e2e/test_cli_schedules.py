@@ -12,9 +12,11 @@ import os
 import pty
 import subprocess
 import uuid
+from pathlib import Path
 
 import asyncpg
 
+from tests.support.certificates import Authority
 from tests.support.cli_shell import InProcess, Live
 from tests.support.cli_shell import hook as _hook
 from tests.support.processes import cronwire_executable
@@ -168,3 +170,36 @@ async def _seed_runs(dsn: str, schedule_id: str,
              for i, (trigger, lag, duration) in enumerate(runs)])
     finally:
         await conn.close()
+
+
+def test_client_certificate_flags_set_keep_and_remove_target_tls(
+        live: Live, cli: InProcess, tmp_path: Path) -> None:
+    authority = Authority()
+    token = cli.ok("tenant", "create", "mtls")["token"]
+    files = {}
+    for name in ("first", "second"):
+        pem = authority.client_tls(f"client-{name}")
+        files[name] = (tmp_path / f"{name}.crt", tmp_path / f"{name}.key")
+        files[name][0].write_text(pem["client_certificate"])
+        files[name][1].write_text(pem["client_key"])
+    created = cli.ok("schedules", "create", "--name", "m", "--cron", "0 3 * * *",
+                     "--url", "https://127.0.0.1:9/h", "--client-certificate",
+                     str(files["first"][0]), "--client-key", str(files["first"][1]),
+                     token=token)
+    assert created["target"]["tls"]["client_certificate_subject"] == "CN=client-first"
+    sid = created["id"]
+    kept = cli.ok("schedules", "update", sid, "--url", "https://127.0.0.1:9/other", token=token)
+    assert kept["target"]["tls"] == created["target"]["tls"]  # read's shape not sent back
+    replaced = cli.ok("schedules", "update", sid, "--client-certificate",
+                      str(files["second"][0]), "--client-key", str(files["second"][1]),
+                      token=token)
+    assert replaced["target"]["tls"]["client_certificate_subject"] == "CN=client-second"
+    mismatched = cli.refused("schedules", "update", sid, "--client-certificate",
+                             str(files["first"][0]), "--client-key", str(files["second"][1]),
+                             token=token, code=1)
+    assert "target.tls.client_key" in mismatched
+    alone = cli.refused("schedules", "update", sid, "--client-key", str(files["first"][1]),
+                        token=token, code=2)
+    assert "go together" in alone
+    removed = cli.ok("schedules", "update", sid, "--no-client-certificate", token=token)
+    assert removed["target"]["tls"] is None

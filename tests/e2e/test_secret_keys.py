@@ -24,19 +24,21 @@ from cronwire.domain.model import Target
 from cronwire.domain.schedules import ScheduleSpec
 from cronwire.harness.fleet import HARNESS_SECRET_KEYS
 from cronwire.harness.processes import free_port
-from cronwire.harness.seeding import seed_tenant
+from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_tenant
 from tests.support.processes import clean_env, run_cli
 from tests.support.secrets import secret_box
 
 NEW_KEY = "next:" + base64.b64encode(b"\x5a" * 32).decode()
 
 
-async def _a_sealed_schedule(pool: asyncpg.Pool) -> None:
+async def _a_sealed_schedule(pool: asyncpg.Pool, *, due_run: bool = False) -> None:
     tenant = await seed_tenant(pool)
     spec = ScheduleSpec(name="s", cron="0 3 * * *", timezone="UTC",
                         target=Target("http://127.0.0.1:9/", headers={"Authorization": "x"}))
-    await PostgresScheduleStore(pool, secret_box(pool)).create(
-        tenant, spec, paused=True, signing_secret="whsec_" + "A" * 32, max_schedules=10)
+    created = await PostgresScheduleStore(pool, secret_box(pool)).create(
+        tenant, spec, paused=not due_run, signing_secret="whsec_" + "A" * 32, max_schedules=10)
+    if due_run:  # what a replica that started would deliver, signed
+        await seed_due_runs(pool, SeededSchedule(created.id, tenant, "", ""), 1)
 
 
 def _serve_env(dsn: str, **more: str) -> dict[str, str]:
@@ -59,7 +61,7 @@ async def test_serve_on_its_own_database_without_a_key_exits_2_naming_it(
 
 async def test_serve_with_a_key_ring_that_does_not_open_the_data_keys_exits_2(
         db_pool: asyncpg.Pool, database_url: str) -> None:
-    await _a_sealed_schedule(db_pool)
+    await _a_sealed_schedule(db_pool, due_run=True)
     key_id = HARNESS_SECRET_KEYS.partition(":")[0]
     wrong = f"{key_id}:" + base64.b64encode(b"\x01" * 32).decode()
     result = run_cli("serve", env=_serve_env(database_url, SCHEDULER_SECRET_KEYS=wrong))
@@ -67,6 +69,7 @@ async def test_serve_with_a_key_ring_that_does_not_open_the_data_keys_exits_2(
     line = _one_line(result.stderr)
     assert "SCHEDULER_SECRET_KEYS" in line and "does not open" in line
     assert await db_pool.fetchval("SELECT count(*) FROM job_run_attempt") == 0
+    assert await db_pool.fetchval("SELECT status FROM job_run") == "pending"  # not signed
 
 
 async def test_keys_rotate_rewraps_every_data_key_and_the_old_key_can_go(

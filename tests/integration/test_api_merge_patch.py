@@ -17,8 +17,9 @@ pytestmark = pytest.mark.asyncio
 
 
 def masked(target: dict[str, Any]) -> dict[str, Any]:
-    """A target as reads show it: every header value masked (sealed secrets, ADR 0061)."""
-    return {**target, "headers": dict.fromkeys(target["headers"], "***")}
+    """A target as reads show it: every header value masked (sealed secrets, ADR 0061),
+    and no client certificate (``tls``, null when there is none)."""
+    return {**target, "headers": dict.fromkeys(target["headers"], "***"), "tls": None}
 
 
 async def stored_target(api: Api, tenant: Tenant, schedule: dict[str, Any]) -> dict[str, Any]:

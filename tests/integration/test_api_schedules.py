@@ -63,7 +63,7 @@ async def test_create_returns_the_schedule_and_its_secret_once(api: Api) -> None
     assert created["status"] == "active" and created["paused"] is False
     # Defaults of the contract.
     assert created["target"] == {"url": "http://127.0.0.1:9/hook", "method": "POST",
-                                 "headers": {}, "body": None}
+                                 "headers": {}, "body": None, "tls": None}
     assert created["retry"] == {"max_attempts": 3, "initial_backoff_seconds": 10.0,
                                 "max_backoff_seconds": 3600.0}
     assert created["misfire_policy"] == "fire_all"

@@ -28,19 +28,27 @@ from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_tenant
 from cronwire.ports.secrets import SecretBox
 from cronwire.service.secret_keys import key_status, prove_key_ring, rotate_data_keys
 from tests.support.api import Api, api_fixture  # noqa: F401 - the fixture
+from tests.support.certificates import Authority
 from tests.support.secrets import TEST_SECRET_KEYS, secret_box
 
+CA = Authority()
 BEARER = "Bearer sk_live_" + "q7" * 20
 API_KEY = "apikey-" + uuid.uuid4().hex
 
 
 def encodings(secret: str) -> set[str]:
     """The secret as text, base64 (both alphabets, with and without padding) and hex,
-    of itself and, for a whsec_ secret, of the key bytes it carries."""
+    of itself and, for a whsec_ secret, of the key bytes it carries; for a PEM private key,
+    of its DER bytes too (and each line of its body)."""
     raws = [secret.encode()]
+    found = set()
     if secret.startswith("whsec_") and len(secret) > 20:
         raws.append(base64.b64decode(secret.removeprefix("whsec_")))
-    found = {secret}
+    if secret.startswith("-----BEGIN"):
+        body = [line for line in secret.splitlines() if line and not line.startswith("-----")]
+        raws.append(base64.b64decode("".join(body)))
+        found |= set(body)
+    found.add(secret)
     for raw in raws:
         for encoded in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
             found |= {encoded.decode(), encoded.decode().rstrip("=")}
@@ -76,8 +84,16 @@ async def test_a_dump_of_every_table_holds_none_of_the_secrets(api: Api) -> None
         alerts = await api.client.put("/v1/alerts", json={"url": "http://127.0.0.1:9/a"},
                                       headers=who.headers)
         secrets.append(alerts.json()["signing_secret"])
+        tls = CA.client_tls(f"client-of-{who.id}")  # a client certificate (mTLS)
+        await api.create_schedule(who, target={"url": "https://127.0.0.1:9/m", "tls": tls})
+        secrets.append(tls["client_key"])
+        replaced = CA.client_tls("replaced")  # and one that replaced it by a PATCH
+        secrets.append(replaced["client_key"])
+        patched = await api.client.patch(f"/v1/schedules/{created['id']}", headers=who.headers,
+                                         json={"target": {"tls": replaced}})
+        assert patched.status_code == 200, patched.text
     text = await dump(api.pool)
-    assert "cws1:" in text  # the sealed values are there
+    assert "cws1:" in text and "BEGIN CERTIFICATE" in text  # sealed keys, public certificates
     leaked = sorted(form for secret in secrets for form in encodings(secret) if form in text)
     assert leaked == []
 
@@ -105,6 +121,20 @@ async def test_a_sealed_value_opens_only_in_its_own_row_tenant_and_field(api: Ap
     await seed_due_runs(api.pool, _seeded(tenant.id, sibling["id"]), 1)
     claimed = await PostgresClaimSource(api.pool, box).claim("replica", 10, 30)
     assert claimed.runs == ()
+
+
+async def test_a_tenant_whose_data_key_does_not_open_stops_only_its_own_runs(
+        api: Api) -> None:
+    broken, fine = await api.tenant("broken"), await api.tenant("fine")
+    schedules = {who: await api.create_schedule(who) for who in (broken, fine)}
+    await api.pool.execute(  # the wrapped key altered in place: same key id, other bytes
+        "UPDATE secret_data_key SET wrapped = overlay(wrapped PLACING '\\x00'::bytea "
+        "FROM 20 FOR 1) WHERE tenant_id = $1", broken.id)
+    for who, created in schedules.items():
+        await seed_due_runs(api.pool, _seeded(who.id, created["id"]), 1)
+    claimed = await PostgresClaimSource(api.pool, secret_box(api.pool)).claim("r", 10, 30)
+    assert [run.schedule_id for run in claimed.runs] == [uuid.UUID(schedules[fine]["id"])]
+    assert claimed.runs[0].signing_secrets == (schedules[fine]["signing_secret"],)
 
 
 def _seeded(tenant_id: uuid.UUID, schedule_id: str) -> SeededSchedule:
@@ -253,13 +283,13 @@ async def test_the_claim_opens_a_schedule_once_until_a_patch_or_rotation_changes
                                      headers=tenant.headers)).json()
     run = await claim_one(10)
     assert run.signing_secrets == (rotated["signing_secret"], created["signing_secret"])
-    assert box.opened == 5  # both secrets and the header again
+    assert box.opened == 4  # both secrets; the header's text did not change
     await api.client.patch(f"/v1/schedules/{created['id']}", headers=tenant.headers,
                            json={"target": {"headers": {"Authorization": "Bearer new"}}})
     run = await claim_one(20)
     assert run.target.headers == {"Authorization": "Bearer new"}
     assert (await claim_one(21)).target.headers == {"Authorization": "Bearer new"}
-    assert box.opened == 8
+    assert box.opened == 5  # the new header once; the secrets' text did not change
 
 
 async def test_a_read_of_a_value_that_does_not_open_is_a_503_never_a_500(api: Api) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from datetime import datetime
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
@@ -69,6 +72,14 @@ class PrometheusMetrics:
             "Run-history reads by the server that answered (standby: SCHEDULER_DATABASE_READ_URL)",
             ["server"], registry=r,
         )
+        # No tenant label (ADR 0040): the fleet's earliest expiry, one series; the runbook's
+        # query names the schedules. +Inf while no schedule has a client certificate.
+        self._client_certificate_expiry = Gauge(
+            "scheduler_client_certificate_expiry_timestamp_seconds",
+            "Unix time of the earliest not_after of any schedule's client certificate (mTLS)",
+            registry=r,
+        )
+        self._client_certificate_expiry.set(math.inf)
         self._readiness = Gauge(
             "scheduler_readiness", "Last /readyz outcome per check (1 passing, 0 failing)",
             ["check"], registry=r,
@@ -125,6 +136,10 @@ class PrometheusMetrics:
         """The outcome of the last /readyz, one series per check (alertable readiness)."""
         for check, ok in checks.items():
             self._readiness.labels(check=check).set(1 if ok else 0)
+
+    def set_client_certificate_expiry(self, not_after: datetime | None) -> None:
+        self._client_certificate_expiry.set(
+            math.inf if not_after is None else not_after.timestamp())
 
     def set_flow_waiting(self, runs: int) -> None:
         self._flow_waiting.set(runs)

@@ -10,8 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from cronwire.api.schemas_flow import FlowControlIn
-from cronwire.api.schemas_schedule_input import AlertsIn, RetryIn, ScheduleCreate, TargetIn
+from cronwire.api.schemas_schedule_input import (
+    AlertsIn,
+    ClientTlsIn,
+    RetryIn,
+    ScheduleCreate,
+    TargetIn,
+)
 from cronwire.domain.alerts import AlertRules
+from cronwire.domain.client_tls import ClientTls, client_tls_from_pem
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.flow_control import FlowControl, effective_key
 from cronwire.domain.history import RunDetail, RunView
@@ -23,7 +30,21 @@ from cronwire.domain.secrets import MASK
 
 def target_from(given: TargetIn) -> Target:
     return Target(url=given.url, method=given.method, headers=dict(given.headers),
-                  body=given.body)
+                  body=given.body, tls=tls_from(given.tls))
+
+
+def tls_from(given: ClientTlsIn | None) -> ClientTls | None:
+    """The certificate and key parsed and matched (a 422 naming the field otherwise)."""
+    if given is None:
+        return None
+    return client_tls_from_pem(given.client_certificate, given.client_key)
+
+
+def tls_out(tls: ClientTls | None) -> dict[str, Any] | None:
+    if tls is None:
+        return None
+    return {"client_certificate_subject": tls.subject,
+            "client_certificate_not_after": tls.not_after}
 
 
 def retry_from(given: RetryIn) -> RetryPolicy:
@@ -78,6 +99,7 @@ def masked_target(target: Target) -> dict[str, Any]:
     so each reads as MASK (a PATCH sending MASK back keeps the stored value)."""
     document = target_to_document(target)
     document["headers"] = dict.fromkeys(target.headers, MASK)
+    document["tls"] = tls_out(target.tls)  # write-only: the subject and expiry, no PEM
     return document
 
 

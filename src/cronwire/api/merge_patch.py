@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from cronwire.api.mapping import tls_from
 from cronwire.api.schemas_flow import FlowControlIn
 from cronwire.api.schemas_schedule_input import AlertsIn, RetryPatch, SchedulePatch, TargetPatch
 from cronwire.domain.alerts import AlertRules
@@ -83,6 +84,7 @@ def _patched_target(target: Target, patch: TargetPatch) -> Target:
         method=(patch.method or DEFAULT_METHOD) if "method" in sent else target.method,
         headers=headers,
         body=patch.body if "body" in sent else target.body,
+        tls=tls_from(patch.tls) if "tls" in sent else target.tls,
     )
 
 

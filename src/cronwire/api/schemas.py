@@ -34,11 +34,20 @@ EXAMPLE_SCHEDULE: dict[str, Any] = {
 EXAMPLE_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 
+class ClientTlsOut(BaseModel):
+    client_certificate_subject: str = Field(description="The certificate's subject (RFC 4514).")
+    client_certificate_not_after: datetime | None = Field(
+        description="When the certificate expires; deliveries fail at the receiver after it.")
+
+
 class TargetOut(BaseModel):
     url: str
     method: str
-    headers: dict[str, str]
+    headers: dict[str, str] = Field(description='Every value reads as "***".')
     body: str | None
+    tls: ClientTlsOut | None = Field(
+        None, description="The client certificate presented to the receiver (mTLS); the "
+        "certificate and key are write-only.")
 
 
 class RetryOut(BaseModel):

@@ -17,6 +17,7 @@ from cronwire.api.schemas_common import INPUT_CONFIG, Instant, with_examples
 from cronwire.api.schemas_flow import FLOW_CONTROL_HELP, FlowControlIn
 from cronwire.api.text import Text
 from cronwire.domain.alerts import RULE_BOUNDS
+from cronwire.domain.client_tls import MAX_PEM_CHARS
 from cronwire.domain.jitter import MAX_JITTER_SECONDS
 from cronwire.domain.model import MAX_ATTEMPTS
 from cronwire.domain.schedule_rules import (
@@ -42,6 +43,20 @@ EXAMPLE_CREATE: dict[str, Any] = {
 }
 
 
+class ClientTlsIn(BaseModel):
+    """A client certificate for receivers that require mTLS. Write-only: reads show its
+    subject and expiry; the key is sealed at rest."""
+
+    model_config = INPUT_CONFIG
+
+    client_certificate: Text = Field(
+        description="PEM certificate, leaf first (a chain may follow); not expired.",
+        json_schema_extra={"maxLength": MAX_PEM_CHARS})
+    client_key: Text = Field(
+        description="PEM private key of the certificate, unencrypted (PKCS#8, PKCS#1 or SEC1).",
+        json_schema_extra={"maxLength": MAX_PEM_CHARS})
+
+
 class TargetIn(BaseModel):
     model_config = INPUT_CONFIG | with_examples(EXAMPLE_TARGET)
 
@@ -57,6 +72,7 @@ class TargetIn(BaseModel):
         None, description="Request body; null sends the JSON {schedule_id, run_id, "
         "scheduled_for, attempt}. Size limited per tenant (max_body_bytes).",
     )
+    tls: ClientTlsIn | None = Field(None, description="Client certificate (mTLS).")
 
 
 class RetryIn(BaseModel):
@@ -160,6 +176,8 @@ class TargetPatch(BaseModel):
         None, description="Merged by name: a null value removes that header; null removes "
         "them all.")
     body: Text | None = Field(None, description="null: the default JSON body.")
+    tls: ClientTlsIn | None = Field(
+        None, description="Replaces the client certificate (both members); null removes it.")
 
 
 class RetryPatch(BaseModel):

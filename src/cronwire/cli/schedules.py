@@ -26,6 +26,7 @@ from cronwire.cli.api_client import (
     id_argument,
     pages,
 )
+from cronwire.cli.client_tls import TLS_FLAGS, add_tls_flags, tls_fields
 from cronwire.cli.flow_control import add_flow_flags, flow_fields
 from cronwire.cli.observability import (
     add_alert_commands,
@@ -83,10 +84,12 @@ def _target_and_retry(args: argparse.Namespace,
     """The `target` and `retry` objects the flags change, starting from the schedule's
     current values (``current``) on an update. PATCH merges both (RFC 7396), so sending
     unchanged members again is harmless."""
-    body: dict[str, Any] = {}
-    target = dict(current["target"]) if current else {}
+    body: dict[str, Any] = {}  # a read's tls (subject, expiry) is not sent back unchanged
+    before = {k: v for k, v in current["target"].items() if k != "tls"} if current else {}
+    target = dict(before)
     given = {"url": args.url, "method": args.method, "body": args.body}
     target.update({k: v for k, v in given.items() if v is not None})
+    target.update(tls_fields(args))
     if args.header is not None:
         # PATCH merges headers by name (RFC 7396): null out the current ones so the flags
         # replace the set, as they always have.
@@ -96,7 +99,7 @@ def _target_and_retry(args: argparse.Namespace,
         target["headers"] = None if current else {}
     if getattr(args, "no_body", False):
         target["body"] = None
-    if target != (dict(current["target"]) if current else {}):
+    if target != before:
         body["target"] = target
     retry = dict(current["retry"]) if current else {}
     given = {"max_attempts": args.max_attempts,
@@ -130,7 +133,7 @@ def schedules_create(client: ApiClient, args: argparse.Namespace) -> None:
 # Flags (argparse dests) that change `target` or `retry`, objects the API replaces whole.
 TARGET_AND_RETRY_FLAGS = frozenset({
     "url", "method", "body", "header", "no_headers", "no_body", "max_attempts",
-    "initial_backoff_seconds", "max_backoff_seconds",
+    "initial_backoff_seconds", "max_backoff_seconds", *TLS_FLAGS,
 })
 
 
@@ -229,6 +232,7 @@ def _schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
                         help="RFC 3339, no fires before it" + default("none"))
     parser.add_argument("--ends-at", metavar="TIME",
                         help="RFC 3339, no fires after it" + default("none"))
+    add_tls_flags(parser, creating=creating)
     add_semantics_flags(parser, creating=creating)
     add_alert_rule_flags(parser)
     add_flow_flags(parser, creating=creating)

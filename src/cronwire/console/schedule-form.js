@@ -38,6 +38,13 @@ const FIELDS = [
     hint: "One per line as Name: value. Stored values read as ***: leave *** to keep one." },
   { name: "target.body", label: "Body", textarea: true, mono: true,
     hint: "Empty: cronwire sends JSON {schedule_id, run_id, scheduled_for, attempt}." },
+  { name: "target.tls.client_certificate", label: "Client certificate (PEM)", textarea: true,
+    mono: true, hint: "Optional, for receivers that require mTLS: the certificate, leaf first. "
+      + "Write-only: leave empty to keep the current one." },
+  { name: "target.tls.client_key", label: "Client key (PEM)", textarea: true, mono: true,
+    hint: "The certificate's private key, unencrypted. Sealed at rest, never shown again." },
+  { name: "target.tls.remove", label: "Remove the client certificate", checkbox: true,
+    editOnly: true },
   { name: "retry.max_attempts", label: "Max attempts", type: "number", hint: "1 to 8." },
   { name: "retry.initial_backoff_seconds", label: "Initial backoff (seconds)", type: "number",
     step: "any", hint: "0.01 to 86,400." },
@@ -156,6 +163,17 @@ function parseHeaders(text) {
   return headers;
 }
 
+/** target.tls from the form: both PEMs (a new certificate), null (removed), or undefined. */
+function tlsFrom(values) {
+  if (values["target.tls.remove"]) return null;
+  const certificate = (values["target.tls.client_certificate"] || "").trim();
+  const key = (values["target.tls.client_key"] || "").trim();
+  if (!certificate && !key) return undefined;
+  if (!certificate) throw new FieldError("target.tls.client_certificate", "give the certificate with its key");
+  if (!key) throw new FieldError("target.tls.client_key", "give the key with its certificate");
+  return { client_certificate: `${certificate}\n`, client_key: `${key}\n` };
+}
+
 function numberOf(name, text) {
   if (text.trim() === "") return undefined;
   const value = Number(text);
@@ -184,6 +202,8 @@ function bodyFrom(values) {
     retry, misfire_policy: values.misfire_policy,
     starts_at: values.starts_at.trim() || null, ends_at: values.ends_at.trim() || null,
   };
+  const tls = tlsFrom(values);
+  if (tls !== undefined) body.target.tls = tls;
   const catchup = numberOf("catchup_window_seconds", values.catchup_window_seconds);
   if (catchup !== undefined) body.catchup_window_seconds = catchup;
   body.overlap_policy = values.overlap_policy;
@@ -210,7 +230,9 @@ function changesFrom(next, original) {
   for (const name of Object.keys(original.target.headers || {})) {
     if (!kept.has(name.toLowerCase())) target.headers[name] = null;
   }
-  if (JSON.stringify(target) !== JSON.stringify(original.target)) changes.target = target;
+  // A read's tls is the certificate's subject and expiry: it is never sent back as it is.
+  const { tls: _shown, ...before } = original.target;
+  if (JSON.stringify(target) !== JSON.stringify(before)) changes.target = target;
   if (flowChanged(next.flow_control, original.flow_control)) changes.flow_control = next.flow_control;
   // Every rule is sent: the API merges rule by rule, and a null rule removes it.
   if (ALERT_FIELDS.some((f) => next.alerts[f] !== original.alerts[f])) changes.alerts = next.alerts;
@@ -235,10 +257,17 @@ export function renderScheduleForm(root, { schedule = null, onSaved }) {
   const inputs = new Map();
   const blocks = [];
   for (const field of FIELDS) {
-    if (editing && field.createOnly) continue;
+    if ((editing && field.createOnly) || (!editing && field.editOnly)) continue;
     const input = control(field);
     inputs.set(field.name, input);
     blocks.push(fieldBlock(field, input));
+  }
+  const shown = editing ? schedule.target.tls : null;
+  if (shown) {  // what the write-only certificate is, beside its field
+    const hint = blocks.find((b) => b.dataset.field === "target.tls.client_certificate")
+      .querySelector(".hint");
+    hint.textContent = `Current: ${shown.client_certificate_subject}, expires `
+      + `${shown.client_certificate_not_after}. ${hint.textContent}`;
   }
   const initial = editing ? valuesOf(schedule) : DEFAULTS;
   for (const [name, input] of inputs) {

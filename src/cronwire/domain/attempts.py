@@ -81,6 +81,7 @@ def request_for(
         timeout_seconds=timeout_seconds,
         send_by_monotonic=send_by_monotonic,
         traceparent=traceparent,
+        client_tls=run.target.tls,
     )
 
 

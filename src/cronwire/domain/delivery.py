@@ -24,6 +24,7 @@ from enum import StrEnum
 from importlib import metadata
 from uuid import UUID
 
+from cronwire.domain.client_tls import ClientTls
 from cronwire.domain.errors import InvalidTarget
 
 EXCERPT_BYTES = 1024
@@ -33,20 +34,9 @@ SECRET_PREFIX = "whsec_"
 # Headers the HTTP client computes from the request itself. Letting a tenant
 # set them could desynchronise message framing (request smuggling) or
 # misroute the request, so tenant values for these are dropped.
-_CLIENT_OWNED = frozenset(
-    {
-        "host",
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "upgrade",
-        "te",
-        "trailer",
-        "proxy-authorization",
-        "proxy-connection",
-    }
-)
+_CLIENT_OWNED = frozenset({"host", "content-length", "transfer-encoding", "connection",
+                           "keep-alive", "upgrade", "te", "trailer", "proxy-authorization",
+                           "proxy-connection"})
 # W3C Trace Context (any case). With tracing on, the attempt's context is ours alone: our
 # traceparent replaces the tenant's, and a tenant's tracestate (vendor data of a trace it
 # does not own) does not ride along with it. With tracing off, both pass as given.
@@ -89,6 +79,8 @@ class DeliveryRequest:
     send_by_monotonic: float | None = None
     # W3C trace context of this attempt (ADR 0035); None when tracing is off: no header.
     traceparent: str | None = None
+    # The client certificate and key (in clear) the TLS handshake presents (mTLS).
+    client_tls: ClientTls | None = None
 
 
 @dataclass(slots=True, unsafe_hash=True)  # per-run value, never mutated: see ClaimedRun
@@ -274,10 +266,19 @@ def response_excerpt(data: bytes) -> str:
 
 
 def error_text(exc: BaseException, detail: str | None = None) -> str:
-    """``ClassName: message`` of at most ERROR_CHARS characters."""
-    message = detail if detail is not None else str(exc)
+    """``ClassName: message`` of at most ERROR_CHARS characters. An exception without a
+    message says what caused it (httpx's bare ``ReadError`` over a refused TLS handshake
+    becomes ``ReadError: SSLError: ... certificate required``)."""
+    message = detail if detail is not None else str(exc) or _cause_text(exc)
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return text[:ERROR_CHARS]
+
+
+def _cause_text(exc: BaseException) -> str:
+    inner, depth = exc.__cause__ or exc.__context__, 0
+    while inner is not None and not str(inner) and depth < 5:
+        inner, depth = inner.__cause__ or inner.__context__, depth + 1
+    return "" if inner is None or not str(inner) else f"{type(inner).__name__}: {inner}"
 
 
 def status_outcome(status: int) -> Outcome:

@@ -17,12 +17,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cronwire.domain.client_tls import tls_from_document, tls_to_document
 from cronwire.domain.model import MAX_ATTEMPTS, RetryPolicy, Target
 
 
 def target_to_document(target: Target) -> dict[str, Any]:
-    return {"url": target.url, "method": target.method, "headers": dict(target.headers),
-            "body": target.body}
+    document: dict[str, Any] = {"url": target.url, "method": target.method,
+                                "headers": dict(target.headers), "body": target.body}
+    if target.tls is not None:  # absent otherwise: most targets' text stays as it was
+        document["tls"] = tls_to_document(target.tls)
+    return document
 
 
 def retry_to_document(retry: RetryPolicy) -> dict[str, Any]:
@@ -41,6 +45,7 @@ def target_from_document(doc: Mapping[str, Any] | None) -> Target:
         method=str(doc.get("method") or "POST").upper(),
         headers={str(k): str(v) for k, v in headers.items()},
         body=None if doc.get("body") is None else str(doc["body"]),
+        tls=tls_from_document(doc.get("tls")),
     )
 
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from cronwire.domain.client_tls import ClientTls
+
 # Fixed forever: run ids are uuid5(RUN_NAMESPACE, "<schedule_id>/<scheduled_for µs>"), so
 # the same occurrence always gets the same id and idempotency key on every replica.
 RUN_NAMESPACE = uuid.UUID("6f1d8d4e-3c0b-5a57-9a43-0c7a1f3e9b21")
@@ -85,8 +87,7 @@ class RetryPolicy:
     max_backoff_seconds: float = 3600.0
 
 
-# The HTTP methods a target may use (here, not in schedule_rules, so the CLI's flags can
-# list them without importing the cron maths).
+# A target's HTTP methods (here, not in schedule_rules: the CLI lists them cron-free).
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 
 
@@ -96,6 +97,7 @@ class Target:
     method: str = "POST"
     headers: Mapping[str, str] = field(default_factory=dict)
     body: str | None = None
+    tls: ClientTls | None = None  # a client certificate for the receiver (mTLS)
 
 
 def epoch_micros(instant: datetime) -> int:

@@ -13,6 +13,7 @@ import re
 from dataclasses import replace
 from datetime import datetime
 
+from cronwire.domain.client_tls import check_not_expired
 from cronwire.domain.cron import load_timezone, min_gap_seconds, next_occurrences, parse_cron
 from cronwire.domain.delivery import HEADER_VALUE_CONTROLS
 from cronwire.domain.errors import (
@@ -83,6 +84,8 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime,
     except InvalidTimezone as exc:
         raise RuleViolation("timezone", str(exc).removeprefix("timezone: ")) from None
     target = _check_target(spec.target, limits)
+    if spec.target.tls is not None and (before is None or before.target.tls != spec.target.tls):
+        check_not_expired(spec.target.tls, now)  # one kept from before may expire in place
     _check_retry(spec.retry)
     if not 0 <= spec.catchup_window_seconds <= MAX_CATCHUP_WINDOW_SECONDS:
         raise RuleViolation(

@@ -53,6 +53,11 @@ def schedule_header_context(schedule_id: uuid.UUID, name: str) -> str:
     return f"schedule/{schedule_id.hex}/header/{name.lower()}"
 
 
+def schedule_client_key_context(schedule_id: uuid.UUID) -> str:
+    """The private key of the target's client certificate (mTLS)."""
+    return f"schedule/{schedule_id.hex}/client_key"
+
+
 def alert_secret_context() -> str:
     """One alert destination per tenant: the tenant id (in every associated data) names it."""
     return "tenant_alert_destination/signing_secret"

@@ -200,6 +200,9 @@ class Metrics(Protocol):
 
     def set_partitions_ahead(self, months: int) -> None: ...
 
+    def set_client_certificate_expiry(self, not_after: datetime | None) -> None:
+        """The earliest client certificate expiry of any schedule (None: no certificate)."""
+
     def set_flow_waiting(self, runs: int) -> None:
         """scheduler_flow_control_waiting: runs due that a flow-control limit holds back."""
         ...
@@ -286,6 +289,9 @@ class MaintenanceStore(Protocol):
         """Runs due whose flow-control key admits nothing now (at its concurrency, out of
         tokens, or held by a Retry-After), across every tenant. Raises StorageError."""
         ...
+
+    async def earliest_client_certificate_expiry(self) -> datetime | None:
+        """The earliest client certificate ``not_after`` of live schedules (None: none)."""
 
     async def partition_months_ahead(self) -> int:
         """Whole months after the current one (UTC) whose run partitions exist, counted

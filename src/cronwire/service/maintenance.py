@@ -69,6 +69,8 @@ class FleetGauges:
         self._metrics.set_clock_skew(skew)
         self._metrics.set_partitions_ahead(await self._store.partition_months_ahead())
         self._metrics.set_flow_waiting(await self._store.flow_waiting())
+        self._metrics.set_client_certificate_expiry(
+            await self._store.earliest_client_certificate_expiry())
         return backlog, skew
 
     async def run(self, stopping: asyncio.Event) -> None:

@@ -1,9 +1,9 @@
 """The lean deliverer's idle connections: keyed by tenant and origin, bounded per key and
 in total, closed after an idle timeout (ADR 0026).
 
-* A connection is keyed by ``(tenant, scheme, host, port)``: no connection is ever
-  shared between tenants, so nothing one tenant's receiver sends can be read as another
-  tenant's answer.
+* A connection is keyed by ``(tenant, scheme, host, port, TLS context)``: no connection
+  is ever shared between tenants, so nothing one tenant's receiver sends can be read as
+  another tenant's answer, nor between client certificates (the context presents one).
 * Only a connection whose last answer was complete, well framed and asked to keep the
   connection comes back (``Connection.usable``); a byte or a close while it waits here
   removes it at once.
@@ -14,6 +14,8 @@ in total, closed after an idle timeout (ADR 0026).
 
 from __future__ import annotations
 
+import asyncio
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +23,8 @@ from uuid import UUID
 
 from cronwire.adapters.http.http1 import Connection
 
-PoolKey = tuple[UUID, str, str, int]  # (tenant, scheme, host, port)
+# (tenant, scheme, host, port, the TLS context: plain, or the one of a client certificate)
+PoolKey = tuple[UUID, str, str, int, ssl.SSLContext]
 
 
 @dataclass
@@ -99,6 +102,11 @@ class IdlePool:
             return False
         self._close(next(iter(self._all)))
         return True
+
+    async def reap_every(self, seconds: float) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            self.reap()
 
     def reap(self) -> int:
         """Close every connection idle for ``idle_seconds`` or more; how many."""

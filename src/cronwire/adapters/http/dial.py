@@ -16,19 +16,21 @@ OUT_OF_FDS = frozenset({errno.EMFILE, errno.ENFILE})
 class Dialer:
     def __init__(self, guard: TargetGuard) -> None:
         self._guard = guard
-        self._tls: ssl.SSLContext | None = None
 
-    async def dial(self, scheme: str, host: str, port: int) -> Connection:
+    async def dial(self, scheme: str, host: str, port: int,
+                   tls: ssl.SSLContext) -> Connection:
         """A connection to the first checked address that answers; the last error if none
-        does. Out of file descriptors is raised at once (the caller may free some)."""
+        does. Out of file descriptors is raised at once (the caller may free some).
+        ``tls``: the context an https connection uses (plain or with a client
+        certificate)."""
         loop = asyncio.get_running_loop()
-        tls = self._tls_context() if scheme == "https" else None
+        context = tls if scheme == "https" else None
         last: OSError | None = None
         for address in await self._guard.resolve_checked(host, port):
             try:
                 _transport, connection = await loop.create_connection(
-                    Connection, host=address, port=port, ssl=tls,
-                    server_hostname=host if tls is not None else None,
+                    Connection, host=address, port=port, ssl=context,
+                    server_hostname=host if context is not None else None,
                 )
                 return connection
             except OSError as exc:
@@ -36,8 +38,3 @@ class Dialer:
                     raise
                 last = exc
         raise last or ConnectionError(f"no address to connect to for {host!r}")
-
-    def _tls_context(self) -> ssl.SSLContext:
-        if self._tls is None:
-            self._tls = ssl.create_default_context()
-        return self._tls

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import select
+import ssl
 import zlib
 from collections.abc import Callable
 
@@ -70,6 +71,10 @@ class Connection(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if isinstance(exc, ssl.SSLError) and self._waiter is not None:
+            self.closed = True  # the TLS layer says why: a receiver's alert (certificate
+            self._fail(exc)     # required, unknown CA) is the attempt's evidence, not a reset
+            return
         self._peer_closed()
 
     def _peer_closed(self) -> None:

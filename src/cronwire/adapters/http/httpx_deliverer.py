@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import contextvars
 import http.cookiejar
+import ssl
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ import httpcore
 import httpx
 
 from cronwire.adapters.http.attempt_timer import AttemptTimer
+from cronwire.adapters.http.client_tls import TlsContexts
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.http.limits import DRAIN_BYTES, MAX_RESPONSE_BYTES
 from cronwire.domain.delivery import (
@@ -50,6 +52,11 @@ _READ_BYTES = 8 * 1024
 # (httpcore runs the request in the caller's task, so a context variable reaches it).
 _SEND_WINDOW: contextvars.ContextVar[tuple[float, Callable[[], float]] | None] = (
     contextvars.ContextVar("cronwire_send_window", default=None))
+# The current attempt's TLS context when its target has a client certificate (mTLS): the
+# stream's handshake uses it instead of the pool's. Connections are never kept (module
+# doc), so a connection made with one certificate never serves another request.
+_CLIENT_TLS: contextvars.ContextVar[ssl.SSLContext | None] = (
+    contextvars.ContextVar("cronwire_client_tls", default=None))
 
 
 class _AttemptStream(httpcore.AsyncNetworkStream):
@@ -84,7 +91,8 @@ class _AttemptStream(httpcore.AsyncNetworkStream):
 
     async def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
                         timeout: float | None = None) -> httpcore.AsyncNetworkStream:  # noqa: ASYNC109
-        return await self._inner.start_tls(ssl_context, server_hostname, timeout)
+        return await self._inner.start_tls(_CLIENT_TLS.get() or ssl_context, server_hostname,
+                                           timeout)
 
     def get_extra_info(self, info: str) -> Any:
         return self._inner.get_extra_info(info)
@@ -133,8 +141,8 @@ class GuardedNetworkBackend(httpcore.AsyncNetworkBackend):
 
 
 class _GuardedTransport(httpx.AsyncHTTPTransport):
-    def __init__(self, guard: TargetGuard, max_connections: int) -> None:
-        ssl_context = httpx.create_ssl_context(trust_env=False)
+    def __init__(self, guard: TargetGuard, max_connections: int,
+                 ssl_context: ssl.SSLContext) -> None:
         super().__init__(verify=ssl_context, trust_env=False)
         # httpx has no public knob for the network backend; the pool it would
         # have built is replaced by the same pool with ours. The contract
@@ -166,8 +174,11 @@ class HttpxDeliverer:
         max_connections: int = 1000,
         user_agent: str | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        trusted_cas: str | None = None,
     ) -> None:
         self._guard = guard
+        self._tls = TlsContexts(trusted_cas,
+                                base=lambda: httpx.create_ssl_context(trust_env=False))
         # The clock of DeliveryRequest.send_by_monotonic: the executor's Clock.monotonic.
         self._monotonic = monotonic
         self._max_connections = max_connections
@@ -177,7 +188,8 @@ class HttpxDeliverer:
     async def start(self) -> None:
         if self._client is None:
             self._client = httpx.AsyncClient(
-                transport=_GuardedTransport(self._guard, self._max_connections),
+                transport=_GuardedTransport(self._guard, self._max_connections,
+                                            self._tls.plain()),
                 follow_redirects=False,
                 trust_env=False,
                 cookies=_no_cookies(),
@@ -199,8 +211,11 @@ class HttpxDeliverer:
         window = (None if req.send_by_monotonic is None
                   else (req.send_by_monotonic, self._monotonic))
         token = _SEND_WINDOW.set(window)
+        tls_token = _CLIENT_TLS.set(None)
         try:
             validate_target_url(req.url)
+            if req.client_tls is not None:
+                _CLIENT_TLS.set(self._tls.for_client(req.client_tls))
             headers = delivery_headers(
                 req, int(timer.started_at.timestamp()), user_agent=self._user_agent
             )
@@ -240,6 +255,7 @@ class HttpxDeliverer:
         except Exception as exc:  # every other failure is a failed attempt
             return timer.result(Outcome.CONNECTION_ERROR, error=error_text(exc))
         finally:
+            _CLIENT_TLS.reset(tls_token)
             _SEND_WINDOW.reset(token)
 
 

@@ -11,7 +11,8 @@ are bounded in number, and a request that may have reached a receiver is never r
 The address guarantee is the simplest possible here: a new connection dials only an
 address :meth:`TargetGuard.resolve_checked` returned for the URL's host, and a pooled
 connection is reused only for the same tenant, scheme, host and port it was checked
-for. The Host header and TLS SNI keep the tenant's host name.
+for and with the same TLS context (a client certificate's, for mTLS, or the plain one).
+The Host header and TLS SNI keep the tenant's host name.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from functools import partial
@@ -32,6 +34,7 @@ from cronwire.adapters.http.attempt_outcome import (
     reset_explained,
 )
 from cronwire.adapters.http.attempt_timer import AttemptTimer
+from cronwire.adapters.http.client_tls import TlsContexts
 from cronwire.adapters.http.connection_pool import IdlePool, PoolKey, PoolStats
 from cronwire.adapters.http.dial import OUT_OF_FDS, Dialer
 from cronwire.adapters.http.guard import TargetGuard
@@ -65,9 +68,10 @@ class LeanDeliverer:
         self, guard: TargetGuard, *, max_connections: int = 1000,
         max_idle_per_key: int | None = None, user_agent: str | None = None,
         monotonic: Callable[[], float] = time.monotonic,
-        on_late_send: Callable[[], None] | None = None,
+        on_late_send: Callable[[], None] | None = None, trusted_cas: str | None = None,
     ) -> None:
         self._dialer = Dialer(guard)
+        self._tls = TlsContexts(trusted_cas)
         self._on_late_send = on_late_send
         # The clock of DeliveryRequest.send_by_monotonic: the executor's Clock.monotonic.
         self._monotonic = monotonic
@@ -89,7 +93,8 @@ class LeanDeliverer:
     async def start(self) -> None:
         if self._reaper is None:
             self._loop = asyncio.get_running_loop()  # asked once, not per delivery (getpid)
-            self._reaper = asyncio.create_task(self._reap(), name="lean-deliverer-reaper")
+            self._reaper = asyncio.create_task(self._idle.reap_every(REAP_SECONDS),
+                                               name="lean-deliverer-reaper")
 
     async def close(self) -> None:
         reaper, self._reaper = self._reaper, None
@@ -99,11 +104,6 @@ class LeanDeliverer:
             with contextlib.suppress(asyncio.CancelledError):
                 await reaper
         self._idle.close_all()
-
-    async def _reap(self) -> None:
-        while True:
-            await asyncio.sleep(REAP_SECONDS)
-            self._idle.reap()
 
     async def deliver(self, req: DeliveryRequest) -> DeliveryResult:
         """One attempt. Never raises for delivery failures; CancelledError propagates."""
@@ -119,11 +119,9 @@ class LeanDeliverer:
             # or name, is dialled through the guard.
             url, _literal_port = parse_target(req.url)
             headers = delivery_headers(
-                req, int(timer.started_at.timestamp()), user_agent=self._user_agent
-            )
+                req, int(timer.started_at.timestamp()), user_agent=self._user_agent)
             deadline = loop.time() + req.timeout_seconds
-            answer = await self._exchange(
-                req, url, headers, req.send_by_monotonic, deadline)
+            answer = await self._exchange(req, url, headers, req.send_by_monotonic, deadline)
         except RequestNotSent:
             raise
         except Exception as exc:  # every other failure is a failed attempt
@@ -152,9 +150,10 @@ class LeanDeliverer:
             headers = delivery_headers(
                 req, int(timer.started_at.timestamp()), user_agent=self._user_agent)
             data = request_bytes(req.method, url, host, port, headers, req.body)
+            tls = self._tls.for_client(req.client_tls)
         except Exception:
             return None
-        key: PoolKey = (req.tenant_id, scheme, host, port)
+        key: PoolKey = (req.tenant_id, scheme, host, port, tls)
         connection = self._idle.checkout(key)
         if connection is None or not self._slots.try_take():
             if connection is not None:
@@ -221,7 +220,8 @@ class LeanDeliverer:
         scheme = url.scheme
         host = url.raw_host or ""
         port = url.port or DEFAULT_PORTS[scheme]
-        key: PoolKey = (req.tenant_id, scheme, host, port)
+        tls = self._tls.for_client(req.client_tls)
+        key: PoolKey = (req.tenant_id, scheme, host, port, tls)
         data = request_bytes(req.method, url, host, port, headers, req.body)
         if self._slots.locked():
             await within(self._slots.take(), deadline)
@@ -232,7 +232,7 @@ class LeanDeliverer:
             self._in_use += 1
             try:
                 if connection is None:
-                    connection = await within(self._connect(scheme, host, port), deadline)
+                    connection = await within(self._connect(scheme, host, port, tls), deadline)
                 else:
                     self.stats.reuses += 1
                 answer = await self._send(connection, data, req.method, send_by, deadline)
@@ -271,20 +271,20 @@ class LeanDeliverer:
 
     def _sent_late(self, seconds: float) -> None:
         self.stats.late_sends += 1
-        log.warning("delivery: a request was written %.3f s after its send deadline (the "
-                    "process was stopped as it wrote); another replica may deliver the run "
-                    "too", seconds)
+        log.warning("delivery: a request was written %.3f s after its send deadline (the process"
+                    " was stopped as it wrote); another replica may deliver the run too", seconds)
         if self._on_late_send is not None:
             self._on_late_send()
 
-    async def _connect(self, scheme: str, host: str, port: int) -> Connection:
+    async def _connect(self, scheme: str, host: str, port: int, tls: ssl.SSLContext
+                       ) -> Connection:
         """Dial the checked addresses in order; only those (the guard's promise). Keeps
         the sockets open, busy and idle, within ``max_connections``."""
         while self._in_use + len(self._idle) > self._max_connections:
             if not self._idle.evict_oldest():
                 break
         try:
-            connection = await self._dialer.dial(scheme, host, port)
+            connection = await self._dialer.dial(scheme, host, port, tls)
         except OSError as exc:
             if exc.errno not in OUT_OF_FDS or not self._idle.close_all():
                 raise
@@ -294,7 +294,7 @@ class LeanDeliverer:
             await asyncio.sleep(0)  # the loop closes aborted sockets on its next turn
             log.warning("delivery: out of file descriptors (%s); closed the idle "
                         "connections and dialled again", exc.strerror)
-            connection = await self._dialer.dial(scheme, host, port)
+            connection = await self._dialer.dial(scheme, host, port, tls)
         self.stats.connects += 1
         return connection
 

@@ -9,6 +9,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.client_tls import tls_expiry_from_text
 
 Q = queries()
 KEEPER_LOCK = int.from_bytes(hashlib.sha256(b"cronwire.partitions").digest()[:8], "big", signed=True)
@@ -83,6 +84,11 @@ class PostgresMaintenanceStore:
     async def flow_waiting(self) -> int:
         with storage_errors("count runs held back by flow control"):
             return int(await self._pool.fetchval(Q["flow_control_waiting"]))
+
+    async def earliest_client_certificate_expiry(self) -> datetime | None:
+        with storage_errors("find the earliest client certificate expiry"):
+            text = await self._pool.fetchval(Q["schedule_earliest_client_certificate_expiry"])
+        return tls_expiry_from_text(text)
 
     async def partition_months_ahead(self) -> int:
         with storage_errors("count the partitions ahead"):

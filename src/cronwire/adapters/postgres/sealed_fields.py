@@ -1,5 +1,6 @@
-"""Which stored fields are sealed and how (ADR 0061): the signing secrets and every
-``target.headers`` value of a schedule, each bound to its row and field. The stores seal on
+"""Which stored fields are sealed and how (ADR 0061): the signing secrets, every
+``target.headers`` value and the client certificate's key of a schedule, each bound to its
+row and field (the certificate itself is public and stays in clear). The stores seal on
 write and open on read through a :class:`cronwire.ports.SecretBox`; the claim opens with
 the data keys loaded beforehand, without I/O (:func:`open_claimed`)."""
 
@@ -12,18 +13,28 @@ from typing import Any
 
 from cronwire.domain.model import Target
 from cronwire.domain.schedules import ScheduleRecord
-from cronwire.domain.secrets import schedule_header_context, schedule_secret_context
+from cronwire.domain.secrets import (
+    schedule_client_key_context,
+    schedule_header_context,
+    schedule_secret_context,
+)
 from cronwire.ports.secrets import SecretBox
 
 
 async def sealed_target(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
                         document: Mapping[str, Any]) -> dict[str, Any]:
-    """The target document to store: each header value sealed under its name."""
+    """The target document to store: each header value sealed under its name, the client
+    key under its own field."""
     headers = document.get("headers") or {}
     sealed = {name: await box.seal(tenant_id, str(value),
                                    schedule_header_context(schedule_id, name))
               for name, value in headers.items()}
-    return {**document, "headers": sealed}
+    stored = {**document, "headers": sealed}
+    tls = document.get("tls")
+    if tls is not None:
+        stored["tls"] = {**tls, "client_key": await box.seal(
+            tenant_id, tls["client_key"], schedule_client_key_context(schedule_id))}
+    return stored
 
 
 async def sealed_secret(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
@@ -40,19 +51,31 @@ async def opened_record(box: SecretBox, record: ScheduleRecord) -> ScheduleRecor
                for name, value in target.headers.items()}
     secret = await box.unseal(record.tenant_id, record.signing_secret,
                               schedule_secret_context(record.id))
+    tls = target.tls
+    if tls is not None:
+        tls = replace(tls, key=await box.unseal(record.tenant_id, tls.key,
+                                                schedule_client_key_context(record.id)))
     return replace(record, signing_secret=secret,
-                   spec=replace(record.spec, target=replace(target, headers=headers)))
+                   spec=replace(record.spec, target=replace(target, headers=headers, tls=tls)))
+
+
+def has_sealed_members(target: Target) -> bool:
+    """Whether a stored target carries anything sealed (opened per schedule)."""
+    return bool(target.headers) or target.tls is not None
 
 
 def opened_target(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
                   target: Target) -> Target:
-    """A claimed run's target with header values in clear (data keys loaded already)."""
-    if not target.headers:
-        return target
+    """A claimed run's target with header values and the client key in clear (data keys
+    loaded already)."""
     headers = {name: box.unseal_loaded(tenant_id, value,
                                        schedule_header_context(schedule_id, name))
                for name, value in target.headers.items()}
-    return replace(target, headers=headers)
+    tls = target.tls
+    if tls is not None:
+        tls = replace(tls, key=box.unseal_loaded(tenant_id, tls.key,
+                                                 schedule_client_key_context(schedule_id)))
+    return replace(target, headers=headers, tls=tls)
 
 
 def opened_secrets(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,

@@ -254,3 +254,11 @@ SET target = u.target::jsonb, signing_secret = u.signing_secret,
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[])
      AS u(id, target, signing_secret, previous_signing_secret)
 WHERE s.id = u.id
+
+-- name: schedule_earliest_client_certificate_expiry
+-- The fleet gauge of client certificate expiry (mTLS, ADR 0061): the stored not_after is
+-- UTC text of one fixed shape, so its minimum is the earliest instant, read from
+-- schedule_client_certificate_expiry_idx (migration 0025) without a scan.
+SELECT min(target #>> '{tls,client_certificate_not_after}')
+FROM schedule
+WHERE status <> 'deleted' AND target ? 'tls'
