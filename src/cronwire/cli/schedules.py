@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from cronwire.cli.access import add_access_commands
 from cronwire.cli.api_client import (
     DEFAULT_URL,
     ENV_TOKEN,
@@ -294,3 +295,4 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     add_schedule_insight(action)
     add_run_commands(commands, api, group_help)
     add_alert_commands(commands, group_help)
+    add_access_commands(commands, group_help)

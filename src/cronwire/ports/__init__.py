@@ -30,17 +30,20 @@ from cronwire.ports.kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey,
 from cronwire.ports.observability import AlertOutbox, AlertStore, StatsReader, Tracer
 from cronwire.ports.secrets import DataKeyStore, KeyWrapper, SecretBox
 from cronwire.ports.tenant import (
+    AuditReader,
     BackfillPlanner,
     FlowControlView,
     RunCommands,
     RunHistory,
     ScheduleStore,
+    TokenStore,
     TokenVerifier,
 )
 
 __all__ = [
     "AlertOutbox",
     "AlertStore",
+    "AuditReader",
     "BackfillPlanner",
     "BreakerStore",
     "ClaimSource",
@@ -66,6 +69,7 @@ __all__ = [
     "SecretBox",
     "StartsDeliveries",
     "StatsReader",
+    "TokenStore",
     "TokenVerifier",
     "Tracer",
 ]

@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+from cronwire.domain.access import Change, Grant, Scope, TokenRecord
+from cronwire.domain.audit import AuditQuery, AuditRecord
 from cronwire.domain.backfill import BackfillPlan, BackfillResult
 from cronwire.domain.flow_control import FlowKeyState
 from cronwire.domain.history import RunDetail, RunQuery, RunView
@@ -24,8 +26,38 @@ BackfillPlanner = Callable[[ScheduleSpec, datetime, datetime | None], BackfillPl
 
 
 class TokenVerifier(Protocol):
-    async def tenant_for_token(self, token: str) -> UUID | None:
-        """The tenant owning ``token`` (compared in constant time), or None."""
+    async def grant_for_token(self, token: str) -> Grant | None:
+        """What ``token`` grants (its tenant, id, name, scope, whether it expired on the
+        database's clock), compared in constant time; None for an unknown or revoked one.
+        Notes the use for ``last_used_at`` without waiting for the write."""
+        ...
+
+
+class TokenStore(TokenVerifier, Protocol):
+    """A tenant's own tokens (``/v1/tokens``). Issue and revoke write their audit row in
+    their transaction. StorageError when the database fails."""
+
+    async def issue(self, tenant_id: UUID, *, name: str, scope: Scope,
+                    expires_at: datetime | None, change: Change) -> tuple[TokenRecord, str]:
+        """A new token (the record and the token itself, shown once); LimitExceeded
+        ("max_tokens") past the tenant's live-token cap."""
+        ...
+
+    async def list(self, tenant_id: UUID) -> list[TokenRecord]:
+        """The tenant's unrevoked tokens, oldest first (expired ones included)."""
+        ...
+
+    async def revoke(self, tenant_id: UUID, token_id: UUID, change: Change) -> TokenRecord:
+        """Revoke at once (idempotent: audited once); NotFound for another tenant's."""
+        ...
+
+    async def db_now(self) -> datetime: ...
+
+
+class AuditReader(Protocol):
+    async def list(self, tenant_id: UUID, query: AuditQuery) -> Sequence[AuditRecord]:
+        """The tenant's audit rows matching ``query``, newest first, at most
+        ``query.limit``. StorageError when the database fails."""
         ...
 
 
