@@ -58,6 +58,8 @@ CALLS = [
     Call("PUT", "/v1/alerts", json={"url": "http://127.0.0.1:9/b-alerts"}, expect="own"),
     Call("GET", "/v1/flow-control", expect="empty"),
     Call("GET", "/v1/flow-control", params={"key": "alpha-key"}, expect="empty"),
+    Call("GET", "/v1/schedules/{schedule}/revisions"),
+    Call("POST", "/v1/schedules/{schedule}/revisions/1/restore"),
     Call("GET", "/v1/tokens", expect="mine"),
     Call("DELETE", "/v1/tokens/{token}"),
     Call("POST", "/v1/tokens", json={"name": "b-reader", "scope": "read"}, expect="mine"),
@@ -141,9 +143,9 @@ async def test_the_walk_covers_every_tenant_route(api: Api) -> None:
     spec = (await api.client.get("/openapi.json")).json()
     routes = {(method.upper(), path) for path, operations in spec["paths"].items()
               if path.startswith("/v1") for method in operations}
-    assert len(routes) == 25
+    assert len(routes) == 27
     walked = {(c.method, c.path.replace("{schedule}", "{id}").replace("{run}", "{id}")
-               .replace("{token}", "{id}"))
+               .replace("{token}", "{id}").replace("/revisions/1/", "/revisions/{version}/"))
               for c in CALLS}
     assert walked == routes
 

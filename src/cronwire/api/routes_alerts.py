@@ -39,8 +39,8 @@ def alerts_router(ctx: ApiContext) -> APIRouter:
     @router.put("", response_model=AlertsSet, responses=responses(413, 422),
                 summary="Set the alert destination (its signing secret is shown only here)")
     async def put(body: AlertsPut, caller: Admin) -> dict[str, Any]:
-        found = await alert_commands.set_destination(store, ctx.check_url, caller.tenant_id, body.url,
-                                                     body.events)
+        found = await alert_commands.set_destination(store, ctx.check_url, caller.tenant_id,
+                                                     body.url, body.events, caller.change)
         return {**_destination_out(found), "signing_secret": found.signing_secret}
 
     @router.get("", response_model=AlertsOut, responses=responses(404),

@@ -78,8 +78,8 @@ def runs_router(ctx: ApiContext) -> APIRouter:
     async def replay_failed(body: ReplayIn, caller: Writer) -> dict[str, Any]:
         query = ReplayQuery(limit=body.limit, schedule_id=body.schedule_id, since=body.since,
                             until=body.until)
-        replayed = await run_commands.replay_failed(ctx.commands, ctx.default_limits, caller.tenant_id,
-                                                   query)
+        replayed = await run_commands.replay_failed(ctx.commands, ctx.default_limits,
+                                                   caller.tenant_id, query, caller.change)
         return {"replayed": len(replayed), "runs": replayed}
 
     @router.post("/{id}/replay", status_code=202, response_model=RunOut,
@@ -87,7 +87,7 @@ def runs_router(ctx: ApiContext) -> APIRouter:
                  description=REPLAY_HELP + " 409 if the run did not fail, was replayed "
                  "already, or its schedule was deleted.")
     async def replay(run_id: RunId, caller: Writer) -> dict[str, Any]:
-        return run_out(await run_commands.replay(ctx.commands, ctx.default_limits, caller.tenant_id,
-                                                     run_id))
+        return run_out(await run_commands.replay(ctx.commands, ctx.default_limits,
+                                                 caller.tenant_id, run_id, caller.change))
 
     return router

@@ -43,16 +43,14 @@ class TokenList(BaseModel):
     items: list[TokenOut]
 
 
-class ActorOut(BaseModel):
-    token_id: str | None = None
-    token_name: str | None = None
-    operator: str | None = Field(None, description="\"cli\" for `cronwire tenant ...`.")
+ACTOR_HELP = ('Who made the change: `{"token_id", "token_name"}` for a request, or '
+              '`{"operator": "cli"}` for `cronwire tenant ...`.')
 
 
 class AuditEventOut(BaseModel):
     id: str
     at: datetime
-    actor: ActorOut
+    actor: dict[str, Any] = Field(description=ACTOR_HELP)
     action: str = Field(examples=["schedule.update"])
     object_type: str = Field(examples=["schedule"])
     object_id: str | None
@@ -70,7 +68,7 @@ class AuditPage(BaseModel):
 class RevisionOut(BaseModel):
     version: int
     at: datetime
-    actor: ActorOut
+    actor: dict[str, Any] = Field(description=ACTOR_HELP)
     changes: dict[str, list[Any]]
 
 

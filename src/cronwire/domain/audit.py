@@ -89,3 +89,13 @@ def diff(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> C
     old, new = flatten(before or {}), flatten(after or {})
     return {key: [sealed(key, old.get(key)), sealed(key, new.get(key))]
             for key in sorted(old.keys() | new.keys()) if old.get(key) != new.get(key)}
+
+
+@dataclass(frozen=True, slots=True)
+class Revision:
+    """One version of a schedule: when, by whom, what changed to make it."""
+
+    version: int
+    at: datetime
+    actor: dict[str, Any]
+    changes: Changes

@@ -274,6 +274,12 @@ class MaintenanceStore(Protocol):
         Raises StorageError."""
         ...
 
+    async def maintain_audit_log(self, months_ahead: int, retention_days: int, batch: int,
+                                 max_batches: int) -> tuple[int, list[str], int]:
+        """Audit partitions: this month's and ``months_ahead`` more made, those past
+        ``retention_days`` dropped, older rows deleted: (created, dropped, deleted)."""
+        ...
+
     async def due_backlog(self) -> int:
         """Runs due and not terminal (scheduler_runs_due_backlog)."""
         ...

@@ -8,11 +8,21 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemoryRun, MemorySchedule
-from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
+from cronwire.domain.access import BY_SYSTEM, Change
+from cronwire.domain.audit import SEALED, Revision, diff
+from cronwire.domain.errors import (
+    LimitExceeded,
+    NotFound,
+    StateConflict,
+    StorageError,
+    VersionMismatch,
+)
 from cronwire.domain.history import RunView
 from cronwire.domain.model import RunStatus, ScheduleStatus, Trigger
+from cronwire.domain.schedule_definition import schedule_fields
 from cronwire.domain.schedule_rules import first_fire, rescheduled_next_fire, status_after_edit
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
@@ -26,8 +36,27 @@ def _record(s: MemorySchedule) -> ScheduleRecord:
         updated_at=s.updated_at, previous_secret_expires_at=s.previous_secret_expires_at,
         signing_secret=s.signing_secret, runs_planned=s.runs_planned,
         consecutive_failures=s.consecutive_failures, paused_reason=s.paused_reason,
-        paused_at=s.paused_at,
+        paused_at=s.paused_at, version=s.version,
     )
+
+
+def _changed(schedule: MemorySchedule, before: ScheduleRecord | None,
+             also: dict[str, Any] | None = None) -> None:
+    """schedule_changes.record_change without the audit row: a new version and its
+    revision when anything differs."""
+    after = _record(schedule)
+    changes = {**diff(schedule_fields(before) if before else None, schedule_fields(after)),
+               **(also or {})}
+    if not changes:
+        return
+    if before is not None:
+        schedule.version += 1
+    schedule.revisions.append((schedule.version, schedule.updated_at, changes, schedule.spec))
+
+
+def _check_version(schedule: MemorySchedule, if_match: int | None) -> None:
+    if if_match is not None and schedule.version != if_match:
+        raise VersionMismatch(f"schedule {schedule.id}", if_match, schedule.version)
 
 
 def run_view(run: MemoryRun) -> RunView:
@@ -97,7 +126,7 @@ class MemoryScheduleStore:
 
     async def create(
         self, tenant_id: uuid.UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
-        max_schedules: int,
+        max_schedules: int, change: Change = BY_SYSTEM,
     ) -> ScheduleRecord:
         if tenant_id not in self._db.tenants:
             raise NotFound(f"tenant {tenant_id} not found")
@@ -116,6 +145,7 @@ class MemoryScheduleStore:
             next_fire_at=first_fire(spec, now), paused_at=now if paused else None,
         )
         self._db.schedules[schedule.id] = schedule
+        _changed(schedule, None)
         return _record(schedule)
 
     async def db_now(self) -> datetime:
@@ -137,9 +167,12 @@ class MemoryScheduleStore:
 
     async def update(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
-        revise: Callable[[ScheduleSpec], ScheduleSpec],
+        revise: Callable[[ScheduleSpec], ScheduleSpec], *, change: Change = BY_SYSTEM,
+        if_match: int | None = None, action: str = "schedule.update",
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
+        _check_version(schedule, if_match)
+        before = _record(schedule)
         spec = revise(schedule.spec)  # a domain error here leaves the row as it was
         now = self._db.now()
         if schedule.spec.timing_differs(spec):  # nothing more on the old timetable
@@ -153,12 +186,15 @@ class MemoryScheduleStore:
             _record(schedule), spec, next_fire_at, schedule.last_fire_at, now)
         schedule.spec = spec
         schedule.updated_at = now
+        _changed(schedule, before)
         return _record(schedule)
 
-    async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
+    async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
+                     change: Change = BY_SYSTEM, if_match: int | None = None) -> int:
         """Pending and retrying runs end cancelled; running ones are marked
         cancel_requested and end cancelled instead of a retry, release or re-claim."""
         schedule = self._live(tenant_id, schedule_id)
+        _check_version(schedule, if_match)
         now = self._db.now()
         schedule.status = ScheduleStatus.DELETED
         schedule.next_fire_at = None
@@ -179,9 +215,11 @@ class MemoryScheduleStore:
 
     async def set_paused(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool,
-        note: str | None = None,
+        note: str | None = None, *, change: Change = BY_SYSTEM, if_match: int | None = None,
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
+        _check_version(schedule, if_match)
+        before = _record(schedule)
         if schedule.status not in (ScheduleStatus.ACTIVE, ScheduleStatus.PAUSED):
             verb = "paused" if paused else "resumed"
             raise StateConflict(
@@ -199,10 +237,11 @@ class MemoryScheduleStore:
             schedule.status = ScheduleStatus.ACTIVE
             schedule.paused_reason = schedule.paused_at = None
             schedule.consecutive_failures = 0
+        _changed(schedule, before)
         return _record(schedule)
 
     async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
-                      max_pending_runs: int) -> RunView:
+                      max_pending_runs: int, change: Change = BY_SYSTEM) -> RunView:
         """A manual run due now at an instant no cron occurrence (whole seconds) takes."""
         self._live(tenant_id, schedule_id)
         self._db.open_runs(tenant_id, max_pending_runs).check(1)
@@ -220,7 +259,7 @@ class MemoryScheduleStore:
 
     async def rotate_secret(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, new_secret: str,
-        overlap_seconds: int,
+        overlap_seconds: int, *, change: Change = BY_SYSTEM,
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
         now = self._db.now()
@@ -228,4 +267,19 @@ class MemoryScheduleStore:
         schedule.previous_secret_expires_at = now + timedelta(seconds=overlap_seconds)
         schedule.signing_secret = new_secret
         schedule.updated_at = now
+        _changed(schedule, _record(schedule), {"signing_secret": [SEALED, SEALED]})
         return _record(schedule)
+
+    async def revisions(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                        limit: int) -> Sequence[Revision]:
+        schedule = self._live(tenant_id, schedule_id)
+        return [Revision(version, at, BY_SYSTEM.actor.as_document(), changes)
+                for version, at, changes, _ in reversed(schedule.revisions)][:limit]
+
+    async def revision_spec(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                            version: int) -> ScheduleSpec:
+        schedule = self._live(tenant_id, schedule_id)
+        for kept, _, _, spec in schedule.revisions:
+            if kept == version:
+                return spec
+        raise NotFound(f"schedule {schedule_id} has no version {version}")

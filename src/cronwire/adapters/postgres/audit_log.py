@@ -30,6 +30,16 @@ async def write_audit(conn: asyncpg.Connection, tenant_id: uuid.UUID, entry: Aud
     return True
 
 
+async def write_audits(conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                       entries: Sequence[AuditEntry]) -> None:
+    """:func:`write_audit` for many changes of one statement (a bulk replay)."""
+    rows = [(tenant_id, e.change.actor.as_document(), e.action, e.object_type, e.object_id,
+             e.change.request_id, e.change.client_address, e.changes)
+            for e in entries if e.changes]
+    if rows:
+        await conn.executemany(Q["audit_event_insert"], rows)
+
+
 def _record(row: asyncpg.Record) -> AuditRecord:
     return AuditRecord(**{name: row[name] for name in (
         "id", "at", "actor", "action", "object_type", "object_id", "request_id",
