@@ -41,3 +41,21 @@ def test_tenants_manage_their_own_tokens_over_the_api(live: Live, cli: InProcess
     audit = cli.ok("audit", "list", "--action", "token.revoke", "--json", token=admin)
     assert [e["object_id"] for e in audit["items"]] == [made["id"]]
     assert audit["items"][0]["actor"]["token_name"] is None  # the first token has no name
+
+
+def test_revisions_restore_and_if_match_from_the_cli(live: Live, cli: InProcess) -> None:
+    token = cli.ok("tenant", "create", "revisions")["token"]
+    created = cli.ok("schedules", "create", "--name", "first", "--cron", "0 3 * * *",
+                     *_hook(live), token=token)
+    schedule_id = created["id"]
+    cli.ok("schedules", "update", schedule_id, "--name", "second", token=token)
+    refusal = cli.refused("schedules", "update", schedule_id, "--name", "third",
+                          "--if-match", "1", token=token, code=1)
+    assert "version 2" in refusal
+    revisions = cli.ok("schedules", "revisions", schedule_id, "--json", token=token)
+    assert [r["version"] for r in revisions["items"]] == [2, 1]
+    restored = cli.ok("schedules", "restore", schedule_id, "1", "--if-match", "2", token=token)
+    assert restored["name"] == "first" and restored["version"] == 3
+    audit = cli.ok("audit", "list", "--object-id", schedule_id, "--json", token=token)
+    assert [e["action"] for e in audit["items"]] == [
+        "schedule.restore", "schedule.update", "schedule.create"]

@@ -5,7 +5,7 @@ fields and print what it answers; every one needs an admin token."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +17,7 @@ from cronwire.cli.api_client import (
     id_argument,
     pages,
 )
-from cronwire.cli.output import Column, cell, field, render_fields, show, show_page
+from cronwire.cli.output import Column, field, render_fields, show, show_page
 from cronwire.domain.access import Scope, parse_expires_in
 from cronwire.domain.delivery import rfc3339_utc
 from cronwire.domain.errors import RuleViolation
@@ -76,9 +76,39 @@ def audit_list(client: ApiClient, args: argparse.Namespace) -> None:
     show_page(args, pages(client, "/v1/audit", params, args.all), AUDIT_COLUMNS)
 
 
-def render_changes(changes: Mapping[str, Any]) -> str:
-    return "\n".join(f"  {name}: {cell(pair[0])} -> {cell(pair[1])}"
-                     for name, pair in changes.items())
+REVISION_COLUMNS = [
+    Column("VERSION", field("version")), Column("AT (UTC)", field("at")),
+    Column("ACTOR", _actor), Column("FIELDS", _changed),
+]
+
+
+def schedules_revisions(client: ApiClient, args: argparse.Namespace) -> None:
+    found = client.call("GET", f"/v1/schedules/{args.id}/revisions",
+                        params={"limit": args.limit})
+    show_page(args, found, REVISION_COLUMNS)
+
+
+def schedules_restore(client: ApiClient, args: argparse.Namespace) -> None:
+    headers = {"If-Match": f'"{args.if_match}"'} if args.if_match is not None else None
+    show(args, client.call("POST", f"/v1/schedules/{args.id}/revisions/{args.version}/restore",
+                           headers=headers), render_fields)
+
+
+def add_revision_actions(action: Callable[..., argparse.ArgumentParser]) -> None:
+    """`schedules revisions ID` and `schedules restore ID VERSION`; ``action`` is the
+    `schedules` subcommand factory."""
+    revisions = action("revisions", "a schedule's versions, newest first: when, who, which "
+                       "fields changed", schedules_revisions)
+    id_argument(revisions, "schedule")
+    revisions.add_argument("--limit", type=int, default=100, metavar="N",
+                           help="versions shown, 1..1000 (default: 100)")
+    restore = action("restore", "make an earlier version's definition current (a new "
+                     "version)", schedules_restore)
+    id_argument(restore, "schedule")
+    restore.add_argument("version", metavar="VERSION", type=int,
+                         help="the version to bring back (from `schedules revisions`)")
+    restore.add_argument("--if-match", type=int, metavar="VERSION",
+                         help="only if the schedule is still at this version")
 
 
 def add_access_commands(commands: argparse._SubParsersAction[Any], group_help: str) -> None:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from cronwire.cli.access import add_access_commands
+from cronwire.cli.access import add_access_commands, add_revision_actions
 from cronwire.cli.api_client import (
     DEFAULT_URL,
     ENV_TOKEN,
@@ -138,13 +138,19 @@ TARGET_AND_RETRY_FLAGS = frozenset({
 def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
     changes = _fields(args, creating=False)
     given = {name for name, value in vars(args).items() if value not in (None, False)}
+    version = args.if_match
     if given & TARGET_AND_RETRY_FLAGS:
         current = client.call("GET", f"/v1/schedules/{args.id}")
         changes.update(_target_and_retry(args, current))
+        # The target and retry sent are the ones read merged with the flags: refuse (412)
+        # if someone changed the schedule in between, rather than undo their change.
+        version = version if version is not None else current.get("version")
     if not changes:
         raise ConfigError("schedules update: nothing to change; give at least one flag "
                           "(see `cronwire schedules update --help`)")
-    show(args, client.call("PATCH", f"/v1/schedules/{args.id}", body=changes), render_fields)
+    headers = {"If-Match": f'"{version}"'} if version is not None else None
+    show(args, client.call("PATCH", f"/v1/schedules/{args.id}", body=changes, headers=headers),
+         render_fields)
 
 
 def schedules_list(client: ApiClient, args: argparse.Namespace) -> None:
@@ -279,6 +285,10 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
                     schedules_update, parents=api_only)
     id_argument(update, "schedule")
     _schedule_flags(update, creating=False)
+    update.add_argument("--if-match", type=int, metavar="VERSION",
+                        help="change it only if it is still at this version (its `version`); "
+                        "else the API refuses with the current one (exit 1)")
+    add_revision_actions(action)
 
     add_schedule_actions(action)
     id_argument(action("rotate-secret", "new signing secret; the old one also signs for 24 hours",
