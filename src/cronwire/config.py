@@ -66,7 +66,8 @@ class Settings:
     auto_migrate: bool = True
     shutdown_grace_seconds: float = 20.0
     retention_months: int = 3
-    # Alert events (and the audit log) are deleted this many days after they were made.
+    # Alert events, audit log rows and schedule revisions are deleted this many days after
+    # they were made.
     audit_retention_days: int = 400
     tenant_max_schedules: int = 100_000
     tenant_min_interval_seconds: int = 1

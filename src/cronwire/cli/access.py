@@ -88,15 +88,23 @@ def schedules_revisions(client: ApiClient, args: argparse.Namespace) -> None:
     show_page(args, found, REVISION_COLUMNS)
 
 
+def if_match(version: int | None) -> dict[str, str] | None:
+    """The If-Match header naming ``version`` (none for None)."""
+    return None if version is None else {"If-Match": f'"{version}"'}
+
+
 def schedules_restore(client: ApiClient, args: argparse.Namespace) -> None:
-    headers = {"If-Match": f'"{args.if_match}"'} if args.if_match is not None else None
     show(args, client.call("POST", f"/v1/schedules/{args.id}/revisions/{args.version}/restore",
-                           headers=headers), render_fields)
+                           headers=if_match(args.if_match)), render_fields)
 
 
-def add_revision_actions(action: Callable[..., argparse.ArgumentParser]) -> None:
-    """`schedules revisions ID` and `schedules restore ID VERSION`; ``action`` is the
-    `schedules` subcommand factory."""
+def add_revision_actions(action: Callable[..., argparse.ArgumentParser],
+                         update: argparse.ArgumentParser) -> None:
+    """`schedules revisions ID`, `schedules restore ID VERSION` and `schedules update
+    --if-match`; ``action`` is the `schedules` subcommand factory."""
+    update.add_argument("--if-match", type=int, metavar="VERSION",
+                        help="change it only if it is still at this version (its `version`); "
+                        "else the API refuses with the current one (exit 1)")
     revisions = action("revisions", "a schedule's versions, newest first: when, who, which "
                        "fields changed", schedules_revisions)
     id_argument(revisions, "schedule")

@@ -236,8 +236,9 @@ def add_operator_commands(commands: argparse._SubParsersAction[Any]) -> None:
     partition_commands = partitions.add_subparsers(dest="partitions_command", required=True)
     maintain = partition_commands.add_parser(
         "maintain",
-        help="create future job_run partitions, detach and drop those past "
-        "SCHEDULER_RETENTION_MONTHS, delete alert events past "
-        "SCHEDULER_AUDIT_RETENTION_DAYS (also runs hourly inside serve)",
+        help="create future job_run and audit_event partitions, detach and drop those past "
+        "SCHEDULER_RETENTION_MONTHS (runs) and SCHEDULER_AUDIT_RETENTION_DAYS (audit), "
+        "delete alert events, audit rows and revisions past SCHEDULER_AUDIT_RETENTION_DAYS "
+        "(also runs hourly inside serve)",
     )
     maintain.set_defaults(handler=cmd_partitions_maintain)

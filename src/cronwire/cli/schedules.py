@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from cronwire.cli.access import add_access_commands, add_revision_actions
+from cronwire.cli.access import add_revision_actions, if_match
 from cronwire.cli.api_client import (
     DEFAULT_URL,
     ENV_TOKEN,
@@ -142,15 +142,13 @@ def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
     if given & TARGET_AND_RETRY_FLAGS:
         current = client.call("GET", f"/v1/schedules/{args.id}")
         changes.update(_target_and_retry(args, current))
-        # The target and retry sent are the ones read merged with the flags: refuse (412)
-        # if someone changed the schedule in between, rather than undo their change.
-        version = version if version is not None else current.get("version")
+        # What is sent merges what was read: refuse (412) a change made in between.
+        version = current.get("version") if version is None else version
     if not changes:
         raise ConfigError("schedules update: nothing to change; give at least one flag "
                           "(see `cronwire schedules update --help`)")
-    headers = {"If-Match": f'"{version}"'} if version is not None else None
-    show(args, client.call("PATCH", f"/v1/schedules/{args.id}", body=changes, headers=headers),
-         render_fields)
+    show(args, client.call("PATCH", f"/v1/schedules/{args.id}", body=changes,
+                           headers=if_match(version)), render_fields)
 
 
 def schedules_list(client: ApiClient, args: argparse.Namespace) -> None:
@@ -278,17 +276,12 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     listing.add_argument("--cursor", metavar="CURSOR",
                          help="start after this page (next_cursor of the previous one)")
     listing.add_argument("--all", action="store_true", help="follow every page to the end")
-
     id_argument(action("get", "show one schedule", _on_schedule("GET")), "schedule")
-
     update = action("update", "change a schedule's fields; the others stay as they are",
                     schedules_update, parents=api_only)
     id_argument(update, "schedule")
     _schedule_flags(update, creating=False)
-    update.add_argument("--if-match", type=int, metavar="VERSION",
-                        help="change it only if it is still at this version (its `version`); "
-                        "else the API refuses with the current one (exit 1)")
-    add_revision_actions(action)
+    add_revision_actions(action, update)
 
     add_schedule_actions(action)
     id_argument(action("rotate-secret", "new signing secret; the old one also signs for 24 hours",
@@ -305,4 +298,3 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     add_schedule_insight(action)
     add_run_commands(commands, api, group_help)
     add_alert_commands(commands, group_help)
-    add_access_commands(commands, group_help)
