@@ -17,7 +17,7 @@ import pytest
 
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.api.context import ApiContext
-from cronwire.domain.access import Scope
+from cronwire.domain.access import MAX_LIVE_TOKENS, Scope
 from tests.support.api import api_context, asgi_client, schedule_body
 
 RANK = {"read": 0, "write": 1, "admin": 2}
@@ -189,3 +189,20 @@ async def test_last_used_at_is_written_at_most_once_a_minute(
     await other.tokens.last_used.drain()  # type: ignore[attr-defined]
     again = await db_pool.fetchval("SELECT last_used_at FROM api_token WHERE id = $1", token_id)
     assert again == first
+
+
+async def test_live_tokens_are_capped_per_tenant(scoped: Any, db_pool: asyncpg.Pool) -> None:
+    client, _ctx, tokens, _tenants = scoped
+    admin = {"Authorization": f"Bearer {tokens['admin']}"}
+    live = await db_pool.fetchval("SELECT count(*) FROM api_token WHERE revoked_at IS NULL "
+                                  "AND tenant_id = (SELECT tenant_id FROM api_token "
+                                  "WHERE name = 'admin-token')")
+    for i in range(MAX_LIVE_TOKENS - live):
+        made = await client.post("/v1/tokens", json={"name": f"t{i}", "scope": "read"},
+                                 headers=admin)
+        assert made.status_code == 201, made.text
+    refused = await client.post("/v1/tokens", json={"name": "one-more", "scope": "read"},
+                                headers=admin)
+    assert refused.status_code == 429 and refused.json()["error"]["limit"] == "max_tokens"
+    listed = (await client.get("/v1/tokens", headers=admin)).json()["items"]
+    assert len(listed) == MAX_LIVE_TOKENS

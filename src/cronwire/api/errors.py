@@ -34,11 +34,11 @@ log = logging.getLogger(__name__)
 
 # Limits a tenant hits by how many objects it has (quota) answer 429; limits on the
 # content of one request answer 422 like any other invalid field.
-QUOTA_LIMITS = frozenset({"max_schedules", "max_pending_runs"})
+QUOTA_LIMITS = frozenset({"max_schedules", "max_pending_runs", "max_tokens"})
 _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
           405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-          412: "precondition_failed", 415: "unsupported_media_type", 422: "invalid_request", 429: "limit_exceeded",
-          500: "internal_error", 503: "unavailable"}
+          412: "precondition_failed", 415: "unsupported_media_type", 422: "invalid_request",
+          429: "limit_exceeded", 500: "internal_error", 503: "unavailable"}
 # A caller's own X-Request-ID is echoed when it is a plain token; anything else is replaced.
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 

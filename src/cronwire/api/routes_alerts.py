@@ -56,7 +56,8 @@ def alerts_router(ctx: ApiContext) -> APIRouter:
         cursor: Annotated[str | None, Query(max_length=200)] = None,
     ) -> dict[str, Any]:
         page = await alert_commands.list_events(
-            store, caller.tenant_id, before=decode_run_cursor(cursor) if cursor else None, limit=limit)
+            store, caller.tenant_id, before=decode_run_cursor(cursor) if cursor else None,
+            limit=limit)
         items = [{**{k: (str(v) if isinstance(v, uuid.UUID) else v)
                      for k, v in dataclasses.asdict(event).items()},
                   "attempts": [dataclasses.asdict(a) for a in attempts]}

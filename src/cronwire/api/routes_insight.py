@@ -36,8 +36,8 @@ def insight_router(ctx: ApiContext) -> APIRouter:
     async def stats(schedule_id: ScheduleId, caller: Reader,
                     window: Annotated[Window, Query()] = "24h") -> dict[str, Any]:
         assert ctx.stats is not None
-        found = await insight.schedule_stats(ctx.schedules, ctx.stats, caller.tenant_id, schedule_id,
-                                             window, ctx.metrics)
+        found = await insight.schedule_stats(ctx.schedules, ctx.stats, caller.tenant_id,
+                                             schedule_id, window, ctx.metrics)
         return {**dataclasses.asdict(found), "success_rate": found.success_rate}
 
     @router.get("/{id}/explain", response_model=ExplanationOut, responses=responses(404, 422),

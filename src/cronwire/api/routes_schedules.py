@@ -73,7 +73,8 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
         cursor: Annotated[str | None, Query(max_length=200)] = None,
     ) -> dict[str, Any]:
         after = decode_id_cursor(cursor) if cursor else None
-        page = await commands.list_schedules(ctx.schedules, caller.tenant_id, after=after, limit=limit)
+        page = await commands.list_schedules(ctx.schedules, caller.tenant_id, after=after,
+                                             limit=limit)
         return {"items": [schedule_out(r) for r in page.items],
                 "next_cursor": encode_id_cursor(page.items[-1].id) if page.more else None}
 
@@ -194,8 +195,8 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
         schedule_id: ScheduleId, caller: Reader,
         count: Annotated[int, Query(ge=1, le=PREVIEW_MAX)] = 10,
     ) -> dict[str, Any]:
-        record, fires = await commands.preview_schedule(ctx.schedules, caller.tenant_id, schedule_id, count,
-                                                        ctx.cpu)
+        record, fires = await commands.preview_schedule(ctx.schedules, caller.tenant_id,
+                                                        schedule_id, count, ctx.cpu)
         zone = load_timezone(record.spec.timezone)
         return {"items": [FireTime(utc=t, local=t.astimezone(zone).isoformat())
                           for t in fires]}
