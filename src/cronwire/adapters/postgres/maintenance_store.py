@@ -79,16 +79,20 @@ class PostgresMaintenanceStore:
 
     async def delete_expired_alert_events(self, retention_days: int, batch: int,
                                           max_batches: int) -> int:
-        deleted = 0
         with storage_errors("delete expired alert events"):
-            for _ in range(max_batches):
-                # One statement per batch, each its own transaction: short locks.
-                status = await self._pool.execute(Q["alert_event_delete_expired"],
-                                                  retention_days, batch)
-                count = int(status.split()[-1])
-                deleted += count
-                if count < batch:
-                    break
+            return await self._delete_in_batches("alert_event_delete_expired", retention_days,
+                                                 batch, max_batches)
+
+    async def _delete_in_batches(self, query: str, retention_days: int, batch: int,
+                                 max_batches: int) -> int:
+        """Run a retention ``query`` until a batch comes back short or ``max_batches`` ran:
+        one statement per batch, each its own transaction, so locks stay short."""
+        deleted = 0
+        for _ in range(max_batches):
+            count = rows_affected(await self._pool.execute(Q[query], retention_days, batch))
+            deleted += count
+            if count < batch:
+                break
         return deleted
 
     async def maintain_audit_log(self, months_ahead: int, retention_days: int, batch: int,
@@ -105,13 +109,8 @@ class PostgresMaintenanceStore:
                         await conn.fetchval(Q["advisory_unlock"], KEEPER_LOCK)
             deleted = 0
             for query in ("audit_event_delete_expired", "schedule_revision_delete_expired"):
-                for _ in range(max_batches):
-                    # One statement per batch, each its own transaction: short locks.
-                    count = rows_affected(await self._pool.execute(Q[query], retention_days,
-                                                                   batch))
-                    deleted += count
-                    if count < batch:
-                        break
+                deleted += await self._delete_in_batches(query, retention_days, batch,
+                                                         max_batches)
         return int(created), dropped, deleted
 
     async def audit_partitions(self) -> list[str]:

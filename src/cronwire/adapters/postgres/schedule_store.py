@@ -169,7 +169,7 @@ class PostgresScheduleStore:
                      change: Change = BY_SYSTEM, if_match: int | None = None) -> int:
         with storage_errors(f"deleting schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                row = found_row(await conn.fetchrow(Q["schedule_lock_version"], tenant_id,
+                row = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id,
                                                     schedule_id), schedule_id)
                 check_version(row, if_match)
                 await conn.execute(Q["schedule_soft_delete"], tenant_id, schedule_id)
@@ -189,9 +189,9 @@ class PostgresScheduleStore:
         verb = "paused" if paused else "resumed"
         with storage_errors(f"setting schedule {schedule_id} {verb}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                # Locking the row first: a planner transaction holding it commits its runs
-                # before a pause takes them back.
-                locked = found_row(await conn.fetchrow(Q["schedule_lock_version"], tenant_id,
+                # The row locked first (against the planner too: a planner transaction
+                # holding it commits its runs before a pause takes them back).
+                locked = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id,
                                                        schedule_id), schedule_id)
                 check_version(locked, if_match)
                 row = await conn.fetchrow(

@@ -260,16 +260,3 @@ WHERE s.id = u.id
 UPDATE schedule SET version = version + 1
 WHERE tenant_id = $1 AND id = $2
 RETURNING version
-
--- name: schedule_lock_version
--- The row a delete, pause or resume changes, locked, with its version (If-Match) and
--- everything the audit log compares.
-SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
-       catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
-       signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
-       overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
-       consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
-FROM schedule
-WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
-FOR NO KEY UPDATE
