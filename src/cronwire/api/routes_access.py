@@ -86,8 +86,11 @@ def audit_router(ctx: ApiContext) -> APIRouter:
         caller: Admin,
         since: Annotated[Instant | None, Query(description="Inclusive lower bound on at.")] = None,
         until: Annotated[Instant | None, Query(description="Exclusive upper bound on at.")] = None,
-        object_id: Annotated[str | None, Query(max_length=64)] = None,
-        action: Annotated[str | None, Query(max_length=64)] = None,
+        object_id: Annotated[str | None, Query(
+            pattern=r"^[A-Za-z0-9._-]{1,64}$", description="Only this object's entries.")] = None,
+        action: Annotated[str | None, Query(
+            pattern=r"^[a-z_]{1,32}\.[a-z_]{1,32}$", examples=["schedule.update"],
+            description="Only this action's entries.")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_PAGE)] = 50,
         cursor: Annotated[str | None, Query(max_length=200)] = None,
     ) -> dict[str, Any]:
