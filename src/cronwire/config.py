@@ -66,7 +66,8 @@ class Settings:
     auto_migrate: bool = True
     shutdown_grace_seconds: float = 20.0
     retention_months: int = 3
-    # Alert events (and the audit log) are deleted this many days after they were made.
+    # Alert events, audit log rows and schedule revisions are deleted this many days after
+    # they were made.
     audit_retention_days: int = 400
     tenant_max_schedules: int = 100_000
     tenant_min_interval_seconds: int = 1
@@ -313,7 +314,8 @@ def _key_ring_from_file(path: Path) -> tuple[tuple[str, bytes], ...]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:  # ValueError: undecodable, or a NUL in the path
-        raise ConfigError(f"{variable}: cannot read {path}: "
+        # The path as a literal: one line, whatever characters the variable held.
+        raise ConfigError(f"{variable}: cannot read {str(path)!r}: "
                           f"{getattr(exc, 'strerror', None) or exc}") from None
     return parse_key_ring(variable, text)
 

@@ -48,6 +48,12 @@ COMMANDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("GET", "/v1/alerts"): ("alerts", "get"),
     ("GET", "/v1/alerts/events"): ("alerts", "events"),
     ("GET", "/v1/flow-control"): ("flow-control",),
+    ("GET", "/v1/schedules/{id}/revisions"): ("schedules", "revisions"),
+    ("POST", "/v1/schedules/{id}/revisions/{version}/restore"): ("schedules", "restore"),
+    ("POST", "/v1/tokens"): ("tokens", "create", "--name", "--scope", "--expires-in"),
+    ("GET", "/v1/tokens"): ("tokens", "list"),
+    ("DELETE", "/v1/tokens/{id}"): ("tokens", "revoke"),
+    ("GET", "/v1/audit"): ("audit", "list", "--since", "--until", "--object-id", "--action"),
 }
 
 

@@ -22,7 +22,8 @@ class Call:
     json: Any = None
     params: dict[str, str] | None = None
     # What B may see: "404" (not found), "empty" (an empty page), "own" (B's own new object),
-    # "none" (a bulk action that found nothing of B's to act on).
+    # "none" (a bulk action that found nothing of B's to act on), "mine" (B's own objects
+    # only: a 200 or 201 showing nothing of A's).
     expect: str = "404"
 
 
@@ -57,6 +58,13 @@ CALLS = [
     Call("PUT", "/v1/alerts", json={"url": "http://127.0.0.1:9/b-alerts"}, expect="own"),
     Call("GET", "/v1/flow-control", expect="empty"),
     Call("GET", "/v1/flow-control", params={"key": "alpha-key"}, expect="empty"),
+    Call("GET", "/v1/schedules/{schedule}/revisions"),
+    Call("POST", "/v1/schedules/{schedule}/revisions/1/restore"),
+    Call("GET", "/v1/tokens", expect="mine"),
+    Call("DELETE", "/v1/tokens/{token}"),
+    Call("POST", "/v1/tokens", json={"name": "b-reader", "scope": "read"}, expect="mine"),
+    Call("GET", "/v1/audit", expect="mine"),
+    Call("GET", "/v1/audit", params={"object_id": "{schedule}"}, expect="empty"),
     # Last, so the listings above still expect B to have nothing at all.
     Call("POST", "/v1/schedules", json={"name": "b", "cron": "@daily",
                                         "target": {"url": "http://127.0.0.1:9/"}}, expect="own"),
@@ -88,7 +96,9 @@ async def _tenant_a_state(api: Api, tenant: Tenant) -> list[Any]:
     flows = await api.pool.fetch(
         "SELECT key, max_concurrency, in_flight, updated_at FROM flow_control "
         "WHERE tenant_id = $1 ORDER BY key", tenant.id)
-    return ([tuple(r) for r in schedules] + [tuple(r) for r in runs] + [tuple(r) for r in alerts]
+    tokens = await api.pool.fetch(
+        "SELECT id, scope, revoked_at FROM api_token WHERE tenant_id = $1 ORDER BY id", tenant.id)
+    return ([tuple(r) for r in tokens] + [tuple(r) for r in schedules] + [tuple(r) for r in runs] + [tuple(r) for r in alerts]
             + [tuple(r) for r in flows])
 
 
@@ -97,7 +107,8 @@ async def _tenant_a_private_values(api: Api, tenant: Tenant) -> set[str]:
     rows = await api.pool.fetch(
         "SELECT id::text AS v FROM schedule WHERE tenant_id = $1 "
         "UNION ALL SELECT signing_secret FROM schedule WHERE tenant_id = $1 "
-        "UNION ALL SELECT id::text FROM job_run WHERE tenant_id = $1", tenant.id)
+        "UNION ALL SELECT id::text FROM job_run WHERE tenant_id = $1 "
+        "UNION ALL SELECT id::text FROM api_token WHERE tenant_id = $1", tenant.id)
     return {r["v"] for r in rows} | {str(tenant.id), "alpha-one", "alpha-two", "alpha-key"}
 
 
@@ -123,7 +134,8 @@ async def tenant_a(api: Api) -> tuple[Tenant, dict[str, str]]:
         "INSERT INTO alert_event (id, tenant_id, schedule_id, schedule_name, type) "
         "VALUES (gen_random_uuid(), $1, $2, 'alpha-one', 'schedule.failing')",
         a.id, uuid.UUID(first["id"]))
-    return a, {"schedule": first["id"], "run": runs["items"][0]["id"],
+    token = await api.pool.fetchval("SELECT id::text FROM api_token WHERE tenant_id = $1", a.id)
+    return a, {"schedule": first["id"], "run": runs["items"][0]["id"], "token": token,
                "run_cursor": runs["next_cursor"], "schedule_cursor": schedules["next_cursor"]}
 
 
@@ -131,8 +143,9 @@ async def test_the_walk_covers_every_tenant_route(api: Api) -> None:
     spec = (await api.client.get("/openapi.json")).json()
     routes = {(method.upper(), path) for path, operations in spec["paths"].items()
               if path.startswith("/v1") for method in operations}
-    assert len(routes) == 21
-    walked = {(c.method, c.path.replace("{schedule}", "{id}").replace("{run}", "{id}"))
+    assert len(routes) == 27
+    walked = {(c.method, c.path.replace("{schedule}", "{id}").replace("{run}", "{id}")
+               .replace("{token}", "{id}").replace("/revisions/1/", "/revisions/{version}/"))
               for c in CALLS}
     assert walked == routes
 
@@ -154,13 +167,16 @@ async def test_another_tenants_objects_answer_404_or_empty_and_stay_untouched(
             leaks.append(f"{call}: shows A's {sorted(shown)}: {text}")
         if call.expect == "404":
             twin = await _send(api, call, {**ids, "schedule": str(uuid.uuid4()),
-                                           "run": str(uuid.uuid4())}, b.headers)
+                                           "run": str(uuid.uuid4()),
+                                           "token": str(uuid.uuid4())}, b.headers)
             ok = (response.status_code == 404 and response.json()["error"]["code"] == "not_found"
                   and twin.status_code == 404)
         elif call.expect == "empty":  # a page with no items (and no cursor, if it has one)
             body = response.json()
             ok = (response.status_code == 200 and body["items"] == []
                   and body.get("next_cursor") is None and set(body) <= {"items", "next_cursor"})
+        elif call.expect == "mine":
+            ok = response.status_code in (200, 201)
         elif call.expect == "none":
             ok = response.status_code == 202 and response.json() == {"replayed": 0, "runs": []}
         elif call.path == "/v1/alerts":  # B's own destination, A's untouched

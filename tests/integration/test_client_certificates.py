@@ -24,6 +24,8 @@ from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStore
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
+from cronwire.adapters.postgres.sealed_fields import opened_record
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.client_tls import client_tls_from_pem
 from cronwire.domain.delivery import DeliveryRequest
@@ -189,3 +191,25 @@ async def test_a_receiver_certificate_from_an_untrusted_authority_is_refused_wit
     assert result.status_code is None and result.error is not None
     assert "CERTIFICATE_VERIFY_FAILED" in result.error, result.error
     assert receiver.clients == []
+
+
+async def test_a_restored_version_brings_its_certificate_back_and_the_audit_masks_the_key(
+        api: Api) -> None:
+    tenant = await api.tenant()
+    tls = CA.client_tls("payroll")
+    created = await _create(api, tenant, "https://127.0.0.1:9/h", tls=tls)
+    url = f"/v1/schedules/{created['id']}"
+    removed = await api.client.patch(url, headers=tenant.headers, json={"target": {"tls": None}})
+    assert removed.status_code == 200 and removed.json()["target"]["tls"] is None
+    restored = await api.client.post(f"{url}/revisions/1/restore", headers=tenant.headers)
+    assert restored.status_code == 200, restored.text
+    assert restored.json()["target"]["tls"]["client_certificate_subject"] == "CN=payroll"
+    # The restored key is the one sent at first, sealed again (its PEM opens and matches).
+    box = secret_box(api.pool)
+    stored = await PostgresScheduleStore(api.pool, box).get(tenant.id, uuid.UUID(created["id"]))
+    record = await opened_record(box, stored)
+    assert record.spec.target.tls is not None
+    assert record.spec.target.tls.key.strip() == tls["client_key"].strip()
+    audit = (await api.client.get("/v1/audit", headers=tenant.headers)).json()["items"]
+    changed = [entry["changes"] for entry in audit if "target.tls.client_key" in entry["changes"]]
+    assert changed and all(set(c["target.tls.client_key"]) <= {"***", None} for c in changed)

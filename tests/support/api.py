@@ -20,12 +20,14 @@ import pytest
 
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.postgres.alert_store import PostgresAlertStore
+from cronwire.adapters.postgres.audit_log import PostgresAuditLog
 from cronwire.adapters.postgres.flow_store import PostgresFlowControl
 from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.adapters.postgres.token_store import PostgresTokenStore
 from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
 from cronwire.domain.schedules import TenantLimits
@@ -87,7 +89,8 @@ def api_context(pool: asyncpg.Pool, *, allow_private: bool = True,
                 limits: TenantLimits = DEFAULT_LIMITS, max_request_bytes: int = 262_144,
                 ) -> ApiContext:
     return ApiContext(
-        tokens=PostgresTenantStore(pool),
+        tokens=PostgresTokenStore(pool),
+        audit=PostgresAuditLog(pool),
         schedules=PostgresScheduleStore(pool, secret_box(pool)),
         runs=PostgresRunHistory(pool),
         commands=PostgresRunCommands(pool),

@@ -11,6 +11,7 @@ from cronwire.api.context import ApiContext
 from cronwire.api.docs import docs_router
 from cronwire.api.errors import install_error_handlers
 from cronwire.api.ops import ReadinessCheck, ops_router
+from cronwire.api.routes_access import audit_router, tokens_router
 from cronwire.api.routes_alerts import alerts_router
 from cronwire.api.routes_flow import flow_router
 from cronwire.api.routes_insight import insight_router
@@ -20,7 +21,11 @@ from cronwire.api.routes_schedules import schedules_router
 DESCRIPTION = """\
 Multi-tenant durable cron: schedules, runs and their delivery evidence.
 
-Every `/v1` route takes `Authorization: Bearer <token>` (from `cronwire tenant create`).
+Every `/v1` route takes `Authorization: Bearer <token>` (from `cronwire tenant create` or
+`POST /v1/tokens`). A token's scope is `read` (every GET), `write` (read plus every change
+to schedules and runs) or `admin` (write plus tokens, the alert destination and the audit
+log); each operation's security requirement names the scope it needs, a token without it
+answers 403 naming it, and an expired token 401.
 A token sees only its tenant's objects: another tenant's id answers 404, exactly like an
 id that does not exist. Every error has one shape,
 `{"error": {"code", "message", "field", "limit"}}`, and its message starts with the
@@ -32,19 +37,24 @@ OPENAPI_TAGS = [
     {"name": "alerts", "description": "Where alert events go, and the events themselves."},
     {"name": "flow control", "description": "Per-key concurrency, rate and Retry-After "
                                             "holds, shared by every replica."},
+    {"name": "tokens", "description": "The tenant's own API tokens and their scopes "
+                                       "(admin)."},
+    {"name": "audit", "description": "Who changed what: one entry per change (admin)."},
     {"name": "operations", "description": "Health, readiness and metrics (no auth)."},
 ]
 
 
 def build_tenant_routers(ctx: ApiContext) -> list[APIRouter]:
     """The `/v1` routers, wired to the stores in ``ctx``, and the console over them."""
-    routers = [schedules_router(ctx), runs_router(ctx)]
+    routers = [schedules_router(ctx), runs_router(ctx), tokens_router(ctx)]
     if ctx.stats is not None:
         routers.append(insight_router(ctx))
     if ctx.alerts is not None:
         routers.append(alerts_router(ctx))
     if ctx.flows is not None:
         routers.append(flow_router(ctx))
+    if ctx.audit is not None:
+        routers.append(audit_router(ctx))
     return [*routers, console_router()]
 
 

@@ -9,6 +9,7 @@ from cronwire.domain.rate_limit import TenantRateLimit
 from cronwire.domain.schedules import TenantLimits
 from cronwire.ports import (
     AlertStore,
+    AuditReader,
     CpuWork,
     FlowControlView,
     Metrics,
@@ -17,14 +18,14 @@ from cronwire.ports import (
     RunHistory,
     ScheduleStore,
     StatsReader,
-    TokenVerifier,
+    TokenStore,
 )
 from cronwire.service.schedule_commands import UrlCheck
 
 
 @dataclass(frozen=True, slots=True)
 class ApiContext:
-    tokens: TokenVerifier
+    tokens: TokenStore  # what a bearer token grants; /v1/tokens
     schedules: ScheduleStore
     runs: RunHistory
     commands: RunCommands  # backfill and replay
@@ -41,3 +42,4 @@ class ApiContext:
     cpu: CpuWork = field(default_factory=OnTheLoop)
     # SCHEDULER_API_RATE_PER_SECOND, per tenant, in this replica's memory; None: no limit
     rate_limit: TenantRateLimit | None = None
+    audit: AuditReader | None = None  # GET /v1/audit (ADR 0056)

@@ -25,6 +25,7 @@ from cronwire.domain.errors import (
     RuleViolation,
     StateConflict,
     StorageError,
+    VersionMismatch,
 )
 from cronwire.domain.schedule_rules import field_of
 from cronwire.domain.secrets import SecretError
@@ -33,11 +34,11 @@ log = logging.getLogger(__name__)
 
 # Limits a tenant hits by how many objects it has (quota) answer 429; limits on the
 # content of one request answer 422 like any other invalid field.
-QUOTA_LIMITS = frozenset({"max_schedules", "max_pending_runs"})
-_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found",
+QUOTA_LIMITS = frozenset({"max_schedules", "max_pending_runs", "max_tokens"})
+_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
           405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-          415: "unsupported_media_type", 422: "invalid_request", 429: "limit_exceeded",
-          500: "internal_error", 503: "unavailable"}
+          412: "precondition_failed", 415: "unsupported_media_type", 422: "invalid_request",
+          429: "limit_exceeded", 500: "internal_error", 503: "unavailable"}
 # A caller's own X-Request-ID is echoed when it is a plain token; anything else is replaced.
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -81,9 +82,13 @@ def _described(description: str) -> dict[str, Any]:
 
 
 ERROR_DOCS: dict[int, dict[str, Any]] = {
-    401: _described("Missing or unknown bearer token."),
+    401: _described("Missing, unknown, revoked or expired bearer token."),
+    403: _described("The token's scope does not cover this operation; the message names "
+                    "the scope it needs (read < write < admin)."),
     404: _described("No such object for this tenant (another tenant's object included)."),
     409: _described("The object's state does not allow this (the message says why)."),
+    412: _described("`If-Match` names a version that is no longer current; the `ETag` "
+                    "header and the message give the current one."),
     413: _described("Request body larger than the server's cap; refused before parsing."),
     422: _described("Invalid input; `field` names what to fix, `limit` a per-tenant limit."),
     429: _described("A per-tenant quota (max_schedules, max_pending_runs) is used up, or "
@@ -94,9 +99,9 @@ ERROR_DOCS: dict[int, dict[str, Any]] = {
 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for the given error statuses (always 401, 429 (the
+    """OpenAPI ``responses`` entries for the given error statuses (always 401, 403, 429 (the
     API rate limit applies to every tenant route) and 503)."""
-    return {status: ERROR_DOCS[status] for status in sorted({401, 429, 503, *statuses})}
+    return {status: ERROR_DOCS[status] for status in sorted({401, 403, 429, 503, *statuses})}
 
 
 def _printable(part: object) -> str:
@@ -161,6 +166,12 @@ async def _conflict(_: Request, exc: Exception) -> JSONResponse:
     return error_response(409, str(exc))
 
 
+async def _stale(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, VersionMismatch)
+    return error_response(412, str(exc), field="If-Match",
+                          headers={"ETag": f'"{exc.current}"'})
+
+
 async def _storage(_: Request, exc: Exception) -> JSONResponse:
     log.warning("storage failure answered 503: %s", exc)
     return error_response(503, "the database is unavailable; retry shortly",
@@ -199,6 +210,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api)
     app.add_exception_handler(DomainError, _domain)
     app.add_exception_handler(NotFound, _not_found)
+    app.add_exception_handler(VersionMismatch, _stale)
     app.add_exception_handler(StateConflict, _conflict)
     app.add_exception_handler(StorageError, _storage)
     app.add_exception_handler(SecretError, _sealed)

@@ -14,10 +14,11 @@ the container hands over in ``ApiContext.default_limits``. The domain rules
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from fastapi import HTTPException, Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -47,14 +48,23 @@ def _counting(receive: Receive, cap: int) -> Receive:
     return counted
 
 
+def declared_scopes(dependant: Dependant) -> list[str]:
+    """Every scope a route's dependencies declare (``Security(..., scopes=[...])``)."""
+    found = list(dependant.own_oauth_scopes or [])
+    for sub in dependant.dependencies:
+        found.extend(declared_scopes(sub))
+    return found
+
+
 def capped_route(
-    cap: int, authenticate: Callable[[Request], Awaitable[object]] | None = None
+    cap: int, authenticate: Callable[[Request, Sequence[str]], Awaitable[object]] | None = None
 ) -> type[APIRoute]:
     """An APIRoute class whose handlers refuse bodies over ``cap`` bytes with 413.
 
     FastAPI decodes a JSON body before it runs any dependency, so a malformed body would
     answer 422 ahead of authentication; with ``authenticate``, a request that fails
-    validation is authenticated first, and a missing or unknown token answers 401.
+    validation is authenticated first, and a missing or unknown token answers 401 (a
+    token without the route's scope 403).
     """
 
     class CappedRoute(APIRoute):
@@ -73,7 +83,7 @@ def capped_route(
                                    and exc.status_code == 400)
                     invalid = undecodable or isinstance(exc, RequestValidationError)
                     if invalid and authenticate is not None:
-                        await authenticate(request)
+                        await authenticate(request, declared_scopes(self.dependant))
                     raise
 
             return capped

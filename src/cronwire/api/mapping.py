@@ -123,7 +123,7 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
         "next_fire_at": record.next_fire_at, "last_fire_at": record.last_fire_at,
         "previous_secret_expires_at": record.previous_secret_expires_at,
         "created_at": record.created_at, "updated_at": record.updated_at,
-        "alerts": alerts_out(spec.alerts),
+        "alerts": alerts_out(spec.alerts), "version": record.version,
     }
 
 

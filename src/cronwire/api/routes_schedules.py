@@ -9,9 +9,9 @@ are the domain's.
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Response, Security
 
-from cronwire.api.auth import request_authenticator, tenant_dependency
+from cronwire.api.auth import Caller, caller_dependency, request_authenticator
 from cronwire.api.context import ApiContext
 from cronwire.api.errors import responses
 from cronwire.api.limits import capped_route
@@ -26,9 +26,12 @@ from cronwire.api.schemas import (
     ScheduleResumed,
     SecretRotated,
 )
+from cronwire.api.schemas_access import RevisionList
 from cronwire.api.schemas_commands import BackfillIn, BackfillOut, PauseIn, ResumeIn
 from cronwire.api.schemas_runs import RunOut
 from cronwire.api.schemas_schedule_input import ScheduleCreate, SchedulePatch
+from cronwire.api.versions import IfMatch, parse_if_match, tag
+from cronwire.domain.access import Scope
 from cronwire.domain.backfill import MAX_BACKFILL, BackfillRequest
 from cronwire.domain.cron import load_timezone
 from cronwire.domain.keyset import decode_id_cursor, encode_id_cursor
@@ -37,42 +40,52 @@ from cronwire.service import run_commands
 from cronwire.service import schedule_commands as commands
 
 ScheduleId = Annotated[uuid.UUID, Path(alias="id", description="The schedule's id.")]
+Version = Annotated[int, Path(ge=1, le=2**62, description="A version of the schedule.")]
+MAX_REVISIONS = 1000
 
 
 def schedules_router(ctx: ApiContext) -> APIRouter:
     router = APIRouter(prefix="/v1/schedules", tags=["schedules"],
                        route_class=capped_route(ctx.max_request_bytes,
                                                request_authenticator(ctx.tokens)))
-    Tenant = Annotated[uuid.UUID, Depends(tenant_dependency(ctx.tokens, ctx.rate_limit))]
+    authenticated = caller_dependency(ctx.tokens, ctx.rate_limit)
+    # Each handler's caller parameter declares the scope it needs (CONTRACT: read every
+    # GET; write every change to schedules and runs; admin tokens, alerts, audit).
+    Reader = Annotated[Caller, Security(authenticated, scopes=[Scope.READ])]
+    Writer = Annotated[Caller, Security(authenticated, scopes=[Scope.WRITE])]
 
     @router.post("", status_code=201, response_model=ScheduleCreated,
                  summary="Create a schedule (the signing secret is shown only here)",
                  responses=responses(413, 422, 429))
-    async def create(body: ScheduleCreate, tenant: Tenant, response: Response) -> dict[str, Any]:
+    async def create(body: ScheduleCreate, caller: Writer, response: Response) -> dict[str, Any]:
         record = await commands.create_schedule(
-            ctx.schedules, ctx.check_url, ctx.default_limits, tenant, spec_from(body),
-            paused=body.paused)
+            ctx.schedules, ctx.check_url, ctx.default_limits, caller.tenant_id, spec_from(body),
+            paused=body.paused, change=caller.change)
         response.headers["Location"] = f"/v1/schedules/{record.id}"
+        tag(response, record.version)
         return {**schedule_out(record), "signing_secret": record.signing_secret}
 
     @router.get("", response_model=SchedulePage, summary="List schedules (keyset pages by id)",
                 responses=responses(422))
     async def list_schedules(
-        tenant: Tenant,
+        caller: Reader,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
         cursor: Annotated[str | None, Query(max_length=200)] = None,
     ) -> dict[str, Any]:
         after = decode_id_cursor(cursor) if cursor else None
-        page = await commands.list_schedules(ctx.schedules, tenant, after=after, limit=limit)
+        page = await commands.list_schedules(ctx.schedules, caller.tenant_id, after=after,
+                                             limit=limit)
         return {"items": [schedule_out(r) for r in page.items],
                 "next_cursor": encode_id_cursor(page.items[-1].id) if page.more else None}
 
     @router.get("/{id}", response_model=ScheduleOut, summary="Get a schedule",
                 responses=responses(404, 422))
-    async def get(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return schedule_out(await commands.get_schedule(ctx.schedules, tenant, schedule_id))
+    async def get(schedule_id: ScheduleId, caller: Reader, response: Response) -> dict[str, Any]:
+        record = await commands.get_schedule(ctx.schedules, caller.tenant_id, schedule_id)
+        tag(response, record.version)
+        return schedule_out(record)
 
-    @router.patch("/{id}", response_model=ScheduleOut, responses=responses(404, 413, 422),
+    @router.patch("/{id}", response_model=ScheduleOut, responses=responses(404, 412, 413, 422),
                   summary="Edit a schedule (JSON merge patch); new timing recomputes "
                   "next_fire_at, no duplicates",
                   description="A JSON merge patch (RFC 7396, `application/json` or "
@@ -85,39 +98,46 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                   "`starts_at` or `ends_at` moves `next_fire_at` to the first occurrence "
                   "after both now and the last occurrence already planned, so nothing is "
                   "planned twice.")
-    async def patch(schedule_id: ScheduleId, body: SchedulePatch,
-                    tenant: Tenant) -> dict[str, Any]:
+    async def patch(schedule_id: ScheduleId, body: SchedulePatch, caller: Writer,
+                    response: Response, if_match: IfMatch = None) -> dict[str, Any]:
         record = await commands.patch_schedule(
-            ctx.schedules, ctx.check_url, ctx.default_limits, tenant, schedule_id,
-            lambda spec: patched_spec(spec, body), new_url=url_changed(body))
+            ctx.schedules, ctx.check_url, ctx.default_limits, caller.tenant_id, schedule_id,
+            lambda spec: patched_spec(spec, body), new_url=url_changed(body),
+            change=caller.change, if_match=parse_if_match(if_match))
+        tag(response, record.version)
         return schedule_out(record)
 
     @router.delete("/{id}", status_code=204, response_class=Response,
-                   responses=responses(404, 422),
+                   responses=responses(404, 412, 422),
                    summary="Delete (soft): stops firing, cancels runs not yet started; "
                    "history stays readable",
                    description="The schedule stops firing and disappears from reads and "
                    "lists (404 afterwards). Its `pending` and `retrying` runs become "
                    "`cancelled`; a `running` run (its request may be on the wire) finishes "
                    "normally. Every run stays readable under `/v1/runs`.")
-    async def delete(schedule_id: ScheduleId, tenant: Tenant) -> Response:
-        await commands.delete_schedule(ctx.schedules, tenant, schedule_id)
+    async def delete(schedule_id: ScheduleId, caller: Writer,
+                     if_match: IfMatch = None) -> Response:
+        await commands.delete_schedule(ctx.schedules, caller.tenant_id, schedule_id,
+                                       change=caller.change, if_match=parse_if_match(if_match))
         return Response(status_code=204)
 
     @router.post("/{id}/pause", response_model=ScheduleOut, summary="Pause firing",
-                 responses=responses(404, 409, 422),
+                 responses=responses(404, 409, 412, 422),
                  description="No new runs are planned, and the occurrences the planner "
                  "already wrote ahead are taken back (a run already started finishes). An "
                  "optional body `{\"note\": \"...\"}` is kept as `paused_reason`. A "
                  "completed schedule cannot be paused (409).")
-    async def pause(schedule_id: ScheduleId, tenant: Tenant,
-                    body: PauseIn | None = None) -> dict[str, Any]:
+    async def pause(schedule_id: ScheduleId, caller: Writer, response: Response,
+                    body: PauseIn | None = None, if_match: IfMatch = None) -> dict[str, Any]:
         note = body.note if body is not None else None
-        return schedule_out(await commands.set_paused(ctx.schedules, tenant, schedule_id,
-                                                      paused=True, note=note))
+        record = await commands.set_paused(ctx.schedules, caller.tenant_id, schedule_id,
+                                           paused=True, note=note, change=caller.change,
+                                           if_match=parse_if_match(if_match))
+        tag(response, record.version)
+        return schedule_out(record)
 
     @router.post("/{id}/resume", response_model=ScheduleResumed,
-                 responses=responses(404, 409, 422),
+                 responses=responses(404, 409, 412, 422),
                  summary="Resume; occurrences missed meanwhile follow the misfire policy",
                  description="`next_fire_at` is left where the pause found it, so the "
                  "occurrences missed while paused are handled by `misfire_policy` "
@@ -126,11 +146,13 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  "many runs that makes due at once; `{\"dry_run\": true}` only counts them. "
                  "Clears `paused_reason` and `consecutive_failures`. A completed schedule "
                  "cannot be resumed (409): give it a new `at` or a higher `max_runs`.")
-    async def resume(schedule_id: ScheduleId, tenant: Tenant,
-                     body: ResumeIn | None = None) -> dict[str, Any]:
+    async def resume(schedule_id: ScheduleId, caller: Writer, response: Response,
+                     body: ResumeIn | None = None, if_match: IfMatch = None) -> dict[str, Any]:
         dry_run = body is not None and body.dry_run
-        record, due = await commands.resume(ctx.schedules, tenant, schedule_id,
-                                            dry_run=dry_run, cpu=ctx.cpu)
+        record, due = await commands.resume(ctx.schedules, caller.tenant_id, schedule_id,
+                                            dry_run=dry_run, cpu=ctx.cpu, change=caller.change,
+                                            if_match=parse_if_match(if_match))
+        tag(response, record.version)
         return {**schedule_out(record), "runs_due": due, "dry_run": dry_run}
 
     @router.post("/{id}/trigger", status_code=202, response_model=RunOut,
@@ -138,9 +160,9 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  description="Works on paused schedules too. The run's `scheduled_for` is "
                  "the database clock with a non-zero microsecond part, so it never takes "
                  "the slot of a cron occurrence (those are whole seconds).")
-    async def trigger(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        return run_out(await commands.trigger_run(ctx.schedules, ctx.default_limits, tenant,
-                                                  schedule_id))
+    async def trigger(schedule_id: ScheduleId, caller: Writer) -> dict[str, Any]:
+        return run_out(await commands.trigger_run(ctx.schedules, ctx.default_limits,
+                                                  caller.tenant_id, schedule_id, caller.change))
 
     @router.post("/{id}/backfill", status_code=202, response_model=BackfillOut,
                  responses={**responses(404, 422),
@@ -155,12 +177,12 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
                  f"{MAX_BACKFILL:,} occurrences per request (422 `max_backfill_occurrences` "
                  "beyond); `end` not later than now; `start` within the run history kept. "
                  "`dry_run: true` writes nothing and answers 200.")
-    async def backfill(schedule_id: ScheduleId, body: BackfillIn, tenant: Tenant,
+    async def backfill(schedule_id: ScheduleId, body: BackfillIn, caller: Writer,
                        response: Response) -> dict[str, Any]:
         policy = parse_overlap_policy(body.overlap_policy) if body.overlap_policy else None
         result = await run_commands.backfill(
-            ctx.commands, ctx.default_limits, tenant, schedule_id,
-            BackfillRequest(body.start, body.end, policy, body.dry_run))
+            ctx.commands, ctx.default_limits, caller.tenant_id, schedule_id,
+            BackfillRequest(body.start, body.end, policy, body.dry_run), caller.change)
         if result.dry_run:
             response.status_code = 200
         return {"occurrences": result.occurrences, "created": result.created,
@@ -170,11 +192,11 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
     @router.get("/{id}/preview", response_model=Preview, responses=responses(404, 422),
                 summary="The next fire times, in UTC and in the schedule's zone")
     async def preview_fires(
-        schedule_id: ScheduleId, tenant: Tenant,
+        schedule_id: ScheduleId, caller: Reader,
         count: Annotated[int, Query(ge=1, le=PREVIEW_MAX)] = 10,
     ) -> dict[str, Any]:
-        record, fires = await commands.preview_schedule(ctx.schedules, tenant, schedule_id, count,
-                                                        ctx.cpu)
+        record, fires = await commands.preview_schedule(ctx.schedules, caller.tenant_id,
+                                                        schedule_id, count, ctx.cpu)
         zone = load_timezone(record.spec.timezone)
         return {"items": [FireTime(utc=t, local=t.astimezone(zone).isoformat())
                           for t in fires]}
@@ -182,10 +204,35 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
     @router.post("/{id}/rotate-secret", response_model=SecretRotated,
                  responses=responses(404, 422),
                  summary="New signing secret; the old one also signs for 24 hours")
-    async def rotate_secret(schedule_id: ScheduleId, tenant: Tenant) -> dict[str, Any]:
-        record = await commands.rotate_secret(ctx.schedules, tenant, schedule_id,
-                                              ctx.secret_overlap_seconds)
+    async def rotate_secret(schedule_id: ScheduleId, caller: Writer) -> dict[str, Any]:
+        record = await commands.rotate_secret(ctx.schedules, caller.tenant_id, schedule_id,
+                                              ctx.secret_overlap_seconds, caller.change)
         return {"schedule_id": record.id, "signing_secret": record.signing_secret,
                 "previous_secret_expires_at": record.previous_secret_expires_at}
+
+    @router.get("/{id}/revisions", response_model=RevisionList, responses=responses(404, 422),
+                summary="The schedule's versions, newest first: when, by whom, what changed")
+    async def revisions(
+        schedule_id: ScheduleId, caller: Reader,
+        limit: Annotated[int, Query(ge=1, le=MAX_REVISIONS)] = 100,
+    ) -> dict[str, Any]:
+        found = await commands.list_revisions(ctx.schedules, caller.tenant_id, schedule_id,
+                                              limit)
+        return {"items": [{"version": r.version, "at": r.at, "actor": r.actor,
+                           "changes": r.changes} for r in found]}
+
+    @router.post("/{id}/revisions/{version}/restore", response_model=ScheduleOut,
+                 responses=responses(404, 412, 422),
+                 summary="Make an earlier version's definition current (a new version)",
+                 description="The definition (every field a PATCH can change) becomes that "
+                 "version's again, validated like an edit; pause state and the signing "
+                 "secret stay as they are. `If-Match` applies as for PATCH.")
+    async def restore(schedule_id: ScheduleId, version: Version, caller: Writer,
+                      response: Response, if_match: IfMatch = None) -> dict[str, Any]:
+        record = await commands.restore_revision(
+            ctx.schedules, ctx.check_url, ctx.default_limits, caller.tenant_id, schedule_id,
+            version, change=caller.change, if_match=parse_if_match(if_match))
+        tag(response, record.version)
+        return schedule_out(record)
 
     return router

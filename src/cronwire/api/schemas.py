@@ -30,6 +30,7 @@ EXAMPLE_SCHEDULE: dict[str, Any] = {
     "previous_secret_expires_at": None,
     "created_at": "2027-03-27T12:00:00Z", "updated_at": "2027-03-27T12:00:00Z",
     "alerts": {"after_failures": 3, "late_after_seconds": None, "max_duration_ms": None},
+    "version": 1,
 }
 EXAMPLE_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -106,6 +107,9 @@ class ScheduleOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     alerts: AlertsOut
+    version: int = Field(description="1 on create, +1 per change (edit, pause, resume, "
+                         "restore, secret rotation); also the `ETag`. Send it back as "
+                         "`If-Match` to refuse a change made against a stale read.")
 
 
 class ScheduleCreated(ScheduleOut):

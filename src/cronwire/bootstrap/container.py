@@ -26,6 +26,7 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.otel.setup import build_tracer
 from cronwire.adapters.postgres.alert_outbox import PostgresAlertOutbox
 from cronwire.adapters.postgres.alert_store import PostgresAlertStore
+from cronwire.adapters.postgres.audit_log import PostgresAuditLog
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.data_key_store import PostgresDataKeyStore
@@ -40,6 +41,7 @@ from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.sealing_pass import PostgresSealingPass
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.adapters.postgres.token_store import PostgresTokenStore
 from cronwire.adapters.skewed_clock import replica_clock
 from cronwire.bootstrap import api_resources, reads
 from cronwire.bootstrap.factories import uses_kafka
@@ -246,6 +248,8 @@ class Container(containers.DeclarativeContainer):
     api_pool = providers.Resource(api_resources.api_pool_resource, settings=settings)
     cpu_lane = providers.Resource(api_resources.cpu_lane_resource)
     tenant_store = providers.Singleton(PostgresTenantStore, pool=api_pool)
+    token_store = providers.Singleton(PostgresTokenStore, pool=api_pool)
+    audit_log = providers.Singleton(PostgresAuditLog, pool=api_pool)
     schedule_store = providers.Singleton(PostgresScheduleStore, pool=api_pool,
                                         box=secret_box)
     read_pool = providers.Resource(reads.read_pool_resource, settings=settings)

@@ -175,7 +175,9 @@ async def partition_upkeep(settings: Settings) -> dict[str, Any]:
         with quiet(maintenance.log):
             created, dropped = await keeper.run_once()
         return {"created": created, "dropped": dropped, "partitions": await store.partitions(),
-                "alert_events_deleted": keeper.alert_events_deleted}
+                "alert_events_deleted": keeper.alert_events_deleted,
+                "audit_partitions": await store.audit_partitions(),
+                "audit_rows_deleted": keeper.audit_rows_deleted}
     finally:
         await pool.close()
 

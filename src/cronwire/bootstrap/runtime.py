@@ -61,12 +61,11 @@ async def build_runtime(container: Container) -> Runtime:
         kafka_link=await resolved(container.kafka_link),
         kafka_hints=await resolved(container.kafka_hints),
         tenants=tenants,
-        api=None if tenants is None else await _api_context(container, settings, tenants),
+        api=None if tenants is None else await _api_context(container, settings),
     )
 
 
-async def _api_context(container: Container, settings: Settings,
-                       tenants: PostgresTenantStore) -> ApiContext:
+async def _api_context(container: Container, settings: Settings) -> ApiContext:
     """The API's ports, every one on the API's pool (container.api_pool)."""
     schedules = await resolved(container.schedule_store)
     runs = await resolved(container.run_history)
@@ -75,8 +74,11 @@ async def _api_context(container: Container, settings: Settings,
     stats = await resolved(container.stats_reader)
     alerts: PostgresAlertStore = await resolved(container.alert_store)
     cpu = await resolved(container.cpu_lane)
+    tokens = await resolved(container.token_store)
+    audit = await resolved(container.audit_log)
     return ApiContext(
-        tokens=tenants,
+        tokens=tokens,
+        audit=audit,
         schedules=schedules,
         runs=runs,
         commands=commands,

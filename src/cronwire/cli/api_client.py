@@ -61,12 +61,14 @@ class ApiClient:
         self._http.close()
 
     def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
-             body: Mapping[str, Any] | None = None) -> Any:
+             body: Mapping[str, Any] | None = None,
+             headers: Mapping[str, str] | None = None) -> Any:
         import httpx
 
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
-            response = self._http.request(method, path, params=query, json=body)
+            response = self._http.request(method, path, params=query, json=body,
+                                          headers=headers)
         except httpx.ConnectError as exc:
             raise ApiFailure(
                 f"cannot reach the API at {self.base_url} ({_reason(exc)}); is `cronwire "

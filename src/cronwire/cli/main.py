@@ -13,6 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from cronwire.cli.access import add_access_commands
+from cronwire.cli.api_client import GROUP_HELP
 from cronwire.cli.flow_control import add_flow_control_command
 from cronwire.cli.harness_flags import add_harness_commands
 from cronwire.cli.keys import add_key_commands
@@ -62,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_key_commands(commands)
     add_client_commands(commands)
     add_flow_control_command(commands)
+    add_access_commands(commands, GROUP_HELP)
     add_harness_commands(commands)
     add_sim_command(commands)
     return parser

@@ -21,7 +21,8 @@ from cronwire.cli.database import (
 )
 from cronwire.cli.output import Column, field, print_json, render_table, wants_json
 from cronwire.config import Settings
-from cronwire.domain.errors import ConfigError, NotFound
+from cronwire.domain.access import check_token_name, parse_expires_in, parse_scope
+from cronwire.domain.errors import ConfigError, NotFound, RuleViolation
 from cronwire.domain.labels import label_refusal
 
 if TYPE_CHECKING:
@@ -33,8 +34,9 @@ TENANT_COLUMNS = [
     Column("LIVE TOKENS", field("live_tokens")),
 ]
 TOKEN_COLUMNS = [
-    Column("ID", field("id")), Column("PREFIX", field("prefix")),
-    Column("CREATED (UTC)", field("created_at")), Column("REVOKED (UTC)", field("revoked_at")),
+    Column("ID", field("id")), Column("NAME", field("name")), Column("SCOPE", field("scope")),
+    Column("PREFIX", field("prefix")), Column("CREATED (UTC)", field("created_at")),
+    Column("EXPIRES (UTC)", field("expires_at")), Column("REVOKED (UTC)", field("revoked_at")),
 ]
 TENANT_NAME_MAX_CHARS = 200
 _JSON_HELP = "print a JSON list of objects (the default when stdout is not a terminal)"
@@ -71,11 +73,17 @@ def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_tenant_token(settings: Settings, args: argparse.Namespace) -> int:
     tenant_id = _uuid("TENANT_ID", args.tenant_id)
+    try:
+        scope = parse_scope("--scope", args.scope)
+        expires_in = (parse_expires_in("--expires-in", args.expires_in)
+                      if args.expires_in else None)
+        name = check_token_name("--name", args.name) if args.name is not None else None
+    except RuleViolation as exc:
+        raise ConfigError(str(exc)) from None
     with existing_database(settings) as ready:
         try:
-            issued = run_async(
-                lambda: with_tenants(ready, lambda s: s.issue_token(tenant_id))
-            )
+            issued = run_async(lambda: with_tenants(ready, lambda s: s.issue_token(
+                tenant_id, scope=scope, name=name, expires_in=expires_in)))
         except NotFound as exc:
             raise ConfigError(f"{exc} in {database_label(settings)}") from None
     print(json.dumps(issued.as_json()))
@@ -169,8 +177,16 @@ def add_operator_commands(commands: argparse._SubParsersAction[Any]) -> None:
     create = tenant_commands.add_parser("create", help="create a tenant and its first token")
     create.add_argument("name", metavar="NAME", help="display name of the tenant")
     create.set_defaults(handler=cmd_tenant_create)
-    token = tenant_commands.add_parser("token", help="issue another token for a tenant")
+    token = tenant_commands.add_parser(
+        "token", help="issue another token for a tenant (admin unless --scope says less)")
     token.add_argument("tenant_id", metavar="TENANT_ID", help="the tenant's UUID")
+    token.add_argument("--scope", default="admin", metavar="SCOPE",
+                       help="read (every GET), write (read plus changes to schedules and "
+                       "runs) or admin (write plus tokens, alerts, audit); default admin")
+    token.add_argument("--expires-in", metavar="DURATION",
+                       help="e.g. 30d, 12h, 2w (on the database's clock); default never")
+    token.add_argument("--name", metavar="NAME", help="what the token is for (the audit "
+                       "log shows it)")
     token.set_defaults(handler=cmd_tenant_token)
 
     listing = tenant_commands.add_parser(
@@ -220,8 +236,9 @@ def add_operator_commands(commands: argparse._SubParsersAction[Any]) -> None:
     partition_commands = partitions.add_subparsers(dest="partitions_command", required=True)
     maintain = partition_commands.add_parser(
         "maintain",
-        help="create future job_run partitions, detach and drop those past "
-        "SCHEDULER_RETENTION_MONTHS, delete alert events past "
-        "SCHEDULER_AUDIT_RETENTION_DAYS (also runs hourly inside serve)",
+        help="create future job_run and audit_event partitions, detach and drop those past "
+        "SCHEDULER_RETENTION_MONTHS (runs) and SCHEDULER_AUDIT_RETENTION_DAYS (audit), "
+        "delete alert events, audit rows and revisions past SCHEDULER_AUDIT_RETENTION_DAYS "
+        "(also runs hourly inside serve)",
     )
     maintain.set_defaults(handler=cmd_partitions_maintain)

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from cronwire.cli.access import add_revision_actions, if_match
 from cronwire.cli.api_client import (
     DEFAULT_URL,
     ENV_TOKEN,
@@ -140,13 +141,17 @@ TARGET_AND_RETRY_FLAGS = frozenset({
 def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
     changes = _fields(args, creating=False)
     given = {name for name, value in vars(args).items() if value not in (None, False)}
+    version = args.if_match
     if given & TARGET_AND_RETRY_FLAGS:
         current = client.call("GET", f"/v1/schedules/{args.id}")
         changes.update(_target_and_retry(args, current))
+        # What is sent merges what was read: refuse (412) a change made in between.
+        version = current.get("version") if version is None else version
     if not changes:
         raise ConfigError("schedules update: nothing to change; give at least one flag "
                           "(see `cronwire schedules update --help`)")
-    show(args, client.call("PATCH", f"/v1/schedules/{args.id}", body=changes), render_fields)
+    show(args, client.call("PATCH", f"/v1/schedules/{args.id}", body=changes,
+                           headers=if_match(version)), render_fields)
 
 
 def schedules_list(client: ApiClient, args: argparse.Namespace) -> None:
@@ -275,13 +280,12 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     listing.add_argument("--cursor", metavar="CURSOR",
                          help="start after this page (next_cursor of the previous one)")
     listing.add_argument("--all", action="store_true", help="follow every page to the end")
-
     id_argument(action("get", "show one schedule", _on_schedule("GET")), "schedule")
-
     update = action("update", "change a schedule's fields; the others stay as they are",
                     schedules_update, parents=api_only)
     id_argument(update, "schedule")
     _schedule_flags(update, creating=False)
+    add_revision_actions(action, update)
 
     add_schedule_actions(action)
     id_argument(action("rotate-secret", "new signing secret; the old one also signs for 24 hours",

@@ -32,13 +32,15 @@ export function onUnauthorized(handler) {
   unauthorizedHandler = handler;
 }
 
-export async function call(method, path, { body, query, bearer } = {}) {
+export async function call(method, path, { body, query, bearer, ifMatch } = {}) {
   const url = new URL(path, window.location.origin);
   for (const [key, value] of Object.entries(query || {})) {
     if (value !== undefined && value !== null && value !== "") url.searchParams.set(key, value);
   }
   const headers = { Accept: "application/json", Authorization: `Bearer ${bearer ?? token.get()}` };
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  // The version the change was made against: a schedule changed meanwhile answers 412.
+  if (ifMatch !== undefined && ifMatch !== null) headers["If-Match"] = `"${ifMatch}"`;
   let response;
   try {
     response = await fetch(url, {
@@ -58,6 +60,7 @@ export async function call(method, path, { body, query, bearer } = {}) {
   if (!response.ok) {
     const error = new ApiError(response.status, data);
     error.retryAfter = response.headers.get("Retry-After");
+    error.etag = response.headers.get("ETag");
     if (response.status === 401 && bearer === undefined) unauthorizedHandler(error);
     throw error;
   }
@@ -71,7 +74,8 @@ export const api = {
   listSchedules: (cursor, limit) => call("GET", "/v1/schedules", { query: { cursor, limit } }),
   getSchedule: (scheduleId) => call("GET", `/v1/schedules/${id(scheduleId)}`),
   createSchedule: (body) => call("POST", "/v1/schedules", { body }),
-  updateSchedule: (scheduleId, body) => call("PATCH", `/v1/schedules/${id(scheduleId)}`, { body }),
+  updateSchedule: (scheduleId, body, version) =>
+    call("PATCH", `/v1/schedules/${id(scheduleId)}`, { body, ifMatch: version }),
   deleteSchedule: (scheduleId) => call("DELETE", `/v1/schedules/${id(scheduleId)}`),
   pause: (scheduleId, note) => call("POST", `/v1/schedules/${id(scheduleId)}/pause`,
     { body: note ? { note } : undefined }),
@@ -93,5 +97,6 @@ export const api = {
   getAlerts: () => call("GET", "/v1/alerts"),
   setAlerts: (body) => call("PUT", "/v1/alerts", { body }),
   alertEvents: (cursor, limit) => call("GET", "/v1/alerts/events", { query: { cursor, limit } }),
+  audit: (query) => call("GET", "/v1/audit", { query }),
   replayFailed: (body) => call("POST", "/v1/runs/replay", { body: { status: "failed", ...body } }),
 };

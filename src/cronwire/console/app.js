@@ -2,6 +2,7 @@
 // state, and one view at a time in <main>.
 
 import { renderAlerts } from "./alerts.js";
+import { renderAudit } from "./audit.js";
 import { api, onUnauthorized, token } from "./api.js";
 import { el, focusHeading } from "./dom.js";
 import { renderFailedRuns } from "./failed.js";
@@ -17,6 +18,7 @@ const ROUTES = [
   [new RegExp("^#/new$"), () => ({ view: "new" })],
   [new RegExp("^#/failed$"), () => ({ view: "failed" })],
   [new RegExp("^#/alerts$"), () => ({ view: "alerts" })],
+  [new RegExp("^#/audit$"), () => ({ view: "audit" })],
   [new RegExp(`^#/schedules/${UUID}$`), (m) => ({ view: "schedule", id: m[1] })],
   [new RegExp(`^#/schedules/${UUID}/edit$`), (m) => ({ view: "edit", id: m[1] })],
 ];
@@ -64,6 +66,8 @@ async function render() {
     await renderFailedRuns(root);
   } else if (target.view === "alerts") {
     await renderAlerts(root);
+  } else if (target.view === "audit") {
+    await renderAudit(root);
   } else if (target.view === "new") {
     renderScheduleForm(root, { onSaved: (created, secret) => {
       oneTimeSecret = { id: created.id, secret };

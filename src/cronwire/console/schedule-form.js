@@ -312,6 +312,20 @@ export function renderScheduleForm(root, { schedule = null, onSaved }) {
     input.focus();
   }
 
+  // Someone saved this schedule after this form was opened: nothing of ours was written.
+  function showConflict(err) {
+    const now = (err.etag || "").replaceAll('"', "");
+    formError.replaceChildren(
+      `Someone else changed this schedule while you were editing it${now ? ` (it is now `
+        + `version ${now}; you opened version ${schedule.version})` : ""}. Your changes were `
+        + "not saved. ",
+      el("a", { href: `#/schedules/${encodeURIComponent(schedule.id)}`, id: "edit-conflict-open",
+        text: "See the current schedule" }),
+      ", then edit it again.");
+    formError.scrollIntoView({ block: "nearest" });
+    announce("Not saved: the schedule was changed by someone else meanwhile.", "error");
+  }
+
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     clearErrors();
@@ -336,7 +350,7 @@ export function renderScheduleForm(root, { schedule = null, onSaved }) {
           onSaved(schedule, null);
           return;
         }
-        const saved = await api.updateSchedule(schedule.id, changes);
+        const saved = await api.updateSchedule(schedule.id, changes, schedule.version);
         announce(`Saved ${saved.name}.`);
         onSaved(saved, null);
       } else {
@@ -346,7 +360,8 @@ export function renderScheduleForm(root, { schedule = null, onSaved }) {
         onSaved(created, created.signing_secret);
       }
     } catch (err) {
-      if (err.field) showError(err.field, err.message);
+      if (err.status === 412) showConflict(err);
+      else if (err.field) showError(err.field, err.message);
       else {
         formError.textContent = err.message;
         formError.scrollIntoView({ block: "nearest" });

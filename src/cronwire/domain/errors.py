@@ -94,6 +94,17 @@ class StateConflict(CronwireError):
     message says what state it is in and what would allow it."""
 
 
+class VersionMismatch(StateConflict):
+    """A change named the version it was made against (``If-Match``) and the object has
+    moved on: HTTP 412 with the current version (``current``)."""
+
+    def __init__(self, object_name: str, expected: int, current: int) -> None:
+        super().__init__(f"If-Match: {object_name} is at version {current}, not {expected}; "
+                         "read it again and reapply your change")
+        self.expected = expected
+        self.current = current
+
+
 class EmbeddedServerError(CronwireError):
     """An embedded development server (Postgres, broker) failed to start or stop."""
 

@@ -107,3 +107,4 @@ class ScheduleRecord:
     consecutive_failures: int = 0
     paused_reason: str | None = None  # the pause note, or why it paused itself
     paused_at: datetime | None = None
+    version: int = 1  # 1 on create, +1 per change a person makes (ETag, If-Match)

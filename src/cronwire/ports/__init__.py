@@ -10,7 +10,8 @@ caller which writes landed so it can count lost leases instead of guessing.
 
 The core ports live in :mod:`cronwire.ports.core`, kafka mode's in
 :mod:`cronwire.ports.kafka`, the tenant API's in :mod:`cronwire.ports.tenant` and
-observability's (tracing, stats, alerts) in :mod:`cronwire.ports.observability`; every one
+observability's (tracing, stats, alerts) in :mod:`cronwire.ports.observability`, metrics
+and maintenance in :mod:`cronwire.ports.operations`; every one
 is re-exported here, so services import any port from ``cronwire.ports``.
 """
 
@@ -19,8 +20,6 @@ from cronwire.ports.core import (
     ClaimSource,
     Clock,
     Deliverer,
-    MaintenanceStore,
-    Metrics,
     PlannerStore,
     RunStore,
     StartsDeliveries,
@@ -28,19 +27,23 @@ from cronwire.ports.core import (
 from cronwire.ports.cpu import CpuWork, OnTheLoop
 from cronwire.ports.kafka import KeyedClaimStore, OutboxStore, RunHints, RunKey, RunPublisher
 from cronwire.ports.observability import AlertOutbox, AlertStore, StatsReader, Tracer
+from cronwire.ports.operations import MaintenanceStore, Metrics
 from cronwire.ports.secrets import DataKeyStore, KeyWrapper, SecretBox
 from cronwire.ports.tenant import (
+    AuditReader,
     BackfillPlanner,
     FlowControlView,
     RunCommands,
     RunHistory,
     ScheduleStore,
+    TokenStore,
     TokenVerifier,
 )
 
 __all__ = [
     "AlertOutbox",
     "AlertStore",
+    "AuditReader",
     "BackfillPlanner",
     "BreakerStore",
     "ClaimSource",
@@ -66,6 +69,7 @@ __all__ = [
     "SecretBox",
     "StartsDeliveries",
     "StatsReader",
+    "TokenStore",
     "TokenVerifier",
     "Tracer",
 ]

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+from cronwire.domain.access import Change
 from cronwire.domain.alerts import (
     AlertDestination,
     AlertEvent,
@@ -119,8 +120,9 @@ class AlertStore(Protocol):
     is confined to ``tenant_id``. Raises StorageError."""
 
     async def set_destination(self, tenant_id: UUID, url: str, events: Sequence[str],
-                              signing_secret: str) -> AlertDestination:
-        """Create or replace the destination (a new secret each time)."""
+                              signing_secret: str, change: Change = ...) -> AlertDestination:
+        """Create or replace the destination (a new secret each time), with its audit row
+        (``alerts.update``) in the same transaction."""
         ...
 
     async def destination(self, tenant_id: UUID) -> AlertDestination | None: ...

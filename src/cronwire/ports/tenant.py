@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
+from cronwire.domain.access import Change, Grant, Scope, TokenRecord
+from cronwire.domain.audit import AuditQuery, AuditRecord, Revision
 from cronwire.domain.backfill import BackfillPlan, BackfillResult
 from cronwire.domain.flow_control import FlowKeyState
 from cronwire.domain.history import RunDetail, RunQuery, RunView
@@ -24,15 +26,47 @@ BackfillPlanner = Callable[[ScheduleSpec, datetime, datetime | None], BackfillPl
 
 
 class TokenVerifier(Protocol):
-    async def tenant_for_token(self, token: str) -> UUID | None:
-        """The tenant owning ``token`` (compared in constant time), or None."""
+    async def grant_for_token(self, token: str) -> Grant | None:
+        """What ``token`` grants (its tenant, id, name, scope, whether it expired on the
+        database's clock), compared in constant time; None for an unknown or revoked one.
+        Notes the use for ``last_used_at`` without waiting for the write."""
+        ...
+
+
+class TokenStore(TokenVerifier, Protocol):
+    """A tenant's own tokens (``/v1/tokens``). Issue and revoke write their audit row in
+    their transaction. StorageError when the database fails."""
+
+    async def issue(self, tenant_id: UUID, *, name: str, scope: Scope,
+                    expires_at: datetime | None, change: Change) -> tuple[TokenRecord, str]:
+        """A new token (the record and the token itself, shown once); LimitExceeded
+        ("max_tokens") past the tenant's live-token cap."""
+        ...
+
+    async def list(self, tenant_id: UUID) -> list[TokenRecord]:
+        """The tenant's unrevoked tokens, oldest first (expired ones included)."""
+        ...
+
+    async def revoke(self, tenant_id: UUID, token_id: UUID, change: Change) -> TokenRecord:
+        """Revoke at once (idempotent: audited once); NotFound for another tenant's."""
+        ...
+
+    async def db_now(self) -> datetime: ...
+
+
+class AuditReader(Protocol):
+    async def list(self, tenant_id: UUID, query: AuditQuery) -> Sequence[AuditRecord]:
+        """The tenant's audit rows matching ``query``, newest first, at most
+        ``query.limit``. StorageError when the database fails."""
         ...
 
 
 class ScheduleStore(Protocol):
     """Schedules as tenants edit them. Every fire-time computation uses the database
     clock read inside the writing transaction. Raises NotFound for a missing, deleted or
-    foreign schedule and StorageError when the database fails."""
+    foreign schedule and StorageError when the database fails. Every change writes its
+    audit row (``change`` says who made it) in its own transaction; ``if_match`` (a
+    version) refuses a change made against a stale read with VersionMismatch."""
 
     async def limits_and_now(
         self, tenant_id: UUID, defaults: TenantLimits
@@ -42,10 +76,11 @@ class ScheduleStore(Protocol):
 
     async def create(
         self, tenant_id: UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
-        max_schedules: int,
+        max_schedules: int, change: Change = ...,
     ) -> ScheduleRecord:
-        """Insert a validated schedule with its first ``next_fire_at``; LimitExceeded
-        ("max_schedules") when the tenant already has ``max_schedules`` live ones."""
+        """Insert a validated schedule (version 1) with its first ``next_fire_at``, its
+        first revision and its audit row; LimitExceeded ("max_schedules") when the tenant
+        already has ``max_schedules`` live ones."""
         ...
 
     async def db_now(self) -> datetime:
@@ -61,13 +96,17 @@ class ScheduleStore(Protocol):
         ...
 
     async def update(
-        self, tenant_id: UUID, schedule_id: UUID, revise: Callable[[ScheduleSpec], ScheduleSpec]
+        self, tenant_id: UUID, schedule_id: UUID, revise: Callable[[ScheduleSpec], ScheduleSpec],
+        *, change: Change = ..., if_match: int | None = None, action: str = ...,
     ) -> ScheduleRecord:
-        """Lock the row, apply ``revise`` (pure; may raise a domain error, which rolls
-        back), recompute ``next_fire_at`` if the timing changed, write."""
+        """Lock the row, refuse a stale ``if_match`` (VersionMismatch), apply ``revise``
+        (pure; may raise a domain error, which rolls back), recompute ``next_fire_at`` if
+        the timing changed, write; if anything differs, the next version, its revision and
+        the audit row (``action``) in the same transaction, else none of them."""
         ...
 
-    async def delete(self, tenant_id: UUID, schedule_id: UUID) -> int:
+    async def delete(self, tenant_id: UUID, schedule_id: UUID, *, change: Change = ...,
+                     if_match: int | None = None) -> int:
         """Soft-delete; cancels the schedule's pending/retrying runs. Running ones finish
         the request in flight (recorded) and then end cancelled: no attempt starts after
         the delete. Returns how many runs were cancelled or so marked. History stays
@@ -75,7 +114,8 @@ class ScheduleStore(Protocol):
         ...
 
     async def set_paused(
-        self, tenant_id: UUID, schedule_id: UUID, paused: bool, note: str | None = None,
+        self, tenant_id: UUID, schedule_id: UUID, paused: bool, note: str | None = None, *,
+        change: Change = ..., if_match: int | None = None,
     ) -> ScheduleRecord:
         """Pause (``note`` kept as ``paused_reason``) or resume (clears the reason and the
         failure count). Resuming keeps ``next_fire_at`` so the planner's misfire policy
@@ -84,7 +124,7 @@ class ScheduleStore(Protocol):
         ...
 
     async def trigger(self, tenant_id: UUID, schedule_id: UUID, *,
-                      max_pending_runs: int) -> RunView:
+                      max_pending_runs: int, change: Change = ...) -> RunView:
         """A manual run due now, at an instant no cron occurrence can take. LimitExceeded
         (``max_pending_runs``) if the tenant's runs not yet ended would pass its limit (its
         own, else ``max_pending_runs``); checked so that concurrent requests cannot
@@ -92,19 +132,32 @@ class ScheduleStore(Protocol):
         ...
 
     async def rotate_secret(
-        self, tenant_id: UUID, schedule_id: UUID, new_secret: str, overlap_seconds: int
+        self, tenant_id: UUID, schedule_id: UUID, new_secret: str, overlap_seconds: int, *,
+        change: Change = ...,
     ) -> ScheduleRecord:
         """Install ``new_secret``; the old one keeps signing for ``overlap_seconds``."""
+        ...
+
+    async def revisions(self, tenant_id: UUID, schedule_id: UUID,
+                        limit: int) -> Sequence[Revision]:
+        """The live schedule's versions, newest first, at most ``limit``."""
+        ...
+
+    async def revision_spec(self, tenant_id: UUID, schedule_id: UUID,
+                            version: int) -> ScheduleSpec:
+        """The definition the live schedule had at ``version`` (header values in clear);
+        NotFound for a version it never had or one past retention."""
         ...
 
 
 class RunCommands(Protocol):
     """The tenant's writes that make runs outside the planner: backfill and replay. Same
-    tenant confinement and errors as :class:`ScheduleStore`."""
+    tenant confinement and errors as :class:`ScheduleStore`; each write that makes runs
+    writes its audit rows (``change``) in its transaction."""
 
     async def backfill(
         self, tenant_id: UUID, schedule_id: UUID, plan: BackfillPlanner, *, dry_run: bool,
-        max_pending_runs: int,
+        max_pending_runs: int, change: Change = ...,
     ) -> BackfillResult:
         """Call ``plan`` (pure, and CPU-heavy: it may run away from the event loop, and
         never while a connection or a transaction is held); then, in one transaction with
@@ -118,14 +171,15 @@ class RunCommands(Protocol):
         real one would be (``BackfillResult.over_limit``)."""
         ...
 
-    async def replay(self, tenant_id: UUID, run_id: UUID, *, max_pending_runs: int) -> RunView:
+    async def replay(self, tenant_id: UUID, run_id: UUID, *, max_pending_runs: int,
+                     change: Change = ...) -> RunView:
         """A new run repeating the failed run ``run_id`` (``trigger: "replay"``), due now.
         NotFound if not this tenant's; StateConflict if it did not fail, was replayed
         already, or its schedule is deleted; LimitExceeded as :meth:`backfill`."""
         ...
 
     async def replay_failed(self, tenant_id: UUID, query: ReplayQuery, *,
-                            max_pending_runs: int) -> list[UUID]:
+                            max_pending_runs: int, change: Change = ...) -> list[UUID]:
         """Replay the tenant's failed runs not yet replayed (of live schedules), oldest
         ``scheduled_for`` first, at most ``query.limit``; returns the new runs' ids.
         LimitExceeded as :meth:`backfill` if they do not all fit (none is written)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 
+from cronwire.domain.access import BY_SYSTEM, Change
 from cronwire.domain.alerts import AlertDestination, AlertEvent, EventAttempt, checked_events
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.errors import InvalidTarget, NotFound, RuleViolation, TargetRefused
@@ -14,7 +15,8 @@ from cronwire.service.schedule_commands import UrlCheck
 
 
 async def set_destination(store: AlertStore, check_url: UrlCheck, tenant: uuid.UUID,
-                          url: str, events: list[str] | None) -> AlertDestination:
+                          url: str, events: list[str] | None,
+                          change: Change = BY_SYSTEM) -> AlertDestination:
     """Validate like a schedule's target (the same address policy: alerts are delivered
     by the same guarded client), then store with a fresh secret, returned this once."""
     chosen = checked_events(events)
@@ -22,7 +24,7 @@ async def set_destination(store: AlertStore, check_url: UrlCheck, tenant: uuid.U
         await check_url(url)
     except (InvalidTarget, TargetRefused) as exc:  # they name target.url; here it is url
         raise RuleViolation("url", str(exc).split(": ", 1)[-1]) from None
-    return await store.set_destination(tenant, url, chosen, new_signing_secret())
+    return await store.set_destination(tenant, url, chosen, new_signing_secret(), change)
 
 
 async def destination(store: AlertStore, tenant: uuid.UUID) -> AlertDestination:

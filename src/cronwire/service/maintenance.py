@@ -19,8 +19,9 @@ EXPIRY_MAX_BATCHES = 100
 
 
 class PartitionKeeper:
-    """Creates run-history partitions ahead of time and drops expired ones; deletes alert
-    events older than the audit retention."""
+    """Creates run-history and audit-log partitions ahead of time and drops expired ones;
+    deletes alert events, audit rows and schedule revisions older than the audit
+    retention (SCHEDULER_AUDIT_RETENTION_DAYS)."""
 
     def __init__(self, store: MaintenanceStore, *, retention_months: int, interval_seconds: float,
                  audit_retention_days: int) -> None:
@@ -30,6 +31,7 @@ class PartitionKeeper:
         self._interval = interval_seconds
         self.passes = 0  # test signal: completed passes
         self.alert_events_deleted = 0  # by the last pass
+        self.audit_rows_deleted = 0  # audit rows and schedule revisions, by the last pass
 
     async def run_once(self) -> tuple[int, list[str]]:
         created, dropped = await self._store.maintain_partitions(MONTHS_AHEAD, self._retention)
@@ -39,6 +41,13 @@ class PartitionKeeper:
             self._audit_retention_days, EXPIRY_BATCH, EXPIRY_MAX_BATCHES)
         if self.alert_events_deleted:
             log.info("alert events: deleted %d older than %d days", self.alert_events_deleted,
+                     self._audit_retention_days)
+        audit_created, audit_dropped, self.audit_rows_deleted = \
+            await self._store.maintain_audit_log(MONTHS_AHEAD, self._audit_retention_days,
+                                                 EXPIRY_BATCH, EXPIRY_MAX_BATCHES)
+        if audit_created or audit_dropped or self.audit_rows_deleted:
+            log.info("audit log: partitions created %d, dropped %s; %d rows past %d days "
+                     "deleted", audit_created, audit_dropped or "none", self.audit_rows_deleted,
                      self._audit_retention_days)
         self.passes += 1
         return created, dropped

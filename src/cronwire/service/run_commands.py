@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
+from cronwire.domain.access import BY_SYSTEM, Change
 from cronwire.domain.backfill import BackfillPlan, BackfillRequest, BackfillResult, plan_backfill
 from cronwire.domain.history import RunView
 from cronwire.domain.replay import ReplayQuery
@@ -20,7 +21,7 @@ from cronwire.ports import RunCommands
 
 async def backfill(
     commands: RunCommands, defaults: TenantLimits, tenant: uuid.UUID, schedule_id: uuid.UUID,
-    request: BackfillRequest,
+    request: BackfillRequest, change: Change = BY_SYSTEM,
 ) -> BackfillResult:
     """One run per occurrence of ``[start, end)`` that has none, if they fit under the
     tenant's limit on runs not yet ended (a dry run writes nothing and says what would be
@@ -30,19 +31,22 @@ async def backfill(
         return plan_backfill(spec, request, db_now, oldest)
 
     return await commands.backfill(tenant, schedule_id, plan, dry_run=request.dry_run,
-                                   max_pending_runs=defaults.max_pending_runs)
+                                   max_pending_runs=defaults.max_pending_runs, change=change)
 
 
 async def replay(commands: RunCommands, defaults: TenantLimits, tenant: uuid.UUID,
-                 run_id: uuid.UUID) -> RunView:
+                 run_id: uuid.UUID, change: Change = BY_SYSTEM) -> RunView:
     """A failed run delivered again, as a new run due now (within the tenant's limit)."""
-    return await commands.replay(tenant, run_id, max_pending_runs=defaults.max_pending_runs)
+    return await commands.replay(tenant, run_id, max_pending_runs=defaults.max_pending_runs,
+                                 change=change)
 
 
 async def replay_failed(
     commands: RunCommands, defaults: TenantLimits, tenant: uuid.UUID, query: ReplayQuery,
+    change: Change = BY_SYSTEM,
 ) -> list[uuid.UUID]:
     """The dead letters ``query`` selects, replayed if they all fit under the tenant's
     limit; the new runs' ids."""
     return await commands.replay_failed(tenant, query.checked(),
-                                        max_pending_runs=defaults.max_pending_runs)
+                                        max_pending_runs=defaults.max_pending_runs,
+                                        change=change)

@@ -6,6 +6,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from cronwire.domain.breaker import BreakerState
 from cronwire.domain.errors import StorageError
@@ -111,6 +112,10 @@ class MemorySchedule:
     paused_at: datetime | None = None
     # The overlap gate's holder (schedule.overlap_run, overlap_run_at).
     overlap_run: tuple[uuid.UUID, datetime] | None = None
+    version: int = 1
+    # schedule_revision: (version, at, changes, the definition) of every version
+    revisions: list[tuple[int, datetime, dict[str, Any], ScheduleSpec]] = field(
+        default_factory=list)
 
     @property
     def live(self) -> bool:

@@ -18,10 +18,17 @@ import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from cronwire.adapters.memory.database import FlowRow, MemoryDatabase, MemoryRun
+from cronwire.adapters.memory.database import (
+    RUNNABLE,
+    FlowRow,
+    MemoryDatabase,
+    MemoryRun,
+    MemorySchedule,
+)
 from cronwire.domain.flow_control import TENANT_KEY, default_burst
 from cronwire.domain.model import RunStatus
 from cronwire.domain.retry import MAX_RETRY_AFTER_SECONDS
+from cronwire.domain.schedules import ScheduleSpec
 
 KEY_SLOT, TENANT_SLOT = 1, 2  # job_run.flow_slots bits
 
@@ -147,3 +154,18 @@ def _rows(db: MemoryDatabase, run: MemoryRun, slots: int) -> list[FlowRow]:
     if slots & TENANT_SLOT and (run.tenant_id, TENANT_KEY) in db.flow:
         rows.append(db.flow[(run.tenant_id, TENANT_KEY)])
     return rows
+
+
+def save_flow_control(db: MemoryDatabase, schedule: MemorySchedule,
+                       previous: ScheduleSpec) -> None:
+    """flow_store.save_flow_control's rules: runs not started move to the new key, an
+    edited flow control ends the old key's hold, both keys' limits are recomputed."""
+    key, old = schedule.spec.flow_key, previous.flow_key
+    if old is not None and old != key:
+        for run in db.runs.values():
+            if run.schedule_id == schedule.id and run.status in RUNNABLE:
+                run.flow_key = key
+                run.version += 1
+    if old is not None and (old != key or previous.flow_control != schedule.spec.flow_control):
+        release_holds(db, schedule.tenant_id, [old])
+    sync_keys(db, schedule.tenant_id, [key, old])

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from cronwire.adapters.memory.database import MemoryDatabase, MemoryRun
 from cronwire.adapters.memory.schedule_store import live_schedule, run_view
+from cronwire.domain.access import BY_SYSTEM, Change
 from cronwire.domain.backfill import FIRST_SHOWN, BackfillResult
 from cronwire.domain.errors import NotFound, StateConflict
 from cronwire.domain.history import RunView
@@ -26,7 +27,7 @@ class MemoryRunCommands:
 
     async def backfill(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, plan: BackfillPlanner, *,
-        dry_run: bool, max_pending_runs: int,
+        dry_run: bool, max_pending_runs: int, change: Change = BY_SYSTEM,
     ) -> BackfillResult:
         schedule = live_schedule(self._db, tenant_id, schedule_id)
         now = self._db.now()
@@ -48,7 +49,7 @@ class MemoryRunCommands:
         return BackfillResult(len(found), created, len(found) - created, found[:FIRST_SHOWN])
 
     async def replay(self, tenant_id: uuid.UUID, run_id: uuid.UUID, *,
-                     max_pending_runs: int) -> RunView:
+                     max_pending_runs: int, change: Change = BY_SYSTEM) -> RunView:
         matches = [r for r in self._db.runs.values()
                    if r.id == run_id and r.tenant_id == tenant_id]
         if not matches:
@@ -67,7 +68,8 @@ class MemoryRunCommands:
         return run_view(self._replay(original))
 
     async def replay_failed(self, tenant_id: uuid.UUID, query: ReplayQuery, *,
-                            max_pending_runs: int) -> list[uuid.UUID]:
+                            max_pending_runs: int,
+                            change: Change = BY_SYSTEM) -> list[uuid.UUID]:
         since = query.since or OLDEST
         until = query.until or datetime.max.replace(tzinfo=UTC)
         dead = sorted(

@@ -8,12 +8,22 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemoryRun, MemorySchedule
-from cronwire.adapters.memory.flow_gate import release_holds, sync_keys
-from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
+from cronwire.adapters.memory.flow_gate import release_holds, save_flow_control, sync_keys
+from cronwire.domain.access import BY_SYSTEM, Change
+from cronwire.domain.audit import SEALED, Revision, diff
+from cronwire.domain.errors import (
+    LimitExceeded,
+    NotFound,
+    StateConflict,
+    StorageError,
+    VersionMismatch,
+)
 from cronwire.domain.history import RunView
 from cronwire.domain.model import RunStatus, ScheduleStatus, Trigger
+from cronwire.domain.schedule_definition import schedule_fields
 from cronwire.domain.schedule_rules import first_fire, rescheduled_next_fire, status_after_edit
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
@@ -27,8 +37,27 @@ def _record(s: MemorySchedule) -> ScheduleRecord:
         updated_at=s.updated_at, previous_secret_expires_at=s.previous_secret_expires_at,
         signing_secret=s.signing_secret, runs_planned=s.runs_planned,
         consecutive_failures=s.consecutive_failures, paused_reason=s.paused_reason,
-        paused_at=s.paused_at,
+        paused_at=s.paused_at, version=s.version,
     )
+
+
+def _changed(schedule: MemorySchedule, before: ScheduleRecord | None,
+             also: dict[str, Any] | None = None) -> None:
+    """schedule_changes.record_change without the audit row: a new version and its
+    revision when anything differs."""
+    after = _record(schedule)
+    changes = {**diff(schedule_fields(before) if before else None, schedule_fields(after)),
+               **(also or {})}
+    if not changes:
+        return
+    if before is not None:
+        schedule.version += 1
+    schedule.revisions.append((schedule.version, schedule.updated_at, changes, schedule.spec))
+
+
+def _check_version(schedule: MemorySchedule, if_match: int | None) -> None:
+    if if_match is not None and schedule.version != if_match:
+        raise VersionMismatch(f"schedule {schedule.id}", if_match, schedule.version)
 
 
 def run_view(run: MemoryRun) -> RunView:
@@ -98,7 +127,7 @@ class MemoryScheduleStore:
 
     async def create(
         self, tenant_id: uuid.UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
-        max_schedules: int,
+        max_schedules: int, change: Change = BY_SYSTEM,
     ) -> ScheduleRecord:
         if tenant_id not in self._db.tenants:
             raise NotFound(f"tenant {tenant_id} not found")
@@ -118,6 +147,7 @@ class MemoryScheduleStore:
         )
         self._db.schedules[schedule.id] = schedule
         sync_keys(self._db, tenant_id, [spec.flow_key])
+        _changed(schedule, None)
         return _record(schedule)
 
     async def db_now(self) -> datetime:
@@ -139,9 +169,12 @@ class MemoryScheduleStore:
 
     async def update(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
-        revise: Callable[[ScheduleSpec], ScheduleSpec],
+        revise: Callable[[ScheduleSpec], ScheduleSpec], *, change: Change = BY_SYSTEM,
+        if_match: int | None = None, action: str = "schedule.update",
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
+        _check_version(schedule, if_match)
+        before = _record(schedule)
         spec = revise(schedule.spec)  # a domain error here leaves the row as it was
         now = self._db.now()
         if schedule.spec.timing_differs(spec):  # nothing more on the old timetable
@@ -156,13 +189,16 @@ class MemoryScheduleStore:
         previous = schedule.spec
         schedule.spec = spec
         schedule.updated_at = now
-        _save_flow_control(self._db, schedule, previous)
+        save_flow_control(self._db, schedule, previous)
+        _changed(schedule, before)
         return _record(schedule)
 
-    async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
+    async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
+                     change: Change = BY_SYSTEM, if_match: int | None = None) -> int:
         """Pending and retrying runs end cancelled; running ones are marked
         cancel_requested and end cancelled instead of a retry, release or re-claim."""
         schedule = self._live(tenant_id, schedule_id)
+        _check_version(schedule, if_match)
         now = self._db.now()
         schedule.status = ScheduleStatus.DELETED
         schedule.next_fire_at = None
@@ -185,9 +221,11 @@ class MemoryScheduleStore:
 
     async def set_paused(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool,
-        note: str | None = None,
+        note: str | None = None, *, change: Change = BY_SYSTEM, if_match: int | None = None,
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
+        _check_version(schedule, if_match)
+        before = _record(schedule)
         if schedule.status not in (ScheduleStatus.ACTIVE, ScheduleStatus.PAUSED):
             verb = "paused" if paused else "resumed"
             raise StateConflict(
@@ -205,10 +243,11 @@ class MemoryScheduleStore:
             schedule.status = ScheduleStatus.ACTIVE
             schedule.paused_reason = schedule.paused_at = None
             schedule.consecutive_failures = 0
+        _changed(schedule, before)
         return _record(schedule)
 
     async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
-                      max_pending_runs: int) -> RunView:
+                      max_pending_runs: int, change: Change = BY_SYSTEM) -> RunView:
         """A manual run due now at an instant no cron occurrence (whole seconds) takes."""
         self._live(tenant_id, schedule_id)
         self._db.open_runs(tenant_id, max_pending_runs).check(1)
@@ -226,7 +265,7 @@ class MemoryScheduleStore:
 
     async def rotate_secret(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, new_secret: str,
-        overlap_seconds: int,
+        overlap_seconds: int, *, change: Change = BY_SYSTEM,
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
         now = self._db.now()
@@ -234,19 +273,19 @@ class MemoryScheduleStore:
         schedule.previous_secret_expires_at = now + timedelta(seconds=overlap_seconds)
         schedule.signing_secret = new_secret
         schedule.updated_at = now
+        _changed(schedule, _record(schedule), {"signing_secret": [SEALED, SEALED]})
         return _record(schedule)
 
+    async def revisions(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                        limit: int) -> Sequence[Revision]:
+        schedule = self._live(tenant_id, schedule_id)
+        return [Revision(version, at, BY_SYSTEM.actor.as_document(), changes)
+                for version, at, changes, _ in reversed(schedule.revisions)][:limit]
 
-def _save_flow_control(db: MemoryDatabase, schedule: MemorySchedule,
-                       previous: ScheduleSpec) -> None:
-    """flow_store.save_flow_control's rules: runs not started move to the new key, an
-    edited flow control ends the old key's hold, both keys' limits are recomputed."""
-    key, old = schedule.spec.flow_key, previous.flow_key
-    if old is not None and old != key:
-        for run in db.runs.values():
-            if run.schedule_id == schedule.id and run.status in RUNNABLE:
-                run.flow_key = key
-                run.version += 1
-    if old is not None and (old != key or previous.flow_control != schedule.spec.flow_control):
-        release_holds(db, schedule.tenant_id, [old])
-    sync_keys(db, schedule.tenant_id, [key, old])
+    async def revision_spec(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                            version: int) -> ScheduleSpec:
+        schedule = self._live(tenant_id, schedule_id)
+        for kept, _, _, spec in schedule.revisions:
+            if kept == version:
+                return spec
+        raise NotFound(f"schedule {schedule_id} has no version {version}")

@@ -12,13 +12,16 @@ from typing import Any
 
 import asyncpg
 
+from cronwire.adapters.postgres.audit_log import write_audit
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
+from cronwire.domain.access import BY_SYSTEM, Change
 from cronwire.domain.alerts import (
     AlertDestination,
     AlertEvent,
     EventAttempt,
 )
+from cronwire.domain.audit import SEALED, AuditEntry, diff
 from cronwire.domain.keyset import HistoryPosition
 from cronwire.domain.secrets import alert_secret_context
 from cronwire.ports.secrets import SecretBox
@@ -55,11 +58,20 @@ class PostgresAlertStore:
         self._box = box
 
     async def set_destination(self, tenant_id: uuid.UUID, url: str, events: Sequence[str],
-                              signing_secret: str) -> AlertDestination:
+                              signing_secret: str,
+                              change: Change = BY_SYSTEM) -> AlertDestination:
         sealed = await self._box.seal(tenant_id, signing_secret, alert_secret_context())
         with storage_errors("setting the alert destination"):
-            row = await self._pool.fetchrow(Q["tenant_alert_destination_upsert"], tenant_id,
-                                            url, list(events), sealed)
+            async with self._pool.acquire() as conn, conn.transaction():
+                old = await conn.fetchrow(Q["tenant_alert_destination_lock"], tenant_id)
+                row = await conn.fetchrow(Q["tenant_alert_destination_upsert"], tenant_id,
+                                          url, list(events), sealed)
+                before = None if old is None else {"url": old["url"],
+                                                   "events": list(old["events"])}
+                changes = {**diff(before, {"url": url, "events": list(events)}),
+                           "signing_secret": [None if old is None else SEALED, SEALED]}
+                await write_audit(conn, tenant_id, AuditEntry(
+                    change, "alerts.update", "alert_destination", None, changes))
         assert row is not None
         return await self._opened(row)
 

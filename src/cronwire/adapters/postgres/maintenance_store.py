@@ -8,11 +8,26 @@ from datetime import datetime
 import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
-from cronwire.adapters.postgres.sql import queries
+from cronwire.adapters.postgres.sql import queries, rows_affected
 from cronwire.domain.client_tls import tls_expiry_from_text
 
 Q = queries()
 KEEPER_LOCK = int.from_bytes(hashlib.sha256(b"cronwire.partitions").digest()[:8], "big", signed=True)
+
+
+async def _drop_expired_audit(conn: asyncpg.Connection, retention_days: int) -> list[str]:
+    """Detach (concurrently, outside a transaction block) and drop the audit log's months
+    past retention; finish a detach an earlier pass left pending."""
+    dropped: list[str] = []
+    for row in await conn.fetch(Q["audit_event_partition_pending_detach"]):
+        await conn.execute(row["finalize_sql"])
+        await conn.execute(row["drop_sql"])
+        dropped.append(row["partition"])
+    for row in await conn.fetch(Q["audit_event_partition_expired"], retention_days):
+        await conn.execute(row["detach_sql"])
+        await conn.execute(row["drop_sql"])
+        dropped.append(row["partition"])
+    return dropped
 
 
 class PostgresMaintenanceStore:
@@ -65,17 +80,44 @@ class PostgresMaintenanceStore:
 
     async def delete_expired_alert_events(self, retention_days: int, batch: int,
                                           max_batches: int) -> int:
-        deleted = 0
         with storage_errors("delete expired alert events"):
-            for _ in range(max_batches):
-                # One statement per batch, each its own transaction: short locks.
-                status = await self._pool.execute(Q["alert_event_delete_expired"],
-                                                  retention_days, batch)
-                count = int(status.split()[-1])
-                deleted += count
-                if count < batch:
-                    break
+            return await self._delete_in_batches("alert_event_delete_expired", retention_days,
+                                                 batch, max_batches)
+
+    async def _delete_in_batches(self, query: str, retention_days: int, batch: int,
+                                 max_batches: int) -> int:
+        """Run a retention ``query`` until a batch comes back short or ``max_batches`` ran:
+        one statement per batch, each its own transaction, so locks stay short."""
+        deleted = 0
+        for _ in range(max_batches):
+            count = rows_affected(await self._pool.execute(Q[query], retention_days, batch))
+            deleted += count
+            if count < batch:
+                break
         return deleted
+
+    async def maintain_audit_log(self, months_ahead: int, retention_days: int, batch: int,
+                                 max_batches: int) -> tuple[int, list[str], int]:
+        created, dropped = 0, []
+        with storage_errors("audit log maintenance"):
+            async with self._pool.acquire() as conn:
+                if await conn.fetchval(Q["advisory_try_lock"], KEEPER_LOCK):
+                    try:
+                        created = await conn.fetchval(Q["audit_event_partition_ensure"],
+                                                      months_ahead)
+                        dropped = await _drop_expired_audit(conn, retention_days)
+                    finally:
+                        await conn.fetchval(Q["advisory_unlock"], KEEPER_LOCK)
+            deleted = 0
+            for query in ("audit_event_delete_expired", "schedule_revision_delete_expired"):
+                deleted += await self._delete_in_batches(query, retention_days, batch,
+                                                         max_batches)
+        return int(created), dropped, deleted
+
+    async def audit_partitions(self) -> list[str]:
+        with storage_errors("list the audit log's partitions"):
+            rows = await self._pool.fetch(Q["audit_event_partition_list"])
+        return [row["partition"] for row in rows]
 
     async def due_backlog(self) -> int:
         with storage_errors("count the due backlog"):

@@ -14,19 +14,24 @@ walk was of that very definition (else it walks again).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 
 import asyncpg
 
+from cronwire.adapters.postgres.audit_log import write_audits
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.run_history import EARLIEST, LATEST, run_view
-from cronwire.adapters.postgres.schedule_store import found_row, schedule_record
+from cronwire.adapters.postgres.schedule_changes import audit_schedule
+from cronwire.adapters.postgres.schedule_rows import found_row, schedule_record
 from cronwire.adapters.postgres.sql import queries, rows_affected
 from cronwire.adapters.postgres.volume import locked_open_runs, open_runs
+from cronwire.domain.access import BY_SYSTEM, Change
+from cronwire.domain.audit import AuditEntry, Changes
 from cronwire.domain.backfill import FIRST_SHOWN, BackfillPlan, BackfillResult
+from cronwire.domain.delivery import rfc3339_utc
 from cronwire.domain.errors import StateConflict, StorageError
 from cronwire.domain.history import RunView
 from cronwire.domain.model import (
@@ -109,6 +114,13 @@ async def _walked(conn: asyncpg.Connection, tenant_id: uuid.UUID,
     return schedule_record(row).spec, row["db_now"], span[0] if span else None
 
 
+def _backfilled(found: Sequence[datetime], status: str) -> Changes:
+    """What a backfill's audit row says: how many runs it made, over which occurrences."""
+    return {"runs_created": [None, rows_affected(status)],
+            "first_occurrence": [None, rfc3339_utc(min(found))],
+            "last_occurrence": [None, rfc3339_utc(max(found))]}
+
+
 class PostgresRunCommands:
     def __init__(self, pool: asyncpg.Pool, *, cpu: CpuWork | None = None) -> None:
         self._pool = pool
@@ -116,7 +128,7 @@ class PostgresRunCommands:
 
     async def backfill(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, plan: BackfillPlanner, *,
-        dry_run: bool, max_pending_runs: int,
+        dry_run: bool, max_pending_runs: int, change: Change = BY_SYSTEM,
     ) -> BackfillResult:
         action = f"backfilling schedule {schedule_id}"
         for _ in range(WALK_TRIES):
@@ -152,6 +164,9 @@ class PostgresRunCommands:
                         Q["job_run_insert_backfill"], tenant_id, schedule_id, walk.ids,
                         walk.occurrences, walk.keys,
                         None if gated is OverlapPolicy.ALLOW else gated.value)
+                    if rows_affected(status):
+                        await audit_schedule(conn, tenant_id, schedule_id, change,
+                                             "schedule.backfill", _backfilled(found, status))
             created = rows_affected(status)
             return BackfillResult(len(found), created, len(found) - created,
                                   found[:FIRST_SHOWN])
@@ -159,23 +174,25 @@ class PostgresRunCommands:
                             "backfill was computed; try again")
 
     async def replay(self, tenant_id: uuid.UUID, run_id: uuid.UUID, *,
-                     max_pending_runs: int) -> RunView:
+                     max_pending_runs: int, change: Change = BY_SYSTEM) -> RunView:
         source = await self._source(tenant_id, run_id)
         replays = await self._replay(tenant_id, [(source["id"], source["scheduled_for"],
-                                                  source["schedule_id"])], max_pending_runs)
+                                                  source["schedule_id"])], max_pending_runs,
+                                    change)
         if not replays:  # a concurrent request replayed it between the check and the write
             raise StateConflict(f"run {run_id} was replayed meanwhile by another request")
         return replays[0]
 
     async def replay_failed(self, tenant_id: uuid.UUID, query: ReplayQuery, *,
-                            max_pending_runs: int) -> list[uuid.UUID]:
+                            max_pending_runs: int,
+                            change: Change = BY_SYSTEM) -> list[uuid.UUID]:
         with storage_errors("finding failed runs to replay"):
             rows = await self._pool.fetch(
                 Q["job_run_dead_letters"], tenant_id, query.since or EARLIEST,
                 query.until or LATEST, query.limit, query.schedule_id)
         replays = await self._replay(
             tenant_id, [(r["id"], r["scheduled_for"], r["schedule_id"]) for r in rows],
-            max_pending_runs)
+            max_pending_runs, change)
         return [run.id for run in replays]
 
     async def _source(self, tenant_id: uuid.UUID, run_id: uuid.UUID) -> asyncpg.Record:
@@ -194,7 +211,7 @@ class PostgresRunCommands:
 
     async def _replay(
         self, tenant_id: uuid.UUID, originals: list[tuple[uuid.UUID, datetime, uuid.UUID]],
-        max_pending_runs: int,
+        max_pending_runs: int, change: Change,
     ) -> list[RunView]:
         """Write the replays of ``originals`` ((id, scheduled_for, schedule_id)) whose
         schedule is live and that are still failed and not replayed, if they all fit
@@ -204,7 +221,8 @@ class PostgresRunCommands:
         with storage_errors("replaying runs"):
             for attempt in range(INSERT_TRIES):
                 try:
-                    return await self._replay_once(tenant_id, originals, max_pending_runs)
+                    return await self._replay_once(tenant_id, originals, max_pending_runs,
+                                                   change)
                 except asyncpg.UniqueViolationError:
                     if attempt + 1 == INSERT_TRIES:
                         raise
@@ -212,7 +230,7 @@ class PostgresRunCommands:
 
     async def _replay_once(
         self, tenant_id: uuid.UUID, originals: list[tuple[uuid.UUID, datetime, uuid.UUID]],
-        max_pending_runs: int,
+        max_pending_runs: int, change: Change,
     ) -> list[RunView]:
         async with self._pool.acquire() as conn, conn.transaction():
             live = {r["id"] for r in await conn.fetch(
@@ -230,4 +248,8 @@ class PostgresRunCommands:
                 Q["job_run_insert_replay"], tenant_id, [o[0] for o in kept],
                 [o[1] for o in kept], new_ids, instants,
                 [idempotency_key_for(run_id) for run_id in new_ids])
-        return [run_view(row) for row in rows]
+            replays = [run_view(row) for row in rows]
+            await write_audits(conn, tenant_id, [
+                AuditEntry(change, "run.replay", "run", str(run.replay_of),
+                           {"replayed_by": [None, str(run.id)]}) for run in replays])
+        return replays

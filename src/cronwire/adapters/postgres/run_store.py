@@ -17,7 +17,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.claim_source import STATUS_BY_TEXT
 from cronwire.adapters.postgres.driver_errors import storage_errors
-from cronwire.adapters.postgres.schedule_store import unplan_ahead
+from cronwire.adapters.postgres.schedule_rows import unplan_ahead
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import LeaseKey, RunResolution, RunStatus

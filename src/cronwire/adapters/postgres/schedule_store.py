@@ -10,32 +10,38 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import NoReturn
 
 import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.flow_store import resync_deleted, save_flow_control
 from cronwire.adapters.postgres.run_history import run_view
+from cronwire.adapters.postgres.schedule_changes import (
+    audit_schedule,
+    check_version,
+    record_change,
+    revision_spec,
+    revisions,
+)
 from cronwire.adapters.postgres.schedule_columns import (
     alert_columns,
     semantics_columns,
     spec_columns,
 )
+from cronwire.adapters.postgres.schedule_rows import (
+    found_row,
+    schedule_record,
+    unplan,
+    unplan_ahead,
+)
 from cronwire.adapters.postgres.sealed_fields import opened_record, sealed_secret
 from cronwire.adapters.postgres.sql import queries, rows_affected
 from cronwire.adapters.postgres.volume import locked_open_runs
-from cronwire.domain.alerts import AlertRules
-from cronwire.domain.documents import (
-    retry_from_document,
-    target_from_document,
-)
+from cronwire.domain.access import BY_SYSTEM, Change
+from cronwire.domain.audit import SEALED, Revision
 from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
-from cronwire.domain.flow_control import flow_from_document
 from cronwire.domain.history import RunView
 from cronwire.domain.model import (
-    MisfirePolicy,
-    OverlapPolicy,
     ScheduleStatus,
     idempotency_key_for,
     run_id_for,
@@ -48,73 +54,6 @@ Q = queries()
 NIL_ID = uuid.UUID(int=0)
 # A manual instant collides only with another manual trigger in the same microsecond.
 MANUAL_INSERT_TRIES = 5
-
-
-async def _unplan(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, schedule_id: uuid.UUID
-) -> tuple[datetime, datetime | None] | None:
-    """Take back the occurrences written ahead (job_run_unplan_ahead): the first one taken
-    back and the last occurrence still written before it, or None if there were none."""
-    taken = await conn.fetch(Q["job_run_unplan_ahead"], tenant_id, schedule_id)
-    if not taken:
-        return None
-    first: datetime = min(r["scheduled_for"] for r in taken)
-    last: datetime | None = await conn.fetchval(
-        Q["job_run_last_occurrence_before"], tenant_id, schedule_id, first)
-    return first, last
-
-
-async def unplan_ahead(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
-) -> asyncpg.Record | None:
-    """A pause's tidy-up, in the caller's transaction after the status changed: take back
-    the occurrences written ahead and rewind the cursor to the first of them
-    (schedule_rewind). Returns the rewound row, or None if nothing was written ahead."""
-    taken = await _unplan(conn, tenant_id, schedule_id)
-    if taken is None:
-        return None
-    row: asyncpg.Record | None = await conn.fetchrow(Q["schedule_rewind"], tenant_id,
-                                                       schedule_id, *taken)
-    return row
-
-
-def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
-    spec = ScheduleSpec(
-        name=row["name"],
-        cron=row["cron"],
-        timezone=row["timezone"],
-        target=target_from_document(row["target"]),
-        retry=retry_from_document(row["retry"]),
-        misfire_policy=MisfirePolicy(row["misfire_policy"]),
-        catchup_window_seconds=row["catchup_window_seconds"],
-        starts_at=row["starts_at"],
-        ends_at=row["ends_at"],
-        at=row["run_at"],
-        overlap_policy=OverlapPolicy(row["overlap_policy"]),
-        jitter_seconds=row["jitter_seconds"],
-        max_runs=row["max_runs"],
-        pause_after_failures=row["pause_after_failures"],
-        alerts=AlertRules(row["alert_after_failures"], row["alert_late_after_seconds"],
-                          row["alert_max_duration_ms"]),
-        flow_control=flow_from_document(row["flow_control"]),
-    )
-    return ScheduleRecord(
-        id=row["id"], tenant_id=row["tenant_id"], spec=spec,
-        status=ScheduleStatus(row["status"]), next_fire_at=row["next_fire_at"],
-        last_fire_at=row["last_fire_at"], created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        previous_secret_expires_at=row["previous_secret_expires_at"],
-        signing_secret=row["signing_secret"], runs_planned=row["runs_planned"],
-        consecutive_failures=row["consecutive_failures"],
-        paused_reason=row["paused_reason"], paused_at=row["paused_at"],
-    )
-
-
-def found_row(row: asyncpg.Record | None, object_id: uuid.UUID,
-           kind: str = "schedule") -> asyncpg.Record:
-    if row is None:
-        raise NotFound(f"{kind} {object_id} not found")
-    return row
 
 
 class PostgresScheduleStore:
@@ -145,7 +84,7 @@ class PostgresScheduleStore:
 
     async def create(
         self, tenant_id: uuid.UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
-        max_schedules: int,
+        max_schedules: int, change: Change = BY_SYSTEM,
     ) -> ScheduleRecord:
         status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
         schedule_id = uuid.uuid4()  # sealing binds each value to it, so it is made here
@@ -161,15 +100,17 @@ class PostgresScheduleStore:
                         f"this tenant already has {tenant['live']} schedules "
                         f"(limit {max_schedules}); delete one first",
                     )
-                row = await conn.fetchrow(
+                row = found_row(await conn.fetchrow(
                     Q["schedule_insert"], schedule_id, tenant_id, *columns,
                     status.value, first_fire(spec, tenant["db_now"]), spec.starts_at,
                     spec.ends_at, secret, *semantics_columns(spec),
                     *alert_columns(spec),
-                )
-                if row is not None and spec.flow_control is not None:
+                ), tenant_id, "tenant")
+                if spec.flow_control is not None:
                     await save_flow_control(conn, tenant_id, row["id"], spec)
-        record = await self._record(found_row(row, tenant_id, "tenant"))
+                await record_change(conn, change, "schedule.create", None,
+                                    replace(schedule_record(row), spec=spec), row["target"])
+        record = await self._record(row)
         return replace(record, spec=replace(record.spec, flow_control=spec.flow_control))
 
     async def db_now(self) -> datetime:
@@ -190,17 +131,19 @@ class PostgresScheduleStore:
 
     async def update(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
-        revise: Callable[[ScheduleSpec], ScheduleSpec],
+        revise: Callable[[ScheduleSpec], ScheduleSpec], *, change: Change = BY_SYSTEM,
+        if_match: int | None = None, action: str = "schedule.update",
     ) -> ScheduleRecord:
         with storage_errors(f"updating schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 row = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id, schedule_id),
                              schedule_id)
+                check_version(row, if_match)
                 current = await self._record(row)
                 spec = revise(current.spec)  # a domain error here rolls the lock back
                 last_fire_at = current.last_fire_at
                 if current.spec.timing_differs(spec):  # nothing more on the old timetable
-                    taken = await _unplan(conn, tenant_id, schedule_id)
+                    taken = await unplan(conn, tenant_id, schedule_id)
                     if taken is not None:
                         last_fire_at = taken[1]
                 next_fire_at = rescheduled_next_fire(
@@ -209,68 +152,96 @@ class PostgresScheduleStore:
                 status, next_fire_at = status_after_edit(
                     current, spec, next_fire_at, last_fire_at, row["db_now"])
                 columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
-                updated = await conn.fetchrow(
+                updated = found_row(await conn.fetchrow(
                     Q["schedule_update"], tenant_id, schedule_id, *columns,
                     spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
                     *semantics_columns(spec), status.value, *alert_columns(spec),
-                )
+                ), schedule_id)
                 await save_flow_control(conn, tenant_id, schedule_id, spec, current.spec)
-        record = await self._record(found_row(updated, schedule_id))
-        return replace(record, spec=replace(record.spec, flow_control=spec.flow_control))
+                version = await record_change(
+                    conn, change, action, current,
+                    replace(schedule_record(updated), spec=spec), updated["target"])
+        record = await self._record(updated)
+        return replace(record, spec=replace(record.spec, flow_control=spec.flow_control),
+                       version=version or record.version)
 
-    async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
+    async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
+                     change: Change = BY_SYSTEM, if_match: int | None = None) -> int:
         with storage_errors(f"deleting schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                found_row(await conn.fetchrow(Q["schedule_soft_delete"], tenant_id, schedule_id),
-                       schedule_id)
+                row = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id,
+                                                    schedule_id), schedule_id)
+                check_version(row, if_match)
+                await conn.execute(Q["schedule_soft_delete"], tenant_id, schedule_id)
                 status = await conn.execute(
                     Q["job_run_cancel_for_schedule"], tenant_id, schedule_id
                 )
                 await resync_deleted(conn, tenant_id, schedule_id)
+                await audit_schedule(conn, tenant_id, schedule_id, change, "schedule.delete",
+                                     {"status": [row["status"], "deleted"]})
         return rows_affected(status)
 
     async def set_paused(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool,
-        note: str | None = None,
+        note: str | None = None, *, change: Change = BY_SYSTEM, if_match: int | None = None,
     ) -> ScheduleRecord:
         status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
-        if not paused:
-            row = await self._fetchrow("schedule_set_status", tenant_id, schedule_id,
-                                       status.value, None)
-            if row is None:
-                await self._not_pausable(tenant_id, schedule_id, "resumed")
-            return await self._record(row)
-        with storage_errors(f"pausing schedule {schedule_id}"):
+        verb = "paused" if paused else "resumed"
+        with storage_errors(f"setting schedule {schedule_id} {verb}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                # The status update locks the row first: a planner transaction holding it
-                # commits its runs before they are taken back.
+                # The row locked first (against the planner too: a planner transaction
+                # holding it commits its runs before a pause takes them back).
+                locked = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id,
+                                                       schedule_id), schedule_id)
+                check_version(locked, if_match)
                 row = await conn.fetchrow(
                     Q["schedule_set_status"], tenant_id, schedule_id, status.value, note)
                 if row is None:
-                    await self._not_pausable(tenant_id, schedule_id, "paused")
-                row = await unplan_ahead(conn, tenant_id, schedule_id) or row
-        return await self._record(found_row(row, schedule_id))
-
-    async def _not_pausable(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
-                            verb: str) -> NoReturn:
-        """Why a pause or resume matched no row: the schedule is missing, or completed."""
-        row = found_row(await self._fetchrow("schedule_get", tenant_id, schedule_id), schedule_id)
-        raise StateConflict(
-            f"schedule {schedule_id} is {row['status']} and cannot be {verb}: it has no "
-            "occurrence left; give it a new `at` or a higher `max_runs` to run it again")
+                    raise StateConflict(
+                        f"schedule {schedule_id} is {locked['status']} and cannot be {verb}: "
+                        "it has no occurrence left; give it a new `at` or a higher "
+                        "`max_runs` to run it again")
+                if paused:
+                    row = await unplan_ahead(conn, tenant_id, schedule_id) or row
+                before = schedule_record(locked)
+                version = await record_change(
+                    conn, change, f"schedule.{'pause' if paused else 'resume'}", before,
+                    replace(schedule_record(row), spec=before.spec), row["target"])
+        record = await self._record(row)
+        return replace(record, version=version or record.version)
 
     async def rotate_secret(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, new_secret: str,
-        overlap_seconds: int,
+        overlap_seconds: int, *, change: Change = BY_SYSTEM,
     ) -> ScheduleRecord:
         sealed = await sealed_secret(self._box, tenant_id, schedule_id, new_secret)
-        row = await self._fetchrow(
-            "schedule_rotate_secret", tenant_id, schedule_id, sealed, float(overlap_seconds)
-        )
-        return await self._record(found_row(row, schedule_id))
+        with storage_errors(f"rotating the secret of schedule {schedule_id}"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = found_row(await conn.fetchrow(
+                    Q["schedule_rotate_secret"], tenant_id, schedule_id, sealed,
+                    float(overlap_seconds)), schedule_id)
+                same = schedule_record(row)
+                version = await record_change(conn, change, "schedule.rotate_secret", same,
+                                              same, row["target"],
+                                              also={"signing_secret": [SEALED, SEALED]})
+        record = await self._record(row)
+        return replace(record, version=version or record.version)
+
+    async def revisions(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                        limit: int) -> Sequence[Revision]:
+        await self.get(tenant_id, schedule_id)  # NotFound for a missing or foreign one
+        with storage_errors(f"reading the revisions of schedule {schedule_id}"):
+            return await revisions(self._pool, tenant_id, schedule_id, limit)
+
+    async def revision_spec(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                            version: int) -> ScheduleSpec:
+        current = await self.get(tenant_id, schedule_id)
+        with storage_errors(f"reading version {version} of schedule {schedule_id}"):
+            async with self._pool.acquire() as conn:
+                return await revision_spec(conn, self._box, current, version)
 
     async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
-                      max_pending_runs: int) -> RunView:
+                      max_pending_runs: int, change: Change = BY_SYSTEM) -> RunView:
         with storage_errors(f"triggering schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 found_row(await conn.fetchrow(Q["schedule_lock_live"], tenant_id, schedule_id),
@@ -284,6 +255,8 @@ class PostgresScheduleStore:
                         idempotency_key_for(run_id),
                     )
                     if row is not None:
+                        await audit_schedule(conn, tenant_id, schedule_id, change,
+                                             "schedule.trigger", {"run_id": [None, str(run_id)]})
                         return run_view(row)
         raise StorageError(f"no free instant for a manual run of {schedule_id}; try again")
 

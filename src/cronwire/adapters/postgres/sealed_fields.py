@@ -42,21 +42,26 @@ async def sealed_secret(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.
     return await box.seal(tenant_id, secret, schedule_secret_context(schedule_id))
 
 
+async def opened_stored_target(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
+                               target: Target) -> Target:
+    """A stored target (a row's or a revision's) with its header values and client key in
+    clear."""
+    headers = {name: await box.unseal(tenant_id, value, schedule_header_context(schedule_id, name))
+               for name, value in target.headers.items()}
+    tls = target.tls
+    if tls is not None:
+        tls = replace(tls, key=await box.unseal(tenant_id, tls.key,
+                                                schedule_client_key_context(schedule_id)))
+    return replace(target, headers=headers, tls=tls)
+
+
 async def opened_record(box: SecretBox, record: ScheduleRecord) -> ScheduleRecord:
     """The record with its header values and signing secret in clear (for the service
     layer: a PATCH keeps a header sent back masked, a create shows the secret once)."""
-    target = record.spec.target
-    headers = {name: await box.unseal(record.tenant_id, value,
-                                      schedule_header_context(record.id, name))
-               for name, value in target.headers.items()}
+    target = await opened_stored_target(box, record.tenant_id, record.id, record.spec.target)
     secret = await box.unseal(record.tenant_id, record.signing_secret,
                               schedule_secret_context(record.id))
-    tls = target.tls
-    if tls is not None:
-        tls = replace(tls, key=await box.unseal(record.tenant_id, tls.key,
-                                                schedule_client_key_context(record.id)))
-    return replace(record, signing_secret=secret,
-                   spec=replace(record.spec, target=replace(target, headers=headers, tls=tls)))
+    return replace(record, signing_secret=secret, spec=replace(record.spec, target=target))
 
 
 def has_sealed_members(target: Target) -> bool:

@@ -71,7 +71,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
 
 -- name: schedule_get
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
@@ -79,7 +79,7 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 
@@ -91,7 +91,7 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, now() AS db_now
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR UPDATE
@@ -103,7 +103,7 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
 FROM schedule
 WHERE tenant_id = $1 AND id > $2 AND status <> 'deleted'
 ORDER BY id
@@ -131,7 +131,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
 
 -- name: schedule_set_status
 -- Pause/resume of an active or paused schedule (a completed one is neither: the store
@@ -156,7 +156,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
 
 -- name: schedule_rewind
 -- After a pause took back occurrences written ahead (job_run_unplan_ahead): the cursor
@@ -170,7 +170,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
 
 -- name: schedule_rotate_secret
 -- Two slots only: rotating again within the overlap drops the oldest secret.
@@ -185,7 +185,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
 
 -- name: schedule_soft_delete
 UPDATE schedule
@@ -207,7 +207,7 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, now() AS db_now
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR SHARE
@@ -262,3 +262,9 @@ WHERE s.id = u.id
 SELECT min(target #>> '{tls,client_certificate_not_after}')
 FROM schedule
 WHERE status <> 'deleted' AND target ? 'tls'
+
+-- name: schedule_bump_version
+-- A change a person made (ADR 0056): the next version, in the change's transaction.
+UPDATE schedule SET version = version + 1
+WHERE tenant_id = $1 AND id = $2
+RETURNING version

@@ -77,3 +77,7 @@ SELECT COALESCE(t.max_pending_runs, $2::integer) AS max_pending_runs,
              WHERE r.tenant_id = $1 AND r.status IN ('pending', 'running', 'retrying')
              LIMIT COALESCE(t.max_pending_runs, $2::integer)) AS o) AS counted
   FROM tenant t WHERE t.id = $1
+
+-- name: tenant_lock_tokens
+-- Serialises one tenant's token issues, so two cannot both see room under the live-token cap.
+SELECT id, name FROM tenant WHERE id = $1 FOR NO KEY UPDATE

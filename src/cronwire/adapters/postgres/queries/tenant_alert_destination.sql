@@ -25,3 +25,7 @@ FOR UPDATE
 UPDATE tenant_alert_destination AS d SET signing_secret = u.signing_secret
 FROM unnest($1::uuid[], $2::text[]) AS u(tenant_id, signing_secret)
 WHERE d.tenant_id = u.tenant_id
+
+-- name: tenant_alert_destination_lock
+-- The destination a PUT replaces, as it was (the audit log's "before"), locked.
+SELECT url, events FROM tenant_alert_destination WHERE tenant_id = $1 FOR UPDATE
