@@ -32,6 +32,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 
 from cronwire.adapters.kafka.codec import read_run_key
+from cronwire.adapters.kafka.consumer import ConsumerSettings
 from cronwire.adapters.kafka.key_buffer import KeyBuffer
 from cronwire.adapters.kafka.link import KAFKA_FAILURES, KafkaLink, bounded
 from cronwire.adapters.kafka.partition_flow import PartitionFlow
@@ -69,13 +70,9 @@ class KafkaRunHints:
         on_skipped: Callable[[str], None] | None = None,
     ) -> None:
         self._link = link
-        self._group = group
+        self._settings = ConsumerSettings(group, client_id, poll_ms, session_timeout_ms,
+                                          heartbeat_interval_ms, max_poll_interval_ms)
         self._keys = KeyBuffer(buffer_limit)
-        self._poll_ms = poll_ms
-        self._session_timeout_ms = session_timeout_ms
-        self._heartbeat_interval_ms = heartbeat_interval_ms
-        self._max_poll_interval_ms = max_poll_interval_ms
-        self._client_id = client_id
         self._rewind = False
         self._arrived = asyncio.Event()
         self._flow = PartitionFlow(self._keys)
@@ -208,33 +205,13 @@ class KafkaRunHints:
         return None
 
     async def _fetch(self, consumer: AIOKafkaConsumer, limit: int) -> dict[TopicPartition, Any]:
-        """``getmany``, bounded: a consumer stopped under it (the broker was lost) can
-        leave the call waiting for ever, which would keep this task from its successor."""
-        fetch = asyncio.ensure_future(consumer.getmany(timeout_ms=self._poll_ms, max_records=limit))
-        bound = (self._poll_ms + self._session_timeout_ms) / 1000 + 5.0  # a rebalance blocks it
-        done, _ = await asyncio.wait({fetch}, timeout=bound)
-        if not done:
-            fetch.cancel()
-            raise TimeoutError("getmany did not return")
-        batches: dict[TopicPartition, Any] = fetch.result()
-        return batches
+        return await self._settings.fetch(consumer, limit)
 
     async def _current(self) -> AIOKafkaConsumer:
         if self._consumer is not None and self._generation == self._link.generation:
             return self._consumer
         await self._stop_consumer()
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._link.bootstrap, group_id=self._group,
-            client_id=self._client_id, enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=self._session_timeout_ms,
-            heartbeat_interval_ms=self._heartbeat_interval_ms,
-            max_poll_interval_ms=self._max_poll_interval_ms,
-            # A fetch that waits for more bytes than one key costs a round trip of up to
-            # this long after every resume; keys are tiny and wanted at once.
-            fetch_max_wait_ms=50,
-            request_timeout_ms=max(self._link.request_timeout_ms, self._session_timeout_ms + 1000),
-        )
+        consumer = self._settings.consumer(self._link)
         self._generation = self._link.generation
         try:
             await consumer.start()
@@ -253,10 +230,9 @@ class KafkaRunHints:
         if not offsets:
             return
         try:
-            # Bounded: aiokafka's commit looks for a coordinator for as long as it takes,
-            # and with the broker gone that is for ever — this task would never reach its
-            # next consumer when the broker returns (seen on a restarted Apache Kafka).
-            async with asyncio.timeout(self._session_timeout_ms / 1000 + 5.0):
+            # Bounded, or this task would never reach its next consumer when the broker
+            # returns.
+            async with asyncio.timeout(self._settings.commit_bound_seconds):
                 await consumer.commit(offsets)
         except KAFKA_FAILURES as exc:
             # A rebalance moved the partition on: its new owner re-reads those keys, and
