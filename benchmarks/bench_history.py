@@ -43,6 +43,7 @@ from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.adapters.postgres.token_store import PostgresTokenStore
 from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
 from cronwire.bootstrap.factories import secret_box as harness_box
@@ -191,7 +192,7 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
             """SELECT count(DISTINCT tableoid) FROM job_run
                WHERE scheduled_for >= $1 AND scheduled_for < $2""", seeded.start, seeded.end)
         ctx = ApiContext(
-            tokens=PostgresTenantStore(pool),
+            tokens=PostgresTokenStore(pool),
             schedules=PostgresScheduleStore(pool, harness_box(pool, HARNESS_SECRET_KEYS)),
             runs=PostgresRunHistory(pool),
             commands=PostgresRunCommands(pool),

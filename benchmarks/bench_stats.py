@@ -42,6 +42,7 @@ from cronwire.adapters.postgres.schedule_stats import PostgresStatsReader
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.sql import queries
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.adapters.postgres.token_store import PostgresTokenStore
 from cronwire.api.app import build_tenant_routers, create_app
 from cronwire.api.context import ApiContext
 from cronwire.bootstrap.factories import secret_box as harness_box
@@ -172,7 +173,7 @@ async def bench(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         exact = dict(await pool.fetchrow(EXACT_PERCENTILES, schedule))
         stats = PostgresStatsReader(pool)
         ctx = ApiContext(
-            tokens=PostgresTenantStore(pool), schedules=PostgresScheduleStore(pool, harness_box(pool, HARNESS_SECRET_KEYS)),
+            tokens=PostgresTokenStore(pool), schedules=PostgresScheduleStore(pool, harness_box(pool, HARNESS_SECRET_KEYS)),
             runs=PostgresRunHistory(pool), commands=PostgresRunCommands(pool),
             check_url=TargetGuard(allow_private=True).check_url,
             default_limits=default_limits(Settings()), stats=stats,
