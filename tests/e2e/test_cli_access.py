@@ -12,7 +12,9 @@ from tests.support.cli_shell import status as _status
 
 def test_operator_issues_scoped_expiring_tokens(live: Live, cli: InProcess) -> None:
     tenant = cli.ok("tenant", "create", "scoped")
-    assert tenant["scope"] == "admin"  # what `tenant create` prints is admin
+    assert set(tenant) == {"tenant_id", "name", "token"}  # CONTRACT's shape, exactly
+    listed = cli.ok("tokens", "list", token=tenant["token"])  # an admin route: it is admin
+    assert [t["scope"] for t in listed["items"]] == ["admin"]
     reader = cli.ok("tenant", "token", tenant["tenant_id"], "--scope", "read",
                     "--expires-in", "30d", "--name", "dashboard")
     assert reader["scope"] == "read" and reader["token_name"] == "dashboard"

@@ -67,7 +67,7 @@ def cmd_tenant_create(settings: Settings, args: argparse.Namespace) -> int:
         raise ConfigError(f"NAME: {refusal}")
     with any_database(settings) as ready:
         issued = run_async(lambda: with_tenants(ready, lambda s: s.create(name)))
-    print(json.dumps(issued.as_json()))
+    print(json.dumps(issued.as_json(detailed=False)))
     return 0
 
 

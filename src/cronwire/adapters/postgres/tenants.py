@@ -31,10 +31,13 @@ class IssuedToken:
     token: str
     record: TokenRecord | None = None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self, *, detailed: bool = True) -> dict[str, Any]:
+        """CONTRACT's ``{"tenant_id", "name", "token"}``; ``detailed`` adds the token's id,
+        scope, name and expiry (``tenant token``; ``tenant create`` prints the contract's
+        three keys alone, its token being admin and eternal)."""
         shown: dict[str, Any] = {"tenant_id": str(self.tenant_id), "name": self.name,
                                  "token": self.token}
-        if self.record is not None:
+        if detailed and self.record is not None:
             shown.update(token_id=str(self.record.id), scope=self.record.scope.value,
                          token_name=self.record.name,
                          expires_at=self.record.as_json()["expires_at"])
