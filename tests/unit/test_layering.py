@@ -147,6 +147,19 @@ def test_the_services_know_only_ports_and_the_domain() -> None:
     assert _offending(_modules("service/**/*.py"), forbidden) == {}
 
 
+def test_the_domain_does_no_io_and_knows_nothing_outside_itself() -> None:
+    # Pure rules: no clock, file, process, network or environment access, no driver, and
+    # no other layer of ours (the deliverers pass the User-Agent; a fresh secret's
+    # randomness comes from ``secrets``).
+    forbidden = ("os", "sys", "socket", "asyncio", "subprocess", "pathlib", "importlib",
+                 "time", "logging", "asyncpg", "aiohttp", "httpx", "aiokafka", "fastapi",
+                 "cronwire.adapters", "cronwire.service", "cronwire.api", "cronwire.bootstrap",
+                 "cronwire.config", "cronwire.ports", "cronwire.cli", "cronwire.harness")
+    bad = {name: [m for m in hits if m.split(".")[0] in forbidden or m.startswith(forbidden)]
+           for name, hits in _offending(_modules("domain/**/*.py"), forbidden).items()}
+    assert {name: hits for name, hits in bad.items() if hits} == {}
+
+
 def test_configuration_knows_no_adapter() -> None:
     # config.py validates a database URL with cronwire.dsn, pure string work shared with
     # the Postgres connector; reading settings must not load a driver.

@@ -1,8 +1,8 @@
 """The delivery request: what is sent for one attempt of a run, how it is signed,
 and how the answer is classified.
 
-Pure apart from :func:`new_signing_secret` (randomness) and
-:func:`default_user_agent` (reads installed package metadata once). Clocks are
+Pure apart from :func:`new_signing_secret` (randomness); the deliverers pass the
+User-Agent (cronwire.version.user_agent). Clocks are
 the caller's: timestamps are passed in.
 """
 
@@ -14,14 +14,13 @@ import functools
 import hashlib
 import hmac
 import math
-import os
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from enum import StrEnum
-from importlib import metadata
 from uuid import UUID
 
 from cronwire.domain.client_tls import ClientTls
@@ -171,17 +170,11 @@ def _keyed_hmac(secret: str) -> hmac.HMAC:
 
 def new_signing_secret() -> str:
     """A fresh ``whsec_`` secret (24 random bytes)."""
-    return SECRET_PREFIX + base64.b64encode(os.urandom(24)).decode("ascii")
+    return SECRET_PREFIX + base64.b64encode(secrets.token_bytes(24)).decode("ascii")
 
 
-@functools.cache
-def default_user_agent() -> str:
-    """``cronwire/<installed version>``."""
-    try:
-        version = metadata.version("cronwire")
-    except metadata.PackageNotFoundError:
-        version = "0+unknown"
-    return f"cronwire/{version}"
+# When a caller names no User-Agent (the deliverers always do, with the version).
+FALLBACK_USER_AGENT = "cronwire"
 
 
 # Control characters (C0, DEL and C1, U+0085 among them) other than HTAB: no receiver
@@ -213,7 +206,7 @@ def delivery_headers(
         "x-cronwire-schedule-id": str(req.schedule_id),
         "x-cronwire-scheduled-for": rfc3339_utc(req.scheduled_for),
         "x-cronwire-attempt": str(req.attempt),
-        "user-agent": user_agent or default_user_agent(),
+        "user-agent": user_agent or FALLBACK_USER_AGENT,
     }
     if req.traceparent is not None:
         ours["traceparent"] = req.traceparent

@@ -36,7 +36,6 @@ from cronwire.domain.delivery import (
     DeliveryRequest,
     DeliveryResult,
     Outcome,
-    default_user_agent,
     delivery_headers,
     error_text,
     parse_retry_after,
@@ -46,6 +45,7 @@ from cronwire.domain.delivery import (
 )
 from cronwire.domain.errors import InvalidTarget, RequestNotSent, TargetRefused
 from cronwire.domain.netpolicy import validate_target_url
+from cronwire.version import user_agent as installed_user_agent
 
 _READ_BYTES = 8 * 1024
 # The current attempt's send deadline and its clock, seen by the stream it is written on
@@ -182,7 +182,7 @@ class HttpxDeliverer:
         # The clock of DeliveryRequest.send_by_monotonic: the executor's Clock.monotonic.
         self._monotonic = monotonic
         self._max_connections = max_connections
-        self._user_agent = user_agent or default_user_agent()
+        self._user_agent = user_agent or installed_user_agent()
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:

@@ -45,11 +45,11 @@ from cronwire.adapters.http.target_url import parse_target
 from cronwire.domain.delivery import (
     DeliveryRequest,
     DeliveryResult,
-    default_user_agent,
     delivery_headers,
 )
 from cronwire.domain.errors import RequestNotSent
 from cronwire.domain.netpolicy import DEFAULT_PORTS
+from cronwire.version import user_agent as installed_user_agent
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class LeanDeliverer:
         self._on_late_send = on_late_send
         # The clock of DeliveryRequest.send_by_monotonic: the executor's Clock.monotonic.
         self._monotonic = monotonic
-        self._user_agent = user_agent or default_user_agent()
+        self._user_agent = user_agent or installed_user_agent()
         self._max_connections = max(1, max_connections)
         self._slots = Slots(self._max_connections)
         self._in_use = 0  # sockets open or opening outside the idle pool
