@@ -103,7 +103,7 @@ class Deliveries:
         if attempt is None:
             attempt = loop.create_task(self._deliver(run, lease, send_by))
         attempt.add_done_callback(partial(self._completed, run, lease, breaker_key))
-        lease.task = attempt
+        lease.attach(attempt)
         self._in_flight.add(lease)
         self._keeper.hold(lease)
 
@@ -142,9 +142,7 @@ class Deliveries:
 
     def _sending(self, run: ClaimedRun, lease: Lease) -> None:
         self._signals.started.add([run.id])
-        lease.started = True  # the next renewal records it (the attempt is used)
-        if lease.cancel_other:
-            lease.sent_at = self._clock.now()
+        lease.sending(self._clock.now() if lease.cancel_other else None)
 
     def _completed(self, run: ClaimedRun, lease: Lease, breaker_key: str,
                    attempt: asyncio.Future[Any]) -> None:
