@@ -37,11 +37,12 @@ from cronwire.adapters.postgres.claim_source import PostgresClaimSource  # noqa:
 from cronwire.adapters.postgres.migrator import migrate  # noqa: E402
 from cronwire.adapters.postgres.pool import create_pool  # noqa: E402
 from cronwire.adapters.postgres.run_store import PostgresRunStore  # noqa: E402
+from cronwire.bootstrap.executor import build_executor  # noqa: E402
 from cronwire.bootstrap.factories import secret_box as harness_box  # noqa: E402
 from cronwire.bootstrap.replica import tune_gc  # noqa: E402
 from cronwire.harness.fleet import HARNESS_SECRET_KEYS  # noqa: E402
 from cronwire.harness.seeding import non_terminal, seed_due_runs, seed_schedule, seed_tenant  # noqa: E402
-from cronwire.service.executor import Executor  # noqa: E402
+from cronwire.service.executor import ExecutorSettings  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -109,10 +110,12 @@ async def run(args: argparse.Namespace, dsn: str, sink_port: int) -> dict[str, o
         lease = 20.0
         # Configured as `cronwire serve` would be: no test signals (they keep a record of
         # every run), progress read from the replica's own scheduler_runs_total.
-        executor = Executor(
-            PostgresClaimSource(pool, harness_box(pool, HARNESS_SECRET_KEYS)), PostgresRunStore(pool), PostgresBreakerStore(pool),
-            deliverer, metrics, SystemClock(), owner="bench", workers=args.workers,
-            batch=args.batch, lease_seconds=lease, delivery_timeout=lease / 2, grace_seconds=10,
+        executor = build_executor(
+            ExecutorSettings(owner="bench", workers=args.workers, batch=args.batch,
+                             lease_seconds=lease, delivery_timeout=lease / 2, grace_seconds=10),
+            claims=PostgresClaimSource(pool, harness_box(pool, HARNESS_SECRET_KEYS)),
+            runs=PostgresRunStore(pool), breakers=PostgresBreakerStore(pool),
+            deliverer=deliverer, metrics=metrics, clock=SystemClock(),
         )
         tune_gc()  # as `cronwire serve` does
         stopping = asyncio.Event()

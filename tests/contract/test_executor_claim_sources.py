@@ -19,11 +19,12 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.bootstrap.executor import build_executor
 from cronwire.domain.model import ClaimBatch, RunStatus
 from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
 from cronwire.harness.sink import Reply, Sink, by_attempt
 from cronwire.ports import ClaimSource
-from cronwire.service.executor import Executor
+from cronwire.service.executor import ExecutorSettings
 from cronwire.service.signals import ExecutorSignals
 from tests.support.brokers import KAFKA_BROKERS, bootstrap_of, broker_params
 from tests.support.kafka import kafka_mode
@@ -73,11 +74,12 @@ async def executor(
     deliverer = LeanDeliverer(TargetGuard(allow_private=True))
     await deliverer.start()
     signals, metrics = ExecutorSignals(), PrometheusMetrics()
-    worker = Executor(
-        source, PostgresRunStore(pool), PostgresBreakerStore(pool), deliverer, metrics,
-        SystemClock(), owner="under-test", workers=16, batch=16, lease_seconds=6.0,
-        delivery_timeout=3.0, grace_seconds=5.0, poll_seconds=0.05, gauge_seconds=0.1,
-        signals=signals,
+    worker = build_executor(
+        ExecutorSettings(owner="under-test", workers=16, batch=16, lease_seconds=6.0,
+                         delivery_timeout=3.0, grace_seconds=5.0, poll_seconds=0.05,
+                         gauge_seconds=0.1),
+        claims=source, runs=PostgresRunStore(pool), breakers=PostgresBreakerStore(pool),
+        deliverer=deliverer, metrics=metrics, clock=SystemClock(), signals=signals,
     )
     stopping = asyncio.Event()
     task = asyncio.create_task(worker.run(stopping))

@@ -26,11 +26,12 @@ from cronwire.adapters.postgres.maintenance_store import PostgresMaintenanceStor
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
 from cronwire.adapters.postgres.sealed_fields import opened_record
+from cronwire.bootstrap.executor import build_executor
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.client_tls import client_tls_from_pem
 from cronwire.domain.delivery import DeliveryRequest
 from cronwire.harness.seeding import SeededSchedule, seed_due_runs
-from cronwire.service.executor import Executor
+from cronwire.service.executor import ExecutorSettings
 from cronwire.service.maintenance import FleetGauges
 from tests.integration.test_sealed_secrets import dump, encodings
 from tests.support.api import Api, Tenant, api_fixture  # noqa: F401 - the fixture
@@ -72,12 +73,14 @@ async def test_a_receiver_requiring_a_client_certificate_accepts_ours_and_refuse
         for created in (with_cert, without):
             await seed_due_runs(api.pool, SeededSchedule(
                 uuid.UUID(created["id"]), tenant.id, receiver.url, ""), 1)
-        executor = Executor(
-            PostgresClaimSource(api.pool, secret_box(api.pool)), PostgresRunStore(api.pool),
-            PostgresBreakerStore(api.pool), deliverer, PrometheusMetrics(), SystemClock(),
-            owner="mtls", workers=4, batch=4, lease_seconds=6.0, delivery_timeout=3.0,
-            grace_seconds=5.0, poll_seconds=0.05, gauge_seconds=0.1,
-            breaker_policy=BreakerPolicy(failure_threshold=50, cooldown_seconds=60))
+        executor = build_executor(
+            ExecutorSettings(
+                owner="mtls", workers=4, batch=4, lease_seconds=6.0, delivery_timeout=3.0,
+                grace_seconds=5.0, poll_seconds=0.05, gauge_seconds=0.1,
+                breaker_policy=BreakerPolicy(failure_threshold=50, cooldown_seconds=60)),
+            claims=PostgresClaimSource(api.pool, secret_box(api.pool)),
+            runs=PostgresRunStore(api.pool), breakers=PostgresBreakerStore(api.pool),
+            deliverer=deliverer, metrics=PrometheusMetrics(), clock=SystemClock())
 
         async with running(executor):
             await wait_until(lambda: _both_attempted(api), within=20)

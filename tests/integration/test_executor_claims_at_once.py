@@ -17,10 +17,11 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.bootstrap.executor import build_executor
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.model import ClaimBatch
 from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
-from cronwire.service.executor import Executor
+from cronwire.service.executor import Executor, ExecutorSettings
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import OWNER, Harness, executor_harness, running
 from tests.support.polling import wait_until
@@ -64,11 +65,14 @@ async def harness(db_pool: asyncpg.Pool) -> AsyncIterator[Harness]:
 
 
 def _executor(harness: Harness, claims: PostgresClaimSource) -> Executor:
-    return Executor(
-        claims, PostgresRunStore(harness.pool), PostgresBreakerStore(harness.pool),
-        harness.deliverer, PrometheusMetrics(), SystemClock(), signals=ExecutorSignals(),
-        owner=OWNER, workers=WORKERS, batch=WORKERS, lease_seconds=20.0, delivery_timeout=10.0,
-        grace_seconds=5.0, breaker_policy=BreakerPolicy(failure_threshold=50, cooldown_seconds=60))
+    return build_executor(
+        ExecutorSettings(
+            owner=OWNER, workers=WORKERS, batch=WORKERS, lease_seconds=20.0,
+            delivery_timeout=10.0, grace_seconds=5.0,
+            breaker_policy=BreakerPolicy(failure_threshold=50, cooldown_seconds=60)),
+        claims=claims, runs=PostgresRunStore(harness.pool),
+        breakers=PostgresBreakerStore(harness.pool), deliverer=harness.deliverer,
+        metrics=PrometheusMetrics(), clock=SystemClock(), signals=ExecutorSignals())
 
 
 async def test_a_backlog_is_claimed_two_claims_at_a_time_and_delivered_once(

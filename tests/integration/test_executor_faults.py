@@ -25,6 +25,7 @@ from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.adapters.postgres.schedule_store import PostgresScheduleStore
+from cronwire.bootstrap.executor import build_executor
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.delivery import DeliveryRequest, DeliveryResult
 from cronwire.harness.seeding import (
@@ -36,7 +37,7 @@ from cronwire.harness.seeding import (
     status_counts,
 )
 from cronwire.harness.sink import Reply, Sink, always
-from cronwire.service.executor import Executor
+from cronwire.service.executor import Executor, ExecutorSettings
 from cronwire.service.signals import ExecutorSignals
 from tests.support.polling import wait_until
 from tests.support.secrets import secret_box
@@ -55,9 +56,10 @@ def _executor(
         breaker_policy=BreakerPolicy(failure_threshold=1000, cooldown_seconds=60),
     )
     options.update(overrides)
-    executor = Executor(
-        PostgresClaimSource(pool, secret_box(pool)), PostgresRunStore(pool), PostgresBreakerStore(pool),
-        deliverer, metrics, SystemClock(), signals=signals, **options,
+    executor = build_executor(
+        ExecutorSettings(**options), claims=PostgresClaimSource(pool, secret_box(pool)),
+        runs=PostgresRunStore(pool), breakers=PostgresBreakerStore(pool), deliverer=deliverer,
+        metrics=metrics, clock=SystemClock(), signals=signals,
     )
     return executor, signals, metrics
 
@@ -271,11 +273,12 @@ async def test_fire_lag_is_measured_on_the_database_clock(db_pool: asyncpg.Pool)
     async with Sink() as sink:
         await _seed(db_pool, sink.url, 5, max_attempts=1)
         signals, metrics = ExecutorSignals(), PrometheusMetrics()
-        executor = Executor(
-            PostgresClaimSource(db_pool, secret_box(db_pool)), PostgresRunStore(db_pool),
-            PostgresBreakerStore(db_pool), deliverer, metrics, _SkewedClock(skew),
-            owner=OWNER, workers=8, batch=8, lease_seconds=6, delivery_timeout=3,
-            grace_seconds=2, poll_seconds=0.05, signals=signals,
+        executor = build_executor(
+            ExecutorSettings(owner=OWNER, workers=8, batch=8, lease_seconds=6,
+                             delivery_timeout=3, grace_seconds=2, poll_seconds=0.05),
+            claims=PostgresClaimSource(db_pool, secret_box(db_pool)),
+            runs=PostgresRunStore(db_pool), breakers=PostgresBreakerStore(db_pool),
+            deliverer=deliverer, metrics=metrics, clock=_SkewedClock(skew), signals=signals,
         )
         async with running(executor, deliverer):
             await signals.settled.wait_count(5, within=15)
@@ -359,12 +362,12 @@ async def test_a_stalled_twin_with_the_same_instance_id_cannot_keep_the_other_on
         await _seed(db_pool, sink.url, 1, max_attempts=3)
         stalled_store = _StalledRunStore(db_pool)
         signals = ExecutorSignals()
-        stalled = Executor(
-            _StalledClaims(db_pool, stalled_store.resume), stalled_store,
-            PostgresBreakerStore(db_pool),
-            deliverer, PrometheusMetrics(), SystemClock(), owner="twin", workers=4, batch=4,
-            lease_seconds=1.0, delivery_timeout=30, grace_seconds=2, poll_seconds=0.05,
-            signals=signals,
+        stalled = build_executor(
+            ExecutorSettings(owner="twin", workers=4, batch=4, lease_seconds=1.0,
+                             delivery_timeout=30, grace_seconds=2, poll_seconds=0.05),
+            claims=_StalledClaims(db_pool, stalled_store.resume), runs=stalled_store,
+            breakers=PostgresBreakerStore(db_pool), deliverer=deliverer,
+            metrics=PrometheusMetrics(), clock=SystemClock(), signals=signals,
         )
         live, live_signals, _ = _executor(db_pool, deliverer, owner="twin")
         async with running(stalled, deliverer):

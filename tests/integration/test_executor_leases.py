@@ -16,9 +16,10 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.bootstrap.executor import build_executor
 from cronwire.domain.model import RunStatus
 from cronwire.harness.sink import Reply, always
-from cronwire.service.executor import Executor
+from cronwire.service.executor import ExecutorSettings
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import OWNER, Harness, executor_harness, running, sample
 from tests.support.secrets import secret_box
@@ -172,11 +173,13 @@ async def test_a_stop_signalled_during_a_claim_query_is_not_slept_through(
     # wait, so the loop slept a whole poll interval (30 s here) before it saw the stop.
     stopping = asyncio.Event()
     signals, metrics = ExecutorSignals(), PrometheusMetrics()
-    executor = Executor(
-        _StopsWhileAsked(harness.pool, stopping), PostgresRunStore(harness.pool),
-        PostgresBreakerStore(harness.pool), harness.deliverer, metrics, SystemClock(),
-        signals=signals, owner=OWNER, workers=16, batch=16, lease_seconds=6.0,
-        delivery_timeout=3.0, grace_seconds=5.0, poll_seconds=30.0, gauge_seconds=0.1,
+    executor = build_executor(
+        ExecutorSettings(owner=OWNER, workers=16, batch=16, lease_seconds=6.0,
+                         delivery_timeout=3.0, grace_seconds=5.0, poll_seconds=30.0,
+                         gauge_seconds=0.1),
+        claims=_StopsWhileAsked(harness.pool, stopping), runs=PostgresRunStore(harness.pool),
+        breakers=PostgresBreakerStore(harness.pool), deliverer=harness.deliverer,
+        metrics=metrics, clock=SystemClock(), signals=signals,
     )
     task = asyncio.create_task(executor.run(stopping))
     await asyncio.wait_for(task, 10)  # well before the 30 s poll interval

@@ -26,11 +26,12 @@ from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
 from cronwire.bootstrap import replica as serve
+from cronwire.bootstrap.executor import build_executor
 from cronwire.config import Settings
 from cronwire.domain.model import ClaimedRun
 from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
 from cronwire.harness.sink import Reply, Sink, always
-from cronwire.service.executor import Executor
+from cronwire.service.executor import ExecutorSettings
 from cronwire.service.signals import ExecutorSignals
 from cronwire.service.supervisor import LoopCrashed, Supervisor
 from tests.support.replicas import free_port
@@ -89,10 +90,12 @@ async def test_a_crashed_inner_loop_is_named_in_health_and_stops_the_executor(
             claims = (_CrashingClaimSource(db_pool, secret_box(db_pool)) if crash == "claim"
                       else PostgresClaimSource(db_pool, secret_box(db_pool)))
             runs = _CrashingRunStore(db_pool, crash)
-            executor = Executor(
-                claims, runs, PostgresBreakerStore(db_pool), deliverer, PrometheusMetrics(),
-                SystemClock(), owner="crashy", workers=4, batch=4, lease_seconds=0.9,
-                delivery_timeout=30, grace_seconds=2, poll_seconds=0.05, signals=signals,
+            executor = build_executor(
+                ExecutorSettings(owner="crashy", workers=4, batch=4, lease_seconds=0.9,
+                                 delivery_timeout=30, grace_seconds=2, poll_seconds=0.05),
+                claims=claims, runs=runs, breakers=PostgresBreakerStore(db_pool),
+                deliverer=deliverer, metrics=PrometheusMetrics(), clock=SystemClock(),
+                signals=signals,
             )
             supervisor = Supervisor()
             supervisor.start("executor", executor.run)

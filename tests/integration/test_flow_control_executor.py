@@ -15,11 +15,12 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.bootstrap.executor import build_executor
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.model import ClaimBatch
 from cronwire.harness.seeding import seed_due_runs, seed_flow_control, seed_schedule, seed_tenant
 from cronwire.harness.sink import Reply, always
-from cronwire.service.executor import Executor
+from cronwire.service.executor import ExecutorSettings
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import OWNER, Harness, executor_harness, running
 from tests.support.secrets import secret_box
@@ -56,12 +57,14 @@ async def test_an_executor_beside_a_full_key_does_not_claim_in_a_tight_loop(
     await seed_flow_control(harness.pool, schedule, "receiver", max_concurrency=1)
     await seed_due_runs(harness.pool, schedule, 10)
     claims = _CountingClaims(harness.pool)
-    executor = Executor(
-        claims, PostgresRunStore(harness.pool), PostgresBreakerStore(harness.pool),
-        harness.deliverer, PrometheusMetrics(), SystemClock(), signals=ExecutorSignals(),
-        owner=OWNER, workers=8, batch=8, lease_seconds=20.0, delivery_timeout=10.0,
-        grace_seconds=5.0, poll_seconds=POLL_SECONDS, gauge_seconds=0.1,
-        breaker_policy=BreakerPolicy(failure_threshold=50, cooldown_seconds=60))
+    executor = build_executor(
+        ExecutorSettings(owner=OWNER, workers=8, batch=8, lease_seconds=20.0,
+                         delivery_timeout=10.0, grace_seconds=5.0, poll_seconds=POLL_SECONDS,
+                         gauge_seconds=0.1,
+                         breaker_policy=BreakerPolicy(failure_threshold=50, cooldown_seconds=60)),
+        claims=claims, runs=PostgresRunStore(harness.pool),
+        breakers=PostgresBreakerStore(harness.pool), deliverer=harness.deliverer,
+        metrics=PrometheusMetrics(), clock=SystemClock(), signals=ExecutorSignals())
     try:
         async with running(executor):
             await harness.sink.wait_for(lambda s: len(s.arrivals) == 1, within=30)

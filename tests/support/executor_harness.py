@@ -18,10 +18,11 @@ from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.run_store import PostgresRunStore
+from cronwire.bootstrap.executor import build_executor
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_schedule, seed_tenant
 from cronwire.harness.sink import Sink
-from cronwire.service.executor import Executor
+from cronwire.service.executor import Executor, ExecutorSettings
 from cronwire.service.signals import ExecutorSignals
 from tests.support.polling import wait_until
 from tests.support.secrets import secret_box
@@ -52,10 +53,11 @@ class Harness:
             breaker_policy=BreakerPolicy(failure_threshold=50, cooldown_seconds=60),
         )
         options.update(overrides)
-        executor = Executor(
-            PostgresClaimSource(self.pool, secret_box(self.pool)), PostgresRunStore(self.pool),
-            PostgresBreakerStore(self.pool), self.deliverer, metrics, SystemClock(),
-            signals=signals, **options,
+        executor = build_executor(
+            ExecutorSettings(**options),
+            claims=PostgresClaimSource(self.pool, secret_box(self.pool)),
+            runs=PostgresRunStore(self.pool), breakers=PostgresBreakerStore(self.pool),
+            deliverer=self.deliverer, metrics=metrics, clock=SystemClock(), signals=signals,
         )
         return executor, signals, metrics
 

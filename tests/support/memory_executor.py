@@ -15,10 +15,11 @@ from cronwire.adapters.memory import (
     MemoryDatabase,
     MemoryRunStore,
 )
+from cronwire.bootstrap.executor import build_executor
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.model import RetryPolicy
 from cronwire.ports import ClaimSource, RunStore
-from cronwire.service.executor import Executor
+from cronwire.service.executor import Executor, ExecutorSettings
 from cronwire.service.signals import ExecutorSignals
 from tests.support.executor_harness import running
 from tests.support.fakes import CountingMetrics, ScriptedDeliverer
@@ -47,11 +48,13 @@ class Rig:
             grace_seconds=1.0, poll_seconds=0.02, gauge_seconds=0.05,
             breaker_policy=BreakerPolicy(failure_threshold=50, cooldown_seconds=60),
         )
+        tracer = overrides.pop("tracer", None)
         options.update(overrides)
-        return Executor(
-            claim_source or MemoryClaimSource(self.db), run_store or MemoryRunStore(self.db),
-            MemoryBreakerStore(self.db),
-            self.deliverer, self.metrics, self.db.clock, signals=self.signals, **options,
+        return build_executor(
+            ExecutorSettings(**options), claims=claim_source or MemoryClaimSource(self.db),
+            runs=run_store or MemoryRunStore(self.db), breakers=MemoryBreakerStore(self.db),
+            deliverer=self.deliverer, metrics=self.metrics, clock=self.db.clock,
+            signals=self.signals, tracer=tracer,
         )
 
     def statuses(self) -> dict[str, int]:

@@ -44,11 +44,12 @@ from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.adapters.postgres.token_store import PostgresTokenStore
 from cronwire.adapters.skewed_clock import replica_clock
 from cronwire.bootstrap import api_resources, reads
+from cronwire.bootstrap.executor import build_executor
 from cronwire.bootstrap.factories import uses_kafka
 from cronwire.config import Settings
 from cronwire.ports import Tracer
 from cronwire.service.alert_dispatcher import AlertDispatcher
-from cronwire.service.executor import Executor
+from cronwire.service.executor import ExecutorSettings
 from cronwire.service.executor.hybrid_claims import HybridClaimSource
 from cronwire.service.maintenance import FleetGauges, PartitionKeeper
 from cronwire.service.outbox_relay import OutboxRelay
@@ -226,20 +227,18 @@ class Container(containers.DeclarativeContainer):
     )
     run_store = providers.Singleton(PostgresRunStore, pool=db_pool)
     breaker_store = providers.Singleton(PostgresBreakerStore, pool=db_pool)
-    executor = providers.Singleton(
-        Executor,
-        claim_source=claim_source,
-        run_store=run_store,
-        breaker_store=breaker_store,
-        deliverer=deliverer,
-        metrics=metrics,
-        clock=clock,
+    executor_settings = providers.Singleton(
+        ExecutorSettings,
         owner=settings.provided.instance_id,
         workers=settings.provided.executor_workers,
         batch=settings.provided.executor_batch,
         lease_seconds=settings.provided.lease_seconds,
         delivery_timeout=settings.provided.delivery_timeout_seconds,
         grace_seconds=settings.provided.shutdown_grace_seconds,
+    )
+    executor = providers.Singleton(
+        build_executor, executor_settings, claims=claim_source, runs=run_store,
+        breakers=breaker_store, deliverer=deliverer, metrics=metrics, clock=clock,
         tracer=tracer,
     )
 

@@ -17,10 +17,11 @@ from cronwire.adapters.memory import (
     MemoryKeyedClaims,
     MemoryPlannerStore,
 )
+from cronwire.bootstrap.executor import build_executor
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.ports import BreakerStore, ClaimSource, KeyedClaimStore, OutboxStore, PlannerStore
 from cronwire.ports import RunStore as RunStorePort
-from cronwire.service.executor import Executor
+from cronwire.service.executor import ExecutorSettings
 from cronwire.service.executor.hybrid_claims import HybridClaimSource
 from cronwire.service.outbox_relay import OutboxRelay
 from cronwire.service.planner import Planner
@@ -115,15 +116,16 @@ def start_replica(world: World, life: Life, clock: ReplicaClock,
         tasks.append(asyncio.create_task(relay.run(stopping), name=f"{life.owner}-relay"))
     else:
         claims = cast(ClaimSource, port(MemoryClaimSource(db)))
-    executor = Executor(
-        claims, run_store, cast(BreakerStore, port(MemoryBreakerStore(db))),
-        SimDeliverer(world.receivers, life, clock, world.checker, world.faults,
-                     retry_after=random.Random(f"{world.seed}/{life.owner}").randint(1, 30)),
-        metrics, clock, owner=life.owner, workers=WORKERS, batch=WORKERS,
-        lease_seconds=LEASE_SECONDS, delivery_timeout=DELIVERY_TIMEOUT,
-        grace_seconds=GRACE_SECONDS, poll_seconds=POLL_SECONDS, gauge_seconds=60.0,
-        breaker_policy=BREAKER,
-        rng=random.Random(f"{world.seed}/{life.owner}/retry"),
+    executor = build_executor(
+        ExecutorSettings(
+            owner=life.owner, workers=WORKERS, batch=WORKERS, lease_seconds=LEASE_SECONDS,
+            delivery_timeout=DELIVERY_TIMEOUT, grace_seconds=GRACE_SECONDS,
+            poll_seconds=POLL_SECONDS, gauge_seconds=60.0, breaker_policy=BREAKER),
+        claims=claims, runs=run_store, breakers=cast(BreakerStore, port(MemoryBreakerStore(db))),
+        deliverer=SimDeliverer(
+            world.receivers, life, clock, world.checker, world.faults,
+            retry_after=random.Random(f"{world.seed}/{life.owner}").randint(1, 30)),
+        metrics=metrics, clock=clock, rng=random.Random(f"{world.seed}/{life.owner}/retry"),
     )
     planner = Planner(cast(PlannerStore, port(MemoryPlannerStore(db))), metrics, batch=20,
                       tick_seconds=TICK_SECONDS, lookahead_seconds=5.0, monotonic=clock.monotonic)

@@ -3,7 +3,8 @@
 Build a :class:`MemoryDatabase` and hand its stores to the services::
 
     db = MemoryDatabase()
-    executor = Executor(MemoryClaimSource(db), MemoryRunStore(db), MemoryBreakerStore(db), ...)
+    executor = build_executor(settings, claims=MemoryClaimSource(db), runs=MemoryRunStore(db),
+                              breakers=MemoryBreakerStore(db), ...)
 
 Each store passes the same contract suite as its Postgres adapter (tests/contract): the
 lease rules (owner and lease generation on every write, expiry by the database's clock,

@@ -69,6 +69,10 @@ class BreakerGate:
             result.defer[until].append(run)
         return result
 
+    async def report_open(self, metrics: Metrics, seconds: float) -> None:
+        """The open-breaker gauge, until cancelled (:func:`report_open_breakers`)."""
+        await report_open_breakers(self._store, metrics, seconds)
+
     async def _take_probe(self, key: BreakerKey) -> bool:
         try:
             return await self._store.try_probe(key, self._owner, self._probe_seconds)

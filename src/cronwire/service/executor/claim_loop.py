@@ -25,103 +25,81 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import ClaimedRun
-from cronwire.domain.retry import Uniform
-from cronwire.ports import BreakerStore, ClaimSource, Clock, Deliverer, Metrics, RunStore, Tracer
+from cronwire.ports import ClaimSource, Clock, Metrics, RunStore, Tracer
 from cronwire.ports.observability import TRACING_OFF
-from cronwire.service.executor.breaker_gate import BreakerGate, report_open_breakers
+from cronwire.service.executor.breaker_gate import BreakerGate
 from cronwire.service.executor.claim_wake import ClaimWake
+from cronwire.service.executor.database_clock import DatabaseClock
 from cronwire.service.executor.deliveries import Deliveries
 from cronwire.service.executor.drain import abandon, drain
 from cronwire.service.executor.lease_keeper import LeaseKeeper, send_deadline
 from cronwire.service.executor.resolution_writer import ResolutionWriter
-from cronwire.service.signals import ExecutorSignals, quiet_signals
+from cronwire.service.executor.settings import ExecutorSettings
+from cronwire.service.signals import ExecutorSignals
 from cronwire.service.supervisor import LoopCrashed, all_or_none, first_failure
 
 log = logging.getLogger("cronwire.service.executor")  # the package: drain.py logs as it
+# How long a claim waits for more idle slots once some, but fewer than the threshold, are.
+GATHER_SECONDS = 0.005
 
 
 class Executor:
+    """The claim loop over collaborators built outside (``bootstrap.executor``): the lease
+    keeper, the resolution writer, the breaker gate and the deliveries each own their
+    state, and the loop asks them (the slots in flight, the write backlog) instead of
+    sharing it."""
+
     def __init__(
         self,
+        settings: ExecutorSettings,
         claim_source: ClaimSource,
         run_store: RunStore,
-        breaker_store: BreakerStore,
-        deliverer: Deliverer,
+        *,
+        keeper: LeaseKeeper,
+        writer: ResolutionWriter,
+        gate: BreakerGate,
+        deliveries: Deliveries,
+        wake: ClaimWake,
+        database_clock: DatabaseClock,
         metrics: Metrics,
         clock: Clock,
-        *,
-        owner: str,
-        workers: int,
-        batch: int,
-        lease_seconds: float,
-        delivery_timeout: float,
-        grace_seconds: float,
-        breaker_policy: BreakerPolicy | None = None,
-        poll_seconds: float = 0.25,
-        gauge_seconds: float = 2.0,
-        max_write_batch: int = 500,
-        rng: Uniform | None = None,
-        signals: ExecutorSignals | None = None,
-        tracer: Tracer | None = None,
+        signals: ExecutorSignals,
+        tracer: Tracer = TRACING_OFF,
     ) -> None:
+        self._settings = settings
         self._claims = claim_source
         self._runs = run_store
-        self._breakers = breaker_store
+        self._keeper = keeper
+        self._writer = writer
+        self._gate = gate
+        self._deliveries = deliveries
+        self._wake = wake  # set by a finished delivery, a stop or a hint
+        self._database_clock = database_clock  # measured here, at every claim
         self._metrics = metrics
         self._clock = clock
-        self._owner = owner
-        self._workers = workers
-        self._batch = batch
-        self._lease_seconds = lease_seconds
-        self._grace = grace_seconds
-        self._policy = breaker_policy or BreakerPolicy()
-        self._poll = poll_seconds
-        self._gauge_seconds = gauge_seconds
-        self._max_write_batch = max_write_batch
-        self._signals = signals or quiet_signals()
+        self._signals = signals
         # Off: the hot path reads this one attribute and calls nothing else (ADR 0035).
-        self._tracer: Tracer = tracer or TRACING_OFF
+        self._tracer = tracer
         # Claim when a quarter of the slots are idle, or after a short gathering wait:
         # fewer, larger claims at full load; no starvation when most slots are busy.
-        self._claim_threshold = max(1, min(batch, workers) // 4)
+        self._claim_threshold = max(1, min(settings.batch, settings.workers) // 4)
         # Claims in flight at once (ADR 0042): while one claim runs in Postgres, the next
         # is already asked, each for its share of the slots. A source that keeps state
         # between claims (kafka mode's consumed keys) says 1.
         self._claims_at_once = max(1, claim_source.claims_at_once)
-        self._claim_share = -(-workers // self._claims_at_once)
+        self._claim_share = -(-settings.workers // self._claims_at_once)
         self._reserved = 0  # slots promised to claims in flight
         self._backlogged = False  # the last claim came back full: more are due
-        self._gather_seconds = 0.005
-        self._wake = ClaimWake()
-        self._keeper = LeaseKeeper(
-            run_store, metrics, owner=owner, lease_seconds=lease_seconds, signals=self._signals,
-        )
-        self._gate = BreakerGate(
-            breaker_store, owner=owner, policy=self._policy, probe_seconds=lease_seconds
-        )
-        self._writer = ResolutionWriter(
-            run_store, breaker_store, self._keeper, metrics, owner=owner,
-            breaker_policy=self._policy, lease_seconds=lease_seconds, signals=self._signals,
-            max_batch=max_write_batch, tracer=self._tracer,
-        )
-        self._deliveries = Deliveries(
-            deliverer, run_store, self._keeper, self._writer, metrics, clock, self._wake,
-            owner=owner, delivery_timeout=delivery_timeout, rng=rng or random.Random(),
-            signals=self._signals, tracer=self._tracer,
-        )
-        self._delivering = self._deliveries.leases
 
     @property
     def in_flight(self) -> int:
-        return len(self._delivering)
+        return len(self._deliveries)
 
     async def run(self, stopping: asyncio.Event) -> None:
         """The Supervisor's loop body: claim and deliver until ``stopping``, then drain.
@@ -133,8 +111,8 @@ class Executor:
         helpers = [
             asyncio.create_task(self._wake.set_when(stopping, halt), name="executor-stopping"),
             keeper,
-            asyncio.create_task(report_open_breakers(self._breakers, self._metrics,
-                                                     self._gauge_seconds),
+            asyncio.create_task(self._gate.report_open(self._metrics,
+                                                       self._settings.gauge_seconds),
                                 name="executor-gauges"),
         ]
         writer = asyncio.create_task(self._writer.run(), name="executor-writer")
@@ -154,7 +132,7 @@ class Executor:
                     # The last results get the time _drain kept for them. The writer retries
                     # for as long as the database is away, so it is bounded here: results
                     # still unwritten are lost like a crashed replica's (their leases expire).
-                    await asyncio.wait([writer], timeout=min(2.0, self._grace * 0.25) or 0.1)
+                    await asyncio.wait([writer], timeout=min(2.0, self._settings.grace_seconds * 0.25) or 0.1)
             finally:
                 writer.cancel()
                 for task in helpers:
@@ -172,11 +150,11 @@ class Executor:
         name = crashed.get_name()
         error = None if crashed.cancelled() else crashed.exception()
         log.error("executor loop %s crashed; abandoning %d deliveries in flight and "
-                  "stopping the executor", name, len(self._delivering), exc_info=error)
+                  "stopping the executor", name, len(self._deliveries), exc_info=error)
         halt.set()  # claim nothing more
         self._wake.set()
-        await asyncio.wait([claims], timeout=self._grace)
-        await abandon(self._delivering, self._grace)
+        await asyncio.wait([claims], timeout=self._settings.grace_seconds)
+        await abandon(self._deliveries, self._settings.grace_seconds)
         raise LoopCrashed(name) from error
 
     # -- claiming --------------------------------------------------------------------
@@ -190,14 +168,15 @@ class Executor:
                            for i in range(self._claims_at_once)])
 
     async def _claim_until(self, stopping: asyncio.Event, follower: bool = False) -> None:
+        poll, batch = self._settings.poll_seconds, self._settings.batch
         while not stopping.is_set():
             if follower and not self._backlogged:
-                await self._wake.pause(self._poll)  # a finished delivery wakes it too
+                await self._wake.pause(poll)  # a finished delivery wakes it too
                 continue
             idle = await self._idle_slots(stopping)
             if idle <= 0:
                 continue
-            limit = min(idle, self._batch, self._claim_share)
+            limit = min(idle, batch, self._claim_share)
             self._reserved += limit
             try:
                 leased = await self._claim_once(limit)
@@ -205,7 +184,7 @@ class Executor:
                 self._reserved -= limit  # leased runs count as delivering now
             self._backlogged = leased == limit
             if leased is None:
-                await self._wake.pause(self._poll)  # the claim failed (logged)
+                await self._wake.pause(poll)  # the claim failed (logged)
             elif leased < limit:
                 # Nothing more now: until the next run is due, a freed slot or a hint.
                 await self._wake.wait_for_work(await self._until_next_due(), self._claims)
@@ -214,21 +193,23 @@ class Executor:
         """One claim of at most ``limit`` runs, started at once; how many it leased, or
         None when the claim failed."""
         asked_at = self._clock.now()
+        lease_seconds = self._settings.lease_seconds
         # Read before the claim leaves: no stall after this line can move it later.
-        send_by = send_deadline(self._clock.monotonic(), self._lease_seconds)
+        send_by = send_deadline(self._clock.monotonic(), lease_seconds)
         claim_started = time.time_ns() if self._tracer.enabled else 0
         try:
-            batch = await self._claims.claim(self._owner, limit, self._lease_seconds)
+            batch = await self._claims.claim(self._settings.owner, limit, lease_seconds)
         except StorageError:
-            log.warning("claim failed; retrying in %.2fs", self._poll, exc_info=True)
+            log.warning("claim failed; retrying in %.2fs", self._settings.poll_seconds,
+                        exc_info=True)
             return None
         for status in batch.ended:  # ended by the claim itself (exhausted, cancelled)
             self._metrics.run_finished(str(status))
         runs = batch.runs
         if runs:
             # Every lease of a claim expires at the database's now() + lease_seconds.
-            db_now = runs[0].lease_expires_at - timedelta(seconds=self._lease_seconds)
-            self._deliveries.clock_offset = asked_at - db_now
+            self._database_clock.measured(
+                asked_at, runs[0].lease_expires_at - timedelta(seconds=lease_seconds))
             for source, count in batch.sources or ((self._claims.name, len(runs)),):
                 self._metrics.claims(source, count)
             if self._tracer.enabled:
@@ -245,10 +226,10 @@ class Executor:
         try:
             seconds = await self._claims.seconds_until_due()
         except StorageError:
-            return self._poll
+            return self._settings.poll_seconds
         if seconds is None:
-            return self._poll
-        return min(self._poll, max(0.01, seconds))
+            return self._settings.poll_seconds
+        return min(self._settings.poll_seconds, max(0.01, seconds))
 
     async def _idle_slots(self, stopping: asyncio.Event) -> int:
         """Slots free to start a delivery now (lease rule 1), waiting briefly for more.
@@ -256,19 +237,20 @@ class Executor:
         Results not yet written count against the slots beyond one write batch, so a
         slow database slows claiming instead of growing the buffer without bound."""
         deadline: float | None = None
+        workers, max_write_batch = self._settings.workers, self._settings.max_write_batch
         while not stopping.is_set():
-            backlog = max(0, self._writer.backlog - self._max_write_batch)
-            idle = self._workers - len(self._delivering) - backlog - self._reserved
+            backlog = max(0, self._writer.backlog - max_write_batch)
+            idle = workers - len(self._deliveries) - backlog - self._reserved
             if idle >= self._claim_threshold:
                 return idle
             now = self._clock.monotonic()
             if idle > 0:
-                deadline = deadline if deadline is not None else now + self._gather_seconds
+                deadline = deadline if deadline is not None else now + GATHER_SECONDS
                 if now >= deadline:
                     return idle
                 await self._wake.pause(deadline - now)
             else:
-                await self._wake.pause(self._poll)
+                await self._wake.pause(self._settings.poll_seconds)
         return 0
 
     async def _admit(self, runs: Sequence[ClaimedRun], send_by: float) -> None:
@@ -284,7 +266,7 @@ class Executor:
         """Back to the queue until ``until`` without consuming an attempt (predicated)."""
         try:
             await self._runs.defer(
-                self._owner, [(r.id, r.scheduled_for, r.lease_generation) for r in runs], until
+                self._settings.owner, [(r.id, r.scheduled_for, r.lease_generation) for r in runs], until
             )
         except StorageError:
             log.warning("deferring %d runs failed; their leases will expire", len(runs),
@@ -295,5 +277,5 @@ class Executor:
     # -- shutdown --------------------------------------------------------------------
 
     async def _drain(self) -> None:
-        await drain(self._delivering, grace=self._grace, runs=self._runs, owner=self._owner,
-                    keeper=self._keeper, signals=self._signals)
+        await drain(self._deliveries, grace=self._settings.grace_seconds, runs=self._runs,
+                    owner=self._settings.owner, keeper=self._keeper, signals=self._signals)

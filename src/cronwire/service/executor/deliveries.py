@@ -6,13 +6,16 @@ stalled between its claim and the send gives the run back unsent rather than sen
 another replica may have re-claimed it. A request whose lease the keeper finds lost is
 cancelled and its result discarded; every other result goes to the resolution writer,
 together with the fire lag and duration figures.
+
+Both ways of starting end the same way: the begun future and the task are each an
+attempt future with one done callback, ``_completed``, which frees the slot and records
+what came of the attempt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
 from functools import partial
 from typing import Any
 
@@ -25,6 +28,7 @@ from cronwire.domain.retry import Uniform, resolve_attempt
 from cronwire.ports import Clock, Deliverer, Metrics, RunStore, StartsDeliveries, Tracer
 from cronwire.ports.observability import TRACING_OFF
 from cronwire.service.executor.claim_wake import ClaimWake
+from cronwire.service.executor.database_clock import DatabaseClock
 from cronwire.service.executor.lease_keeper import Lease, LeaseKeeper
 from cronwire.service.executor.resolution_writer import Finished, ResolutionWriter
 from cronwire.service.signals import ExecutorSignals
@@ -42,6 +46,7 @@ class Deliveries:
         metrics: Metrics,
         clock: Clock,
         wake: ClaimWake,
+        database_clock: DatabaseClock,
         *,
         owner: str,
         delivery_timeout: float,
@@ -60,24 +65,30 @@ class Deliveries:
         self._metrics = metrics
         self._clock = clock
         self._wake = wake  # a finished delivery frees a slot: the claim loop may claim again
+        self._database_clock = database_clock  # fire lag is on the database's clock
         self._owner = owner
         self._delivery_timeout = delivery_timeout
         self._rng = rng
         self._signals = signals
         # Off: the hot path reads this one attribute and calls nothing else (ADR 0035).
         self._tracer = tracer
-        self.leases: set[Lease] = set()  # the requests in flight
+        self._in_flight: set[Lease] = set()  # the requests in flight, this object's alone
         # asyncio.create_task asks get_running_loop(), which asks getpid(): a system call
         # per delivery. The loop is asked once, at the first delivery, instead.
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Replica clock minus the database's, measured by the claim loop at each claim:
-        # fire lag is a database-clock figure (scheduled_for is one), so the replica's
-        # send time is corrected by it. Off by at most the claim's latency.
-        self.clock_offset = timedelta(0)
+
+    def __len__(self) -> int:
+        """Requests in flight: the delivery slots taken."""
+        return len(self._in_flight)
+
+    def in_flight(self) -> list[Lease]:
+        """The leases whose requests are in flight now (a copy)."""
+        return list(self._in_flight)
 
     def start(self, run: ClaimedRun, breaker_key: str, send_by: float) -> None:
         """Send ``run`` now under the lease this replica holds: written before this returns
-        where the deliverer can begin it, else from a task of its own."""
+        where the deliverer can begin it, else from a task of its own. Either way the
+        attempt ends in :meth:`_completed`."""
         stale = self._keeper.get(run.id)
         if stale is not None and stale.in_flight and stale.task is not None:
             # Our own earlier lease on this run expired and the claim handed it back to us:
@@ -88,13 +99,15 @@ class Deliveries:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        begun = self._begun(run, lease, breaker_key, send_by, loop)
-        lease.task = (begun if begun is not None
-                      else loop.create_task(self._deliver(run, lease, breaker_key, send_by)))
-        self.leases.add(lease)
+        attempt = self._begun(run, lease, send_by, loop)
+        if attempt is None:
+            attempt = loop.create_task(self._deliver(run, lease, send_by))
+        attempt.add_done_callback(partial(self._completed, run, lease, breaker_key))
+        lease.attach(attempt)
+        self._in_flight.add(lease)
         self._keeper.hold(lease)
 
-    def _begun(self, run: ClaimedRun, lease: Lease, breaker_key: str, send_by: float,
+    def _begun(self, run: ClaimedRun, lease: Lease, send_by: float,
                loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any] | None:
         """The attempt as the deliverer began it, without a task (or a task giving the run
         back, when the deliverer found its send window closed); None where a task must
@@ -105,64 +118,52 @@ class Deliveries:
         try:
             started = begin(request_for(run, self._delivery_timeout, send_by, None))
         except RequestNotSent:  # nothing was sent
-            return loop.create_task(self._given_back(lease))
+            return loop.create_task(self._give_back_unsent(lease))
         except Exception:  # nothing was written (begin's promise): the task's attempt
             return None  # meets the same failure and records it
-        if started is None:
-            return None
-        self._signals.started.add([run.id])
-        lease.started = True  # the next renewal records it (the attempt is used)
-        if lease.cancel_other:
-            lease.sent_at = self._clock.now()
-        started.add_done_callback(partial(self._answered, run, lease, breaker_key))
+        if started is not None:
+            self._sending(run, lease)
         return started
 
     async def _deliver(
-        self, run: ClaimedRun, lease: Lease, breaker_key: str, send_by: float
-    ) -> None:
+        self, run: ClaimedRun, lease: Lease, send_by: float
+    ) -> DeliveryResult | None:
+        """The attempt in a task of its own; None when its run was given back unsent."""
+        if self._clock.monotonic() > send_by:
+            await self._give_back_unsent(lease)
+            return None
+        self._sending(run, lease)
         try:
-            if self._clock.monotonic() > send_by:
-                await self._give_back_unsent(lease)
-                return
-            self._signals.started.add([run.id])
-            lease.started = True  # the next renewal records it (the attempt is used)
-            if lease.cancel_other:
-                lease.sent_at = self._clock.now()
-            try:
-                result = await self._attempt(run, send_by)
-            except RequestNotSent:
-                # The deliverer found the same window closed just before writing.
-                await self._give_back_unsent(lease)
-                return
-        except asyncio.CancelledError:
-            if lease.superseded and not lease.lost:  # aborted by the keeper: a newer
-                self._finish_aborted(run, lease, breaker_key)  # occurrence started
-                return
-            if not lease.lost:
-                raise
-            # Abandoned: the result is discarded, the loss was counted when it was found.
-            self._signals.abandoned.add([run.id])
-            return
-        finally:
-            self.leases.discard(lease)
-            self._wake.set()
-        self._finish(run, lease, breaker_key, result)
+            return await self._attempt(run, send_by)
+        except RequestNotSent:
+            # The deliverer found the same window closed just before writing.
+            await self._give_back_unsent(lease)
+            return None
 
-    def _answered(self, run: ClaimedRun, lease: Lease, breaker_key: str,
-                  started: asyncio.Future[DeliveryResult]) -> None:
-        """The end of an attempt the deliverer began without a task (what ``_deliver``
-        does after its ``await``)."""
-        self.leases.discard(lease)
+    def _sending(self, run: ClaimedRun, lease: Lease) -> None:
+        self._signals.started.add([run.id])
+        lease.sending(self._clock.now() if lease.cancel_other else None)
+
+    def _completed(self, run: ClaimedRun, lease: Lease, breaker_key: str,
+                   attempt: asyncio.Future[Any]) -> None:
+        """Where every delivery ends, begun without a task or awaited in one: its slot
+        is freed, then what came of it is recorded. A cancelled attempt was aborted by the
+        keeper (a newer occurrence started: written cancelled), or abandoned with its
+        lease (the loss was counted when it was found), or stopped at shutdown (its lease
+        is released by the drain)."""
+        self._in_flight.discard(lease)
         self._wake.set()
-        if started.cancelled():
-            if lease.superseded and not lease.lost:  # aborted: a newer occurrence started
+        if attempt.cancelled():
+            if lease.superseded and not lease.lost:
                 self._finish_aborted(run, lease, breaker_key)
-            elif lease.lost:  # abandoned: the loss was counted when it was found
+            elif lease.lost and lease.started:  # an unsent one was signalled when given back
                 self._signals.abandoned.add([run.id])
             return
-        exc = started.exception()
+        exc = attempt.exception()
         if exc is None:
-            result = started.result()
+            result: DeliveryResult | None = attempt.result()
+            if result is None:  # given back unsent: no attempt to record
+                return
         else:
             log.error("deliverer failed for run %s", run.id, exc_info=exc)
             now = self._clock.now()
@@ -175,7 +176,7 @@ class Deliveries:
         if lease.lost:
             return
         if run.attempt == 1:  # on the database's clock, like scheduled_for
-            started_at = result.started_at - self.clock_offset
+            started_at = self._database_clock.to_database(result.started_at)
             self._metrics.fire_lag((started_at - run.scheduled_for).total_seconds())
         self._metrics.delivery_duration(result.duration_ms / 1000)
         resolution = resolve_attempt(run, result, self._rng)
@@ -192,13 +193,6 @@ class Deliveries:
         now = self._clock.now()
         resolution = aborted_as_superseded(run, lease.sent_at or now, now)
         self._writer.submit(Finished(run, lease, resolution, breaker_key, None))
-
-    async def _given_back(self, lease: Lease) -> None:
-        try:
-            await self._give_back_unsent(lease)
-        finally:
-            self.leases.discard(lease)
-            self._wake.set()
 
     async def _give_back_unsent(self, lease: Lease) -> None:
         """Abandon a lease whose request never left: nothing was sent, so no attempt is

@@ -67,6 +67,24 @@ class Lease:
     def in_flight(self) -> bool:
         return self.task is not None and not self.task.done()
 
+    # Its changes, each made by the one party that knows of it: the deliveries attach the
+    # request and say when it leaves; the keeper finds the lease lost or superseded.
+
+    def attach(self, attempt: asyncio.Future[Any]) -> None:
+        self.task = attempt
+
+    def sending(self, now: datetime | None) -> None:
+        """Its request is handed to the deliverer: the attempt is used (the next renewal
+        records it). ``now`` is kept as its start (cancel_other leases only)."""
+        self.started = True
+        self.sent_at = now
+
+    def mark_lost(self) -> None:
+        self.lost = True
+
+    def mark_superseded(self) -> None:
+        self.superseded = True
+
 
 def send_deadline(asked_at_monotonic: float, lease_seconds: float) -> float:
     """The monotonic instant after which no request of a claim asked at
@@ -126,7 +144,7 @@ class LeaseKeeper:
         in flight is cancelled and its result discarded (signalled ``lost``). A lease given
         up before its request left (``unsent``: its send window had closed) is signalled
         ``abandoned``; nothing is cancelled, the caller being that delivery itself."""
-        lease.lost = True
+        lease.mark_lost()
         self.drop(lease)
         self._metrics.lease_lost()
         if unsent:
@@ -167,7 +185,7 @@ class LeaseKeeper:
         for lease in watched:
             if (lease.run_id in found and lease.in_flight and lease.task is not None
                     and self._held.get(lease.run_id) is lease):
-                lease.superseded = True
+                lease.mark_superseded()
                 lease.task.cancel()
 
     def _retry_after(self, failures: int) -> float:
