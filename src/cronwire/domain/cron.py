@@ -25,11 +25,12 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import croniter
 
-from cronwire.domain.dst import EPOCH, EPOCH_UTC, LocalPattern, utc_instants
+from cronwire.domain.dst import EPOCH, EPOCH_UTC, LocalPattern, NextLocal, utc_instants
 from cronwire.domain.errors import InvalidCron, InvalidTimezone
+from cronwire.domain.rrules import RRuleSpec, is_rrule, parse_rrule
 
 __all__ = ["CronSpec", "load_timezone", "min_gap_seconds", "next_occurrences"]
-__all__ += ["occurrences_between", "parse_cron"]
+__all__ += ["occurrences_between", "parse_cron", "parse_timetable"]
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -62,6 +63,10 @@ class CronSpec:
     has_seconds: bool
     is_wall_clock: bool  # minute and hour fields both free of '*': see dst.py
     pattern: LocalPattern  # the local wall-clock times it matches
+
+    def walker(self) -> NextLocal:
+        """The matcher the DST walk steps with (an RRuleSpec gives one of its own)."""
+        return self.pattern.next_local
 
 
 def _bad(name: str, text: str, why: str) -> InvalidCron:
@@ -302,10 +307,16 @@ class _Memo:
 _memo = _Memo()
 
 
+def parse_timetable(expr: str) -> CronSpec | RRuleSpec:
+    """A stored timetable: an RFC 5545 rule (``domain/rrules.py``) or a cron expression.
+    Raises InvalidRRule or InvalidCron."""
+    return parse_rrule(expr) if is_rrule(expr) else parse_cron(expr)
+
+
 def _compute(
     cron: str, timezone: str, after: datetime, until: datetime | None, limit: int
 ) -> tuple[datetime, ...]:
-    spec = parse_cron(cron)
+    spec = parse_timetable(cron)
     tz = load_timezone(timezone)
     start = _naive_utc("after", after)
     end = None if until is None else _naive_utc("until", until)
@@ -313,9 +324,7 @@ def _compute(
     if limit <= 0 or (end is not None and end <= start):
         return ()
     try:
-        for instant in utc_instants(
-            spec.pattern.next_local, tz, start, wall_clock=spec.is_wall_clock
-        ):
+        for instant in utc_instants(spec.walker(), tz, start, wall_clock=spec.is_wall_clock):
             if end is not None and instant > end:
                 break
             found.append(EPOCH_UTC + (instant - EPOCH))
@@ -341,6 +350,7 @@ def occurrences_between(
     cron: str, timezone: str, after: datetime, until: datetime, limit: int
 ) -> list[datetime]:
     """Fire instants in ``(after, until]``, oldest first, at most ``limit``, aware UTC.
+    ``cron`` is a stored timetable: a cron expression or an RFC 5545 rule (rrules.py).
 
     Memoised on the arguments: many schedules share cron, zone and window.
     The returned list is the caller's own.

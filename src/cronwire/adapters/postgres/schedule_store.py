@@ -40,6 +40,7 @@ from cronwire.domain.model import (
     idempotency_key_for,
     run_id_for,
 )
+from cronwire.domain.rrules import is_rrule
 from cronwire.domain.schedule_rules import first_fire, rescheduled_next_fire, status_after_edit
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.ports.secrets import SecretBox
@@ -78,10 +79,15 @@ async def unplan_ahead(
     return row
 
 
+def _is_rule(timetable: str | None) -> bool:
+    return timetable is not None and is_rrule(timetable)
+
+
 def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
     spec = ScheduleSpec(
         name=row["name"],
-        cron=row["cron"],
+        cron=None if _is_rule(row["cron"]) else row["cron"],
+        rrule=row["cron"] if _is_rule(row["cron"]) else None,
         timezone=row["timezone"],
         target=target_from_document(row["target"]),
         retry=retry_from_document(row["retry"]),
