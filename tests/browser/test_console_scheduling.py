@@ -55,7 +55,7 @@ async def test_the_form_sets_the_new_fields_and_the_page_shows_them(console: Con
     await page.get_by_label("Run once at").fill("2031-01-01T09:00:00Z")
     await page.get_by_label("Target URL").fill("https://example.com/once")
     await page.get_by_role("button", name="Create schedule").click()
-    await expect(page.locator("#f-at-error")).to_contain_text("either cron or at")
+    await expect(page.locator("#f-at-error")).to_contain_text("not cron and at")
     await page.get_by_label("Cron expression").fill("")
     await page.get_by_role("button", name="Create schedule").click()
     await page.get_by_role("heading", name="once", level=1).wait_for()
@@ -156,3 +156,20 @@ async def test_skip_reasons_show_and_failed_runs_replay(
         "SELECT replay_of FROM job_run WHERE trigger = 'replay' AND schedule_id = $1", sid)
     assert len(replays) == 2
     assert console.unexpected_errors() == [] and console.watched.dialogs == []
+
+
+async def test_the_form_takes_an_rfc_5545_rule_and_the_page_previews_it(console: Console) -> None:
+    page = console.page
+    await console.sign_in()
+    await page.get_by_role("link", name="New schedule").first.click()
+    await page.get_by_label("Name").fill("last-workday")
+    await page.get_by_label("RFC 5545 rule").fill(
+        "DTSTART:20270101T090000\nRRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1")
+    await page.get_by_label("Target URL").fill("https://example.com/month-end")
+    await page.get_by_role("button", name="Create schedule").click()
+    await page.get_by_role("heading", name="last-workday", level=1).wait_for()
+    facts = page.locator("dl.facts:not(#stats-facts)")
+    await expect(facts).to_contain_text("BYSETPOS=-1")
+    # the preview lists the rule's fires, at 09:00 in the schedule's zone (UTC)
+    preview = page.locator("ol.preview li").first
+    await expect(preview).to_contain_text("09:00")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo
@@ -211,9 +212,14 @@ class Matcher:
         )
 
 
-def brute_force(expr: str, zone: str, after: datetime, end: datetime) -> list[datetime]:
-    """The contract's rule, applied to every grid instant of (after, end]."""
-    tz, match, wall = ZoneInfo(zone), Matcher(expr), _is_wall_clock(expr)
+def brute_force(
+    expr: str, zone: str, after: datetime, end: datetime,
+    match: Callable[[datetime], bool] | None = None,
+) -> list[datetime]:
+    """The contract's rule, applied to every grid instant of (after, end]; ``match`` (a
+    naive local time matches the expression), by default cronsim's fields."""
+    tz, wall = ZoneInfo(zone), _is_wall_clock(expr)
+    match = Matcher(expr) if match is None else match
     step = timedelta(seconds=1 if len(expr.split()) == 6 else 60)
     epoch = datetime(2000, 1, 1, tzinfo=UTC)
     u = epoch + ((after - epoch) // step + 1) * step

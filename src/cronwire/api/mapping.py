@@ -83,7 +83,7 @@ def flow_out(spec: ScheduleSpec) -> dict[str, Any] | None:
 
 def spec_from(body: ScheduleCreate) -> ScheduleSpec:
     return ScheduleSpec(
-        name=body.name, cron=body.cron, timezone=body.timezone, target=target_from(body.target),
+        name=body.name, cron=body.cron, rrule=body.rrule, timezone=body.timezone, target=target_from(body.target),
         retry=retry_from(body.retry), misfire_policy=parse_misfire_policy(body.misfire_policy),
         catchup_window_seconds=body.catchup_window_seconds, starts_at=body.starts_at,
         ends_at=body.ends_at, at=body.at,
@@ -107,7 +107,7 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
     spec = record.spec
     return {
         "id": record.id, "tenant_id": record.tenant_id, "name": spec.name, "cron": spec.cron,
-        "at": spec.at, "timezone": spec.timezone,
+        "rrule": spec.rrule, "at": spec.at, "timezone": spec.timezone,
         "target": masked_target(spec.target),
         "retry": retry_to_document(spec.retry),
         "misfire_policy": spec.misfire_policy.value,

@@ -69,7 +69,10 @@ class ScheduleOut(BaseModel):
     id: uuid.UUID
     tenant_id: uuid.UUID
     name: str
-    cron: str | None = Field(description="null for a one-time schedule (see `at`).")
+    cron: str | None = Field(description="null for a one-time schedule (see `at`) or an "
+                             "`rrule` one.")
+    rrule: str | None = Field(None, description="The RFC 5545 rule, as stored (local "
+                              "times, DTSTART written), else null.")
     at: datetime | None = Field(description="A one-time schedule's instant, else null.")
     timezone: str
     target: TargetOut

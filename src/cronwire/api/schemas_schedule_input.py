@@ -20,6 +20,7 @@ from cronwire.domain.alerts import RULE_BOUNDS
 from cronwire.domain.client_tls import MAX_PEM_CHARS
 from cronwire.domain.jitter import MAX_JITTER_SECONDS
 from cronwire.domain.model import MAX_ATTEMPTS
+from cronwire.domain.rrule_text import MAX_RRULE_CHARS
 from cronwire.domain.schedule_rules import (
     MAX_BACKOFF_SECONDS,
     MAX_CATCHUP_WINDOW_SECONDS,
@@ -111,8 +112,14 @@ class AlertsIn(BaseModel):
 
 
 _NAME: dict[str, Any] = {"minLength": 1, "maxLength": NAME_MAX_CHARS}
-_CRON_HELP = ("5 fields, or 6 with seconds first (`*/10 * * * * *`); @hourly-style macros. "
-              "Exactly one of `cron` and `at`.")
+_CRON_HELP = ("5 fields, or 6 with seconds first (`*/10 * * * * *`); @hourly-style macros; "
+              "Quartz day tokens `L`, `L-n`, `nW`, `LW` (day-of-month), `d#n`, `dL` "
+              "(day-of-week). Exactly one of `cron`, `rrule` and `at`.")
+_RRULE_HELP = ("An RFC 5545 recurrence: an `RRULE:` line, optional `DTSTART` (read in the "
+               "schedule's time zone; default midnight of today there), `EXDATE` and "
+               "`RDATE` lines, separated by newlines. Instead of `cron` or `at`. DST: "
+               "FREQ DAILY and coarser follow the wall-clock rule, HOURLY and finer real "
+               "time (docs/scheduling.md).")
 _AT_HELP = ("A one-time schedule: fires once at this instant (RFC 3339), given instead of "
             "`cron`; its status is then `completed`. No `starts_at`, `ends_at`, `max_runs`.")
 _MISFIRE: dict[str, Any] = {"enum": list(MISFIRE_POLICIES)}
@@ -141,6 +148,8 @@ class ScheduleCreate(BaseModel):
 
     name: Text = Field(json_schema_extra=_NAME)
     cron: Text | None = Field(None, description=_CRON_HELP)
+    rrule: Text | None = Field(None, description=_RRULE_HELP,
+                               json_schema_extra={"maxLength": MAX_RRULE_CHARS})
     at: Instant | None = Field(None, description=_AT_HELP)
     timezone: Text = Field("UTC", description="IANA time zone name.")
     target: TargetIn
@@ -204,6 +213,9 @@ class SchedulePatch(BaseModel):
     name: Text | None = Field(None, json_schema_extra=_NAME)
     cron: Text | None = Field(None, description=_CRON_HELP + " null (with an `at`): "
                               "becomes a one-time schedule.")
+    rrule: Text | None = Field(None, description=_RRULE_HELP + " null (with a `cron` or "
+                               "an `at`): stops being a rule schedule.",
+                               json_schema_extra={"maxLength": MAX_RRULE_CHARS})
     at: Instant | None = Field(None, description=_AT_HELP + " null (with a `cron`): "
                                "becomes a cron schedule.")
     timezone: Text | None = None

@@ -28,6 +28,10 @@ INSTANT_COLUMNS = [Column("OCCURRENCE (UTC)", field("utc"))]
 def add_semantics_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     """The schedule fields of the scheduling semantics, as flags (update: absent = kept)."""
     keep = "" if creating else " (default: unchanged)"
+    parser.add_argument("--rrule", metavar="RULE",
+                        help="an RFC 5545 rule instead of --cron: 'RRULE:...' with optional "
+                        "DTSTART/EXDATE/RDATE lines (newlines, or ' | ' between lines), "
+                        "read in --timezone" + ("" if creating else "; replaces cron or at"))
     parser.add_argument("--at", metavar="TIME",
                         help="RFC 3339: a one-time schedule firing once at TIME, instead of "
                         "--cron" + ("" if creating else "; makes it one-time"))
@@ -53,20 +57,22 @@ def add_semantics_flags(parser: argparse.ArgumentParser, *, creating: bool) -> N
 
 
 def semantics_fields(args: argparse.Namespace, *, creating: bool) -> dict[str, Any]:
-    """The API fields the flags set. On update, --at and --cron each clear the other (a
-    schedule has exactly one of them)."""
-    if creating and (args.cron is None) == (args.at is None):
-        raise ConfigError("schedules create: give --cron EXPR, or --at TIME for a one-time "
-                          "schedule (exactly one of the two)")
-    given = {"at": args.at, "overlap_policy": args.overlap_policy,
+    """The API fields the flags set. On update, --cron, --rrule and --at each clear the
+    others (a schedule has exactly one of them)."""
+    timetables = [flag for flag in ("cron", "rrule", "at") if getattr(args, flag) is not None]
+    if len(timetables) > 1 or (creating and not timetables):
+        raise ConfigError("schedules " + ("create" if creating else "update") + ": give "
+                          "--cron EXPR, --rrule RULE, or --at TIME for a one-time schedule "
+                          "(exactly one of them)")
+    rule = None if args.rrule is None else "\n".join(
+        line.strip() for line in args.rrule.replace("\\n", "\n").replace(" | ", "\n").split("\n"))
+    given = {"at": args.at, "rrule": rule, "overlap_policy": args.overlap_policy,
              "jitter_seconds": args.jitter_seconds, "max_runs": args.max_runs,
              "pause_after_failures": args.pause_after_failures}
     fields = {name: value for name, value in given.items() if value is not None}
     if not creating:
-        if args.at is not None and args.cron is None:
-            fields["cron"] = None
-        if args.cron is not None and args.at is None:
-            fields["at"] = None
+        for chosen in timetables:  # a schedule has exactly one: the flag clears the others
+            fields.update({other: None for other in ("cron", "rrule", "at") if other != chosen})
         for name in ("max_runs", "pause_after_failures"):
             if getattr(args, f"no_{name}"):
                 if name in fields:
@@ -194,9 +200,15 @@ def add_replay_command(run_actions: Any, api: argparse.ArgumentParser) -> None:
 
 
 def timetable(schedule: Mapping[str, Any]) -> str:
-    """The CRON column: the cron expression, or a one-time schedule's instant."""
-    cron = schedule.get("cron")
-    return str(cron) if cron is not None else f"at {schedule.get('at')}"
+    """The CRON column: the cron expression, the rule's RRULE line, or a one-time
+    schedule's instant."""
+    cron, rule = schedule.get("cron"), schedule.get("rrule")
+    if cron is not None:
+        return str(cron)
+    if rule is not None:
+        return next((line for line in str(rule).split("\n") if line.startswith("RRULE:")),
+                    str(rule))
+    return f"at {schedule.get('at')}"
 
 
 def run_status(run: Mapping[str, Any]) -> str:

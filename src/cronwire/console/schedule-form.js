@@ -26,7 +26,11 @@ const ALERT_FIELDS = ["after_failures", "late_after_seconds", "max_duration_ms"]
 const FIELDS = [
   { name: "name", label: "Name", required: true },
   { name: "cron", label: "Cron expression", mono: true,
-    hint: "5 fields, or 6 with seconds first: */10 * * * * * fires every 10 seconds." },
+    hint: "5 fields, or 6 with seconds first: */10 * * * * * fires every 10 seconds. "
+      + "Day tokens: L, L-2, 15W, LW (day of month), 5L, 2#3 (day of week)." },
+  { name: "rrule", label: "RFC 5545 rule", textarea: true, mono: true,
+    hint: "Instead of a cron expression: RRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1 "
+      + "with optional DTSTART, EXDATE and RDATE lines, times local to the time zone." },
   { name: "at", label: "Run once at", mono: true,
     hint: "Instead of a cron expression: fires once at this RFC 3339 instant, e.g. "
       + "2027-01-01T09:00:00Z; the schedule is then completed." },
@@ -124,7 +128,8 @@ function headersText(headers) {
 
 function valuesOf(schedule) {
   return {
-    name: schedule.name, cron: schedule.cron ?? "", at: schedule.at ?? "",
+    name: schedule.name, cron: schedule.cron ?? "", rrule: schedule.rrule ?? "",
+    at: schedule.at ?? "",
     timezone: schedule.timezone,
     "target.url": schedule.target.url, "target.method": schedule.target.method,
     "target.headers": headersText(schedule.target.headers),
@@ -192,7 +197,8 @@ function bodyFrom(values) {
     if (value !== undefined) retry[key] = value;
   }
   const body = {
-    name: values.name, cron: values.cron.trim() || null, at: values.at.trim() || null,
+    name: values.name, cron: values.cron.trim() || null, rrule: values.rrule.trim() || null,
+    at: values.at.trim() || null,
     timezone: values.timezone.trim() || "UTC",
     target: {
       url: values["target.url"].trim(), method: values["target.method"],
@@ -219,7 +225,7 @@ function bodyFrom(values) {
 /** The PATCH body: only what changed (target and retry are replaced whole, as the API says). */
 function changesFrom(next, original) {
   const changes = {};
-  for (const key of ["name", "cron", "timezone", "misfire_policy", "catchup_window_seconds",
+  for (const key of ["name", "cron", "rrule", "timezone", "misfire_policy", "catchup_window_seconds",
     "overlap_policy", "jitter_seconds", "max_runs", "pause_after_failures"]) {
     if (next[key] !== undefined && next[key] !== original[key]) changes[key] = next[key];
   }

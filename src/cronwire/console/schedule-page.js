@@ -31,7 +31,8 @@ function details(schedule) {
       + ` (${schedule.consecutive_failures} now)`;
   return el("dl", { class: "facts" },
     schedule.cron !== null ? row("Cron", el("code", { text: schedule.cron }))
-      : row("Runs once at", utc(schedule.at)),
+      : schedule.rrule ? row("Rule", el("pre", { text: schedule.rrule }))
+        : row("Runs once at", utc(schedule.at)),
     row("Time zone", schedule.timezone),
     row("State", el("span", { class: `badge state-${schedule.status}`, text: schedule.status })),
     schedule.paused_reason && row("Paused because", el("span", { class: "paused-reason",

@@ -63,7 +63,8 @@ function row(schedule, reload) {
   return fill(tr, {},
     cell("Name", el("a", { href: `#/schedules/${schedule.id}`, text: schedule.name })),
     cell("Cron", schedule.cron !== null ? el("code", { text: schedule.cron })
-      : el("span", { text: `once at ${utc(schedule.at)}` })),
+      : schedule.rrule ? el("code", { text: schedule.rrule.split("\n").find((l) => l.startsWith("RRULE:")) })
+        : el("span", { text: `once at ${utc(schedule.at)}` })),
     cell("Time zone", schedule.timezone),
     cell("State", el("span", { class: `badge state-${schedule.status}`, text: schedule.status })),
     nextFireCell(schedule),

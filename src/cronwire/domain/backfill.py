@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cronwire.domain.cron import occurrences_between
-from cronwire.domain.errors import InvalidCron, InvalidTimezone, LimitExceeded, RuleViolation
+from cronwire.domain.errors import (
+    InvalidCron,
+    InvalidRRule,
+    InvalidTimezone,
+    LimitExceeded,
+    RuleViolation,
+)
 from cronwire.domain.model import OverlapPolicy
 from cronwire.domain.schedules import ScheduleSpec
 
@@ -55,14 +61,14 @@ class BackfillResult:
 def occurrences_in(spec: ScheduleSpec, start: datetime, end: datetime,
                    limit: int) -> list[datetime]:
     """The schedule's occurrences in ``[start, end)`` within its bounds, at most ``limit``."""
-    if spec.cron is None:
+    if spec.timetable is None:
         at = spec.at
         return [at] if at is not None and start <= at < end and limit > 0 else []
     lo = start if spec.starts_at is None else max(start, spec.starts_at)
     hi = end - _TICK if spec.ends_at is None else min(end - _TICK, spec.ends_at)
     if hi < lo:
         return []
-    return occurrences_between(spec.cron, spec.timezone, lo - _TICK, hi, limit)
+    return occurrences_between(spec.timetable, spec.timezone, lo - _TICK, hi, limit)
 
 
 def plan_backfill(spec: ScheduleSpec, request: BackfillRequest, db_now: datetime,
@@ -81,8 +87,9 @@ def plan_backfill(spec: ScheduleSpec, request: BackfillRequest, db_now: datetime
         raise RuleViolation("start", f"is before the oldest run history: {since}")
     try:
         found = occurrences_in(spec, request.start, request.end, MAX_BACKFILL + 1)
-    except (InvalidCron, InvalidTimezone) as exc:  # a zone tzdata no longer knows
-        raise RuleViolation("cron", f"the schedule cannot be walked: {exc}") from None
+    except (InvalidCron, InvalidRRule, InvalidTimezone) as exc:  # tzdata dropped a zone
+        field = "rrule" if isinstance(exc, InvalidRRule) else "cron"
+        raise RuleViolation(field, f"the schedule cannot be walked: {exc}") from None
     if len(found) > MAX_BACKFILL:
         raise LimitExceeded(
             "max_backfill_occurrences", "end",

@@ -2,8 +2,9 @@
 
 Syntax is the part that croniter and cronsim both accept (5 fields, or 6
 with seconds first; lists, ranges, steps, JAN..DEC and SUN..SAT names,
-``L`` in day-of-month, ``weekday#n`` in day-of-week, ``@hourly``-style
-macros). Meaning follows Debian cron as cronsim implements it: day-of-month
+``@hourly``-style macros), plus the Quartz/EventBridge day tokens: ``L``,
+``L-n``, ``nW`` and ``LW`` in day-of-month, ``weekday#n`` and ``weekdayL`` in
+day-of-week (ADR 0058). Meaning follows Debian cron as cronsim implements it: day-of-month
 and day-of-week are OR-ed unless either field starts with ``*``; ranges
 with equal ends are refused, as croniter and cronsim read them differently.
 Walking local time and the DST rule live in ``dst.py``; ADR 0003 records
@@ -16,7 +17,7 @@ import calendar
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 from itertools import pairwise
@@ -24,11 +25,12 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import croniter
 
-from cronwire.domain.dst import EPOCH, EPOCH_UTC, LocalPattern, utc_instants
+from cronwire.domain.dst import EPOCH, EPOCH_UTC, LocalPattern, NextLocal, utc_instants
 from cronwire.domain.errors import InvalidCron, InvalidTimezone
+from cronwire.domain.rrules import RRuleSpec, is_rrule, parse_rrule
 
 __all__ = ["CronSpec", "load_timezone", "min_gap_seconds", "next_occurrences"]
-__all__ += ["occurrences_between", "parse_cron"]
+__all__ += ["occurrences_between", "parse_cron", "parse_timetable"]
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -62,6 +64,10 @@ class CronSpec:
     is_wall_clock: bool  # minute and hour fields both free of '*': see dst.py
     pattern: LocalPattern  # the local wall-clock times it matches
 
+    def walker(self) -> NextLocal:
+        """The matcher the DST walk steps with (an RRuleSpec gives one of its own)."""
+        return self.pattern.next_local
+
 
 def _bad(name: str, text: str, why: str) -> InvalidCron:
     return InvalidCron(f"cron: bad {name} field {text!r}: {why}")
@@ -79,21 +85,58 @@ def _value(index: int, text: str) -> int:
     return value
 
 
-def _field(index: int, text: str) -> tuple[set[int], bool, set[tuple[int, int]]]:
-    """Values, 'L' flag and (weekday, n) pairs one field allows."""
-    name, low, high, _ = _FIELDS[index]
-    values: set[int] = set()
-    last = False
-    nth: set[tuple[int, int]] = set()
-    for item in text.split(","):
-        if name == "day-of-month" and item == "L":
-            last = True
-            continue
-        if name == "day-of-week" and "#" in item:
+@dataclass(slots=True)
+class _Days:
+    """The Quartz/EventBridge day tokens one day field holds (see LocalPattern)."""
+
+    from_last: set[int] = field(default_factory=set)  # 'L' (0), 'L-n' (n)
+    nearest_weekday: set[int] = field(default_factory=set)  # 'nW'
+    last_workday: bool = False  # 'LW'
+    nth: set[tuple[int, int]] = field(default_factory=set)  # 'd#n'
+    last_weekdays: set[int] = field(default_factory=set)  # 'dL'
+
+    def any(self) -> bool:
+        return bool(self.from_last or self.nearest_weekday or self.last_workday
+                    or self.nth or self.last_weekdays)
+
+
+def _day_token(index: int, item: str, days: _Days) -> bool:
+    """Record ``item`` in ``days`` if it is one of the day tokens; False if it is not."""
+    name = _FIELDS[index][0]
+    if name == "day-of-month":
+        if item == "LW":
+            days.last_workday = True
+        elif item == "L" or item.startswith("L-"):
+            n = item[2:] if item != "L" else "0"
+            if not n.isdigit() or not 0 <= int(n) <= 30:
+                raise _bad(name, item, "the n in 'L-n' must be 0-30")
+            days.from_last.add(int(n))
+        elif item.endswith("W") and item[:-1].isdigit():
+            days.nearest_weekday.add(_value(index, item[:-1]))
+        else:
+            return False
+        return True
+    if name == "day-of-week":
+        if "#" in item:
             day, _, n = item.partition("#")
             if not n.isdigit() or not 1 <= int(n) <= 5:
                 raise _bad(name, item, "the n in 'weekday#n' must be 1-5")
-            nth.add((_value(index, day) % 7, int(n)))
+            days.nth.add((_value(index, day) % 7, int(n)))
+        elif len(item) > 1 and item.endswith("L"):
+            days.last_weekdays.add(_value(index, item[:-1]) % 7)
+        else:
+            return False
+        return True
+    return False
+
+
+def _field(index: int, text: str) -> tuple[set[int], _Days]:
+    """Values and day tokens one field allows."""
+    name, low, high, _ = _FIELDS[index]
+    values: set[int] = set()
+    days = _Days()
+    for item in text.split(","):
+        if _day_token(index, item, days):
             continue
         base, slash, step_text = item.partition("/")
         step = 1
@@ -116,9 +159,23 @@ def _field(index: int, text: str) -> tuple[set[int], bool, set[tuple[int, int]]]
         values.update(range(start, end + 1, step))
     if name == "day-of-week":
         values = {v % 7 for v in values}
-    if not (values or last or nth):
+    if not (values or days.any()):
         raise _bad(name, text, "empty")
-    return values, last, nth
+    return values, days
+
+
+def _gate_form(index: int, text: str) -> str:
+    """``text`` with the day tokens croniter does not read ('L-n', 'LW', 'nW', 'dL')
+    replaced by a plain value, so the croniter gate judges the rest of the syntax."""
+    if index not in (3, 5):
+        return text
+    items = []
+    for item in text.split(","):
+        days = _Days()
+        if _day_token(index, item, days) and "#" not in item and item != "L":
+            item = "1"
+        items.append(item)
+    return ",".join(items)
 
 
 @lru_cache(maxsize=4096)
@@ -146,11 +203,11 @@ def parse_cron(expr: str) -> CronSpec:
     has_seconds = len(parts) == 6
     fields = parts if has_seconds else ["0", *parts]
     parsed = [_field(i, part) for i, part in enumerate(fields)]
-    days, last_day, _ = parsed[3]
-    weekdays, _, nth = parsed[5]
+    days, day_tokens = parsed[3]
+    weekdays, weekday_tokens = parsed[5]
     day_and = fields[3].startswith("*") or fields[5].startswith("*")
     months = tuple(sorted(parsed[4][0]))
-    if day_and and days and not last_day:
+    if day_and and days and not day_tokens.any():
         longest = max(calendar.monthrange(2024, m)[1] for m in months)  # 2024: leap year
         if min(days) > longest:
             raise InvalidCron(
@@ -161,17 +218,22 @@ def parse_cron(expr: str) -> CronSpec:
         minutes=tuple(sorted(parsed[1][0])),
         hours=tuple(sorted(parsed[2][0])),
         days=frozenset(days),
-        last_day=last_day,
         months=months,
         weekdays=frozenset(weekdays),
-        nth_weekdays=frozenset(nth),
+        nth_weekdays=frozenset(weekday_tokens.nth),
         day_and=day_and,
+        from_last=frozenset(day_tokens.from_last),
+        nearest_weekday=frozenset(day_tokens.nearest_weekday),
+        last_workday=day_tokens.last_workday,
+        last_weekdays=frozenset(weekday_tokens.last_weekdays),
     )
     if not pattern.fires_some_day():
         raise InvalidCron(f"cron: {expr.strip()!r} never fires (no date satisfies its day fields)")
     # The gate that keeps syntax inside what croniter also accepts (it refuses,
     # e.g., '1,2#3'); its *meaning* is not used, see the module docstring.
-    if not croniter.is_valid(" ".join(parts), second_at_beginning=has_seconds):
+    gate = [_gate_form(i, part) for i, part in enumerate(fields)]
+    if not croniter.is_valid(" ".join(gate if has_seconds else gate[1:]),
+                             second_at_beginning=has_seconds):
         raise InvalidCron(f"cron: unsupported syntax in {expr.strip()!r}")
     return CronSpec(
         expr=expr.strip(),
@@ -245,10 +307,16 @@ class _Memo:
 _memo = _Memo()
 
 
+def parse_timetable(expr: str) -> CronSpec | RRuleSpec:
+    """A stored timetable: an RFC 5545 rule (``domain/rrules.py``) or a cron expression.
+    Raises InvalidRRule or InvalidCron."""
+    return parse_rrule(expr) if is_rrule(expr) else parse_cron(expr)
+
+
 def _compute(
     cron: str, timezone: str, after: datetime, until: datetime | None, limit: int
 ) -> tuple[datetime, ...]:
-    spec = parse_cron(cron)
+    spec = parse_timetable(cron)
     tz = load_timezone(timezone)
     start = _naive_utc("after", after)
     end = None if until is None else _naive_utc("until", until)
@@ -256,9 +324,7 @@ def _compute(
     if limit <= 0 or (end is not None and end <= start):
         return ()
     try:
-        for instant in utc_instants(
-            spec.pattern.next_local, tz, start, wall_clock=spec.is_wall_clock
-        ):
+        for instant in utc_instants(spec.walker(), tz, start, wall_clock=spec.is_wall_clock):
             if end is not None and instant > end:
                 break
             found.append(EPOCH_UTC + (instant - EPOCH))
@@ -284,6 +350,7 @@ def occurrences_between(
     cron: str, timezone: str, after: datetime, until: datetime, limit: int
 ) -> list[datetime]:
     """Fire instants in ``(after, until]``, oldest first, at most ``limit``, aware UTC.
+    ``cron`` is a stored timetable: a cron expression or an RFC 5545 rule (rrules.py).
 
     Memoised on the arguments: many schedules share cron, zone and window.
     The returned list is the caller's own.

@@ -46,18 +46,27 @@ class LocalPattern:
     minutes: tuple[int, ...]
     hours: tuple[int, ...]
     days: frozenset[int]  # day-of-month values; all of 1..31 for '*'
-    last_day: bool  # day-of-month 'L'
     months: tuple[int, ...]
     weekdays: frozenset[int]  # 0=Sunday..6=Saturday
     nth_weekdays: frozenset[tuple[int, int]]  # (weekday, n) for 'weekday#n'
     day_and: bool  # Debian: AND the two day fields when either starts with '*'
+    # Quartz/EventBridge day tokens (ADR 0058). Day-of-month: 'L' and 'L-n' as days
+    # before the month's last (0 for 'L'); 'nW' as n; 'LW'. Day-of-week: 'dL' as d.
+    from_last: frozenset[int] = frozenset()
+    nearest_weekday: frozenset[int] = frozenset()
+    last_workday: bool = False
+    last_weekdays: frozenset[int] = frozenset()
     _month_days: dict[tuple[int, int], tuple[int, ...]] = field(
         default_factory=dict, compare=False, hash=False, repr=False
     )
 
     def _day_ok(self, day: int, length: int, weekday: int) -> bool:
-        dom = day in self.days or (self.last_day and day == length)
-        dow = weekday in self.weekdays or (weekday, (day + 6) // 7) in self.nth_weekdays
+        dom = day in self.days or (length - day) in self.from_last
+        if not dom and (self.nearest_weekday or self.last_workday):
+            dom = day in _workdays_of(
+                length, (weekday - day + 1) % 7, self.nearest_weekday, self.last_workday)
+        dow = (weekday in self.weekdays or (weekday, (day + 6) // 7) in self.nth_weekdays
+               or (weekday in self.last_weekdays and day + 7 > length))
         return (dom and dow) if self.day_and else (dom or dow)
 
     def fires_some_day(self) -> bool:
@@ -121,6 +130,26 @@ class LocalPattern:
                 continue
             return datetime(year, month, day, hour, minute, self.seconds[i])
         return None
+
+
+@lru_cache(maxsize=4096)
+def _workdays_of(
+    length: int, first: int, nearest: frozenset[int], last_workday: bool
+) -> frozenset[int]:
+    """The days 'nW' and 'LW' pick in a month of ``length`` days starting on weekday
+    ``first`` (0=Sunday). Quartz's rule: the weekday (Monday..Friday) nearest to day n,
+    never leaving the month -- a Saturday 1st moves to Monday the 3rd, a Sunday last day
+    to Friday; a day the month does not have ('31W' in April) picks nothing."""
+    picked = set()
+    targets = [n for n in nearest if n <= length] + ([length] if last_workday else [])
+    for n in targets:
+        weekday = (first + n - 1) % 7
+        if weekday == 6:  # Saturday: the Friday before, or Monday when n is the 1st
+            n = n + 2 if n == 1 else n - 1
+        elif weekday == 0:  # Sunday: the Monday after, or Friday when n is the last day
+            n = n - 2 if n == length else n + 1
+        picked.add(n)
+    return frozenset(picked)
 
 
 def offsets(tz: tzinfo, local: datetime) -> tuple[timedelta, timedelta]:

@@ -36,6 +36,14 @@ class InvalidCron(DomainError):
     """
 
 
+class InvalidRRule(DomainError):
+    """An RFC 5545 recurrence rule is malformed, unsupported, never fires, or is too
+    dense to evaluate within the bounds every evaluation keeps (domain/rrules.py).
+
+    The message is meant for humans and starts with ``"rrule: "``.
+    """
+
+
 class InvalidTimezone(DomainError):
     """A time zone name is not a known IANA zone.
 

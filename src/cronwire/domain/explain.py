@@ -58,17 +58,17 @@ def first_at_or_after(record: ScheduleRecord, at: datetime) -> datetime | None:
     """The cron's first occurrence at or after ``at`` (bounds not applied: the verdict
     says when starts_at or ends_at rules it out); a one-time schedule's ``at`` if not
     before it. ``at`` written as a skipped wall time asks from the gap it fell in."""
-    if record.spec.cron is None:
+    if record.spec.timetable is None:
         once = record.spec.at
         return once if once is not None and once >= at else None
     at = asked_instant(record.spec.timezone, at)
-    found = next_occurrences(record.spec.cron, record.spec.timezone, at - _MICRO, 1)
+    found = next_occurrences(record.spec.timetable, record.spec.timezone, at - _MICRO, 1)
     return found[0] if found else None
 
 
 def _previous(record: ScheduleRecord, before: datetime) -> datetime | None:
     spec = record.spec
-    if spec.cron is None:
+    if spec.timetable is None:
         return spec.at if spec.at is not None and spec.at < before else None
     for window in _LOOKBACK:
         try:
@@ -77,7 +77,7 @@ def _previous(record: ScheduleRecord, before: datetime) -> datetime | None:
             return None
         if spec.starts_at is not None:
             lo = max(lo, spec.starts_at - _MICRO)
-        found = occurrences_between(spec.cron, spec.timezone, lo, before - _MICRO, 100_000)
+        found = occurrences_between(spec.timetable, spec.timezone, lo, before - _MICRO, 100_000)
         if found:
             return found[-1]
         if spec.starts_at is not None and lo >= spec.starts_at - _MICRO:
@@ -87,9 +87,9 @@ def _previous(record: ScheduleRecord, before: datetime) -> datetime | None:
 
 def _next(record: ScheduleRecord, after: datetime) -> datetime | None:
     spec = record.spec
-    if spec.cron is None:
+    if spec.timetable is None:
         return spec.at if spec.at is not None and spec.at > after else None
-    found = next_occurrences(spec.cron, spec.timezone, after, 1, starts_at=spec.starts_at,
+    found = next_occurrences(spec.timetable, spec.timezone, after, 1, starts_at=spec.starts_at,
                              ends_at=spec.ends_at)
     return found[0] if found else None
 
@@ -156,7 +156,7 @@ def explain(record: ScheduleRecord, at: datetime, facts: Facts) -> Explanation:
     occurrence = first_at_or_after(record, at)
     previous = _previous(record, occurrence if occurrence is not None else at)
     following = _next(record, occurrence) if occurrence is not None else None
-    note = dst_note(spec.cron, spec.timezone, at) if spec.cron is not None else None
+    note = dst_note(spec.timetable, spec.timezone, at) if spec.timetable is not None else None
 
     def answer(verdict: str, reason: str) -> Explanation:
         sentence = f"{note}; {reason[0].lower()}{reason[1:]}" if note else reason
@@ -165,7 +165,7 @@ def explain(record: ScheduleRecord, at: datetime, facts: Facts) -> Explanation:
     if occurrence is None and record.status is ScheduleStatus.COMPLETED:
         return answer("completed", _completed(record))
     if occurrence is None:
-        if spec.cron is None:
+        if spec.timetable is None:
             return answer("no_run_recorded",
                           f"A one-time schedule fires once, at {_iso(spec.at or at)}, which "
                           f"is before this instant")
@@ -226,7 +226,7 @@ def _pause_note(record: ScheduleRecord) -> str:
 def _completed(record: ScheduleRecord) -> str:
     spec = record.spec
     last = f", the last at {_iso(record.last_fire_at)}" if record.last_fire_at else ""
-    if spec.cron is None:
+    if spec.timetable is None:
         return (f"The schedule is completed: a one-time schedule fires once, at "
                 f"{_iso(spec.at or record.created_at)}, and that run was planned; nothing "
                 f"fires after it")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from cronwire.domain.cron import load_timezone, parse_cron
+from cronwire.domain.cron import load_timezone, parse_timetable
 from cronwire.domain.dst import EPOCH, EPOCH_UTC, gap_end, offsets
 
 _MICRO = timedelta(microseconds=1)
@@ -63,12 +63,12 @@ def _asked_local(tz: tzinfo, at: datetime) -> datetime:
 def dst_note(cron: str, timezone: str, at: datetime) -> str | None:
     """Which DST rule moved or dropped the first local time the cron matches at or after
     the wall time ``at`` asks about, in words; None when that local time is an ordinary one."""
-    spec = parse_cron(cron)
+    spec = parse_timetable(cron)  # a cron expression or an RFC 5545 rule
     tz = load_timezone(timezone)
     local = _asked_local(tz, at)
     if local.microsecond:
         local = local.replace(microsecond=0) + timedelta(seconds=1)
-    match = spec.pattern.next_local(local)
+    match = spec.walker()(local)
     if match is None:
         return None
     off0, off1 = offsets(tz, match)

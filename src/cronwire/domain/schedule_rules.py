@@ -14,11 +14,10 @@ from dataclasses import replace
 from datetime import datetime
 
 from cronwire.domain.client_tls import check_not_expired
-from cronwire.domain.cron import load_timezone, min_gap_seconds, next_occurrences, parse_cron
+from cronwire.domain.cron import load_timezone, next_occurrences
 from cronwire.domain.delivery import HEADER_VALUE_CONTROLS
 from cronwire.domain.errors import (
     DomainError,
-    InvalidCron,
     InvalidTarget,
     InvalidTimezone,
     LimitExceeded,
@@ -38,6 +37,7 @@ from cronwire.domain.model import (
 from cronwire.domain.model import METHODS as METHODS  # re-exported: the API's schemas name it here
 from cronwire.domain.netpolicy import validate_target_url
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+from cronwire.domain.timetable_rules import check_timetable, min_gap
 
 MISFIRE_POLICIES = tuple(policy.value for policy in MisfirePolicy)
 OVERLAP_POLICIES = tuple(policy.value for policy in OverlapPolicy)
@@ -78,7 +78,7 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime,
     """
     if before is None or spec.name != before.name:
         check_label("name", spec.name, NAME_MAX_CHARS)
-    _check_timetable(spec)
+    spec = check_timetable(spec, now)
     try:
         load_timezone(spec.timezone)
     except InvalidTimezone as exc:
@@ -96,35 +96,16 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime,
             raise RuleViolation("ends_at", "must be later than starts_at")
     _check_semantics(spec, before)
     spec.alerts.checked()
-    if spec.cron is None:  # a one-time schedule has no interval to limit
+    if spec.timetable is None:  # a one-time schedule has no interval to limit
         return replace(spec, name=spec.name.strip(), target=target)
-    gap = min_gap_seconds(spec.cron, spec.timezone, now)
+    gap = min_gap(spec, now)
     if gap < limits.min_interval_seconds:
         raise LimitExceeded(
-            "min_interval_seconds", "cron",
+            "min_interval_seconds", "cron" if spec.cron is not None else "rrule",
             f"fires every {gap:g}s; this tenant's minimum interval is "
             f"{limits.min_interval_seconds}s",
         )
     return replace(spec, name=spec.name.strip(), target=target)
-
-
-def _check_timetable(spec: ScheduleSpec) -> None:
-    """Exactly one of ``cron`` and ``at``; a one-time schedule takes no bounds or limit."""
-    if spec.cron is not None and spec.at is not None:
-        raise RuleViolation("at", "give either cron or at, not both (at is a one-time "
-                            "schedule)")
-    if spec.cron is None and spec.at is None:
-        raise RuleViolation("cron", "give cron, or at for a one-time schedule")
-    if spec.at is not None:
-        for name in ("starts_at", "ends_at", "max_runs"):
-            if getattr(spec, name) is not None:
-                raise RuleViolation(name, "not with at: a one-time schedule fires once, at at")
-        return
-    assert spec.cron is not None
-    try:
-        parse_cron(spec.cron)
-    except InvalidCron as exc:
-        raise RuleViolation("cron", str(exc).removeprefix("cron: ")) from None
 
 
 def _check_semantics(spec: ScheduleSpec, before: ScheduleSpec | None) -> None:
@@ -215,10 +196,10 @@ def _check_retry(retry: RetryPolicy) -> None:
 
 def next_fire_after(spec: ScheduleSpec, after: datetime) -> datetime | None:
     """The first fire strictly after ``after`` inside [starts_at, ends_at]; None if none."""
-    if spec.cron is None:
+    if spec.timetable is None:
         return spec.at if spec.at is not None and spec.at > after else None
     fires = next_occurrences(
-        spec.cron, spec.timezone, after, 1, starts_at=spec.starts_at, ends_at=spec.ends_at
+        spec.timetable, spec.timezone, after, 1, starts_at=spec.starts_at, ends_at=spec.ends_at
     )
     return fires[0] if fires else None
 
@@ -226,7 +207,7 @@ def next_fire_after(spec: ScheduleSpec, after: datetime) -> datetime | None:
 def first_fire(spec: ScheduleSpec, now: datetime) -> datetime | None:
     """A new schedule's cursor: its ``at`` (even if past: the misfire policy then decides
     about it, as for any occurrence missed), else its first cron fire after ``now``."""
-    return spec.at if spec.cron is None else next_fire_after(spec, now)
+    return spec.at if spec.timetable is None else next_fire_after(spec, now)
 
 
 def rescheduled_next_fire(
@@ -244,7 +225,7 @@ def rescheduled_next_fire(
     """
     if not old.timing_differs(new):
         return next_fire_at
-    if new.cron is None:
+    if new.timetable is None:
         return new.at  # a new `at` is planned as given, past or not (see first_fire)
     after = now if last_fire_at is None else max(now, last_fire_at)
     return next_fire_after(new, after)
@@ -259,11 +240,11 @@ def status_after_edit(
     (a new ``at``, a higher ``max_runs``) is active again, from its next fire after both
     now and its last planned occurrence. Paused stays paused."""
     used_up = new.max_runs is not None and current.runs_planned >= new.max_runs
-    if current.status is ScheduleStatus.ACTIVE and used_up and new.cron is not None:
+    if current.status is ScheduleStatus.ACTIVE and used_up and new.timetable is not None:
         return ScheduleStatus.COMPLETED, None
     if current.status is not ScheduleStatus.COMPLETED:
         return current.status, next_fire_at
-    if new.cron is None:
+    if new.timetable is None:
         if current.spec.at != new.at:
             return ScheduleStatus.ACTIVE, new.at
         return current.status, next_fire_at
@@ -279,8 +260,8 @@ def preview(spec: ScheduleSpec, now: datetime, count: int) -> list[datetime]:
     """The next ``count`` fire times after ``max(now, starts_at)``, none after ``ends_at``."""
     if not 1 <= count <= PREVIEW_MAX:
         raise RuleViolation("count", f"must be between 1 and {PREVIEW_MAX}")
-    if spec.cron is None:
+    if spec.timetable is None:
         return [spec.at] if spec.at is not None and spec.at > now else []
     return next_occurrences(
-        spec.cron, spec.timezone, now, count, starts_at=spec.starts_at, ends_at=spec.ends_at
+        spec.timetable, spec.timezone, now, count, starts_at=spec.starts_at, ends_at=spec.ends_at
     )

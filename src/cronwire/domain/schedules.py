@@ -26,10 +26,10 @@ from cronwire.domain.volume import DEFAULT_MAX_PENDING_RUNS
 DEFAULT_CATCHUP_WINDOW_SECONDS = 3600
 
 # Changing any of these moves the fire times, so the planner's cursor is recomputed.
-TIMING_FIELDS = frozenset({"cron", "at", "timezone", "starts_at", "ends_at"})
+TIMING_FIELDS = frozenset({"cron", "rrule", "at", "timezone", "starts_at", "ends_at"})
 # Fields a PATCH may carry (pause/resume have their own routes).
 EDITABLE_FIELDS = frozenset(
-    {"name", "cron", "at", "timezone", "target", "retry", "misfire_policy",
+    {"name", "cron", "rrule", "at", "timezone", "target", "retry", "misfire_policy",
      "catchup_window_seconds", "starts_at", "ends_at", "overlap_policy", "jitter_seconds",
      "max_runs", "pause_after_failures", "alerts", "flow_control"}
 )
@@ -71,6 +71,14 @@ class ScheduleSpec:
     pause_after_failures: int | None = None
     alerts: AlertRules = field(default_factory=AlertRules)
     flow_control: FlowControl | None = None  # None: no flow control (ADR 0040)
+    # An RFC 5545 rule (domain/rrules.py), given instead of cron or at (ADR 0058).
+    rrule: str | None = None
+
+    @property
+    def timetable(self) -> str | None:
+        """What the cron maths walks: the cron expression or the rule (stored in one
+        column, told apart by rrules.is_rrule); None for a one-time schedule."""
+        return self.cron if self.cron is not None else self.rrule
 
     def with_changes(self, changes: dict[str, Any]) -> ScheduleSpec:
         """A copy with the PATCHed fields replaced (unknown names raise KeyError)."""

@@ -142,7 +142,7 @@ def runs_due_on_resume(record: ScheduleRecord, db_now: datetime) -> int:
     if record.status is not ScheduleStatus.PAUSED or record.next_fire_at is None:
         return 0
     spec = record.spec
-    due = DueSchedule(record.id, record.tenant_id, spec.cron, spec.timezone, spec.misfire_policy,
+    due = DueSchedule(record.id, record.tenant_id, spec.timetable, spec.timezone, spec.misfire_policy,
                       spec.catchup_window_seconds, record.next_fire_at, record.last_fire_at,
                       spec.starts_at, spec.ends_at, at=spec.at, max_runs=spec.max_runs,
                       runs_planned=record.runs_planned)

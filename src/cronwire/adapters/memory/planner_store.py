@@ -49,7 +49,7 @@ class MemoryPlannerStore:
         )[:limit]
         decision = decide([
             DueSchedule(
-                id=s.id, tenant_id=s.tenant_id, cron=s.spec.cron, timezone=s.spec.timezone,
+                id=s.id, tenant_id=s.tenant_id, cron=s.spec.timetable, timezone=s.spec.timezone,
                 misfire_policy=s.spec.misfire_policy,
                 catchup_window_seconds=s.spec.catchup_window_seconds,
                 next_fire_at=s.next_fire_at, last_fire_at=s.last_fire_at,

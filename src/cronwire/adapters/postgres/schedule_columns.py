@@ -21,7 +21,9 @@ async def spec_columns(box: SecretBox, tenant_id: uuid.UUID, schedule_id: uuid.U
     """name .. catchup_window_seconds in the column order schedule_insert and
     schedule_update share; the target's header values sealed."""
     target = await sealed_target(box, tenant_id, schedule_id, target_to_document(spec.target))
-    return [spec.name, spec.cron, spec.timezone, target,
+    # The cron column holds the schedule's timetable: its cron expression or its RFC 5545
+    # rule (ADR 0058; domain.rrules.is_rrule tells them apart).
+    return [spec.name, spec.timetable, spec.timezone, target,
             retry_to_document(spec.retry), spec.misfire_policy.value, spec.catchup_window_seconds]
 
 

@@ -14,6 +14,7 @@ from cronwire.domain.documents import retry_from_document, target_from_document
 from cronwire.domain.errors import NotFound
 from cronwire.domain.flow_control import flow_from_document
 from cronwire.domain.model import MisfirePolicy, OverlapPolicy, ScheduleStatus
+from cronwire.domain.rrules import is_rrule
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec
 
 Q = queries()
@@ -47,10 +48,16 @@ async def unplan_ahead(
     return row
 
 
+def _is_rule(timetable: str | None) -> bool:
+    return timetable is not None and is_rrule(timetable)
+
+
 def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
     spec = ScheduleSpec(
         name=row["name"],
-        cron=row["cron"],
+        # The cron column holds the timetable: a cron expression or an RFC 5545 rule.
+        cron=None if _is_rule(row["cron"]) else row["cron"],
+        rrule=row["cron"] if _is_rule(row["cron"]) else None,
         timezone=row["timezone"],
         target=target_from_document(row["target"]),
         retry=retry_from_document(row["retry"]),
