@@ -28,7 +28,7 @@ from cronwire.domain.schedules import ScheduleSpec
 from cronwire.domain.secrets import MASK
 
 NULLABLE = frozenset({"starts_at", "ends_at", "cron", "at", "max_runs", "pause_after_failures",
-                      "alerts", "flow_control"})
+                      "alerts", "flow_control", "key", "managed_by"})
 # A null puts these back to their defaults.
 DEFAULTS: dict[str, Any] = {"overlap_policy": OverlapPolicy.ALLOW, "jitter_seconds": 0}
 DEFAULT_METHOD = "POST"

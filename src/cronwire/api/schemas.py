@@ -97,6 +97,10 @@ class ScheduleOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     alerts: AlertsOut
+    key: str | None = Field(None, description="Your unique name for it (schedules as code); "
+                            "null: none.")
+    managed_by: str | None = Field(None, description="The tool that manages it; null: "
+                                   "managed by hand.")
 
 
 class ScheduleCreated(ScheduleOut):

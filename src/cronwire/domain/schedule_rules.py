@@ -13,7 +13,13 @@ import re
 from dataclasses import replace
 from datetime import datetime
 
-from cronwire.domain.cron import load_timezone, min_gap_seconds, next_occurrences, parse_cron
+from cronwire.domain.cron import (
+    canonical_timezone,
+    load_timezone,
+    min_gap_seconds,
+    next_occurrences,
+    parse_cron,
+)
 from cronwire.domain.delivery import HEADER_VALUE_CONTROLS
 from cronwire.domain.errors import (
     DomainError,
@@ -36,6 +42,7 @@ from cronwire.domain.model import (
 )
 from cronwire.domain.model import METHODS as METHODS  # re-exported: the API's schemas name it here
 from cronwire.domain.netpolicy import validate_target_url
+from cronwire.domain.schedule_keys import check_key, check_managed_by
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 
 MISFIRE_POLICIES = tuple(policy.value for policy in MisfirePolicy)
@@ -77,6 +84,13 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime,
     """
     if before is None or spec.name != before.name:
         check_label("name", spec.name, NAME_MAX_CHARS)
+    if spec.key is not None:
+        check_key(spec.key)
+    if spec.managed_by is not None and (before is None or spec.managed_by != before.managed_by):
+        check_managed_by(spec.managed_by)
+    # A zone spelt in another case is that zone ("utc" is UTC): stored as IANA spells it,
+    # so a file saying "utc" and a schedule saying "UTC" do not differ.
+    spec = replace(spec, timezone=canonical_timezone(spec.timezone))
     _check_timetable(spec)
     try:
         load_timezone(spec.timezone)

@@ -31,7 +31,7 @@ TIMING_FIELDS = frozenset({"cron", "at", "timezone", "starts_at", "ends_at"})
 EDITABLE_FIELDS = frozenset(
     {"name", "cron", "at", "timezone", "target", "retry", "misfire_policy",
      "catchup_window_seconds", "starts_at", "ends_at", "overlap_policy", "jitter_seconds",
-     "max_runs", "pause_after_failures", "alerts", "flow_control"}
+     "max_runs", "pause_after_failures", "alerts", "flow_control", "key", "managed_by"}
 )
 
 
@@ -71,6 +71,10 @@ class ScheduleSpec:
     pause_after_failures: int | None = None
     alerts: AlertRules = field(default_factory=AlertRules)
     flow_control: FlowControl | None = None  # None: no flow control (ADR 0040)
+    # Schedules as code (ADR 0057): the tenant's unique name for it, and the tool that
+    # manages it; None for a schedule made by hand.
+    key: str | None = None
+    managed_by: str | None = None
 
     def with_changes(self, changes: dict[str, Any]) -> ScheduleSpec:
         """A copy with the PATCHed fields replaced (unknown names raise KeyError)."""

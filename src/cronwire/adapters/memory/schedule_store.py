@@ -11,11 +11,14 @@ from datetime import datetime, timedelta
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemoryRun, MemorySchedule
 from cronwire.adapters.memory.flow_gate import release_holds, sync_keys
+from cronwire.adapters.memory.schedule_apply import apply_in_memory
+from cronwire.domain.apply_plan import ApplyPlan
 from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
 from cronwire.domain.history import RunView
 from cronwire.domain.model import RunStatus, ScheduleStatus, Trigger
 from cronwire.domain.schedule_rules import first_fire, rescheduled_next_fire, status_after_edit
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+from cronwire.ports.tenant import ApplyAdmission, ApplyDecider
 
 MANUAL_INSERT_TRIES = 5
 
@@ -77,6 +80,17 @@ def live_schedule(db: MemoryDatabase, tenant_id: uuid.UUID,
     return schedule
 
 
+def _check_key_free(db: MemoryDatabase, tenant_id: uuid.UUID, key: str | None,
+                    owner: uuid.UUID | None = None) -> None:
+    """schedule_tenant_key_idx: one live schedule per (tenant, key)."""
+    if key is None:
+        return
+    if any(s.tenant_id == tenant_id and s.live and s.spec.key == key and s.id != owner
+           for s in db.schedules.values()):
+        raise StateConflict(f"key: {key!r} is the key of another schedule of this tenant; "
+                            "keys are unique among live schedules")
+
+
 class MemoryScheduleStore:
     def __init__(self, db: MemoryDatabase) -> None:
         self._db = db
@@ -109,6 +123,7 @@ class MemoryScheduleStore:
                 f"this tenant already has {live} schedules (limit {max_schedules}); "
                 "delete one first",
             )
+        _check_key_free(self._db, tenant_id, spec.key)
         now = self._db.now()
         schedule = MemorySchedule(
             id=uuid.uuid4(), tenant_id=tenant_id, spec=spec, signing_secret=signing_secret,
@@ -143,6 +158,7 @@ class MemoryScheduleStore:
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
         spec = revise(schedule.spec)  # a domain error here leaves the row as it was
+        _check_key_free(self._db, tenant_id, spec.key, schedule_id)
         now = self._db.now()
         if schedule.spec.timing_differs(spec):  # nothing more on the old timetable
             taken = _unplan(self._db, schedule_id, now)
@@ -235,6 +251,20 @@ class MemoryScheduleStore:
         schedule.signing_secret = new_secret
         schedule.updated_at = now
         return _record(schedule)
+
+
+    async def get_by_key(self, tenant_id: uuid.UUID, key: str) -> ScheduleRecord:
+        for schedule in self._db.schedules.values():
+            if schedule.tenant_id == tenant_id and schedule.live and schedule.spec.key == key:
+                return _record(schedule)
+        raise NotFound(f"schedule with key {key!r} not found")
+
+    async def apply(
+        self, tenant_id: uuid.UUID, keys: Sequence[str], decide: ApplyDecider,
+        admit: ApplyAdmission, *, prune_managed_by: str | None, dry_run: bool,
+    ) -> tuple[ApplyPlan, dict[str, ScheduleRecord]]:
+        return await apply_in_memory(self, self._db, tenant_id, keys, decide, admit,
+                                     prune_managed_by=prune_managed_by, dry_run=dry_run)
 
 
 def _save_flow_control(db: MemoryDatabase, schedule: MemorySchedule,

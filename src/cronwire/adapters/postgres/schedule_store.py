@@ -17,104 +17,39 @@ import asyncpg
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.flow_store import resync_deleted, save_flow_control
 from cronwire.adapters.postgres.run_history import run_view
+from cronwire.adapters.postgres.schedule_apply import write_plan
 from cronwire.adapters.postgres.schedule_columns import (
     alert_columns,
+    identity_columns,
     semantics_columns,
     spec_columns,
+)
+from cronwire.adapters.postgres.schedule_rows import (
+    found_row,
+    key_conflicts,
+    schedule_record,
+    unplan,
+    unplan_ahead,
 )
 from cronwire.adapters.postgres.sealed_fields import opened_record, sealed_secret
 from cronwire.adapters.postgres.sql import queries, rows_affected
 from cronwire.adapters.postgres.volume import locked_open_runs
-from cronwire.domain.alerts import AlertRules
-from cronwire.domain.documents import (
-    retry_from_document,
-    target_from_document,
-)
+from cronwire.domain.apply_plan import ApplyPlan
 from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
-from cronwire.domain.flow_control import flow_from_document
 from cronwire.domain.history import RunView
-from cronwire.domain.model import (
-    MisfirePolicy,
-    OverlapPolicy,
-    ScheduleStatus,
-    idempotency_key_for,
-    run_id_for,
-)
+from cronwire.domain.model import ScheduleStatus, idempotency_key_for, run_id_for
 from cronwire.domain.schedule_rules import first_fire, rescheduled_next_fire, status_after_edit
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.ports.secrets import SecretBox
+from cronwire.ports.tenant import ApplyAdmission, ApplyDecider
+
+# Re-exported: run_store and run_commands import them from here.
+__all__ = ["PostgresScheduleStore", "found_row", "schedule_record", "unplan_ahead"]
 
 Q = queries()
 NIL_ID = uuid.UUID(int=0)
 # A manual instant collides only with another manual trigger in the same microsecond.
 MANUAL_INSERT_TRIES = 5
-
-
-async def _unplan(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, schedule_id: uuid.UUID
-) -> tuple[datetime, datetime | None] | None:
-    """Take back the occurrences written ahead (job_run_unplan_ahead): the first one taken
-    back and the last occurrence still written before it, or None if there were none."""
-    taken = await conn.fetch(Q["job_run_unplan_ahead"], tenant_id, schedule_id)
-    if not taken:
-        return None
-    first: datetime = min(r["scheduled_for"] for r in taken)
-    last: datetime | None = await conn.fetchval(
-        Q["job_run_last_occurrence_before"], tenant_id, schedule_id, first)
-    return first, last
-
-
-async def unplan_ahead(
-    conn: asyncpg.Connection, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
-) -> asyncpg.Record | None:
-    """A pause's tidy-up, in the caller's transaction after the status changed: take back
-    the occurrences written ahead and rewind the cursor to the first of them
-    (schedule_rewind). Returns the rewound row, or None if nothing was written ahead."""
-    taken = await _unplan(conn, tenant_id, schedule_id)
-    if taken is None:
-        return None
-    row: asyncpg.Record | None = await conn.fetchrow(Q["schedule_rewind"], tenant_id,
-                                                       schedule_id, *taken)
-    return row
-
-
-def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
-    spec = ScheduleSpec(
-        name=row["name"],
-        cron=row["cron"],
-        timezone=row["timezone"],
-        target=target_from_document(row["target"]),
-        retry=retry_from_document(row["retry"]),
-        misfire_policy=MisfirePolicy(row["misfire_policy"]),
-        catchup_window_seconds=row["catchup_window_seconds"],
-        starts_at=row["starts_at"],
-        ends_at=row["ends_at"],
-        at=row["run_at"],
-        overlap_policy=OverlapPolicy(row["overlap_policy"]),
-        jitter_seconds=row["jitter_seconds"],
-        max_runs=row["max_runs"],
-        pause_after_failures=row["pause_after_failures"],
-        alerts=AlertRules(row["alert_after_failures"], row["alert_late_after_seconds"],
-                          row["alert_max_duration_ms"]),
-        flow_control=flow_from_document(row["flow_control"]),
-    )
-    return ScheduleRecord(
-        id=row["id"], tenant_id=row["tenant_id"], spec=spec,
-        status=ScheduleStatus(row["status"]), next_fire_at=row["next_fire_at"],
-        last_fire_at=row["last_fire_at"], created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        previous_secret_expires_at=row["previous_secret_expires_at"],
-        signing_secret=row["signing_secret"], runs_planned=row["runs_planned"],
-        consecutive_failures=row["consecutive_failures"],
-        paused_reason=row["paused_reason"], paused_at=row["paused_at"],
-    )
-
-
-def found_row(row: asyncpg.Record | None, object_id: uuid.UUID,
-           kind: str = "schedule") -> asyncpg.Record:
-    if row is None:
-        raise NotFound(f"{kind} {object_id} not found")
-    return row
 
 
 class PostgresScheduleStore:
@@ -147,11 +82,8 @@ class PostgresScheduleStore:
         self, tenant_id: uuid.UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
         max_schedules: int,
     ) -> ScheduleRecord:
-        status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
-        schedule_id = uuid.uuid4()  # sealing binds each value to it, so it is made here
-        columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
-        secret = await sealed_secret(self._box, tenant_id, schedule_id, signing_secret)
-        with storage_errors("creating a schedule"):
+        await self._sealing_ready(tenant_id)
+        with storage_errors("creating a schedule"), key_conflicts(spec.key):
             async with self._pool.acquire() as conn, conn.transaction():
                 tenant = found_row(await conn.fetchrow(Q["tenant_lock_live_count"], tenant_id),
                                 tenant_id, "tenant")
@@ -161,15 +93,36 @@ class PostgresScheduleStore:
                         f"this tenant already has {tenant['live']} schedules "
                         f"(limit {max_schedules}); delete one first",
                     )
-                row = await conn.fetchrow(
-                    Q["schedule_insert"], schedule_id, tenant_id, *columns,
-                    status.value, first_fire(spec, tenant["db_now"]), spec.starts_at,
-                    spec.ends_at, secret, *semantics_columns(spec),
-                    *alert_columns(spec),
-                )
-                if row is not None and spec.flow_control is not None:
-                    await save_flow_control(conn, tenant_id, row["id"], spec)
-        record = await self._record(found_row(row, tenant_id, "tenant"))
+                row = await self.insert_on(conn, tenant_id, spec, paused, signing_secret,
+                                         tenant["db_now"])
+        return await self.record_as_written(row, spec)
+
+    async def _sealing_ready(self, tenant_id: uuid.UUID) -> None:
+        """Make sure the tenant has a data key before its row is locked: sealing the first
+        value of a tenant inserts its key from another connection (secret_data_key
+        references tenant), which would wait for our tenant lock forever."""
+        await self._box.seal(tenant_id, "", "cronwire.sealing-ready")
+
+    async def insert_on(self, conn: asyncpg.Connection, tenant_id: uuid.UUID, spec: ScheduleSpec,
+                      paused: bool, signing_secret: str, db_now: datetime) -> asyncpg.Record:
+        """Insert a validated spec (header values and secret sealed) with its first fire
+        and its flow control, in the caller's transaction, after the tenant lock."""
+        status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
+        schedule_id = uuid.uuid4()  # sealing binds each value to it, so it is made here
+        columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
+        secret = await sealed_secret(self._box, tenant_id, schedule_id, signing_secret)
+        row = found_row(await conn.fetchrow(
+            Q["schedule_insert"], schedule_id, tenant_id, *columns,
+            status.value, first_fire(spec, db_now), spec.starts_at,
+            spec.ends_at, secret, *semantics_columns(spec),
+            *alert_columns(spec), *identity_columns(spec),
+        ), tenant_id, "tenant")
+        if spec.flow_control is not None:
+            await save_flow_control(conn, tenant_id, row["id"], spec)
+        return row
+
+    async def record_as_written(self, row: asyncpg.Record, spec: ScheduleSpec) -> ScheduleRecord:
+        record = await self._record(row)
         return replace(record, spec=replace(record.spec, flow_control=spec.flow_control))
 
     async def db_now(self) -> datetime:
@@ -192,41 +145,86 @@ class PostgresScheduleStore:
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
         revise: Callable[[ScheduleSpec], ScheduleSpec],
     ) -> ScheduleRecord:
-        with storage_errors(f"updating schedule {schedule_id}"):
+        with storage_errors(f"updating schedule {schedule_id}"), key_conflicts(None):
             async with self._pool.acquire() as conn, conn.transaction():
                 row = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id, schedule_id),
                              schedule_id)
-                current = await self._record(row)
-                spec = revise(current.spec)  # a domain error here rolls the lock back
-                last_fire_at = current.last_fire_at
-                if current.spec.timing_differs(spec):  # nothing more on the old timetable
-                    taken = await _unplan(conn, tenant_id, schedule_id)
-                    if taken is not None:
-                        last_fire_at = taken[1]
-                next_fire_at = rescheduled_next_fire(
-                    current.spec, spec, current.next_fire_at, last_fire_at, row["db_now"],
-                )
-                status, next_fire_at = status_after_edit(
-                    current, spec, next_fire_at, last_fire_at, row["db_now"])
-                columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
-                updated = await conn.fetchrow(
-                    Q["schedule_update"], tenant_id, schedule_id, *columns,
-                    spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
-                    *semantics_columns(spec), status.value, *alert_columns(spec),
-                )
-                await save_flow_control(conn, tenant_id, schedule_id, spec, current.spec)
-        record = await self._record(found_row(updated, schedule_id))
-        return replace(record, spec=replace(record.spec, flow_control=spec.flow_control))
+                updated, spec = await self.rewrite_on(conn, tenant_id, row, revise)
+        return await self.record_as_written(updated, spec)
+
+    async def rewrite_on(
+        self, conn: asyncpg.Connection, tenant_id: uuid.UUID, row: asyncpg.Record,
+        revise: Callable[[ScheduleSpec], ScheduleSpec],
+    ) -> tuple[asyncpg.Record, ScheduleSpec]:
+        """The edit of one locked row (schedule_lock: with its db_now), in the caller's
+        transaction: revise the spec, take back what the old timetable planned ahead,
+        move the cursor, write, and sync the flow control. Returns the written row and
+        the spec written."""
+        schedule_id = row["id"]
+        current = await self._record(row)
+        spec = revise(current.spec)  # a domain error here rolls the lock back
+        last_fire_at = current.last_fire_at
+        if current.spec.timing_differs(spec):  # nothing more on the old timetable
+            taken = await unplan(conn, tenant_id, schedule_id)
+            if taken is not None:
+                last_fire_at = taken[1]
+        next_fire_at = rescheduled_next_fire(
+            current.spec, spec, current.next_fire_at, last_fire_at, row["db_now"],
+        )
+        status, next_fire_at = status_after_edit(
+            current, spec, next_fire_at, last_fire_at, row["db_now"])
+        columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
+        with key_conflicts(spec.key):
+            updated = found_row(await conn.fetchrow(
+                Q["schedule_update"], tenant_id, schedule_id, *columns,
+                spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
+                *semantics_columns(spec), status.value, *alert_columns(spec),
+                *identity_columns(spec),
+            ), schedule_id)
+        await save_flow_control(conn, tenant_id, schedule_id, spec, current.spec)
+        return updated, spec
+
+    async def get_by_key(self, tenant_id: uuid.UUID, key: str) -> ScheduleRecord:
+        row = await self._fetchrow("schedule_get_by_key", tenant_id, key)
+        if row is None:
+            raise NotFound(f"schedule with key {key!r} not found")
+        return await self._record(row)
+
+    async def apply(
+        self, tenant_id: uuid.UUID, keys: Sequence[str], decide: ApplyDecider,
+        admit: ApplyAdmission, *, prune_managed_by: str | None, dry_run: bool,
+    ) -> tuple[ApplyPlan, dict[str, ScheduleRecord]]:
+        await self._sealing_ready(tenant_id)
+        with storage_errors("applying schedules"), key_conflicts(None):
+            async with self._pool.acquire() as conn, conn.transaction():
+                # The tenant's lock (as create takes it): applies, PUTs by key and creates
+                # of one tenant run one after another, so a second apply decides on what
+                # the first wrote, and the quota is counted once.
+                tenant = found_row(await conn.fetchrow(Q["tenant_lock_live_count"], tenant_id),
+                                   tenant_id, "tenant")
+                rows = await conn.fetch(Q["schedule_list_for_apply"], tenant_id, list(keys),
+                                        prune_managed_by)
+                current = [await self._record(row) for row in rows]
+                plan = await decide(current, tenant["live"])
+                await admit(plan)
+                after = plan.records_read()
+                if not dry_run and plan.changes_anything:
+                    await write_plan(self, conn, tenant_id, plan, tenant["db_now"], after)
+        return plan, after
 
     async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> int:
         with storage_errors(f"deleting schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                found_row(await conn.fetchrow(Q["schedule_soft_delete"], tenant_id, schedule_id),
-                       schedule_id)
-                status = await conn.execute(
-                    Q["job_run_cancel_for_schedule"], tenant_id, schedule_id
-                )
-                await resync_deleted(conn, tenant_id, schedule_id)
+                return await self.remove_on(conn, tenant_id, schedule_id)
+
+    async def remove_on(self, conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                      schedule_id: uuid.UUID) -> int:
+        """Soft-delete in the caller's transaction: cancel the runs not started, give the
+        flow-control key's limits and holds back."""
+        found_row(await conn.fetchrow(Q["schedule_soft_delete"], tenant_id, schedule_id),
+                  schedule_id)
+        status = await conn.execute(Q["job_run_cancel_for_schedule"], tenant_id, schedule_id)
+        await resync_deleted(conn, tenant_id, schedule_id)
         return rows_affected(status)
 
     async def set_paused(
@@ -242,14 +240,23 @@ class PostgresScheduleStore:
             return await self._record(row)
         with storage_errors(f"pausing schedule {schedule_id}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                # The status update locks the row first: a planner transaction holding it
-                # commits its runs before they are taken back.
-                row = await conn.fetchrow(
-                    Q["schedule_set_status"], tenant_id, schedule_id, status.value, note)
+                row = await self.set_status_on(conn, tenant_id, schedule_id, True, note)
                 if row is None:
                     await self._not_pausable(tenant_id, schedule_id, "paused")
-                row = await unplan_ahead(conn, tenant_id, schedule_id) or row
         return await self._record(found_row(row, schedule_id))
+
+    async def set_status_on(self, conn: asyncpg.Connection, tenant_id: uuid.UUID,
+                          schedule_id: uuid.UUID, paused: bool,
+                          note: str | None = None) -> asyncpg.Record | None:
+        """Pause or resume in the caller's transaction (None: not active or paused). The
+        status update locks the row first: a planner transaction holding it commits its
+        runs before a pause takes back those written ahead."""
+        status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
+        row: asyncpg.Record | None = await conn.fetchrow(
+            Q["schedule_set_status"], tenant_id, schedule_id, status.value, note)
+        if row is None or not paused:
+            return row
+        return await unplan_ahead(conn, tenant_id, schedule_id) or row
 
     async def _not_pausable(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
                             verb: str) -> NoReturn:
