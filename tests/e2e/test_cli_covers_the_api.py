@@ -48,6 +48,11 @@ COMMANDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("GET", "/v1/alerts"): ("alerts", "get"),
     ("GET", "/v1/alerts/events"): ("alerts", "events"),
     ("GET", "/v1/flow-control"): ("flow-control",),
+    ("POST", "/v1/schedules/apply"): ("apply", "--managed-by", "--prune", "--dry-run"),
+    # PUT by key is one schedule's apply: `cronwire apply -f one.yaml` does it.
+    ("PUT", "/v1/schedules/by-key/{key}"): ("apply", "--file"),
+    ("GET", "/v1/schedules/by-key/{key}"): ("schedules", "get-key"),
+    ("DELETE", "/v1/schedules/by-key/{key}"): ("schedules", "delete-key"),
 }
 
 

@@ -26,6 +26,7 @@ from cronwire.cli.api_client import (
     id_argument,
     pages,
 )
+from cronwire.cli.as_code import add_as_code_commands, add_key_actions
 from cronwire.cli.flow_control import add_flow_flags, flow_fields
 from cronwire.cli.observability import (
     add_alert_commands,
@@ -292,5 +293,7 @@ def add_client_commands(commands: argparse._SubParsersAction[Any]) -> None:
     preview.add_argument("--count", type=int, default=10, metavar="N",
                          help="how many fire times, 1..1000 (default: 10)")
     add_schedule_insight(action)
+    add_key_actions(action)
+    add_as_code_commands(commands, api)
     add_run_commands(commands, api, group_help)
     add_alert_commands(commands, group_help)
