@@ -33,6 +33,9 @@ function details(schedule) {
     schedule.cron !== null ? row("Cron", el("code", { text: schedule.cron }))
       : row("Runs once at", utc(schedule.at)),
     row("Time zone", schedule.timezone),
+    schedule.key && row("Key", el("code", { text: schedule.key })),
+    schedule.managed_by && row("Managed by", el("span", { class: "managed-by",
+      text: schedule.managed_by })),
     row("State", el("span", { class: `badge state-${schedule.status}`, text: schedule.status })),
     schedule.paused_reason && row("Paused because", el("span", { class: "paused-reason",
       text: schedule.paused_reason })),
