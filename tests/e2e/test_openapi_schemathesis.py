@@ -182,7 +182,7 @@ WITHOUT_INPUTS = {("GET", "/v1/alerts")}
 def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
     operations = _schema(live_api)
     tenant_paths = sorted({op.path for op in operations})
-    assert len(tenant_paths) == 17, tenant_paths
+    assert len(tenant_paths) == 19, tenant_paths
     failures: list[str] = []
     tried = 0
     for operation in operations:
@@ -196,7 +196,7 @@ def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
             except Exception as exc:  # collect every operation's failure, then report all
                 failures.append(f"{operation.method.upper()} {operation.path} [{mode.value}]:"
                                 f"\n{exc}")
-    assert tried == 41
+    assert tried == 49
     assert not failures, "\n\n".join(failures)
     # The real objects were exercised: the run still reads back as the schema says.
     detail = httpx.get(f"{live_api.base_url}/v1/runs/{live_api.run_id}",
