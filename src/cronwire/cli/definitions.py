@@ -42,14 +42,16 @@ class _Loader(_BASE):  # type: ignore[misc, valid-type]
         self.name = name
         self.aliases = 0
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # A node met again is an alias (libyaml's parser composes in C, so they are
+        # counted here, where the Python constructor meets each reference).
+        if node in self.constructed_objects:
             self.aliases += 1
             if self.aliases > MAX_ALIASES:
-                line = self.peek_event().start_mark.line + 1
-                raise ConfigError(f"{self.name}:{line}: more than {MAX_ALIASES} aliases; "
-                                  "refused (a file that expands without bound)")
-        return super().compose_node(parent, index)
+                raise ConfigError(f"{self.name}:{node.start_mark.line + 1}: more than "
+                                  f"{MAX_ALIASES} aliases; refused (a file that expands "
+                                  "without bound)")
+        return super().construct_object(node, deep=deep)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> LineMap:
         result = LineMap()
