@@ -6,11 +6,13 @@ line, with nothing written."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli_shell import InProcess, Live
+from tests.support.processes import cronwire_executable
 
 HOOK = "http://127.0.0.1:9/hook"
 
@@ -135,3 +137,29 @@ def test_get_key_and_delete_key(cli: InProcess, live: Live, tmp_path: Path) -> N
     assert cli.ok("schedules", "get-key", "one", token=token)["key"] == "one"
     cli.ok("schedules", "delete-key", "one", token=token)
     assert "not found" in cli.refused("schedules", "get-key", "one", code=1, token=token)
+
+
+def test_two_shells_applying_at_once_one_after_the_other(live: Live, cli: InProcess,
+                                                           tmp_path: Path) -> None:
+    """Two `cronwire apply` processes at once: one creates the 60 schedules, the other's
+    answer shows it came second (each schedule changed from the first one's cron)."""
+    token = cli.ok("tenant", "create", "git-race")["token"]
+    paths = []
+    for minute in (1, 2):
+        text = "".join(f"- {{key: s{i}, name: s{i}, cron: '{minute} 3 * * *', "
+                       f"target: {{url: '{HOOK}'}}}}\n" for i in range(60))
+        paths.append(_write(tmp_path, f"m{minute}.yaml", text))
+    env = live.env(token)
+    shells = [subprocess.Popen([cronwire_executable(), "apply", "-f", path, "--managed-by",
+                                "git", "--json"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True) for path in paths]
+    answers = []
+    for shell in shells:
+        out, err = shell.communicate(timeout=120)
+        assert shell.returncode == 0, err
+        answers.append(json.loads(out))
+    first, second = sorted(answers, key=lambda a: len(a["created"]), reverse=True)
+    assert len(first["created"]) == 60 and first["updated"] == []
+    assert second["created"] == [] and len(second["updated"]) == 60
+    last = second["updated"][0]["changes"]["cron"][1]
+    assert {s["cron"] for s in _schedules(cli, token)} == {last}
