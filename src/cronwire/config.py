@@ -77,6 +77,8 @@ class Settings:
     tenant_max_pending_runs: int = 100_000  # runs not yet ended (domain/volume.py)
     api_rate_per_second: float = 50.0  # per tenant, per replica; burst 2x (domain/rate_limit.py)
     api_max_request_bytes: int = 262_144
+    # POST /v1/schedules/apply carries up to 10,000 schedules (ADR 0057).
+    api_max_apply_bytes: int = 33_554_432
     db_pool_size: int = 10
     # The API's own pool (and its read pool on a standby): API load never waits for, nor
     # delays, the connections of claims, lease renewals and result writes.
@@ -356,6 +358,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "tenant_max_pending_runs": _max_pending_runs,
     "api_rate_per_second": _rate_per_second,
     "api_max_request_bytes": _positive_int,
+    "api_max_apply_bytes": _positive_int,
     "db_pool_size": _positive_int,
     "api_db_pool_size": _positive_int,
     "log_level": _choice(LOG_LEVELS),

@@ -54,6 +54,11 @@ COMMANDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("GET", "/v1/tokens"): ("tokens", "list"),
     ("DELETE", "/v1/tokens/{id}"): ("tokens", "revoke"),
     ("GET", "/v1/audit"): ("audit", "list", "--since", "--until", "--object-id", "--action"),
+    ("POST", "/v1/schedules/apply"): ("apply", "--managed-by", "--prune", "--dry-run"),
+    # PUT by key is one schedule's apply: `cronwire apply -f one.yaml` does it.
+    ("PUT", "/v1/schedules/by-key/{key}"): ("apply", "--file"),
+    ("GET", "/v1/schedules/by-key/{key}"): ("schedules", "get-key"),
+    ("DELETE", "/v1/schedules/by-key/{key}"): ("schedules", "delete-key"),
 }
 
 

@@ -187,7 +187,7 @@ WITHOUT_INPUTS = {("GET", "/v1/alerts"), ("GET", "/v1/tokens")}
 def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
     operations = _schema(live_api)
     tenant_paths = sorted({op.path for op in operations})
-    assert len(tenant_paths) == 22, tenant_paths
+    assert len(tenant_paths) == 24, tenant_paths
     failures: list[str] = []
     tried = 0
     for operation in operations:
@@ -201,7 +201,7 @@ def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
             except Exception as exc:  # collect every operation's failure, then report all
                 failures.append(f"{operation.method.upper()} {operation.path} [{mode.value}]:"
                                 f"\n{exc}")
-    assert tried == 52
+    assert tried == 60
     assert not failures, "\n\n".join(failures)
     # The real objects were exercised: the run still reads back as the schema says.
     detail = httpx.get(f"{live_api.base_url}/v1/runs/{live_api.run_id}",

@@ -23,7 +23,8 @@ class Call:
     params: dict[str, str] | None = None
     # What B may see: "404" (not found), "empty" (an empty page), "own" (B's own new object),
     # "none" (a bulk action that found nothing of B's to act on), "mine" (B's own objects
-    # only: a 200 or 201 showing nothing of A's).
+    # only: a 200 or 201 showing nothing of A's), "nothing to prune" (an apply pruning A's
+    # managed_by label found nothing of B's).
     expect: str = "404"
 
 
@@ -65,7 +66,15 @@ CALLS = [
     Call("POST", "/v1/tokens", json={"name": "b-reader", "scope": "read"}, expect="mine"),
     Call("GET", "/v1/audit", expect="mine"),
     Call("GET", "/v1/audit", params={"object_id": "{schedule}"}, expect="empty"),
+    Call("GET", "/v1/schedules/by-key/{key}"),
+    Call("DELETE", "/v1/schedules/by-key/{key}"),
+    Call("POST", "/v1/schedules/apply",
+         json={"schedules": [], "managed_by": "alpha-tool", "prune": True},
+         expect="nothing to prune"),
     # Last, so the listings above still expect B to have nothing at all.
+    Call("PUT", "/v1/schedules/by-key/{key}",
+         json={"name": "b", "cron": "@daily", "target": {"url": "http://127.0.0.1:9/"}},
+         expect="own"),
     Call("POST", "/v1/schedules", json={"name": "b", "cron": "@daily",
                                         "target": {"url": "http://127.0.0.1:9/"}}, expect="own"),
 ]
@@ -86,7 +95,7 @@ async def _send(api: Api, call: Call, ids: dict[str, str], headers: dict[str, st
 async def _tenant_a_state(api: Api, tenant: Tenant) -> list[Any]:
     schedules = await api.pool.fetch(
         "SELECT id, name, cron, status, next_fire_at, signing_secret, previous_signing_secret, "
-        "updated_at FROM schedule WHERE tenant_id = $1 ORDER BY id", tenant.id)
+        "updated_at, key, managed_by FROM schedule WHERE tenant_id = $1 ORDER BY id", tenant.id)
     runs = await api.pool.fetch(
         "SELECT id, status, updated_at FROM job_run WHERE tenant_id = $1 ORDER BY id", tenant.id)
     alerts = await api.pool.fetch(
@@ -116,7 +125,8 @@ async def _tenant_a_private_values(api: Api, tenant: Tenant) -> set[str]:
 async def tenant_a(api: Api) -> tuple[Tenant, dict[str, str]]:
     """Tenant A with two schedules, their runs, and cursors taken from A's own pages."""
     a = await api.tenant("a")
-    first = await api.create_schedule(a, name="alpha-one",
+    first = await api.create_schedule(a, name="alpha-one", key="alpha-sched",
+                                      managed_by="alpha-tool",
                                       flow_control={"key": "alpha-key", "max_concurrency": 2})
     await api.create_schedule(a, name="alpha-two")
     newest = await api.pool.fetchval("SELECT date_trunc('minute', now())")
@@ -136,14 +146,15 @@ async def tenant_a(api: Api) -> tuple[Tenant, dict[str, str]]:
         a.id, uuid.UUID(first["id"]))
     token = await api.pool.fetchval("SELECT id::text FROM api_token WHERE tenant_id = $1", a.id)
     return a, {"schedule": first["id"], "run": runs["items"][0]["id"], "token": token,
-               "run_cursor": runs["next_cursor"], "schedule_cursor": schedules["next_cursor"]}
+               "run_cursor": runs["next_cursor"], "schedule_cursor": schedules["next_cursor"],
+               "key": "alpha-sched"}
 
 
 async def test_the_walk_covers_every_tenant_route(api: Api) -> None:
     spec = (await api.client.get("/openapi.json")).json()
     routes = {(method.upper(), path) for path, operations in spec["paths"].items()
               if path.startswith("/v1") for method in operations}
-    assert len(routes) == 27
+    assert len(routes) == 31
     walked = {(c.method, c.path.replace("{schedule}", "{id}").replace("{run}", "{id}")
                .replace("{token}", "{id}").replace("/revisions/1/", "/revisions/{version}/"))
               for c in CALLS}
@@ -177,6 +188,10 @@ async def test_another_tenants_objects_answer_404_or_empty_and_stay_untouched(
                   and body.get("next_cursor") is None and set(body) <= {"items", "next_cursor"})
         elif call.expect == "mine":
             ok = response.status_code in (200, 201)
+        elif call.expect == "nothing to prune":
+            ok = response.status_code == 200 and response.json() == {
+                "created": [], "updated": [], "deleted": [], "unchanged": 0, "dry_run": False,
+                "signing_secrets": {}}
         elif call.expect == "none":
             ok = response.status_code == 202 and response.json() == {"replayed": 0, "runs": []}
         elif call.path == "/v1/alerts":  # B's own destination, A's untouched
@@ -187,10 +202,11 @@ async def test_another_tenants_objects_answer_404_or_empty_and_stay_untouched(
             leaks.append(f"{call}: {response.status_code} {text}")
     assert not leaks, "\n".join(leaks)
     assert await _tenant_a_state(api, a) == before
-    # A still sees everything of its own; B sees only the one schedule it created.
+    # A still sees everything of its own; B sees only the two schedules it created (by POST, and by
+    # PUT to A's key, which made B's own schedule under that key).
     assert len((await api.client.get("/v1/schedules", headers=a.headers)).json()["items"]) == 2
     own = (await api.client.get("/v1/schedules", headers=b.headers)).json()["items"]
-    assert [s["name"] for s in own] == ["b"]
+    assert sorted(str(s["key"]) for s in own) == ["None", "alpha-sched"]
 
 
 async def test_the_404_for_a_foreign_id_is_the_404_for_a_missing_one(
@@ -261,15 +277,19 @@ def test_every_api_statement_is_confined_to_the_callers_tenant() -> None:
     from cronwire.adapters.postgres import (
         alert_store,
         run_history,
+        schedule_apply,
+        schedule_rows,
         schedule_stats,
         schedule_store,
+        schedule_writes,
     )
     from cronwire.adapters.postgres.sql import queries
 
     # The API's statements are the ones its two stores name (queries are one file per
     # table, so a file holds non-API statements too): every quoted query name in them.
     named = queries()
-    statements = {word for module in (schedule_store, run_history, alert_store, schedule_stats)
+    statements = {word for module in (schedule_store, schedule_rows, schedule_apply,
+                                      schedule_writes, run_history, alert_store, schedule_stats)
                   for word in re.findall(r'"([a-z_]+)"', inspect.getsource(module))
                   if word in named}
     assert {"schedule_insert", "job_run_list_for_tenant", "job_run_get"} <= statements

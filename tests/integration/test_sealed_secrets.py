@@ -302,3 +302,29 @@ async def test_a_read_of_a_value_that_does_not_open_is_a_503_never_a_500(api: Ap
     assert response.status_code == 503 and "key ring" in response.json()["error"]["message"]
     assert (await api.client.get(f"/v1/schedules/{mine['id']}",
                                  headers=tenant.headers)).status_code == 200
+
+
+async def test_two_first_seals_of_a_tenant_at_once_both_read_the_key_that_won(
+        db_pool: asyncpg.Pool) -> None:
+    """One replica's insert of a tenant's data key is still uncommitted when another's
+    arrives: the second waits on it, does nothing, and must read the winner's key (its
+    statement's snapshot predates the row; before, an assertion failed there)."""
+    import asyncio
+
+    from cronwire.domain.secrets import DataKeyRecord
+
+    tenant = await seed_tenant(db_pool, "racing")
+    store = PostgresDataKeyStore(db_pool)
+    winner = DataKeyRecord(uuid.uuid4(), tenant, "k1", b"w" * 60)  # wrapped: 60 bytes
+    async with db_pool.acquire() as first:
+        transaction = first.transaction()
+        await transaction.start()
+        await first.execute("INSERT INTO secret_data_key (id, tenant_id, key_id, wrapped) "
+                            "VALUES ($1, $2, $3, $4)", winner.id, tenant, "k1", winner.wrapped)
+        second = asyncio.create_task(store.insert_if_absent(
+            DataKeyRecord(uuid.uuid4(), tenant, "k1", b"l" * 60)))
+        await asyncio.sleep(0.5)  # the second insert now waits on the first's row
+        assert not second.done()
+        await transaction.commit()
+        read = await asyncio.wait_for(second, 10)
+    assert read.id == winner.id and read.wrapped == winner.wrapped

@@ -18,7 +18,9 @@ BASES = [ROOT, ROOT / "src" / "cronwire", ROOT / "src"]
 # load test's report, the browser tests' screenshots, the old statements a benchmark compares
 # against, which the user writes out with `git show`), not as a file the repository ships.
 USER_FILES = {"config/cronwire.toml", "report.png", "report.json", "test-artifacts/browser/",
-              "OLD_job_run.sql", "OLD_schedule.sql"}
+              "OLD_job_run.sql", "OLD_schedule.sql",
+              # a user's own schedule definitions and CI output (docs/schedules-as-code.md)
+              "schedules/all.yaml", "schedules/billing.yaml", "plan.txt"}
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 
 

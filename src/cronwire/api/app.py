@@ -17,6 +17,7 @@ from cronwire.api.routes_flow import flow_router
 from cronwire.api.routes_insight import insight_router
 from cronwire.api.routes_runs import runs_router
 from cronwire.api.routes_schedules import schedules_router
+from cronwire.api.routes_schedules_as_code import as_code_router
 
 DESCRIPTION = """\
 Multi-tenant durable cron: schedules, runs and their delivery evidence.
@@ -46,7 +47,8 @@ OPENAPI_TAGS = [
 
 def build_tenant_routers(ctx: ApiContext) -> list[APIRouter]:
     """The `/v1` routers, wired to the stores in ``ctx``, and the console over them."""
-    routers = [schedules_router(ctx), runs_router(ctx), tokens_router(ctx)]
+    # as_code_router first: its "/by-key/{key}" routes must not be taken for "/{id}/...".
+    routers = [as_code_router(ctx), schedules_router(ctx), runs_router(ctx), tokens_router(ctx)]
     if ctx.stats is not None:
         routers.append(insight_router(ctx))
     if ctx.alerts is not None:

@@ -32,6 +32,7 @@ class ApiContext:
     check_url: UrlCheck
     default_limits: TenantLimits
     max_request_bytes: int = 262_144  # SCHEDULER_API_MAX_REQUEST_BYTES
+    max_apply_bytes: int = 33_554_432  # SCHEDULER_API_MAX_APPLY_BYTES
     secret_overlap_seconds: int = 24 * 3600
     # The observability readers and stores (stats, explain, alerts); their routes are served only when given.
     stats: StatsReader | None = None

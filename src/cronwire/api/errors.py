@@ -110,22 +110,46 @@ def _printable(part: object) -> str:
     return str(part).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+# List fields whose items a refusal names by index (an apply's `schedules[3].cron`).
+INDEXED_LISTS = frozenset({"schedules"})
+
+
 def _dotted(loc: tuple[Any, ...]) -> str:
-    parts = [_printable(p) for p in loc if not isinstance(p, int) and p != "[key]"]
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            if parts and parts[-1] in INDEXED_LISTS:
+                parts[-1] = f"{parts[-1]}[{part}]"
+        elif part != "[key]":
+            parts.append(_printable(part))
     if parts and parts[0] in {"body", "query", "path", "header"}:
         parts = parts[1:] or parts[:1]
     return ".".join(parts) or "body"
 
 
+def _item_key(loc: tuple[Any, ...], body: Any) -> str | None:
+    """The ``key`` of the apply definition a refusal is about, to name it in the message."""
+    if len(loc) > 2 and loc[:2] == ("body", "schedules") and isinstance(loc[2], int):
+        items = body.get("schedules") if isinstance(body, dict) else None
+        if isinstance(items, list) and 0 <= loc[2] < len(items) and isinstance(items[loc[2]], dict):
+            key = items[loc[2]].get("key")
+            return key if isinstance(key, str) else None
+    return None
+
+
 async def _validation(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0] if exc.errors() else {"loc": ("body",), "msg": "invalid"}
-    field = _dotted(tuple(first.get("loc", ("body",))))
+    loc = tuple(first.get("loc", ("body",)))
+    field = _dotted(loc)
     if first.get("type") == "json_invalid":
         field = "body"
     # pydantic prefixes the message of a ValueError raised by a validator; ours are written
     # to follow "<field>: " directly.
     message = _printable(first.get("msg", "invalid")).removeprefix("Value error, ")
+    key = _item_key(loc, exc.body)
+    if key is not None:
+        message = f"(key {_printable(repr(key))}) {message}"
     return error_response(422, f"{field}: {message}", field=field)
 
 

@@ -90,7 +90,7 @@ def spec_from(body: ScheduleCreate) -> ScheduleSpec:
         overlap_policy=parse_overlap_policy(body.overlap_policy),
         jitter_seconds=body.jitter_seconds, max_runs=body.max_runs,
         pause_after_failures=body.pause_after_failures, alerts=alerts_from(body.alerts),
-        flow_control=flow_from(body.flow_control),
+        flow_control=flow_from(body.flow_control), key=body.key, managed_by=body.managed_by,
     )
 
 
@@ -124,6 +124,7 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
         "previous_secret_expires_at": record.previous_secret_expires_at,
         "created_at": record.created_at, "updated_at": record.updated_at,
         "alerts": alerts_out(spec.alerts), "version": record.version,
+        "key": spec.key, "managed_by": spec.managed_by,
     }
 
 

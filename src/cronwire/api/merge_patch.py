@@ -28,8 +28,8 @@ from cronwire.domain.schedule_rules import parse_misfire_policy, parse_overlap_p
 from cronwire.domain.schedules import ScheduleSpec
 from cronwire.domain.secrets import MASK
 
-NULLABLE = frozenset({"starts_at", "ends_at", "cron", "rrule", "at", "max_runs", "pause_after_failures",
-                      "alerts", "flow_control"})
+NULLABLE = frozenset({"starts_at", "ends_at", "cron", "rrule", "at", "max_runs",
+                      "pause_after_failures", "alerts", "flow_control", "key", "managed_by"})
 # A null puts these back to their defaults.
 DEFAULTS: dict[str, Any] = {"overlap_policy": OverlapPolicy.ALLOW, "jitter_seconds": 0}
 DEFAULT_METHOD = "POST"

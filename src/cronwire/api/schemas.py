@@ -113,6 +113,10 @@ class ScheduleOut(BaseModel):
     version: int = Field(description="1 on create, +1 per change (edit, pause, resume, "
                          "restore, secret rotation); also the `ETag`. Send it back as "
                          "`If-Match` to refuse a change made against a stale read.")
+    key: str | None = Field(None, description="Your unique name for it (schedules as code); "
+                            "null: none.")
+    managed_by: str | None = Field(None, description="The tool that manages it; null: "
+                                   "managed by hand.")
 
 
 class ScheduleCreated(ScheduleOut):

@@ -21,6 +21,7 @@ from cronwire.domain.client_tls import MAX_PEM_CHARS
 from cronwire.domain.jitter import MAX_JITTER_SECONDS
 from cronwire.domain.model import MAX_ATTEMPTS
 from cronwire.domain.rrule_text import MAX_RRULE_CHARS
+from cronwire.domain.schedule_keys import KEY_MAX_CHARS, KEY_RULE, MANAGED_BY_MAX_CHARS
 from cronwire.domain.schedule_rules import (
     MAX_BACKOFF_SECONDS,
     MAX_CATCHUP_WINDOW_SECONDS,
@@ -143,6 +144,16 @@ _PAUSE_AFTER_HELP = ("After this many consecutive failed runs the schedule pause
                      "with a paused_reason saying so.")
 
 
+KEY_HELP = (f"Your own stable name for the schedule, unique among your live schedules: "
+            f"`{KEY_RULE}`. Schedules as code match on it (PUT /v1/schedules/by-key/{{key}}, "
+            "POST /v1/schedules/apply).")
+KEY_SCHEMA: dict[str, Any] = {"pattern": f"^{KEY_RULE}$", "maxLength": KEY_MAX_CHARS}
+MANAGED_BY_HELP = ("A label naming the tool or repository that manages the schedule "
+                   "(apply's `managed_by`; prune deletes only its own). The console warns "
+                   "before a hand edit of such a schedule.")
+MANAGED_BY_SCHEMA: dict[str, Any] = {"minLength": 1, "maxLength": MANAGED_BY_MAX_CHARS}
+
+
 class ScheduleCreate(BaseModel):
     model_config = INPUT_CONFIG | with_examples(EXAMPLE_CREATE)
 
@@ -170,6 +181,9 @@ class ScheduleCreate(BaseModel):
                                                    json_schema_extra=_PAUSE_AFTER)
     alerts: AlertsIn | None = None
     flow_control: FlowControlIn | None = Field(None, description=FLOW_CONTROL_HELP)
+    key: Text | None = Field(None, description=KEY_HELP, json_schema_extra=KEY_SCHEMA)
+    managed_by: Text | None = Field(None, description=MANAGED_BY_HELP,
+                                    json_schema_extra=MANAGED_BY_SCHEMA)
 
 
 class TargetPatch(BaseModel):
@@ -239,4 +253,8 @@ class SchedulePatch(BaseModel):
     flow_control: FlowControlIn | None = Field(None, description="Merged member by member "
                                                "(a null member removes that limit); null: no "
                                                "flow control.")
+    key: Text | None = Field(None, description=KEY_HELP + " null: no key.",
+                             json_schema_extra=KEY_SCHEMA)
+    managed_by: Text | None = Field(None, description=MANAGED_BY_HELP + " null: managed by "
+                                    "hand.", json_schema_extra=MANAGED_BY_SCHEMA)
 

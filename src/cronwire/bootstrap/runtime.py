@@ -86,6 +86,7 @@ async def _api_context(container: Container, settings: Settings) -> ApiContext:
         default_limits=default_limits(settings),
         flows=flows,
         max_request_bytes=settings.api_max_request_bytes,
+        max_apply_bytes=settings.api_max_apply_bytes,
         stats=stats,
         alerts=alerts,
         metrics=container.metrics(),

@@ -189,12 +189,12 @@ def client_command(handler: Handler) -> Callable[[object, argparse.Namespace], i
         logging.getLogger("httpx").setLevel(logging.WARNING)
         client = client_for(args)
         try:
-            handler(client, args)
+            result = handler(client, args)
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
         finally:
             client.close()
-        return 0
+        return result if isinstance(result, int) else 0  # plan: its own exit status
 
     return run
 

@@ -3,7 +3,7 @@
 
 import { api } from "./api.js";
 import { el, focusHeading } from "./dom.js";
-import { announce } from "./feedback.js";
+import { announce, confirmAction } from "./feedback.js";
 import { FLOW_FIELDS, FLOW_INTEGERS, flowChanged, flowFrom, flowValues } from "./flow.js";
 
 const METHODS = ["POST", "PUT", "PATCH", "GET", "DELETE"];
@@ -287,8 +287,14 @@ export function renderScheduleForm(root, { schedule = null, onSaved }) {
   const starts = GROUPS.map(([, first]) => blocks.findIndex((b) => b.dataset.field === first));
   const fieldsets = GROUPS.map(([legend], i) => el("fieldset", {}, el("legend", { text: legend }),
     ...blocks.slice(starts[i], starts[i + 1] ?? blocks.length)));
+  // A schedule a tool manages (schedules as code) is overwritten by its next apply: say
+  // so before the edit, and ask once more before saving it.
+  const managedBy = editing ? schedule.managed_by : null;
+  const managedNote = managedBy ? el("p", { class: "managed-warning", role: "note",
+    text: `Managed by ${managedBy}: the next apply from there puts its own definition `
+      + "back. Change it in its source instead, or expect this edit to be undone." }) : null;
   const form = el("form", { class: "card schedule-form", novalidate: true, method: "post", action: "#" },
-    formError, ...fieldsets, zoneList(),
+    managedNote, formError, ...fieldsets, zoneList(),
     el("div", { class: "actions" }, submit, cancel));
 
   function clearErrors() {
@@ -356,6 +362,11 @@ export function renderScheduleForm(root, { schedule = null, onSaved }) {
           onSaved(schedule, null);
           return;
         }
+        if (managedBy && !await confirmAction({
+          title: "Edit a managed schedule?",
+          message: `${managedBy} manages this schedule; its next apply undoes this edit.`,
+          confirmLabel: "Save anyway",
+        })) return;
         const saved = await api.updateSchedule(schedule.id, changes, schedule.version);
         announce(`Saved ${saved.name}.`);
         onSaved(saved, null);

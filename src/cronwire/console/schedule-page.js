@@ -34,6 +34,9 @@ function details(schedule) {
       : schedule.rrule ? row("Rule", el("pre", { text: schedule.rrule }))
         : row("Runs once at", utc(schedule.at)),
     row("Time zone", schedule.timezone),
+    schedule.key && row("Key", el("code", { text: schedule.key })),
+    schedule.managed_by && row("Managed by", el("span", { class: "managed-by",
+      text: schedule.managed_by })),
     row("State", el("span", { class: `badge state-${schedule.status}`, text: schedule.status })),
     schedule.paused_reason && row("Paused because", el("span", { class: "paused-reason",
       text: schedule.paused_reason })),

@@ -47,6 +47,14 @@ function nextFireCell(schedule) {
   return td;
 }
 
+/** A schedule's key and managing tool (schedules as code) under its name, if it has them. */
+function identity(schedule) {
+  const parts = [schedule.key && `key ${schedule.key}`,
+    schedule.managed_by && `managed by ${schedule.managed_by}`].filter(Boolean);
+  return parts.length ? el("div", { class: "muted schedule-identity", text: parts.join(" · ") })
+    : null;
+}
+
 function row(schedule, reload) {
   const tr = el("tr", { "data-schedule-id": schedule.id });
   const changed = (updated) => {
@@ -61,7 +69,8 @@ function row(schedule, reload) {
     if (hadFocus) fresh.querySelector(".actions button").focus();
   };
   return fill(tr, {},
-    cell("Name", el("a", { href: `#/schedules/${schedule.id}`, text: schedule.name })),
+    cell("Name", el("a", { href: `#/schedules/${schedule.id}`, text: schedule.name }),
+      identity(schedule)),
     cell("Cron", schedule.cron !== null ? el("code", { text: schedule.cron })
       : schedule.rrule ? el("code", { text: schedule.rrule.split("\n").find((l) => l.startsWith("RRULE:")) })
         : el("span", { text: `once at ${utc(schedule.at)}` })),

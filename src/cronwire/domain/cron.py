@@ -248,6 +248,20 @@ def _zone_names() -> frozenset[str]:
     return frozenset(available_timezones()) - {"localtime", "posixrules"}
 
 
+@lru_cache(maxsize=1)
+def _zone_spellings() -> dict[str, str]:
+    return {name.casefold(): name for name in _zone_names()}
+
+
+def canonical_timezone(name: str) -> str:
+    """The IANA spelling of ``name`` when it differs only in case ("utc" -> "UTC",
+    "europe/berlin" -> "Europe/Berlin"); otherwise ``name`` unchanged (an unknown zone
+    stays unknown, for load_timezone to refuse)."""
+    if not isinstance(name, str) or name in _zone_names():
+        return name
+    return _zone_spellings().get(name.casefold(), name)
+
+
 @lru_cache(maxsize=1024)
 def load_timezone(name: str) -> ZoneInfo:
     """The IANA zone ``name``; InvalidTimezone("timezone: ...") if there is none."""

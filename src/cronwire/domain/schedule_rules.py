@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from cronwire.domain.client_tls import check_not_expired
-from cronwire.domain.cron import load_timezone, next_occurrences
+from cronwire.domain.cron import canonical_timezone, load_timezone, next_occurrences
 from cronwire.domain.delivery import HEADER_VALUE_CONTROLS
 from cronwire.domain.errors import (
     DomainError,
@@ -36,6 +36,7 @@ from cronwire.domain.model import (
 )
 from cronwire.domain.model import METHODS as METHODS  # re-exported: the API's schemas name it here
 from cronwire.domain.netpolicy import validate_target_url
+from cronwire.domain.schedule_keys import check_key, check_managed_by
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.domain.timetable_rules import check_timetable, min_gap
 
@@ -78,6 +79,13 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime,
     """
     if before is None or spec.name != before.name:
         check_label("name", spec.name, NAME_MAX_CHARS)
+    if spec.key is not None:
+        check_key(spec.key)
+    if spec.managed_by is not None and (before is None or spec.managed_by != before.managed_by):
+        check_managed_by(spec.managed_by)
+    # A zone spelt in another case is that zone ("utc" is UTC): stored as IANA spells it,
+    # so a file saying "utc" and a schedule saying "UTC" do not differ.
+    spec = replace(spec, timezone=canonical_timezone(spec.timezone))
     spec = check_timetable(spec, now)
     try:
         load_timezone(spec.timezone)

@@ -31,7 +31,7 @@ TIMING_FIELDS = frozenset({"cron", "rrule", "at", "timezone", "starts_at", "ends
 EDITABLE_FIELDS = frozenset(
     {"name", "cron", "rrule", "at", "timezone", "target", "retry", "misfire_policy",
      "catchup_window_seconds", "starts_at", "ends_at", "overlap_policy", "jitter_seconds",
-     "max_runs", "pause_after_failures", "alerts", "flow_control"}
+     "max_runs", "pause_after_failures", "alerts", "flow_control", "key", "managed_by"}
 )
 
 
@@ -79,6 +79,10 @@ class ScheduleSpec:
         """What the cron maths walks: the cron expression or the rule (stored in one
         column, told apart by rrules.is_rrule); None for a one-time schedule."""
         return self.cron if self.cron is not None else self.rrule
+    # Schedules as code (ADR 0057): the tenant's unique name for it, and the tool that
+    # manages it; None for a schedule made by hand.
+    key: str | None = None
+    managed_by: str | None = None
 
     def with_changes(self, changes: dict[str, Any]) -> ScheduleSpec:
         """A copy with the PATCHed fields replaced (unknown names raise KeyError)."""

@@ -7,12 +7,13 @@ tenant's object is indistinguishable from a missing one (NotFound), never a 403.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 from uuid import UUID
 
 from cronwire.domain.access import Change, Grant, Scope, TokenRecord
+from cronwire.domain.apply_plan import ApplyPlan
 from cronwire.domain.audit import AuditQuery, AuditRecord, Revision
 from cronwire.domain.backfill import BackfillPlan, BackfillResult
 from cronwire.domain.flow_control import FlowKeyState
@@ -23,6 +24,12 @@ from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 # (the schedule as it is, the database's now, the oldest instant a run can be written at
 # or None) -> what to backfill; pure, may raise a domain error.
 BackfillPlanner = Callable[[ScheduleSpec, datetime, datetime | None], BackfillPlan]
+# (the schedules an apply compares with, how many live schedules the tenant has) -> the
+# plan, computed off the event loop; may raise a domain error (nothing is written then).
+ApplyDecider = Callable[[Sequence[ScheduleRecord], int], Awaitable[ApplyPlan]]
+# Called with the plan before anything is written (the address policy of new target
+# URLs); raises to refuse it.
+ApplyAdmission = Callable[[ApplyPlan], Awaitable[None]]
 
 
 class TokenVerifier(Protocol):
@@ -147,6 +154,22 @@ class ScheduleStore(Protocol):
                             version: int) -> ScheduleSpec:
         """The definition the live schedule had at ``version`` (header values in clear);
         NotFound for a version it never had or one past retention."""
+    async def get_by_key(self, tenant_id: UUID, key: str) -> ScheduleRecord:
+        """The tenant's live schedule with this ``key``; NotFound if there is none."""
+        ...
+
+    async def apply(
+        self, tenant_id: UUID, keys: Sequence[str], decide: ApplyDecider,
+        admit: ApplyAdmission, *, prune_managed_by: str | None, dry_run: bool,
+        change: Change = ...,
+    ) -> tuple[ApplyPlan, dict[str, ScheduleRecord]]:
+        """One transaction, serialised with the tenant's other applies and creates: read
+        the live schedules with one of ``keys`` (and, with ``prune_managed_by``, those it
+        manages), ``decide``, ``admit``, then (unless ``dry_run``) write exactly the plan
+        through the same paths as create, update, pause and delete: nothing for an
+        unchanged schedule. Returns the plan and the schedules with a listed key as they
+        are afterwards. A domain error from ``decide`` or ``admit``, or StateConflict for
+        a key another schedule took meanwhile, rolls everything back."""
         ...
 
 

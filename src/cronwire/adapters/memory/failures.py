@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemoryRun
-from cronwire.adapters.memory.schedule_store import unplan_ahead
+from cronwire.adapters.memory.schedule_rows import unplan_ahead
 from cronwire.domain.model import OverlapPolicy, RunStatus, ScheduleStatus
 
 _ENDED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)

@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from cronwire.adapters.memory.database import MemoryDatabase, MemoryRun
-from cronwire.adapters.memory.schedule_store import live_schedule, run_view
+from cronwire.adapters.memory.schedule_rows import live_schedule, run_view
 from cronwire.domain.access import BY_SYSTEM, Change
 from cronwire.domain.backfill import FIRST_SHOWN, BackfillResult
 from cronwire.domain.errors import NotFound, StateConflict

@@ -10,9 +10,18 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemoryRun, MemorySchedule
+from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemorySchedule
 from cronwire.adapters.memory.flow_gate import release_holds, save_flow_control, sync_keys
+from cronwire.adapters.memory.schedule_apply import apply_in_memory
+from cronwire.adapters.memory.schedule_rows import (
+    check_key_free,
+    live_schedule,
+    run_view,
+    unplan,
+    unplan_ahead,
+)
 from cronwire.domain.access import BY_SYSTEM, Change
+from cronwire.domain.apply_plan import ApplyPlan
 from cronwire.domain.audit import SEALED, Revision, diff
 from cronwire.domain.errors import (
     LimitExceeded,
@@ -26,6 +35,7 @@ from cronwire.domain.model import RunStatus, ScheduleStatus, Trigger
 from cronwire.domain.schedule_definition import schedule_fields
 from cronwire.domain.schedule_rules import first_fire, rescheduled_next_fire, status_after_edit
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
+from cronwire.ports.tenant import ApplyAdmission, ApplyDecider
 
 MANUAL_INSERT_TRIES = 5
 
@@ -60,52 +70,6 @@ def _check_version(schedule: MemorySchedule, if_match: int | None) -> None:
         raise VersionMismatch(f"schedule {schedule.id}", if_match, schedule.version)
 
 
-def run_view(run: MemoryRun) -> RunView:
-    return RunView(
-        id=run.id, schedule_id=run.schedule_id, scheduled_for=run.scheduled_for,
-        status=run.status, attempt_count=run.attempt_count, fire_after=run.fire_after,
-        first_attempt_at=run.first_attempt_at, finished_at=run.finished_at,
-        last_status_code=run.last_status_code, last_error=run.last_error, trigger=run.trigger,
-        skip_reason=run.skip_reason, replay_of=run.replay_of, replayed_by=run.replayed_by,
-    )
-
-
-def _unplan(
-    db: MemoryDatabase, schedule_id: uuid.UUID, now: datetime
-) -> tuple[datetime, datetime | None] | None:
-    """job_run_unplan_ahead and job_run_last_occurrence_before."""
-    taken = [key for key, run in db.runs.items()
-             if run.schedule_id == schedule_id and run.trigger is Trigger.SCHEDULE
-             and run.status is RunStatus.PENDING and run.scheduled_for > now]
-    if not taken:
-        return None
-    first = min(db.runs[key].scheduled_for for key in taken)
-    for key in taken:
-        db.delete_run(key)
-    kept = [run.scheduled_for for run in db.runs.values()
-            if run.schedule_id == schedule_id and run.trigger is Trigger.SCHEDULE
-            and run.scheduled_for < first]
-    return first, max(kept, default=None)
-
-
-def unplan_ahead(db: MemoryDatabase, schedule: MemorySchedule, now: datetime) -> None:
-    """A pause's tidy-up: take back what was written ahead, rewind (schedule_rewind)."""
-    taken = _unplan(db, schedule.id, now)
-    if taken is not None:
-        first, schedule.last_fire_at = taken
-        if schedule.next_fire_at is None or first < schedule.next_fire_at:
-            schedule.next_fire_at = first
-
-
-def live_schedule(db: MemoryDatabase, tenant_id: uuid.UUID,
-                  schedule_id: uuid.UUID) -> MemorySchedule:
-    """The tenant's schedule unless deleted; NotFound otherwise (a foreign one included)."""
-    schedule = db.schedules.get(schedule_id)
-    if schedule is None or schedule.tenant_id != tenant_id or not schedule.live:
-        raise NotFound(f"schedule {schedule_id} not found")
-    return schedule
-
-
 class MemoryScheduleStore:
     def __init__(self, db: MemoryDatabase) -> None:
         self._db = db
@@ -138,6 +102,7 @@ class MemoryScheduleStore:
                 f"this tenant already has {live} schedules (limit {max_schedules}); "
                 "delete one first",
             )
+        check_key_free(self._db, tenant_id, spec.key)
         now = self._db.now()
         schedule = MemorySchedule(
             id=uuid.uuid4(), tenant_id=tenant_id, spec=spec, signing_secret=signing_secret,
@@ -176,9 +141,10 @@ class MemoryScheduleStore:
         _check_version(schedule, if_match)
         before = _record(schedule)
         spec = revise(schedule.spec)  # a domain error here leaves the row as it was
+        check_key_free(self._db, tenant_id, spec.key, schedule_id)
         now = self._db.now()
         if schedule.spec.timing_differs(spec):  # nothing more on the old timetable
-            taken = _unplan(self._db, schedule_id, now)
+            taken = unplan(self._db, schedule_id, now)
             if taken is not None:
                 schedule.last_fire_at = taken[1]
         next_fire_at = rescheduled_next_fire(
@@ -289,3 +255,18 @@ class MemoryScheduleStore:
             if kept == version:
                 return spec
         raise NotFound(f"schedule {schedule_id} has no version {version}")
+
+    async def get_by_key(self, tenant_id: uuid.UUID, key: str) -> ScheduleRecord:
+        for schedule in self._db.schedules.values():
+            if schedule.tenant_id == tenant_id and schedule.live and schedule.spec.key == key:
+                return _record(schedule)
+        raise NotFound(f"schedule with key {key!r} not found")
+
+    async def apply(
+        self, tenant_id: uuid.UUID, keys: Sequence[str], decide: ApplyDecider,
+        admit: ApplyAdmission, *, prune_managed_by: str | None, dry_run: bool,
+        change: Change = BY_SYSTEM,
+    ) -> tuple[ApplyPlan, dict[str, ScheduleRecord]]:
+        return await apply_in_memory(self, self._db, tenant_id, keys, decide, admit,
+                                     prune_managed_by=prune_managed_by, dry_run=dry_run)
+

@@ -9,6 +9,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.domain.errors import StorageError
 from cronwire.domain.secrets import DataKeyRecord
 
 Q = queries()
@@ -32,7 +33,16 @@ class PostgresDataKeyStore:
         with storage_errors("storing a data key"):
             row = await self._pool.fetchrow(Q["secret_data_key_insert"], record.id,
                                             record.tenant_id, record.key_id, record.wrapped)
-        assert row is not None, "the insert or the row that beat it"
+            if row is None:
+                # Another replica's insert committed while ours waited on it: ON CONFLICT
+                # did nothing, and the statement's snapshot predates that row. A new
+                # statement sees it (two apply requests of a new tenant at once did this).
+                rows = await self._pool.fetch(Q["secret_data_key_for_tenants"],
+                                              [record.tenant_id])
+                if not rows:
+                    raise StorageError(f"the data key of tenant {record.tenant_id} "
+                                       "vanished while it was stored")
+                row = rows[0]
         return _record(row)
 
     async def count_by_key_id(self) -> Mapping[str, int]:

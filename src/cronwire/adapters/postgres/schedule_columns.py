@@ -31,3 +31,8 @@ def semantics_columns(spec: ScheduleSpec) -> list[object]:
     """run_at .. pause_after_failures, in the order both statements take them."""
     return [spec.at, spec.overlap_policy.value, spec.jitter_seconds, spec.max_runs,
             spec.pause_after_failures]
+
+
+def identity_columns(spec: ScheduleSpec) -> list[object]:
+    """key and managed_by (schedules as code, ADR 0057), last in both statements."""
+    return [spec.key, spec.managed_by]

@@ -1,9 +1,12 @@
-"""Reading and rewinding a schedule row: the record it holds, NotFound for a missing one,
-and the take-back of occurrences written ahead (an edit of the timing, a pause)."""
+"""A schedule row as the schedule store and its neighbours read and write it: the row as
+a record, a missing row as NotFound, a taken key as 409, and taking back the occurrences
+planned ahead (queries/schedule.sql, job_run.sql)."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 
 import asyncpg
@@ -11,7 +14,7 @@ import asyncpg
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.alerts import AlertRules
 from cronwire.domain.documents import retry_from_document, target_from_document
-from cronwire.domain.errors import NotFound
+from cronwire.domain.errors import NotFound, StateConflict
 from cronwire.domain.flow_control import flow_from_document
 from cronwire.domain.model import MisfirePolicy, OverlapPolicy, ScheduleStatus
 from cronwire.domain.rrules import is_rrule
@@ -73,6 +76,7 @@ def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
         alerts=AlertRules(row["alert_after_failures"], row["alert_late_after_seconds"],
                           row["alert_max_duration_ms"]),
         flow_control=flow_from_document(row["flow_control"]),
+        key=row.get("key"), managed_by=row.get("managed_by"),
     )
     return ScheduleRecord(
         id=row["id"], tenant_id=row["tenant_id"], spec=spec,
@@ -85,6 +89,21 @@ def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
         paused_reason=row["paused_reason"], paused_at=row["paused_at"],
         version=row.get("version", 1),
     )
+
+
+KEY_INDEX = "schedule_tenant_key_idx"
+
+
+@contextlib.contextmanager
+def key_conflicts(key: str | None) -> Iterator[None]:
+    """A write that would give a second live schedule of the tenant this key: 409."""
+    try:
+        yield
+    except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name != KEY_INDEX:
+            raise
+        raise StateConflict(f"key: {key!r} is the key of another schedule of this tenant; "
+                            "keys are unique among live schedules") from None
 
 
 def found_row(row: asyncpg.Record | None, object_id: uuid.UUID,

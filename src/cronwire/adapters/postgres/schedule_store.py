@@ -14,8 +14,8 @@ from datetime import datetime
 import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
-from cronwire.adapters.postgres.flow_store import resync_deleted, save_flow_control
 from cronwire.adapters.postgres.run_history import run_view
+from cronwire.adapters.postgres.schedule_apply import write_plan
 from cronwire.adapters.postgres.schedule_changes import (
     audit_schedule,
     check_version,
@@ -23,32 +23,28 @@ from cronwire.adapters.postgres.schedule_changes import (
     revision_spec,
     revisions,
 )
-from cronwire.adapters.postgres.schedule_columns import (
-    alert_columns,
-    semantics_columns,
-    spec_columns,
-)
 from cronwire.adapters.postgres.schedule_rows import (
     found_row,
+    key_conflicts,
     schedule_record,
-    unplan,
     unplan_ahead,
 )
+from cronwire.adapters.postgres.schedule_writes import ScheduleRowWriter
 from cronwire.adapters.postgres.sealed_fields import opened_record, sealed_secret
-from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.adapters.postgres.sql import queries
 from cronwire.adapters.postgres.volume import locked_open_runs
 from cronwire.domain.access import BY_SYSTEM, Change
+from cronwire.domain.apply_plan import ApplyPlan
 from cronwire.domain.audit import SEALED, Revision
 from cronwire.domain.errors import LimitExceeded, NotFound, StateConflict, StorageError
 from cronwire.domain.history import RunView
-from cronwire.domain.model import (
-    ScheduleStatus,
-    idempotency_key_for,
-    run_id_for,
-)
-from cronwire.domain.schedule_rules import first_fire, rescheduled_next_fire, status_after_edit
+from cronwire.domain.model import idempotency_key_for, run_id_for
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.ports.secrets import SecretBox
+from cronwire.ports.tenant import ApplyAdmission, ApplyDecider
+
+# Re-exported: run_store and run_commands import them from here.
+__all__ = ["PostgresScheduleStore", "found_row", "schedule_record", "unplan_ahead"]
 
 Q = queries()
 NIL_ID = uuid.UUID(int=0)
@@ -63,6 +59,7 @@ class PostgresScheduleStore:
     def __init__(self, pool: asyncpg.Pool, box: SecretBox) -> None:
         self._pool = pool
         self._box = box
+        self._writes = ScheduleRowWriter(box)
 
     async def _record(self, row: asyncpg.Record) -> ScheduleRecord:
         return await opened_record(self._box, schedule_record(row))
@@ -86,11 +83,8 @@ class PostgresScheduleStore:
         self, tenant_id: uuid.UUID, spec: ScheduleSpec, *, paused: bool, signing_secret: str,
         max_schedules: int, change: Change = BY_SYSTEM,
     ) -> ScheduleRecord:
-        status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
-        schedule_id = uuid.uuid4()  # sealing binds each value to it, so it is made here
-        columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
-        secret = await sealed_secret(self._box, tenant_id, schedule_id, signing_secret)
-        with storage_errors("creating a schedule"):
+        await self._sealing_ready(tenant_id)
+        with storage_errors("creating a schedule"), key_conflicts(spec.key):
             async with self._pool.acquire() as conn, conn.transaction():
                 tenant = found_row(await conn.fetchrow(Q["tenant_lock_live_count"], tenant_id),
                                 tenant_id, "tenant")
@@ -100,18 +94,15 @@ class PostgresScheduleStore:
                         f"this tenant already has {tenant['live']} schedules "
                         f"(limit {max_schedules}); delete one first",
                     )
-                row = found_row(await conn.fetchrow(
-                    Q["schedule_insert"], schedule_id, tenant_id, *columns,
-                    status.value, first_fire(spec, tenant["db_now"]), spec.starts_at,
-                    spec.ends_at, secret, *semantics_columns(spec),
-                    *alert_columns(spec),
-                ), tenant_id, "tenant")
-                if spec.flow_control is not None:
-                    await save_flow_control(conn, tenant_id, row["id"], spec)
-                await record_change(conn, change, "schedule.create", None,
-                                    replace(schedule_record(row), spec=spec), row["target"])
-        record = await self._record(row)
-        return replace(record, spec=replace(record.spec, flow_control=spec.flow_control))
+                row = await self._writes.insert_on(conn, tenant_id, spec, paused, signing_secret,
+                                           tenant["db_now"], change=change)
+        return await self._writes.record_as_written(row, spec)
+
+    async def _sealing_ready(self, tenant_id: uuid.UUID) -> None:
+        """Make sure the tenant has a data key before its row is locked: sealing the first
+        value of a tenant inserts its key from another connection (secret_data_key
+        references tenant), which would wait for our tenant lock forever."""
+        await self._box.seal(tenant_id, "", "cronwire.sealing-ready")
 
     async def db_now(self) -> datetime:
         with storage_errors("reading the database clock"):
@@ -134,36 +125,44 @@ class PostgresScheduleStore:
         revise: Callable[[ScheduleSpec], ScheduleSpec], *, change: Change = BY_SYSTEM,
         if_match: int | None = None, action: str = "schedule.update",
     ) -> ScheduleRecord:
-        with storage_errors(f"updating schedule {schedule_id}"):
+        with storage_errors(f"updating schedule {schedule_id}"), key_conflicts(None):
             async with self._pool.acquire() as conn, conn.transaction():
                 row = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id, schedule_id),
                              schedule_id)
                 check_version(row, if_match)
-                current = await self._record(row)
-                spec = revise(current.spec)  # a domain error here rolls the lock back
-                last_fire_at = current.last_fire_at
-                if current.spec.timing_differs(spec):  # nothing more on the old timetable
-                    taken = await unplan(conn, tenant_id, schedule_id)
-                    if taken is not None:
-                        last_fire_at = taken[1]
-                next_fire_at = rescheduled_next_fire(
-                    current.spec, spec, current.next_fire_at, last_fire_at, row["db_now"],
-                )
-                status, next_fire_at = status_after_edit(
-                    current, spec, next_fire_at, last_fire_at, row["db_now"])
-                columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
-                updated = found_row(await conn.fetchrow(
-                    Q["schedule_update"], tenant_id, schedule_id, *columns,
-                    spec.starts_at, spec.ends_at, next_fire_at, last_fire_at,
-                    *semantics_columns(spec), status.value, *alert_columns(spec),
-                ), schedule_id)
-                await save_flow_control(conn, tenant_id, schedule_id, spec, current.spec)
-                version = await record_change(
-                    conn, change, action, current,
-                    replace(schedule_record(updated), spec=spec), updated["target"])
-        record = await self._record(updated)
-        return replace(record, spec=replace(record.spec, flow_control=spec.flow_control),
-                       version=version or record.version)
+                updated, spec, version = await self._writes.rewrite_on(conn, tenant_id, row, revise,
+                                                               change=change, action=action)
+        return await self._writes.record_as_written(updated, spec, version)
+
+    async def get_by_key(self, tenant_id: uuid.UUID, key: str) -> ScheduleRecord:
+        row = await self._fetchrow("schedule_get_by_key", tenant_id, key)
+        if row is None:
+            raise NotFound(f"schedule with key {key!r} not found")
+        return await self._record(row)
+
+    async def apply(
+        self, tenant_id: uuid.UUID, keys: Sequence[str], decide: ApplyDecider,
+        admit: ApplyAdmission, *, prune_managed_by: str | None, dry_run: bool,
+        change: Change = BY_SYSTEM,
+    ) -> tuple[ApplyPlan, dict[str, ScheduleRecord]]:
+        await self._sealing_ready(tenant_id)
+        with storage_errors("applying schedules"), key_conflicts(None):
+            async with self._pool.acquire() as conn, conn.transaction():
+                # The tenant's lock (as create takes it): applies, PUTs by key and creates
+                # of one tenant run one after another, so a second apply decides on what
+                # the first wrote, and the quota is counted once.
+                tenant = found_row(await conn.fetchrow(Q["tenant_lock_live_count"], tenant_id),
+                                   tenant_id, "tenant")
+                rows = await conn.fetch(Q["schedule_list_for_apply"], tenant_id, list(keys),
+                                        prune_managed_by)
+                current = [await self._record(row) for row in rows]
+                plan = await decide(current, tenant["live"])
+                await admit(plan)
+                after = plan.records_read()
+                if not dry_run and plan.changes_anything:
+                    await write_plan(self._writes, conn, tenant_id, plan, tenant["db_now"], after,
+                                     change)
+        return plan, after
 
     async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
                      change: Change = BY_SYSTEM, if_match: int | None = None) -> int:
@@ -172,20 +171,13 @@ class PostgresScheduleStore:
                 row = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id,
                                                     schedule_id), schedule_id)
                 check_version(row, if_match)
-                await conn.execute(Q["schedule_soft_delete"], tenant_id, schedule_id)
-                status = await conn.execute(
-                    Q["job_run_cancel_for_schedule"], tenant_id, schedule_id
-                )
-                await resync_deleted(conn, tenant_id, schedule_id)
-                await audit_schedule(conn, tenant_id, schedule_id, change, "schedule.delete",
-                                     {"status": [row["status"], "deleted"]})
-        return rows_affected(status)
+                return await self._writes.remove_on(conn, tenant_id, schedule_id, change=change,
+                                            was=row["status"])
 
     async def set_paused(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool,
         note: str | None = None, *, change: Change = BY_SYSTEM, if_match: int | None = None,
     ) -> ScheduleRecord:
-        status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
         verb = "paused" if paused else "resumed"
         with storage_errors(f"setting schedule {schedule_id} {verb}"):
             async with self._pool.acquire() as conn, conn.transaction():
@@ -194,19 +186,13 @@ class PostgresScheduleStore:
                 locked = found_row(await conn.fetchrow(Q["schedule_lock"], tenant_id,
                                                        schedule_id), schedule_id)
                 check_version(locked, if_match)
-                row = await conn.fetchrow(
-                    Q["schedule_set_status"], tenant_id, schedule_id, status.value, note)
+                row, version = await self._writes.set_status_on(conn, tenant_id, locked, paused,
+                                                        note, change=change)
                 if row is None:
                     raise StateConflict(
                         f"schedule {schedule_id} is {locked['status']} and cannot be {verb}: "
                         "it has no occurrence left; give it a new `at` or a higher "
                         "`max_runs` to run it again")
-                if paused:
-                    row = await unplan_ahead(conn, tenant_id, schedule_id) or row
-                before = schedule_record(locked)
-                version = await record_change(
-                    conn, change, f"schedule.{'pause' if paused else 'resume'}", before,
-                    replace(schedule_record(row), spec=before.spec), row["target"])
         record = await self._record(row)
         return replace(record, version=version or record.version)
 

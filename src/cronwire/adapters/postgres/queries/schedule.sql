@@ -56,22 +56,23 @@ FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::integer[])
 WHERE s.id = a.id AND s.id = ANY($1::uuid[])
 
 -- name: schedule_insert
--- $3..$9, $15..$19 and $20..$22 in ScheduleStore's spec column order (name ..
--- catchup_window_seconds, run_at .. pause_after_failures, the alert rules); paused_at is
--- set when it is created paused.
+-- $3..$9, $15..$19, $20..$22 and $23..$24 in ScheduleStore's spec column order (name ..
+-- catchup_window_seconds, run_at .. pause_after_failures, the alert rules, key and
+-- managed_by); paused_at is set when it is created paused. A key another live schedule
+-- of the tenant holds violates schedule_tenant_key_idx (the store answers 409).
 INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
                       catchup_window_seconds, status, next_fire_at, starts_at, ends_at,
                       signing_secret, run_at, overlap_policy, jitter_seconds, max_runs,
                       pause_after_failures, alert_after_failures, alert_late_after_seconds,
-                      alert_max_duration_ms, paused_at)
+                      alert_max_duration_ms, key, managed_by, paused_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-        $20, $21, $22, CASE WHEN $10 = 'paused' THEN now() END)
+        $20, $21, $22, $23, $24, CASE WHEN $10 = 'paused' THEN now() END)
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
 
 -- name: schedule_get
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
@@ -79,7 +80,7 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 
@@ -91,10 +92,36 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, now() AS db_now
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR UPDATE
+
+-- name: schedule_get_by_key
+-- The tenant's live schedule with this key (schedule_tenant_key_idx: at most one).
+SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
+       catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
+       signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+       overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+       consecutive_failures, paused_reason, paused_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+FROM schedule
+WHERE tenant_id = $1 AND key = $2 AND status <> 'deleted'
+
+-- name: schedule_list_for_apply
+-- What an apply compares with (ADR 0057): the tenant's live schedules with one of the
+-- keys listed ($2), and, when it prunes, those managed by $3 (NULL: none). Not locked:
+-- the caller holds the tenant's lock against other applies and creates, and locks each
+-- row it is about to change (schedule_lock); an unchanged schedule is only read.
+SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
+       catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
+       signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+       overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+       consecutive_failures, paused_reason, paused_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+FROM schedule
+WHERE tenant_id = $1 AND status <> 'deleted'
+  AND (key = ANY ($2::text[]) OR managed_by = $3::text)
 
 -- name: schedule_list
 -- Keyset on schedule_tenant_idx (tenant_id, id); $2 is the last id of the previous page.
@@ -103,7 +130,7 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
 FROM schedule
 WHERE tenant_id = $1 AND id > $2 AND status <> 'deleted'
 ORDER BY id
@@ -111,13 +138,14 @@ LIMIT $3
 
 -- name: schedule_update
 -- $14..$18 run_at .. pause_after_failures; $19 the status after the edit (a completed
--- schedule given another occurrence is active again).
+-- schedule given another occurrence is active again); $23, $24 key and managed_by.
 UPDATE schedule
 SET name = $3, cron = $4, timezone = $5, target = $6, retry = $7, misfire_policy = $8,
     catchup_window_seconds = $9, starts_at = $10, ends_at = $11, next_fire_at = $12,
     last_fire_at = $13, run_at = $14, overlap_policy = $15, jitter_seconds = $16,
     max_runs = $17, pause_after_failures = $18, status = $19,
     alert_after_failures = $20, alert_late_after_seconds = $21, alert_max_duration_ms = $22,
+    key = $23, managed_by = $24,
     -- a rule removed or changed starts its state afresh (no stale "failing" to recover)
     alert_failing = alert_failing AND $20::integer IS NOT DISTINCT FROM alert_after_failures,
     alert_told_failing = alert_told_failing
@@ -131,7 +159,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
 
 -- name: schedule_set_status
 -- Pause/resume of an active or paused schedule (a completed one is neither: the store
@@ -156,7 +184,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
 
 -- name: schedule_rewind
 -- After a pause took back occurrences written ahead (job_run_unplan_ahead): the cursor
@@ -170,7 +198,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
 
 -- name: schedule_rotate_secret
 -- Two slots only: rotating again within the overlap drops the oldest secret.
@@ -185,7 +213,7 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
 
 -- name: schedule_soft_delete
 UPDATE schedule
@@ -207,7 +235,7 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, now() AS db_now
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR SHARE
