@@ -54,13 +54,16 @@ async def test_backlog_counts_due_non_terminal_runs_only(db_pool: asyncpg.Pool) 
         *[("pending", -5)] * 3, *[("pending", 600)] * 2, ("retrying", -1), ("retrying", 600),
         *[("running", -30)] * 2, *[("succeeded", -60)] * 2, ("failed", -60),
     ]
+    # One base instant for every row: read per statement, a second boundary crossed
+    # between two inserts gave two rows the same occurrence (a unique violation, once).
+    base = await db_pool.fetchval("SELECT date_trunc('second', now())")
     for i, (status, offset) in enumerate(rows):
         await db_pool.execute(
             "INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key,"
             " status, fire_after) VALUES (gen_random_uuid(), $1, $2,"
-            " date_trunc('second', now()) - make_interval(secs => $3), 'k' || $3::text, $4,"
+            " $6::timestamptz - make_interval(secs => $3), 'k' || $3::text, $4,"
             " now() + make_interval(secs => $5))",
-            tenant, schedule.id, i, status, offset,
+            tenant, schedule.id, i, status, offset, base,
         )
     expected = await db_pool.fetchval(
         "SELECT count(*) FROM job_run WHERE status IN ('pending', 'retrying', 'running')"
