@@ -290,15 +290,11 @@ class _Memo:
         self._data: OrderedDict[object, tuple[datetime, ...]] = OrderedDict()
         self._lock = threading.Lock()
         self._max_entries, self._max_items, self._items = max_entries, max_items, 0
-        self.hits = self.misses = 0
 
     def get(self, key: object) -> tuple[datetime, ...] | None:
         with self._lock:
             found = self._data.get(key)
-            if found is None:
-                self.misses += 1
-            else:
-                self.hits += 1
+            if found is not None:
                 self._data.move_to_end(key)
             return found
 
@@ -311,11 +307,6 @@ class _Memo:
             self._data[key] = value
             while len(self._data) > self._max_entries or self._items > self._max_items:
                 self._items -= len(self._data.popitem(last=False)[1])
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self._items = self.hits = self.misses = 0
 
 
 _memo = _Memo()
@@ -402,12 +393,3 @@ def min_gap_seconds(cron: str, timezone: str, now: datetime, sample: int = 50) -
     gaps = [(b - a).total_seconds() for a, b in pairwise(fires)]
     return min(gaps, default=math.inf)
 
-
-def cache_stats() -> dict[str, int]:
-    """Hit and miss counts of the occurrence memo (for metrics and benchmarks)."""
-    return {"hits": _memo.hits, "misses": _memo.misses, "entries": len(_memo._data)}
-
-
-def clear_caches() -> None:
-    """Forget memoised occurrences (tests and benchmarks)."""
-    _memo.clear()
