@@ -13,39 +13,49 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import for_code
 from aiokafka.protocol.transaction import InitProducerIdRequest
 
-from cronwire.adapters.kafka.calls import KAFKA_FAILURES, bounded
+from cronwire.adapters.kafka.calls import KAFKA_FAILURES
+from cronwire.adapters.kafka.one_request import ask
 
 log = logging.getLogger(__name__)
+
+
+class _GiveUp(Exception):
+    """No broker could be asked, or one answered an error asking again will not change."""
 
 
 async def grants_producer_ids(bootstrap: str, *, within: float = 5.0,
                               request_timeout_ms: int = 3000) -> bool:
     """True when the broker grants a producer id within ``within`` seconds; False when it
     refuses (a non-retriable error), cannot be asked, or is still not ready by then."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="cronwire-probe",
-                            request_timeout_ms=request_timeout_ms)
+    servers = [server.strip() for server in bootstrap.split(",") if server.strip()]
     last = "no answer"
     try:
         async with asyncio.timeout(within):
-            await client.bootstrap()
             while True:
-                answer = await client.send(client.get_random_node(),
-                                           InitProducerIdRequest(None, 60_000))
-                if answer.error_code == 0 and answer.producer_id >= 0:
-                    return True
-                error = for_code(answer.error_code)
-                last = f"{error.__name__} (error {answer.error_code})"
-                if not getattr(error, "retriable", False):
-                    break
-                await asyncio.sleep(0.2)
-    except KAFKA_FAILURES as exc:
-        last = last if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
-    finally:
-        await bounded(client.close(), 3.0)  # a task of its own: see metadata.MetadataProbe
+                answered = False
+                for server in servers:  # any broker grants a non-transactional id
+                    try:
+                        answer = await ask(server, InitProducerIdRequest(None, 60_000),
+                                           client_id="cronwire-probe",
+                                           request_timeout_ms=request_timeout_ms)
+                    except (*KAFKA_FAILURES, ValueError) as exc:
+                        last = f"{type(exc).__name__}: {exc}"
+                        continue
+                    answered = True
+                    if answer.error_code == 0 and answer.producer_id >= 0:
+                        return True
+                    error = for_code(answer.error_code)
+                    last = f"{error.__name__} (error {answer.error_code})"
+                    if not getattr(error, "retriable", False):
+                        raise _GiveUp
+                if not answered:
+                    raise _GiveUp
+                await asyncio.sleep(0.2)  # not ready yet (a fresh cluster): ask again
+    except (_GiveUp, TimeoutError):
+        pass
     log.info("kafka broker %s grants no producer id (%s): the publisher runs without "
              "idempotence (a duplicated key only costs a claim that finds nothing)",
              bootstrap, last)

@@ -4,9 +4,10 @@ answers.
 A broker that is frozen (SIGSTOP), or too busy to answer, still accepts TCP connections:
 the kernel completes the handshake. A client that asks it and waits makes the whole
 cluster look lost, although the other brokers know the same metadata. The probe therefore
-bootstraps starting from the broker that answered last, and then asks the brokers one at a
-time, each bounded by the request timeout, until one answers. Only when none answers is
-the broker down.
+asks the broker that answered last first, then the bootstrap servers and the brokers the
+last answer named, one at a time, each bounded by the request timeout, until one answers.
+Only when none answers is the broker down. Each question has a connection of its own,
+closed even when the probe is cancelled (one_request.py says why).
 
 It asks for every topic with a null topic list, never for ours by name: some brokers
 create a topic that a metadata request names.
@@ -17,10 +18,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.metadata import MetadataRequest
 
-from cronwire.adapters.kafka.calls import KAFKA_FAILURES, bounded
+from cronwire.adapters.kafka.calls import KAFKA_FAILURES
+from cronwire.adapters.kafka.one_request import ask
 from cronwire.domain.errors import BrokerError
 
 
@@ -29,6 +30,7 @@ class MetadataProbe:
         self._servers = [server.strip() for server in bootstrap.split(",") if server.strip()]
         self._request_timeout_ms = request_timeout_ms
         self._answered: str | None = None  # host:port of the broker that answered last
+        self._known: list[str] = []  # the brokers the last answer listed
 
     @property
     def servers(self) -> str:
@@ -39,32 +41,26 @@ class MetadataProbe:
     async def fetch(self) -> dict[str, Any]:
         """The metadata as ``{"brokers": [...], "topics": [...]}``; BrokerError when no
         broker answers within its request timeout."""
-        client = AIOKafkaClient(bootstrap_servers=self.servers, client_id="cronwire-probe",
-                                request_timeout_ms=self._request_timeout_ms)
-        bound = self._request_timeout_ms / 1000
         failures: list[str] = []
-        try:
-            # aiokafka's bootstrap moves past a silent server after the request timeout.
-            async with asyncio.timeout(bound * (len(self._servers) + 1)):
-                await client.bootstrap()
-            brokers = {b.nodeId: f"{b.host}:{b.port}" for b in client.cluster.brokers()}
-            order = sorted(brokers, key=lambda node: brokers[node] != self._answered)
-            for node in order:
-                try:
-                    async with asyncio.timeout(bound):
-                        answer = await client.send(node, MetadataRequest(None))
-                except KAFKA_FAILURES as exc:
-                    failures.append(f"{brokers[node]}: {type(exc).__name__}: {exc}")
-                    continue
-                self._answered = brokers[node]
-                metadata: dict[str, Any] = answer.to_object()
-                return metadata
-        except KAFKA_FAILURES as exc:
-            failures.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            # In a task of its own: aiokafka's close swallows a cancellation that meets it
-            # (it awaits its own cancelled task), which would keep the link's probe loop
-            # running after KafkaLink.close() cancelled it.
-            await bounded(client.close(), 3.0)
+        for server in self._candidates():
+            try:
+                # aiokafka bounds the connect, the version lookup and the answer each; the
+                # outer bound holds when a loaded machine stretches them.
+                async with asyncio.timeout(3 * self._request_timeout_ms / 1000):
+                    answer = await ask(server, MetadataRequest(None), client_id="cronwire-probe",
+                                       request_timeout_ms=self._request_timeout_ms)
+            except (*KAFKA_FAILURES, ValueError) as exc:
+                failures.append(f"{server}: {type(exc).__name__}: {exc}")
+                continue
+            self._answered = server
+            metadata: dict[str, Any] = answer.to_object()
+            self._known = [f"{b['host']}:{b['port']}" for b in metadata.get("brokers") or []]
+            return metadata
         raise BrokerError(f"cannot reach a Kafka broker at {','.join(self._servers)}: "
                           + "; ".join(failures))
+
+    def _candidates(self) -> list[str]:
+        """The broker that answered last, the bootstrap list, then every broker the last
+        answer named (a bootstrap list of one address still reaches the others)."""
+        ordered = self.servers.split(",") + self._known
+        return list(dict.fromkeys(server for server in ordered if server))
