@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -22,12 +23,13 @@ from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
 from cronwire.domain.schedules import ScheduleSpec
 from cronwire.harness.seeding import non_terminal, seed_tenant, status_counts
 from cronwire.harness.sink import Reply, Sink, always
-from tests.support.brokers import KAFKA_BROKERS, broker_params, claim_mode_settings
+from tests.support.brokers import APACHE, KAFKA_BROKERS, broker_params, claim_mode_settings
 from tests.support.polling import wait_until
 from tests.support.replicas import ReplicaSet
 from tests.support.secrets import secret_box
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+FULL = os.environ.get("CRONWIRE_FULL") == "1"
 ONE_ATTEMPT = RetryPolicy(1, 1, 1)
 RECEIVER_SECONDS = 2.5  # each delivery takes this long: longer than the schedules' period
 
@@ -52,7 +54,10 @@ async def _three(fleet: ReplicaSet, roles: str = "planner,executor", **settings:
                           **settings)
 
 
-@pytest.mark.parametrize("mode", ["postgres", *broker_params(*KAFKA_BROKERS)])
+# Reduced, kafka mode's overlap runs on Apache Kafka only (tansu's twin repeated the same
+# counts for 40-50 s of the serial fleet group); CRONWIRE_FULL=1 runs both brokers.
+@pytest.mark.parametrize("mode", ["postgres", *broker_params(
+    *(KAFKA_BROKERS if FULL else (APACHE,)))])
 async def test_overlap_policies_hold_across_three_replicas(
     db_pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet, mode: str,
     request: pytest.FixtureRequest,
