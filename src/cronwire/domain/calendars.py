@@ -23,13 +23,14 @@ unchanged; a calendar-skipped instant is recognised by its date being excluded.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from enum import StrEnum
 
 from cronwire.domain.cron import load_timezone, next_occurrences, occurrences_between
 from cronwire.domain.dst import EPOCH, EPOCH_UTC, gap_end, offsets
+from cronwire.domain.errors import RuleViolation
 
 # How far a shift looks for a business day. A holiday run as long as the end of the year
 # (24 Dec .. 6 Jan with its weekends) fits; a calendar excluding more than this in a row
@@ -51,6 +52,14 @@ class CalendarPolicy(StrEnum):
 
 
 CALENDAR_POLICIES = tuple(policy.value for policy in CalendarPolicy)
+
+
+def parse_calendar_policy(value: str) -> CalendarPolicy:
+    try:
+        return CalendarPolicy(value)
+    except ValueError:
+        raise RuleViolation("calendar_policy",
+                            f"must be one of {', '.join(CALENDAR_POLICIES)}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,8 +250,22 @@ def effective_next(
     return found[:count]
 
 
-def verdicts(instants: Iterable[datetime], timezone: str,
-             exclusions: Exclusions) -> Mapping[datetime, Verdict]:
-    """Each raw occurrence's verdict, keyed by the occurrence (explain's detail)."""
+def annotated(timetable: str, timezone: str, instants: list[datetime],
+              exclusions: Exclusions) -> list[Verdict]:
+    """Each effective instant (oldest first) with its verdict: skipped (its date is
+    excluded), shifted (from an excluded date; when it also is an occurrence of its own
+    the shift is what is said), or as planned. For previews."""
+    if not exclusions or not instants or not timetable:
+        return [Verdict(t) for t in instants]
     tz = load_timezone(timezone)
-    return {t: verdict(t, tz, exclusions) for t in instants}
+    sources: dict[datetime, Verdict] = {}
+    if exclusions.policy is not CalendarPolicy.SKIP:
+        reach = timedelta(days=MAX_SHIFT_DAYS + 1)
+        first, last = local_date(instants[0], tz) - reach, local_date(instants[-1], tz) + reach
+        for day in exclusions.within(first, last):
+            for t in _of_day(timetable, timezone, tz, day):
+                found = verdict(t, tz, exclusions)
+                if found.shifted:
+                    sources.setdefault(found.at, found)
+    return [verdict(t, tz, exclusions) if exclusions.excludes(local_date(t, tz))
+            else sources.get(t, Verdict(t)) for t in instants]

@@ -15,10 +15,10 @@ from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemorySc
 from cronwire.adapters.memory.flow_gate import release_holds, save_flow_control, sync_keys
 from cronwire.adapters.memory.schedule_apply import apply_in_memory
 from cronwire.adapters.memory.schedule_rows import (
-    schedule_record,
     check_key_free,
     live_schedule,
     run_view,
+    schedule_record,
     unplan,
     unplan_ahead,
 )
