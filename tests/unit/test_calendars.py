@@ -155,11 +155,11 @@ def _brute_force(cron: str, zone: str, after: datetime, until: datetime,
 
 
 CRONS = ("0 9 * * *", "30 2 * * *", "0 9 * * FRI", "15 8,17 * * 1-5", "0 0 1 * *",
-         "0 12 L * *", "0 */6 * * *")
+         "0 12 L * *", "0 */6 * * *", "*/20 * * * *")
 ZONES = ("Europe/Berlin", "America/New_York", "UTC", "Asia/Jerusalem")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(cron=st.sampled_from(CRONS), zone=st.sampled_from(ZONES),
        policy=st.sampled_from(list(CalendarPolicy)),
        offsets=st.lists(st.integers(0, 120), max_size=40),

@@ -185,41 +185,81 @@ def effective_between(
     exclusions: Exclusions,
 ) -> list[datetime]:
     """The effective instants in ``(after, until]``, oldest first, at most ``limit``:
-    what ``occurrences_between`` is for a schedule without calendars (and is, then)."""
+    what ``occurrences_between`` is for a schedule without calendars (and is, then).
+
+    Two parts, each bounded by the window, not by the calendar's days: the occurrences of
+    dates no calendar lists (a walk that steps over an excluded day at once), up to
+    ``limit`` of them; and, for each excluded day within reach whose business day falls in
+    the window, only its occurrences whose wall time lands in the window."""
     if not exclusions or exclusions.policy is CalendarPolicy.SKIP:
         return occurrences_between(timetable, timezone, after, until, limit)
     tz = load_timezone(timezone)
-    found: list[datetime] = []
-    lo = after
-    while len(found) < limit and lo < until:
-        raw = occurrences_between(timetable, timezone, lo, until, limit)
-        hi = until if len(raw) < limit else raw[-1]
-        window = {v.at for v in (verdict(t, tz, exclusions) for t in raw)}
-        window.update(_shifted_in(timetable, timezone, tz, lo, hi, exclusions))
-        found.extend(sorted(t for t in window if lo < t <= hi))
-        lo = hi
-    return found[:limit]
+    regular, hi = _regular(timetable, timezone, tz, after, until, limit, exclusions)
+    found = set(regular)
+    found.update(_moved_into(timetable, timezone, tz, after, hi, exclusions))
+    return sorted(found)[:limit]
 
 
-def _shifted_in(timetable: str, timezone: str, tz: tzinfo, lo: datetime, hi: datetime,
+def _regular(timetable: str, timezone: str, tz: tzinfo, after: datetime, until: datetime,
+             limit: int, exclusions: Exclusions) -> tuple[list[datetime], datetime]:
+    """The occurrences in ``(after, until]`` of dates no calendar lists, at most
+    ``limit``, and the end of the span they account for (``until``, or the last one)."""
+    kept: list[datetime] = []
+    cursor = after
+    page = max(limit, 64)
+    while cursor < until:
+        found = occurrences_between(timetable, timezone, cursor, until, page)
+        for t in found:
+            day = local_date(t, tz)
+            if exclusions.excludes(day):  # the whole day is the shifting part's
+                cursor = max(t, _day_start(day + _DAY, tz) - _TICK)
+                break
+            kept.append(t)
+            cursor = t
+            if len(kept) == limit:
+                return kept, t
+        else:
+            if len(found) < page:
+                break
+    return kept, until
+
+
+def _day_start(day: date, tz: tzinfo) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=tz).astimezone(UTC)
+
+
+def _moved_into(timetable: str, timezone: str, tz: tzinfo, lo: datetime, hi: datetime,
                 exclusions: Exclusions) -> list[datetime]:
-    """Shifted instants in ``(lo, hi]`` of occurrences outside ``(lo, hi]``: before it
-    (a shift forward) or after it (a shift backward), from excluded days within reach."""
-    forward = exclusions.policy is CalendarPolicy.NEXT_BUSINESS_DAY
-    if forward:
-        first = local_date(lo, tz)
-        days = exclusions.within(first - timedelta(days=MAX_SHIFT_DAYS + 1), first)
-    else:
-        last = local_date(hi, tz)
-        days = exclusions.within(last, last + timedelta(days=MAX_SHIFT_DAYS + 1))
-    shifted = []
+    """The instants in ``(lo, hi]`` of the occurrences of excluded days: shifted to a
+    business day in the window, or kept where they are (skipped) when none is in reach."""
+    first, last = local_date(lo, tz), local_date(hi, tz)
+    reach = timedelta(days=MAX_SHIFT_DAYS + 1)
+    step = 1 if exclusions.policy is CalendarPolicy.NEXT_BUSINESS_DAY else -1
+    days = exclusions.within(first - reach, last) if step == 1 else \
+        exclusions.within(first, last + reach)
+    moved: list[datetime] = []
     for day in days:
-        for t in _of_day(timetable, timezone, tz, day):
-            if (forward and t <= lo) or (not forward and t > hi):
-                v = verdict(t, tz, exclusions)
-                if v.shifted:
-                    shifted.append(v.at)
-    return shifted
+        target = business_day(day, exclusions, step)
+        if target is None:  # skipped where it is
+            if first <= day <= last:
+                moved.extend(t for t in _of_day(timetable, timezone, tz, day) if lo < t <= hi)
+            continue
+        if not first <= target <= last:
+            continue
+        # The window's wall times on the target day, read on the excluded day.
+        start = max(lo, _day_start(target, tz) - _TICK).astimezone(tz).replace(tzinfo=None)
+        end = min(hi, _day_start(target + _DAY, tz)).astimezone(tz).replace(tzinfo=None)
+        shift = day - target
+        since = datetime.combine(start.date() + shift, start.time(), tzinfo=tz)
+        until = datetime.combine(end.date() + shift, end.time(), tzinfo=tz)
+        for t in occurrences_between(timetable, timezone, since.astimezone(UTC) - _MARGIN,
+                                     until.astimezone(UTC) + _MARGIN, _PER_DAY):
+            local = t.astimezone(tz)
+            if local.date() == day:
+                at = wall_clock_instant(tz, datetime.combine(target, local.time()))
+                if lo < at <= hi:
+                    moved.append(at)
+    return moved
 
 
 def effective_next(
