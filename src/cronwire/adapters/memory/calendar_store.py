@@ -96,11 +96,8 @@ class MemoryCalendarStore:
         if taken is not None:
             schedule.last_fire_at = taken[1]
         exclusions = memory_exclusions(self._db, schedule.tenant_id, schedule.spec)
-        cursor = replanned_cursor(schedule_record(schedule), exclusions, schedule.last_fire_at,
-                                  now)
-        if cursor == schedule.next_fire_at and taken is None:
-            return 0
-        schedule.next_fire_at = cursor
+        schedule.next_fire_at = replanned_cursor(schedule_record(schedule), exclusions,
+                                                 schedule.last_fire_at, now)
         return 1
 
     async def delete(self, tenant_id: uuid.UUID, calendar_id: uuid.UUID, *,

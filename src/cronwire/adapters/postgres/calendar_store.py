@@ -171,13 +171,14 @@ def _in_use(name: str, users: Sequence[asyncpg.Record]) -> str:
 
 async def _replan(conn: asyncpg.Connection, tenant_id: uuid.UUID, row: asyncpg.Record) -> int:
     """Take back what ``row``'s schedule planned ahead on the old dates and move its
-    cursor on the new ones (the same rule as an edit of its timing); 1 if it moved."""
+    cursor on the new ones (the same rule as an edit of its timing). Returns 1: one
+    schedule planned again (written only where something moved)."""
     record = schedule_record(row)
     exclusions = await exclusions_on(conn, tenant_id, record.spec)
     taken = await unplan(conn, tenant_id, record.id)
     last_fire_at = record.last_fire_at if taken is None else taken[1]
     cursor = replanned_cursor(record, exclusions, last_fire_at, row["db_now"])
     if cursor == record.next_fire_at and taken is None:
-        return 0
+        return 1
     await conn.execute(Q["schedule_replan"], tenant_id, record.id, cursor, last_fire_at)
     return 1
