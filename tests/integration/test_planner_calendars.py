@@ -17,12 +17,8 @@ import asyncpg
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.planner_store import Decide, PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
-from cronwire.domain.calendars import (
-    CalendarPolicy,
-    Exclusions,
-    effective_between,
-    is_calendar_skip,
-)
+from cronwire.domain.calendar_walk import effective_between
+from cronwire.domain.calendars import CalendarPolicy, Exclusions, is_calendar_skip
 from cronwire.domain.cron import occurrences_between
 from cronwire.domain.model import DueSchedule, PlanDecision
 from cronwire.domain.planning import Span

@@ -11,14 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cronwire.domain.calendars import (
-    MAX_SHIFT_DAYS,
-    CalendarPolicy,
-    Exclusions,
-    effective_between,
-    effective_next,
-    verdict,
-)
+from cronwire.domain.calendar_walk import effective_between, effective_next
+from cronwire.domain.calendars import MAX_SHIFT_DAYS, CalendarPolicy, Exclusions, verdict
 from cronwire.domain.cron import occurrences_between
 
 SKIP, NEXT, PREVIOUS = (CalendarPolicy.SKIP, CalendarPolicy.NEXT_BUSINESS_DAY,

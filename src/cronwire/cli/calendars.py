@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from cronwire.cli.api_client import (
@@ -22,11 +23,11 @@ from cronwire.domain.calendars import CALENDAR_POLICIES, MAX_SHIFT_DAYS
 from cronwire.domain.errors import ConfigError
 
 
-def _count(row: dict[str, Any]) -> str:
+def _count(row: Mapping[str, Any]) -> str:
     return str(len(row.get("dates") or []))
 
 
-def _source(row: dict[str, Any]) -> str:
+def _source(row: Mapping[str, Any]) -> str:
     source = row.get("holidays")
     if not source:
         return "dates"

@@ -17,12 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cronwire.domain.calendars import (
-    NO_EXCLUSIONS,
-    Exclusions,
-    effective_between,
-    is_calendar_skip,
-)
+from cronwire.domain.calendar_walk import effective_between
+from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions, is_calendar_skip
 from cronwire.domain.cron import load_timezone
 from cronwire.domain.errors import (
     InvalidCron,

@@ -37,7 +37,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cronwire.domain.calendars import effective_between, effective_next, is_calendar_skip
+from cronwire.domain.calendar_walk import effective_between, effective_next
+from cronwire.domain.calendars import is_calendar_skip
 from cronwire.domain.cron import load_timezone
 from cronwire.domain.errors import DomainError
 from cronwire.domain.jitter import jitter_ms

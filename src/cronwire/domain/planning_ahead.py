@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from cronwire.domain.calendars import effective_next
+from cronwire.domain.calendar_walk import effective_next
 from cronwire.domain.errors import DomainError
 from cronwire.domain.model import DueSchedule, PlanDecision
 from cronwire.domain.planning import Span, decide, timetable_key

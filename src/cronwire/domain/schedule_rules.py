@@ -14,7 +14,8 @@ from dataclasses import replace
 from datetime import datetime
 
 from cronwire.domain.calendar_specs import check_calendar_ids
-from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions, effective_next
+from cronwire.domain.calendar_walk import effective_next
+from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions
 from cronwire.domain.client_tls import check_not_expired
 from cronwire.domain.cron import canonical_timezone, load_timezone
 from cronwire.domain.delivery import HEADER_VALUE_CONTROLS

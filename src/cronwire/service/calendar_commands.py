@@ -11,7 +11,8 @@ from functools import partial
 
 from cronwire.domain.access import BY_SYSTEM, Change
 from cronwire.domain.calendar_specs import CalendarRecord, CalendarSpec, validated
-from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions, Verdict, annotated
+from cronwire.domain.calendar_walk import annotated
+from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions, Verdict
 from cronwire.domain.schedule_rules import preview
 from cronwire.domain.schedules import ScheduleRecord
 from cronwire.ports import CalendarStore, CpuWork, OnTheLoop, ScheduleStore
