@@ -226,3 +226,20 @@ async def test_a_backward_shift_out_of_the_window_writes_nothing_ahead(api: Api)
     written = await api.pool.fetchval("SELECT count(*) FROM job_run WHERE schedule_id = $1",
                                       uuid.UUID(created["id"]))
     assert written == 0
+
+
+async def test_schedules_as_code_carry_calendars(api: Api) -> None:
+    tenant, stranger = await api.tenant(), await api.tenant()
+    calendar = await _calendar(api, tenant, name="office", dates=["2030-01-01"])
+    theirs = await _calendar(api, stranger, name="theirs", dates=["2030-01-01"])
+    body = {"name": "coded", "cron": "0 9 * * *", "target": {"url": "http://127.0.0.1:9/h"},
+            "exclude_calendars": [calendar["id"]], "calendar_policy": "previous_business_day"}
+    put = await api.client.put("/v1/schedules/by-key/coded", json=body, headers=tenant.headers)
+    assert put.status_code in (200, 201), put.text
+    assert (put.json()["exclude_calendars"], put.json()["calendar_policy"]) == (
+        [calendar["id"]], "previous_business_day")
+    again = await api.client.put("/v1/schedules/by-key/coded", json=body, headers=tenant.headers)
+    assert again.status_code == 200 and again.json()["version"] == put.json()["version"]
+    applied = await api.client.post("/v1/schedules/apply", headers=tenant.headers, json={
+        "schedules": [{**body, "key": "coded", "exclude_calendars": [theirs["id"]]}]})
+    assert field_of(applied) == (422, "exclude_calendars"), applied.text
