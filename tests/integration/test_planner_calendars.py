@@ -8,49 +8,24 @@ from __future__ import annotations
 import asyncio
 import itertools
 import uuid
-from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import asyncpg
 
 from cronwire.adapters.metrics import PrometheusMetrics
-from cronwire.adapters.postgres.planner_store import Decide, PostgresPlannerStore
+from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.domain.calendar_walk import effective_between
 from cronwire.domain.calendars import CalendarPolicy, Exclusions, is_calendar_skip
 from cronwire.domain.cron import occurrences_between
-from cronwire.domain.model import DueSchedule, PlanDecision
-from cronwire.domain.planning import Span
 from cronwire.service.planner import Planner
 from tests.support.api import Api, Tenant, api_fixture  # noqa: F401 - fixture
-from tests.support.planner_data import until
+from tests.support.planner_data import CountingStore, until
 
 CRONS = ("0 * * * *", "30 9 * * *", "0 9,17 * * 1-5", "15 */3 * * *", "0 12 */2 * *")
 ZONES = ("Europe/Berlin", "America/New_York", "UTC")
 TICK = timedelta(microseconds=1)
-
-
-class CountingStore:
-    """The real store, counting what its ``decide`` planned (not what the insert kept)."""
-
-    def __init__(self, store: PostgresPlannerStore) -> None:
-        self.store = store
-        self.planned = 0
-
-    async def plan_due(self, *, limit: int, lookahead_seconds: float, decide: Decide,
-                       ahead_seconds: float | None = None) -> tuple[int, int]:
-        def counting(schedules: Sequence[DueSchedule], now: datetime,
-                     writable: Span | None) -> PlanDecision:
-            decision = decide(schedules, now, writable)
-            self.planned += len(decision.runs)
-            return decision
-
-        return await self.store.plan_due(limit=limit, lookahead_seconds=lookahead_seconds,
-                                         decide=counting, ahead_seconds=ahead_seconds)
-
-    async def db_now(self) -> datetime:
-        return await self.store.db_now()
 
 
 async def _calendar(api: Api, tenant: Tenant, name: str, days: list[date]) -> str:
