@@ -52,7 +52,7 @@ FOREIGN_EXAMPLES = 5  # per operation with an {id}
 # Every table a tenant route may write; their contents' digest must not move when a
 # request is refused.
 WRITABLE_TABLES = ("tenant", "api_token", "schedule", "job_run", "job_run_attempt",
-                   "audit_event", "schedule_revision")
+                   "audit_event", "schedule_revision", "calendar")
 # What a table's digest covers: the whole row, but a token's last_used_at (bookkeeping that
 # any authenticated request may move, at most once a minute; ADR 0056).
 DIGESTED = {"api_token": "(t.token_hash, t.tenant_id, t.id, t.prefix, t.scope, t.name, "
