@@ -149,9 +149,12 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
     async def resume(schedule_id: ScheduleId, caller: Writer, response: Response,
                      body: ResumeIn | None = None, if_match: IfMatch = None) -> dict[str, Any]:
         dry_run = body is not None and body.dry_run
+        exclusions = await calendar_commands.exclusions_of(
+            ctx.schedules, ctx.calendars, caller.tenant_id, schedule_id)
         record, due = await commands.resume(ctx.schedules, caller.tenant_id, schedule_id,
                                             dry_run=dry_run, cpu=ctx.cpu, change=caller.change,
-                                            if_match=parse_if_match(if_match))
+                                            if_match=parse_if_match(if_match),
+                                            exclusions=exclusions)
         tag(response, record.version)
         return {**schedule_out(record), "runs_due": due, "dry_run": dry_run}
 

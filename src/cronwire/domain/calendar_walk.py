@@ -169,3 +169,13 @@ def annotated(timetable: str, timezone: str, instants: list[datetime],
                     sources.setdefault(found.at, found)
     return [verdict(t, tz, exclusions) if exclusions.excludes(local_date(t, tz))
             else sources.get(t, Verdict(t)) for t in instants]
+
+
+def calendar_skips(exclusions: Exclusions, timezone: str,
+                   instants: list[datetime]) -> frozenset[datetime]:
+    """The effective instants that are calendar skips (written ``skipped``, never
+    delivered): those whose local date is excluded."""
+    if not exclusions:
+        return frozenset()
+    tz = load_timezone(timezone)
+    return frozenset(t for t in instants if exclusions.excludes(local_date(t, tz)))

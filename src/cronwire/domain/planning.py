@@ -37,9 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cronwire.domain.calendar_walk import effective_between, effective_next
-from cronwire.domain.calendars import is_calendar_skip
-from cronwire.domain.cron import load_timezone
+from cronwire.domain.calendar_walk import calendar_skips, effective_between, effective_next
 from cronwire.domain.errors import DomainError
 from cronwire.domain.jitter import jitter_ms
 from cronwire.domain.model import (
@@ -210,8 +208,7 @@ def _plan(
         fires = fires[:MAX_RUNS_PER_PASS]
     else:
         next_fire = _after(s, max(end, cursor - _TICK))
-    tz = load_timezone(s.timezone) if s.exclusions else None
-    excluded = frozenset(t for t in fires if tz and is_calendar_skip(t, tz, s.exclusions))
+    excluded = calendar_skips(s.exclusions, s.timezone, fires)
     return _Timetable(skipped, fires, next_fire, excluded=excluded)
 
 
@@ -296,5 +293,6 @@ def due_on_resume(s: DueSchedule, db_now: datetime, limit: int) -> int:
         keep_from = _first_kept(s, cursor, min(missed_before, end + _TICK), db_now)
         once = s.misfire_policy is MisfirePolicy.FIRE_ONCE and keep_from < missed_before
         cursor = keep_from if once else max(keep_from, db_now - RECORD_HORIZON)
-    due = len(_between(s, cursor, end, limit))
+    found = _between(s, cursor, end, limit)  # a calendar's skips are not delivered:
+    due = len(found) - len(calendar_skips(s.exclusions, s.timezone, found))
     return due if s.max_runs is None else min(due, max(0, s.max_runs - s.runs_planned))
