@@ -183,7 +183,9 @@ def explain(record: ScheduleRecord, at: datetime, facts: Facts) -> Explanation:
 
     if moved is not None and moved.skip:
         recorded = (f"run {facts.run.id} is recorded skipped (skip_reason calendar)"
-                    if facts.run is not None else "it is recorded as a skipped run when planned")
+                    if facts.run is not None else "it is recorded as a skipped run when planned"
+                    if occurrence is not None and occurrence > facts.now
+                    else "no run was recorded for it")
         return answer("skipped", f"Skipped: {moved.day} is in calendar {moved.calendar!r}; "
                       f"{recorded}; calendar_policy next_business_day or previous_business_day "
                       f"would move it to a business day instead")
