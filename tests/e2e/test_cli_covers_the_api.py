@@ -26,11 +26,13 @@ NOT_TENANT_COMMANDS = {
 COMMANDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("GET", "/v1/schedules"): ("schedules", "list"),
     ("POST", "/v1/schedules"): ("schedules", "create", "--flow-key", "--max-concurrency",
-                                "--rate-per-second", "--burst"),
+                                "--rate-per-second", "--burst", "--exclude-calendar",
+                                "--calendar-policy"),
     ("GET", "/v1/schedules/{id}"): ("schedules", "get"),
     ("PATCH", "/v1/schedules/{id}"): ("schedules", "update", "--flow-key",
                                       "--max-concurrency", "--rate-per-second", "--burst",
-                                      "--no-flow-control"),
+                                      "--no-flow-control", "--exclude-calendar",
+                                      "--calendar-policy", "--no-calendars"),
     ("DELETE", "/v1/schedules/{id}"): ("schedules", "delete"),
     ("POST", "/v1/schedules/{id}/pause"): ("schedules", "pause"),
     ("POST", "/v1/schedules/{id}/resume"): ("schedules", "resume"),
@@ -59,6 +61,13 @@ COMMANDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("PUT", "/v1/schedules/by-key/{key}"): ("apply", "--file"),
     ("GET", "/v1/schedules/by-key/{key}"): ("schedules", "get-key"),
     ("DELETE", "/v1/schedules/by-key/{key}"): ("schedules", "delete-key"),
+    ("POST", "/v1/calendars"): ("calendars", "create", "--name", "--date", "--country",
+                                "--subdivision", "--year"),
+    ("GET", "/v1/calendars"): ("calendars", "list"),
+    ("GET", "/v1/calendars/{id}"): ("calendars", "get"),
+    ("PATCH", "/v1/calendars/{id}"): ("calendars", "update", "--name", "--date", "--country",
+                                      "--year", "--no-dates"),
+    ("DELETE", "/v1/calendars/{id}"): ("calendars", "delete"),
 }
 
 

@@ -58,7 +58,7 @@ BODY_LIMIT = 262_144  # SCHEDULER_API_MAX_REQUEST_BYTES's default
 # Every table a tenant route may write; their contents' digest must not move when a
 # request is refused.
 WRITABLE_TABLES = ("tenant", "api_token", "schedule", "job_run", "job_run_attempt",
-                   "audit_event", "schedule_revision")
+                   "audit_event", "schedule_revision", "calendar")
 # What a table's digest covers: the whole row, but a token's last_used_at (bookkeeping that
 # any authenticated request may move, at most once a minute; ADR 0056).
 DIGESTED = {"api_token": "(t.token_hash, t.tenant_id, t.id, t.prefix, t.scope, t.name, "
@@ -78,6 +78,7 @@ class LiveApi:
     revoked_token: str  # the first tenant's, revoked before the server started
     database_url: str
     log: Path
+    calendar_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -117,8 +118,11 @@ def live_api(database_url: str, tenant_tokens: Tokens, tmp_path: Path) -> Iterat
         body = {"name": "real", "cron": "0 3 * * *", "target": {"url": "http://127.0.0.1:9/"}}
         schedule = httpx.post(f"{base}/v1/schedules", json=body, headers=headers).json()
         run = httpx.post(f"{base}/v1/schedules/{schedule['id']}/trigger", headers=headers).json()
+        calendar = httpx.post(f"{base}/v1/calendars", headers=headers,
+                              json={"name": "real", "dates": ["2030-01-01"]}).json()
         yield LiveApi(base, tenant_token, schedule["id"], run["id"], tenant_tokens.foreign,
-                      tenant_tokens.revoked, database_url, tmp_path / "serve.log")
+                      tenant_tokens.revoked, database_url, tmp_path / "serve.log",
+                      calendar["id"])
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -172,7 +176,9 @@ def _with_real_ids(case: Any, live: LiveApi, use_real: bool) -> None:
     """Point a case at the real schedule or run instead of a random id."""
     if not use_real or not case.path_parameters or "id" not in case.path_parameters:
         return
-    real = live.run_id if case.operation.path.startswith("/v1/runs") else live.schedule_id
+    path = case.operation.path
+    real = live.run_id if path.startswith("/v1/runs") else (
+        live.calendar_id if path.startswith("/v1/calendars") else live.schedule_id)
     case.path_parameters["id"] = real
 
 
@@ -191,13 +197,13 @@ def _fuzz(operation: Any, mode: GenerationMode, live: LiveApi) -> None:
 
 
 # Operations with no parameter and no body (the token aside).
-WITHOUT_INPUTS = {("GET", "/v1/alerts"), ("GET", "/v1/tokens")}
+WITHOUT_INPUTS = {("GET", "/v1/alerts"), ("GET", "/v1/tokens"), ("GET", "/v1/calendars")}
 
 
 def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
     operations = _schema(live_api)
     tenant_paths = sorted({op.path for op in operations})
-    assert len(tenant_paths) == 24, tenant_paths
+    assert len(tenant_paths) == 26, tenant_paths
     failures: list[str] = []
     tried = 0
     for operation in operations:
@@ -211,7 +217,7 @@ def test_the_live_api_conforms_to_its_openapi_schema(live_api: LiveApi) -> None:
             except Exception as exc:  # collect every operation's failure, then report all
                 failures.append(f"{operation.method.upper()} {operation.path} [{mode.value}]:"
                                 f"\n{exc}")
-    assert tried == 60
+    assert tried == 69
     assert not failures, "\n\n".join(failures)
     # The real objects were exercised: the run still reads back as the schema says.
     detail = httpx.get(f"{live_api.base_url}/v1/runs/{live_api.run_id}",
@@ -313,7 +319,7 @@ def test_a_second_tenants_token_finds_none_of_the_first_tenants_objects(
     failures: list[str] = []
     statuses: list[tuple[int, int]] = []
     by_id = [op for op in _schema(live_api) if "{id}" in op.path]
-    assert len(by_id) == 16, [f"{op.method} {op.path}" for op in by_id]
+    assert len(by_id) == 19, [f"{op.method} {op.path}" for op in by_id]
     for operation in by_id:
         try:
             _foreign(operation, live_api, statuses)

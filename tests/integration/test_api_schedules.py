@@ -298,10 +298,12 @@ async def test_preview_lists_fire_times_in_utc_and_local(api: Api) -> None:
     url = f"/v1/schedules/{created['id']}/preview"
     response = await api.client.get(url, params={"count": 5}, headers=tenant.headers)
     assert response.status_code == 200, response.text
+    no_calendar = {"skipped": False, "shifted_from": None, "calendar": None}
     assert response.json()["items"] == [
-        {"utc": "2027-03-27T02:00:00Z", "local": "2027-03-27T03:00:00+01:00"},
-        {"utc": "2027-03-28T01:00:00Z", "local": "2027-03-28T03:00:00+02:00"},  # DST begins
-        {"utc": "2027-03-29T01:00:00Z", "local": "2027-03-29T03:00:00+02:00"},
+        {"utc": "2027-03-27T02:00:00Z", "local": "2027-03-27T03:00:00+01:00", **no_calendar},
+        {"utc": "2027-03-28T01:00:00Z", "local": "2027-03-28T03:00:00+02:00",  # DST begins
+         **no_calendar},
+        {"utc": "2027-03-29T01:00:00Z", "local": "2027-03-29T03:00:00+02:00", **no_calendar},
     ]  # ends_at stops the list before count is reached
     default = (await api.client.get(url, headers=tenant.headers)).json()
     assert len(default["items"]) == 3

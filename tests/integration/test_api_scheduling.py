@@ -307,7 +307,8 @@ async def test_a_misfire_skip_shows_its_reason(api: Api) -> None:
     # test_planner.py); its row must show why.
     await api.pool.execute(
         queries()["job_run_insert_planned"], [run_id_for(sid, at)], [tenant.id], [sid], [at],
-        [idempotency_key_for(run_id_for(sid, at))], ["schedule"], ["skipped"], None, None, None)
+        [idempotency_key_for(run_id_for(sid, at))], ["schedule"], ["skipped"], None, None, None,
+        None)
     [run] = (await api.client.get("/v1/runs", params={"schedule_id": str(sid)},
                                   headers=tenant.headers)).json()["items"]
     assert (run["status"], run["skip_reason"]) == ("skipped", "misfire")

@@ -55,7 +55,7 @@ async def test_stats_match_the_runs_counted_by_hand(api: Api) -> None:
                                  headers=tenant.headers)).json()
     assert hour == {
         "window": "1h", "occurrences": 7, "succeeded": 2, "failed": 2,
-        "skipped": {"overlap": 0, "misfire": 1}, "cancelled": 1, "success_rate": 0.5,
+        "skipped": {"overlap": 0, "misfire": 1, "calendar": 0}, "cancelled": 1, "success_rate": 0.5,
         # lags of the finished runs that started: 10, 20, 30, 40 (the running one's joins
         # when it ends); durations of the finished: 100..400
         "fire_lag_ms": {"p50": 20.0, "p95": 40.0, "p99": 40.0},
@@ -113,11 +113,11 @@ async def test_skipped_runs_are_counted_by_their_skip_reason(api: Api) -> None:
                                  (90, "overlap")]])  # the last one: outside 1h
     hour = (await api.client.get(f"/v1/schedules/{schedule['id']}/stats?window=1h",
                                  headers=tenant.headers)).json()
-    assert hour["skipped"] == {"overlap": 2, "misfire": 2}
+    assert hour["skipped"] == {"overlap": 2, "misfire": 2, "calendar": 0}
     assert hour["occurrences"] == 4
     day = (await api.client.get(f"/v1/schedules/{schedule['id']}/stats?window=24h",
                                 headers=tenant.headers)).json()
-    assert day["skipped"] == {"overlap": 3, "misfire": 2}
+    assert day["skipped"] == {"overlap": 3, "misfire": 2, "calendar": 0}
 
 
 async def test_fire_lag_counts_only_the_runs_the_schedule_fired_on_time(api: Api) -> None:

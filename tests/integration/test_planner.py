@@ -5,23 +5,23 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 import asyncpg
 import pytest
 
 from cronwire.adapters.metrics import PrometheusMetrics
-from cronwire.adapters.postgres.planner_store import Decide, PostgresPlannerStore
+from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
 from cronwire.adapters.postgres.pool import create_pool
 from cronwire.bootstrap.container import build_container, init_resources, shutdown_resources
 from cronwire.bootstrap.runtime import role_loops
 from cronwire.config import Settings
 from cronwire.domain.errors import StorageError
-from cronwire.domain.model import DueSchedule, PlanDecision, idempotency_key_for, run_id_for
-from cronwire.domain.planning import Span
+from cronwire.domain.model import PlanDecision, idempotency_key_for, run_id_for
 from cronwire.service.planner import Planner
 from tests.support.planner_data import (
+    CountingStore,
     ScheduleSpec,
     all_planned,
     create_tenant,
@@ -34,33 +34,6 @@ from tests.support.planner_data import (
 from tests.support.secrets import TEST_SECRET_KEYS
 
 HOUR = timedelta(hours=1)
-
-
-class CountingStore:
-    """The real store, counting what its ``decide`` planned (not what the insert kept), so a
-    test can tell whether two planners ever planned the same occurrence."""
-
-    def __init__(self, store: PostgresPlannerStore) -> None:
-        self.store = store
-        self.planned = 0
-
-    async def plan_due(
-        self, *, limit: int, lookahead_seconds: float, decide: Decide,
-        ahead_seconds: float | None = None,
-    ) -> tuple[int, int]:
-        def counting(schedules: Sequence[DueSchedule], now: datetime,
-                     writable: Span | None) -> PlanDecision:
-            decision = decide(schedules, now, writable)
-            self.planned += len(decision.runs)
-            return decision
-
-        return await self.store.plan_due(
-            limit=limit, lookahead_seconds=lookahead_seconds, decide=counting,
-            ahead_seconds=ahead_seconds,
-        )
-
-    async def db_now(self) -> datetime:
-        return await self.store.db_now()
 
 
 def make_planner(pool: asyncpg.Pool, *, batch: int = 500, tick: float = 1.0) -> Planner:

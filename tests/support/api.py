@@ -21,6 +21,7 @@ import pytest
 from cronwire.adapters.http.guard import TargetGuard
 from cronwire.adapters.postgres.alert_store import PostgresAlertStore
 from cronwire.adapters.postgres.audit_log import PostgresAuditLog
+from cronwire.adapters.postgres.calendar_store import PostgresCalendarStore
 from cronwire.adapters.postgres.flow_store import PostgresFlowControl
 from cronwire.adapters.postgres.run_commands import PostgresRunCommands
 from cronwire.adapters.postgres.run_history import PostgresRunHistory
@@ -100,6 +101,7 @@ def api_context(pool: asyncpg.Pool, *, allow_private: bool = True,
         max_request_bytes=max_request_bytes,
         stats=PostgresStatsReader(pool),
         alerts=PostgresAlertStore(pool, secret_box(pool)),
+        calendars=PostgresCalendarStore(pool),
     )
 
 

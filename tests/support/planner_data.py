@@ -13,7 +13,10 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from cronwire.adapters.postgres.planner_store import Decide, PostgresPlannerStore
 from cronwire.domain.cron import occurrences_between
+from cronwire.domain.model import DueSchedule, PlanDecision
+from cronwire.domain.planning import Span
 
 INSERT_SCHEDULES = """
 INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
@@ -145,3 +148,30 @@ def spread_workload(now: datetime, count: int, occurrences: int = 32) -> list[Sc
         specs.append(ScheduleSpec(cron=cron, timezone=zones[i % len(zones)],
                                   next_fire_at=first, ends_at=last))
     return specs
+
+
+class CountingStore:
+    """The real store, counting what its ``decide`` planned (not what the insert kept), so a
+    test can tell whether two planners ever planned the same occurrence."""
+
+    def __init__(self, store: PostgresPlannerStore) -> None:
+        self.store = store
+        self.planned = 0
+
+    async def plan_due(
+        self, *, limit: int, lookahead_seconds: float, decide: Decide,
+        ahead_seconds: float | None = None,
+    ) -> tuple[int, int]:
+        def counting(schedules: Sequence[DueSchedule], now: datetime,
+                     writable: Span | None) -> PlanDecision:
+            decision = decide(schedules, now, writable)
+            self.planned += len(decision.runs)
+            return decision
+
+        return await self.store.plan_due(
+            limit=limit, lookahead_seconds=lookahead_seconds, decide=counting,
+            ahead_seconds=ahead_seconds,
+        )
+
+    async def db_now(self) -> datetime:
+        return await self.store.db_now()

@@ -17,6 +17,7 @@ import pytest
 
 from cronwire.adapters.memory import (
     MemoryBreakerStore,
+    MemoryCalendarStore,
     MemoryClaimSource,
     MemoryClock,
     MemoryDatabase,
@@ -29,6 +30,7 @@ from cronwire.adapters.memory import (
 )
 from cronwire.adapters.memory.flow_gate import sync_keys
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
+from cronwire.adapters.postgres.calendar_store import PostgresCalendarStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
@@ -46,6 +48,7 @@ from cronwire.harness.seeding import (
 )
 from cronwire.ports import (
     BreakerStore,
+    CalendarStore,
     ClaimSource,
     KeyedClaimStore,
     PlannerStore,
@@ -88,6 +91,7 @@ class World(Protocol):
     keyed: KeyedClaimStore
     planner: PlannerStore
     commands: RunCommands
+    calendars: CalendarStore
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -163,6 +167,7 @@ class MemoryWorld:
         self.keyed: KeyedClaimStore = MemoryKeyedClaims(self.db)
         self.planner: PlannerStore = MemoryPlannerStore(self.db)
         self.commands: RunCommands = MemoryRunCommands(self.db)
+        self.calendars: CalendarStore = MemoryCalendarStore(self.db)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,
@@ -295,6 +300,7 @@ class PostgresWorld:
         self.keyed: KeyedClaimStore = PostgresKeyedClaims(pool, secret_box(pool))
         self.planner: PlannerStore = PostgresPlannerStore(pool)
         self.commands: RunCommands = PostgresRunCommands(pool)
+        self.calendars: CalendarStore = PostgresCalendarStore(pool)
 
     async def seed(
         self, count: int, *, retry: dict[str, float] | None = None, first: int = 0,

@@ -26,6 +26,8 @@ ALLOWED_LONG = {
                               "and service, read top to bottom",
     "domain/cron.py": "cron maths: parsing an expression and stepping through its "
                       "occurrences, one pure job",
+    "domain/model.py": "the core records (schedule as planned, run, attempt, lease, claim) "
+                       "as plain data classes, read top to bottom",
 }
 
 

@@ -13,6 +13,7 @@ from cronwire.api.errors import install_error_handlers
 from cronwire.api.ops import ReadinessCheck, ops_router
 from cronwire.api.routes_access import audit_router, tokens_router
 from cronwire.api.routes_alerts import alerts_router
+from cronwire.api.routes_calendars import calendars_router
 from cronwire.api.routes_flow import flow_router
 from cronwire.api.routes_insight import insight_router
 from cronwire.api.routes_runs import runs_router
@@ -35,6 +36,8 @@ field or limit at fault. Times are RFC 3339 in UTC (`...Z`).
 OPENAPI_TAGS = [
     {"name": "schedules", "description": "Cron schedules and their HTTP targets."},
     {"name": "runs", "description": "Run history (newest first) with attempt evidence."},
+    {"name": "calendars", "description": "Holiday and business-day calendars schedules "
+                                          "exclude (exclude_calendars, calendar_policy)."},
     {"name": "alerts", "description": "Where alert events go, and the events themselves."},
     {"name": "flow control", "description": "Per-key concurrency, rate and Retry-After "
                                             "holds, shared by every replica."},
@@ -57,6 +60,8 @@ def build_tenant_routers(ctx: ApiContext) -> list[APIRouter]:
         routers.append(flow_router(ctx))
     if ctx.audit is not None:
         routers.append(audit_router(ctx))
+    if ctx.calendars is not None:
+        routers.append(calendars_router(ctx))
     return [*routers, console_router()]
 
 

@@ -10,6 +10,7 @@ from cronwire.domain.schedules import TenantLimits
 from cronwire.ports import (
     AlertStore,
     AuditReader,
+    CalendarStore,
     CpuWork,
     FlowControlView,
     Metrics,
@@ -44,3 +45,4 @@ class ApiContext:
     # SCHEDULER_API_RATE_PER_SECOND, per tenant, in this replica's memory; None: no limit
     rate_limit: TenantRateLimit | None = None
     audit: AuditReader | None = None  # GET /v1/audit (ADR 0056)
+    calendars: CalendarStore | None = None  # /v1/calendars (ADR 0064)

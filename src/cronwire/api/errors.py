@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 # Limits a tenant hits by how many objects it has (quota) answer 429; limits on the
 # content of one request answer 422 like any other invalid field.
-QUOTA_LIMITS = frozenset({"max_schedules", "max_pending_runs", "max_tokens"})
+QUOTA_LIMITS = frozenset({"max_schedules", "max_pending_runs", "max_tokens", "max_calendars"})
 _CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
           405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
           412: "precondition_failed", 415: "unsupported_media_type", 422: "invalid_request",

@@ -18,6 +18,7 @@ from cronwire.api.schemas_schedule_input import (
     TargetIn,
 )
 from cronwire.domain.alerts import AlertRules
+from cronwire.domain.calendars import parse_calendar_policy
 from cronwire.domain.client_tls import ClientTls, client_tls_from_pem
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.flow_control import FlowControl, effective_key
@@ -91,6 +92,8 @@ def spec_from(body: ScheduleCreate) -> ScheduleSpec:
         jitter_seconds=body.jitter_seconds, max_runs=body.max_runs,
         pause_after_failures=body.pause_after_failures, alerts=alerts_from(body.alerts),
         flow_control=flow_from(body.flow_control), key=body.key, managed_by=body.managed_by,
+        exclude_calendars=tuple(body.exclude_calendars),
+        calendar_policy=parse_calendar_policy(body.calendar_policy),
     )
 
 
@@ -125,6 +128,8 @@ def schedule_out(record: ScheduleRecord) -> dict[str, Any]:
         "created_at": record.created_at, "updated_at": record.updated_at,
         "alerts": alerts_out(spec.alerts), "version": record.version,
         "key": spec.key, "managed_by": spec.managed_by,
+        "exclude_calendars": list(spec.exclude_calendars),
+        "calendar_policy": spec.calendar_policy.value,
     }
 
 

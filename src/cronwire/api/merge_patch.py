@@ -21,6 +21,7 @@ from cronwire.api.mapping import tls_from
 from cronwire.api.schemas_flow import FlowControlIn
 from cronwire.api.schemas_schedule_input import AlertsIn, RetryPatch, SchedulePatch, TargetPatch
 from cronwire.domain.alerts import AlertRules
+from cronwire.domain.calendars import CalendarPolicy, parse_calendar_policy
 from cronwire.domain.errors import RuleViolation
 from cronwire.domain.flow_control import FlowControl
 from cronwire.domain.model import OverlapPolicy, RetryPolicy, Target
@@ -31,7 +32,8 @@ from cronwire.domain.secrets import MASK
 NULLABLE = frozenset({"starts_at", "ends_at", "cron", "rrule", "at", "max_runs",
                       "pause_after_failures", "alerts", "flow_control", "key", "managed_by"})
 # A null puts these back to their defaults.
-DEFAULTS: dict[str, Any] = {"overlap_policy": OverlapPolicy.ALLOW, "jitter_seconds": 0}
+DEFAULTS: dict[str, Any] = {"overlap_policy": OverlapPolicy.ALLOW, "jitter_seconds": 0,
+                            "exclude_calendars": (), "calendar_policy": CalendarPolicy.SKIP}
 DEFAULT_METHOD = "POST"
 
 
@@ -56,6 +58,10 @@ def patched_spec(spec: ScheduleSpec, patch: SchedulePatch) -> ScheduleSpec:
             value = parse_overlap_policy(value)
         elif name == "alerts":
             value = _patched_alerts(spec.alerts, value)
+        elif name == "calendar_policy":
+            value = parse_calendar_policy(value)
+        elif name == "exclude_calendars":
+            value = tuple(value)
         changes[name] = value
     return spec.with_changes(changes)
 

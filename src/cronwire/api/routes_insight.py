@@ -52,7 +52,7 @@ def insight_router(ctx: ApiContext) -> APIRouter:
     ) -> dict[str, Any]:
         assert ctx.stats is not None
         found = await insight.explain_instant(ctx.schedules, ctx.runs, ctx.stats, caller.tenant_id,
-                                              schedule_id, at, ctx.cpu)
+                                              schedule_id, at, ctx.cpu, ctx.calendars)
         return {"occurrence": found.occurrence, "verdict": found.verdict,
                 "reason": found.reason,
                 "run": run_out(found.run) if found.run is not None else None,

@@ -36,7 +36,7 @@ from cronwire.domain.backfill import MAX_BACKFILL, BackfillRequest
 from cronwire.domain.cron import load_timezone
 from cronwire.domain.keyset import decode_id_cursor, encode_id_cursor
 from cronwire.domain.schedule_rules import PREVIEW_MAX, parse_overlap_policy
-from cronwire.service import run_commands
+from cronwire.service import calendar_commands, run_commands
 from cronwire.service import schedule_commands as commands
 
 ScheduleId = Annotated[uuid.UUID, Path(alias="id", description="The schedule's id.")]
@@ -149,9 +149,12 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
     async def resume(schedule_id: ScheduleId, caller: Writer, response: Response,
                      body: ResumeIn | None = None, if_match: IfMatch = None) -> dict[str, Any]:
         dry_run = body is not None and body.dry_run
+        exclusions = await calendar_commands.exclusions_of(
+            ctx.schedules, ctx.calendars, caller.tenant_id, schedule_id)
         record, due = await commands.resume(ctx.schedules, caller.tenant_id, schedule_id,
                                             dry_run=dry_run, cpu=ctx.cpu, change=caller.change,
-                                            if_match=parse_if_match(if_match))
+                                            if_match=parse_if_match(if_match),
+                                            exclusions=exclusions)
         tag(response, record.version)
         return {**schedule_out(record), "runs_due": due, "dry_run": dry_run}
 
@@ -180,9 +183,12 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
     async def backfill(schedule_id: ScheduleId, body: BackfillIn, caller: Writer,
                        response: Response) -> dict[str, Any]:
         policy = parse_overlap_policy(body.overlap_policy) if body.overlap_policy else None
+        exclusions = await calendar_commands.exclusions_of(
+            ctx.schedules, ctx.calendars, caller.tenant_id, schedule_id)
         result = await run_commands.backfill(
             ctx.commands, ctx.default_limits, caller.tenant_id, schedule_id,
-            BackfillRequest(body.start, body.end, policy, body.dry_run), caller.change)
+            BackfillRequest(body.start, body.end, policy, body.dry_run), caller.change,
+            exclusions)
         if result.dry_run:
             response.status_code = 200
         return {"occurrences": result.occurrences, "created": result.created,
@@ -195,11 +201,13 @@ def schedules_router(ctx: ApiContext) -> APIRouter:
         schedule_id: ScheduleId, caller: Reader,
         count: Annotated[int, Query(ge=1, le=PREVIEW_MAX)] = 10,
     ) -> dict[str, Any]:
-        record, fires = await commands.preview_schedule(ctx.schedules, caller.tenant_id,
-                                                        schedule_id, count, ctx.cpu)
+        record, _, fires = await calendar_commands.preview_with_calendars(
+            ctx.schedules, ctx.calendars, caller.tenant_id, schedule_id, count, ctx.cpu)
         zone = load_timezone(record.spec.timezone)
-        return {"items": [FireTime(utc=t, local=t.astimezone(zone).isoformat())
-                          for t in fires]}
+        return {"items": [FireTime(utc=v.at, local=v.at.astimezone(zone).isoformat(),
+                                   skipped=v.skip, calendar=v.calendar,
+                                   shifted_from=v.day if v.shifted else None)
+                          for v in fires]}
 
     @router.post("/{id}/rotate-secret", response_model=SecretRotated,
                  responses=responses(404, 422),

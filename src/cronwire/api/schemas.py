@@ -11,7 +11,7 @@ rename the component.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -117,6 +117,10 @@ class ScheduleOut(BaseModel):
                             "null: none.")
     managed_by: str | None = Field(None, description="The tool that manages it; null: "
                                    "managed by hand.")
+    exclude_calendars: list[uuid.UUID] = Field(
+        default_factory=list, description="The calendars whose dates it leaves out.")
+    calendar_policy: Literal["skip", "next_business_day", "previous_business_day"] = Field(
+        "skip", description="What an occurrence on an excluded date becomes.")
 
 
 class ScheduleCreated(ScheduleOut):
@@ -145,6 +149,13 @@ class FireTime(BaseModel):
     utc: datetime
     local: str = Field(description="The same instant in the schedule's time zone "
                        "(RFC 3339 with offset).", examples=["2027-03-28T03:00:00+02:00"])
+    skipped: bool = Field(False, description="true: its date is in an excluded calendar "
+                          "(`calendar`); it will be recorded as a skipped run.")
+    shifted_from: date | None = Field(None, description="The excluded local date an "
+                                      "occurrence was moved from to fire here "
+                                      "(calendar_policy next/previous_business_day).")
+    calendar: str | None = Field(None, description="The calendar that excludes the date "
+                                 "(skipped or shifted_from); null otherwise.")
 
 
 class Preview(BaseModel):

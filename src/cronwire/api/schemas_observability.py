@@ -11,7 +11,7 @@ from cronwire.api.schemas_runs import AttemptOut, RunOut
 
 EXAMPLE_STATS: dict[str, Any] = {
     "window": "24h", "occurrences": 1440, "succeeded": 1420, "failed": 12,
-    "skipped": {"overlap": 0, "misfire": 8}, "cancelled": 0, "success_rate": 0.9916,
+    "skipped": {"overlap": 0, "misfire": 8, "calendar": 2}, "cancelled": 0, "success_rate": 0.9916,
     "fire_lag_ms": {"p50": 18.0, "p95": 41.0, "p99": 90.0},
     "duration_ms": {"p50": 120, "p95": 480, "p99": 1300},
     "consecutive_failures": 0, "last_success_at": "2027-03-28T01:00:00.140Z",
@@ -33,7 +33,8 @@ class ScheduleStatsOut(BaseModel):
     occurrences: int = Field(description="Runs in the window.")
     succeeded: int
     failed: int
-    skipped: dict[str, int] = Field(description="Skipped runs by skip reason.")
+    skipped: dict[str, int] = Field(description="Skipped runs by skip reason: overlap, "
+                                    "misfire, calendar.")
     cancelled: int
     success_rate: float | None = Field(description="succeeded / (succeeded + failed); "
                                        "null when no run finished.")

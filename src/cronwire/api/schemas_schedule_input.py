@@ -9,6 +9,7 @@ the schema and the checks cannot drift apart.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt
@@ -17,6 +18,8 @@ from cronwire.api.schemas_common import INPUT_CONFIG, Instant, with_examples
 from cronwire.api.schemas_flow import FLOW_CONTROL_HELP, FlowControlIn
 from cronwire.api.text import Text
 from cronwire.domain.alerts import RULE_BOUNDS
+from cronwire.domain.calendar_specs import MAX_CALENDARS_PER_SCHEDULE
+from cronwire.domain.calendars import CALENDAR_POLICIES, MAX_SHIFT_DAYS
 from cronwire.domain.client_tls import MAX_PEM_CHARS
 from cronwire.domain.jitter import MAX_JITTER_SECONDS
 from cronwire.domain.model import MAX_ATTEMPTS
@@ -154,6 +157,17 @@ MANAGED_BY_HELP = ("A label naming the tool or repository that manages the sched
 MANAGED_BY_SCHEMA: dict[str, Any] = {"minLength": 1, "maxLength": MANAGED_BY_MAX_CHARS}
 
 
+CALENDARS_HELP = ("Ids of your calendars (GET /v1/calendars) whose dates this schedule "
+                  f"leaves out, at most {MAX_CALENDARS_PER_SCHEDULE}; what an occurrence on "
+                  "such a date becomes is `calendar_policy`.")
+CALENDAR_POLICY_HELP = (
+    "What an occurrence on an excluded date becomes: `skip` records it `skipped` "
+    "(skip_reason `calendar`); `next_business_day` / `previous_business_day` moves it to the "
+    "same local time on the nearest later / earlier day that is neither excluded nor a "
+    f"Saturday or Sunday (at most {MAX_SHIFT_DAYS} days away, else skipped).")
+CALENDAR_POLICY_ENUM: dict[str, Any] = {"enum": list(CALENDAR_POLICIES)}
+
+
 class ScheduleCreate(BaseModel):
     model_config = INPUT_CONFIG | with_examples(EXAMPLE_CREATE)
 
@@ -184,6 +198,11 @@ class ScheduleCreate(BaseModel):
     key: Text | None = Field(None, description=KEY_HELP, json_schema_extra=KEY_SCHEMA)
     managed_by: Text | None = Field(None, description=MANAGED_BY_HELP,
                                     json_schema_extra=MANAGED_BY_SCHEMA)
+    exclude_calendars: list[uuid.UUID] = Field(
+        default_factory=list, description=CALENDARS_HELP,
+        max_length=MAX_CALENDARS_PER_SCHEDULE)
+    calendar_policy: Text = Field("skip", description=CALENDAR_POLICY_HELP,
+                                  json_schema_extra=CALENDAR_POLICY_ENUM)
 
 
 class TargetPatch(BaseModel):
@@ -257,4 +276,8 @@ class SchedulePatch(BaseModel):
                              json_schema_extra=KEY_SCHEMA)
     managed_by: Text | None = Field(None, description=MANAGED_BY_HELP + " null: managed by "
                                     "hand.", json_schema_extra=MANAGED_BY_SCHEMA)
-
+    exclude_calendars: list[uuid.UUID] | None = Field(
+        None, description=CALENDARS_HELP + " null: none.",
+        max_length=MAX_CALENDARS_PER_SCHEDULE)
+    calendar_policy: Text | None = Field(None, description=CALENDAR_POLICY_HELP + " null: "
+                                         "back to skip.", json_schema_extra=CALENDAR_POLICY_ENUM)

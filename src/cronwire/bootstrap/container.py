@@ -28,6 +28,7 @@ from cronwire.adapters.postgres.alert_outbox import PostgresAlertOutbox
 from cronwire.adapters.postgres.alert_store import PostgresAlertStore
 from cronwire.adapters.postgres.audit_log import PostgresAuditLog
 from cronwire.adapters.postgres.breaker_store import PostgresBreakerStore
+from cronwire.adapters.postgres.calendar_store import PostgresCalendarStore
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.data_key_store import PostgresDataKeyStore
 from cronwire.adapters.postgres.flow_store import PostgresFlowControl
@@ -249,6 +250,7 @@ class Container(containers.DeclarativeContainer):
     tenant_store = providers.Singleton(PostgresTenantStore, pool=api_pool)
     token_store = providers.Singleton(PostgresTokenStore, pool=api_pool)
     audit_log = providers.Singleton(PostgresAuditLog, pool=api_pool)
+    calendar_store = providers.Singleton(PostgresCalendarStore, pool=api_pool)
     schedule_store = providers.Singleton(PostgresScheduleStore, pool=api_pool,
                                         box=secret_box)
     read_pool = providers.Resource(reads.read_pool_resource, settings=settings)

@@ -76,9 +76,11 @@ async def _api_context(container: Container, settings: Settings) -> ApiContext:
     cpu = await resolved(container.cpu_lane)
     tokens = await resolved(container.token_store)
     audit = await resolved(container.audit_log)
+    calendars = await resolved(container.calendar_store)
     return ApiContext(
         tokens=tokens,
         audit=audit,
+        calendars=calendars,
         schedules=schedules,
         runs=runs,
         commands=commands,

@@ -110,6 +110,9 @@ def as_definition(schedule: dict[str, Any]) -> dict[str, Any]:
     alerts = {k: v for k, v in (schedule.get("alerts") or {}).items() if v is not None}
     if alerts:
         out["alerts"] = alerts
+    if schedule.get("exclude_calendars"):  # ids of this tenant's calendars
+        out["exclude_calendars"] = schedule["exclude_calendars"]
+        out["calendar_policy"] = schedule.get("calendar_policy", "skip")
     out["paused"] = schedule["status"] == "paused"
     return out
 

@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from cronwire.cli.access import add_access_commands
 from cronwire.cli.api_client import GROUP_HELP
+from cronwire.cli.calendars import add_calendar_commands
 from cronwire.cli.flow_control import add_flow_control_command
 from cronwire.cli.harness_flags import add_harness_commands
 from cronwire.cli.keys import add_key_commands
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_client_commands(commands)
     add_flow_control_command(commands)
     add_access_commands(commands, GROUP_HELP)
+    add_calendar_commands(commands, GROUP_HELP)
     add_harness_commands(commands)
     add_sim_command(commands)
     return parser

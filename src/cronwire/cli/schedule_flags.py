@@ -10,6 +10,7 @@ from cronwire.cli.api_client import (
     ENV_TOKEN,
     ENV_URL,
 )
+from cronwire.cli.calendars import add_calendar_flags
 from cronwire.cli.client_tls import add_tls_flags
 from cronwire.cli.flow_control import add_flow_flags
 from cronwire.cli.observability import (
@@ -91,6 +92,7 @@ def schedule_flags(parser: argparse.ArgumentParser, *, creating: bool) -> None:
     add_semantics_flags(parser, creating=creating)
     add_alert_rule_flags(parser)
     add_flow_flags(parser, creating=creating)
+    add_calendar_flags(parser, creating=creating)
     if creating:
         parser.add_argument("--paused", action="store_true",
                             help="create it paused (default: active)")

@@ -25,6 +25,7 @@ from cronwire.cli.api_client import (
     pages,
 )
 from cronwire.cli.as_code import add_as_code_commands, add_key_actions
+from cronwire.cli.calendars import calendar_fields
 from cronwire.cli.client_tls import TLS_FLAGS, tls_fields
 from cronwire.cli.flow_control import flow_fields
 from cronwire.cli.observability import (
@@ -58,7 +59,16 @@ SCHEDULE_COLUMNS = [
     Column("NEXT FIRE (UTC)", field("next_fire_at")),
     Column("URL", lambda s: s.get("target", {}).get("url")),
 ]
-PREVIEW_COLUMNS = [Column("UTC", field("utc")), Column("LOCAL", field("local"))]
+def _calendar_note(item: Mapping[str, Any]) -> str:
+    if item.get("skipped"):
+        return f"skipped ({item.get('calendar')})"
+    if item.get("shifted_from"):
+        return f"moved from {item['shifted_from']} ({item.get('calendar')})"
+    return ""
+
+
+PREVIEW_COLUMNS = [Column("UTC", field("utc")), Column("LOCAL", field("local")),
+                   Column("CALENDAR", _calendar_note)]
 
 
 # ---- schedules -----------------------------------------------------------------------
@@ -107,7 +117,8 @@ def _fields(args: argparse.Namespace, *, creating: bool) -> dict[str, Any]:
 
 
 def schedules_create(client: ApiClient, args: argparse.Namespace) -> None:
-    body = {**_fields(args, creating=True), **_target_and_retry(args, None), "paused": args.paused}
+    body = {**_fields(args, creating=True), **_target_and_retry(args, None), "paused": args.paused,
+            **calendar_fields(client, args, creating=True)}
     created = client.call("POST", "/v1/schedules", body=body)
     show(args, created, render_fields)
     if not wants_json(args.json):
@@ -123,7 +134,7 @@ TARGET_AND_RETRY_FLAGS = frozenset({
 
 
 def schedules_update(client: ApiClient, args: argparse.Namespace) -> None:
-    changes = _fields(args, creating=False)
+    changes = {**_fields(args, creating=False), **calendar_fields(client, args, creating=False)}
     given = {name for name, value in vars(args).items() if value not in (None, False)}
     version = args.if_match
     if given & TARGET_AND_RETRY_FLAGS:

@@ -98,5 +98,9 @@ export const api = {
   setAlerts: (body) => call("PUT", "/v1/alerts", { body }),
   alertEvents: (cursor, limit) => call("GET", "/v1/alerts/events", { query: { cursor, limit } }),
   audit: (query) => call("GET", "/v1/audit", { query }),
+  listCalendars: () => call("GET", "/v1/calendars"),
+  createCalendar: (body) => call("POST", "/v1/calendars", { body }),
+  updateCalendar: (calendarId, body) => call("PATCH", `/v1/calendars/${id(calendarId)}`, { body }),
+  deleteCalendar: (calendarId) => call("DELETE", `/v1/calendars/${id(calendarId)}`),
   replayFailed: (body) => call("POST", "/v1/runs/replay", { body: { status: "failed", ...body } }),
 };

@@ -3,6 +3,7 @@
 
 import { renderAlerts } from "./alerts.js";
 import { renderAudit } from "./audit.js";
+import { renderCalendars } from "./calendars.js";
 import { api, onUnauthorized, token } from "./api.js";
 import { el, focusHeading } from "./dom.js";
 import { renderFailedRuns } from "./failed.js";
@@ -19,6 +20,7 @@ const ROUTES = [
   [new RegExp("^#/failed$"), () => ({ view: "failed" })],
   [new RegExp("^#/alerts$"), () => ({ view: "alerts" })],
   [new RegExp("^#/audit$"), () => ({ view: "audit" })],
+  [new RegExp("^#/calendars$"), () => ({ view: "calendars" })],
   [new RegExp(`^#/schedules/${UUID}$`), (m) => ({ view: "schedule", id: m[1] })],
   [new RegExp(`^#/schedules/${UUID}/edit$`), (m) => ({ view: "edit", id: m[1] })],
 ];
@@ -68,6 +70,8 @@ async function render() {
     await renderAlerts(root);
   } else if (target.view === "audit") {
     await renderAudit(root);
+  } else if (target.view === "calendars") {
+    await renderCalendars(root);
   } else if (target.view === "new") {
     renderScheduleForm(root, { onSaved: (created, secret) => {
       oneTimeSecret = { id: created.id, secret };

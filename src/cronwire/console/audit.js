@@ -9,7 +9,8 @@ import { utc } from "./format.js";
 const PAGE_SIZE = 50;
 const ACTIONS = ["schedule.create", "schedule.update", "schedule.delete", "schedule.pause",
   "schedule.resume", "schedule.restore", "schedule.trigger", "schedule.backfill",
-  "schedule.rotate_secret", "run.replay", "token.create", "token.revoke", "alerts.update"];
+  "schedule.rotate_secret", "run.replay", "token.create", "token.revoke", "alerts.update",
+  "calendar.create", "calendar.update", "calendar.delete"];
 
 function actor(entry) {
   const who = entry.actor || {};

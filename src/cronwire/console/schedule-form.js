@@ -20,6 +20,12 @@ const OVERLAP = [
   ["cancel_other", "cancel_other: cancel the running one, start this one"],
 ];
 
+const CALENDAR_POLICY = [
+  ["skip", "skip: record it skipped (reason calendar)"],
+  ["next_business_day", "next_business_day: same local time, the next business day"],
+  ["previous_business_day", "previous_business_day: same local time, the business day before"],
+];
+
 const ALERT_FIELDS = ["after_failures", "late_after_seconds", "max_duration_ms"];
 
 // Fields by the API's dotted names, in form order.
@@ -71,6 +77,11 @@ const FIELDS = [
   { name: "alerts.max_duration_ms", label: "Alert when slower than (ms)", type: "number",
     hint: "Optional: schedule.slow when a success took longer. Alerts go to the Alerts page's destination." },
   ...FLOW_FIELDS,
+  { name: "exclude_calendars", label: "Exclude calendars", multiple: true, options: [],
+    hint: "The dates of these calendars (see Calendars) are left out. Ctrl/Cmd-click picks "
+      + "more than one." },
+  { name: "calendar_policy", label: "On an excluded date", options: CALENDAR_POLICY,
+    hint: "Business days are neither excluded nor a Saturday or Sunday." },
   { name: "starts_at", label: "Starts at", mono: true,
     hint: "Optional, RFC 3339, e.g. 2027-01-01T00:00:00Z." },
   { name: "ends_at", label: "Ends at", mono: true, hint: "Optional, later than starts at." },
@@ -83,13 +94,13 @@ const DEFAULTS = {
   timezone: "UTC", "target.method": "POST", "retry.max_attempts": "3",
   "retry.initial_backoff_seconds": "10", "retry.max_backoff_seconds": "3600",
   misfire_policy: "fire_all", "catchup_window_seconds": "3600", overlap_policy: "allow",
-  jitter_seconds: "0",
+  jitter_seconds: "0", calendar_policy: "skip",
 };
 // Fieldsets by the names they start with (the blocks in between follow FIELDS' order).
 const GROUPS = [
   ["Schedule", "name"], ["Target", "target.url"], ["Retries and misfires", "retry.max_attempts"],
   ["Overlap and limits", "overlap_policy"], ["Alert rules", "alerts.after_failures"],
-  ["Flow control", "flow_control.key"],
+  ["Flow control", "flow_control.key"], ["Calendars", "exclude_calendars"],
   ["Active window", "starts_at"],
 ];
 
@@ -102,7 +113,7 @@ function control(field) {
   const described = [field.hint && `${id}-hint`, `${id}-error`].filter(Boolean).join(" ");
   const common = { id, "aria-describedby": described, class: field.mono ? "mono" : undefined };
   if (field.options) {
-    return el("select", common, ...field.options.map(([value, text]) => el("option", { value, text })));
+    return el("select", { ...common, multiple: field.multiple }, ...field.options.map(([value, text]) => el("option", { value, text })));
   }
   if (field.textarea) return el("textarea", { ...common, rows: 3, spellcheck: "false" });
   if (field.checkbox) return el("input", { ...common, type: "checkbox" });
@@ -147,6 +158,7 @@ function valuesOf(schedule) {
     ...Object.fromEntries(ALERT_FIELDS.map((f) => [`alerts.${f}`,
       schedule.alerts[f] === null ? "" : String(schedule.alerts[f])])),
     ...flowValues(schedule.flow_control),
+    calendar_policy: schedule.calendar_policy ?? "skip",
   };
 }
 
@@ -219,6 +231,8 @@ function bodyFrom(values) {
   body.alerts = Object.fromEntries(ALERT_FIELDS.map((f) =>
     [f, numberOf(`alerts.${f}`, values[`alerts.${f}`]) ?? null]));
   body.flow_control = flowFrom(values, numberOf);
+  body.exclude_calendars = values.exclude_calendars;
+  body.calendar_policy = values.calendar_policy;
   return body;
 }
 
@@ -226,7 +240,7 @@ function bodyFrom(values) {
 function changesFrom(next, original) {
   const changes = {};
   for (const key of ["name", "cron", "rrule", "timezone", "misfire_policy", "catchup_window_seconds",
-    "overlap_policy", "jitter_seconds", "max_runs", "pause_after_failures"]) {
+    "overlap_policy", "jitter_seconds", "max_runs", "pause_after_failures", "calendar_policy"]) {
     if (next[key] !== undefined && next[key] !== original[key]) changes[key] = next[key];
   }
   const target = { ...next.target, headers: { ...next.target.headers } };
@@ -240,6 +254,10 @@ function changesFrom(next, original) {
   const { tls: _shown, ...before } = original.target;
   if (JSON.stringify(target) !== JSON.stringify(before)) changes.target = target;
   if (flowChanged(next.flow_control, original.flow_control)) changes.flow_control = next.flow_control;
+  if (JSON.stringify([...next.exclude_calendars].sort())
+      !== JSON.stringify([...(original.exclude_calendars || [])].sort())) {
+    changes.exclude_calendars = next.exclude_calendars;
+  }
   // Every rule is sent: the API merges rule by rule, and a null rule removes it.
   if (ALERT_FIELDS.some((f) => next.alerts[f] !== original.alerts[f])) changes.alerts = next.alerts;
   const retry = { ...original.retry, ...next.retry };
@@ -250,6 +268,23 @@ function changesFrom(next, original) {
     if (before !== after || (next[key] && Number.isNaN(after))) changes[key] = next[key];
   }
   return changes;
+}
+
+/** The calendar picker's options (the tenant's calendars by name), ``chosen`` selected. */
+async function loadCalendars(select, chosen) {
+  let found;
+  try {
+    found = await api.listCalendars();
+  } catch {
+    found = { items: [] };
+  }
+  const names = new Map(found.items.map((c) => [c.id, c.name]));
+  // A chosen id the list does not hold is kept selected, shown by its id.
+  const ids = [...names.keys(), ...chosen.filter((c) => !names.has(c))];
+  select.replaceChildren(...ids.map((calendarId) => el("option", { value: calendarId,
+    text: names.get(calendarId) ?? calendarId })));
+  for (const option of select.options) option.selected = chosen.includes(option.value);
+  select.size = Math.min(Math.max(ids.length, 2), 6);
 }
 
 function zoneList() {
@@ -278,8 +313,9 @@ export function renderScheduleForm(root, { schedule = null, onSaved }) {
   const initial = editing ? valuesOf(schedule) : DEFAULTS;
   for (const [name, input] of inputs) {
     if (input.type === "checkbox") input.checked = false;
-    else input.value = initial[name] ?? "";
+    else if (!input.multiple) input.value = initial[name] ?? "";
   }
+  loadCalendars(inputs.get("exclude_calendars"), editing ? schedule.exclude_calendars : []);
   const formError = el("p", { class: "error", role: "alert", id: "form-error" });
   const submit = el("button", { type: "submit", text: editing ? "Save changes" : "Create schedule" });
   const cancel = el("a", { class: "button secondary", text: "Cancel",
@@ -342,7 +378,8 @@ export function renderScheduleForm(root, { schedule = null, onSaved }) {
     event.preventDefault();
     clearErrors();
     const values = Object.fromEntries([...inputs].map(([name, input]) =>
-      [name, input.type === "checkbox" ? input.checked : input.value]));
+      [name, input.type === "checkbox" ? input.checked
+        : input.multiple ? [...input.selectedOptions].map((o) => o.value) : input.value]));
     let body;
     try {
       body = bodyFrom(values);

@@ -57,6 +57,9 @@ function details(schedule) {
       + ` up to ${schedule.retry.max_backoff_seconds} s`),
     row("Misfire policy", `${schedule.misfire_policy} (catch-up ${schedule.catchup_window_seconds} s)`),
     row("Overlap policy", schedule.overlap_policy),
+    row("Calendars", (schedule.exclude_calendars || []).length
+      ? `${schedule.exclude_calendars.length} excluded; on their dates: ${schedule.calendar_policy}`
+      : "none"),
     row("Jitter", schedule.jitter_seconds ? `up to ${schedule.jitter_seconds} s` : "none"),
     row("Max runs", limit),
     row("Pauses itself", pauseAfter),
@@ -75,6 +78,18 @@ function showNextFire(item) {
   const local = document.getElementById("next-fire-local");
   if (inUtc) inUtc.textContent = item ? utc(item.utc) : "none";
   if (local) local.textContent = item ? localText(item.local) : "none";
+}
+
+/** What a calendar made of a preview item: skipped, or moved from an excluded date. */
+function calendarMark(item) {
+  if (item.skipped) {
+    return el("span", { class: "badge calendar-mark", text: `skipped: ${item.calendar}` });
+  }
+  if (item.shifted_from) {
+    return el("span", { class: "badge calendar-mark",
+      text: `moved from ${item.shifted_from} (${item.calendar})` });
+  }
+  return null;
 }
 
 function previewSection(schedule) {
@@ -100,7 +115,8 @@ function previewSection(schedule) {
       const li = el("li", { class: changed ? "dst" : undefined },
         el("span", { class: "utc", text: utc(item.utc) }),
         el("span", { class: "local", text: localText(item.local) }),
-        changed && el("span", { class: "badge dst-mark", text: `DST: UTC${previous} → UTC${offset}` }));
+        changed && el("span", { class: "badge dst-mark", text: `DST: UTC${previous} → UTC${offset}` }),
+        calendarMark(item));
       if (changed) transitions += 1;
       previous = offset ?? previous;
       return li;

@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cronwire.domain.cron import occurrences_between
+from cronwire.domain.calendar_walk import effective_between
+from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions, is_calendar_skip
+from cronwire.domain.cron import load_timezone
 from cronwire.domain.errors import (
     InvalidCron,
     InvalidRRule,
@@ -59,8 +61,9 @@ class BackfillResult:
 
 
 def occurrences_in(spec: ScheduleSpec, start: datetime, end: datetime,
-                   limit: int) -> list[datetime]:
-    """The schedule's occurrences in ``[start, end)`` within its bounds, at most ``limit``."""
+                   limit: int, exclusions: Exclusions = NO_EXCLUSIONS) -> list[datetime]:
+    """The schedule's occurrences in ``[start, end)`` within its bounds, at most ``limit``;
+    with ``exclusions``, where its calendars make them fire (shifted), none they skip."""
     if spec.timetable is None:
         at = spec.at
         return [at] if at is not None and start <= at < end and limit > 0 else []
@@ -68,11 +71,16 @@ def occurrences_in(spec: ScheduleSpec, start: datetime, end: datetime,
     hi = end - _TICK if spec.ends_at is None else min(end - _TICK, spec.ends_at)
     if hi < lo:
         return []
-    return occurrences_between(spec.timetable, spec.timezone, lo - _TICK, hi, limit)
+    found = effective_between(spec.timetable, spec.timezone, lo - _TICK, hi, limit, exclusions)
+    if not exclusions:
+        return found
+    tz = load_timezone(spec.timezone)
+    return [t for t in found if not is_calendar_skip(t, tz, exclusions)]
 
 
 def plan_backfill(spec: ScheduleSpec, request: BackfillRequest, db_now: datetime,
-                  oldest_writable: datetime | None) -> BackfillPlan:
+                  oldest_writable: datetime | None,
+                  exclusions: Exclusions = NO_EXCLUSIONS) -> BackfillPlan:
     """The occurrences to backfill, or the refusal naming the field or limit at fault.
     ``oldest_writable``: the lower bound of the run partitions (None: no partition)."""
     if not request.start < request.end:
@@ -86,7 +94,7 @@ def plan_backfill(spec: ScheduleSpec, request: BackfillRequest, db_now: datetime
             f"runs are kept from {oldest_writable.isoformat()} on (SCHEDULER_RETENTION_MONTHS)")
         raise RuleViolation("start", f"is before the oldest run history: {since}")
     try:
-        found = occurrences_in(spec, request.start, request.end, MAX_BACKFILL + 1)
+        found = occurrences_in(spec, request.start, request.end, MAX_BACKFILL + 1, exclusions)
     except (InvalidCron, InvalidRRule, InvalidTimezone) as exc:  # tzdata dropped a zone
         field = "rrule" if isinstance(exc, InvalidRRule) else "cron"
         raise RuleViolation(field, f"the schedule cannot be walked: {exc}") from None

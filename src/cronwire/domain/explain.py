@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions, Verdict
+from cronwire.domain.calendars import verdict as calendar_of
 from cronwire.domain.cron import load_timezone, next_occurrences, occurrences_between
 from cronwire.domain.explain_dst import asked_instant, dst_note
 from cronwire.domain.flow_control import effective_key
@@ -34,6 +36,7 @@ class Facts:
     now: datetime
     run: RunView | None  # the occurrence's run, if one was recorded
     retained_since: datetime | None  # the oldest run history kept (retention)
+    exclusions: Exclusions = NO_EXCLUSIONS  # the dates its calendars exclude (ADR 0064)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,17 +154,41 @@ def _run_reason(run: RunView, spec: ScheduleSpec) -> str:
     return f"Run {run.id} was cancelled{error}"
 
 
+def calendar_verdict(record: ScheduleRecord, occurrence: datetime | None,
+                     exclusions: Exclusions) -> Verdict | None:
+    """What the schedule's calendars make of ``occurrence`` (None: nothing excluded)."""
+    if occurrence is None or not exclusions or record.spec.timetable is None:
+        return None
+    found = calendar_of(occurrence, load_timezone(record.spec.timezone), exclusions)
+    return found if found.calendar is not None else None
+
+
 def explain(record: ScheduleRecord, at: datetime, facts: Facts) -> Explanation:
     spec = record.spec
     occurrence = first_at_or_after(record, at)
     previous = _previous(record, occurrence if occurrence is not None else at)
     following = _next(record, occurrence) if occurrence is not None else None
     note = dst_note(spec.timetable, spec.timezone, at) if spec.timetable is not None else None
+    moved = calendar_verdict(record, occurrence, facts.exclusions)
+    if moved is not None and moved.shifted:
+        said = (f"moved: {moved.day} is in calendar {moved.calendar!r}, so calendar_policy "
+                f"{spec.calendar_policy.value} fires it at {_iso(moved.at)} "
+                f"({_local(moved.at, spec.timezone)})")
+        note = f"{note}; {said}" if note else said[0].upper() + said[1:]
+        occurrence = moved.at
 
     def answer(verdict: str, reason: str) -> Explanation:
         sentence = f"{note}; {reason[0].lower()}{reason[1:]}" if note else reason
         return Explanation(occurrence, verdict, sentence + ".", facts.run, previous, following)
 
+    if moved is not None and moved.skip:
+        recorded = (f"run {facts.run.id} is recorded skipped (skip_reason calendar)"
+                    if facts.run is not None else "it is recorded as a skipped run when planned"
+                    if occurrence is not None and occurrence > facts.now
+                    else "no run was recorded for it")
+        return answer("skipped", f"Skipped: {moved.day} is in calendar {moved.calendar!r}; "
+                      f"{recorded}; calendar_policy next_business_day or previous_business_day "
+                      f"would move it to a business day instead")
     if occurrence is None and record.status is ScheduleStatus.COMPLETED:
         return answer("completed", _completed(record))
     if occurrence is None:

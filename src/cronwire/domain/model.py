@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions
 from cronwire.domain.client_tls import ClientTls
 
 # Fixed forever: run ids are uuid5(RUN_NAMESPACE, "<schedule_id>/<scheduled_for µs>"), so
@@ -78,6 +79,7 @@ class SkipReason(StrEnum):
 
     MISFIRE = "misfire"  # missed while nothing ran; the misfire policy dropped it
     OVERLAP = "overlap"  # the overlap policy dropped it
+    CALENDAR = "calendar"  # a calendar the schedule excludes lists its date
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,7 @@ class DueSchedule:
     jitter_seconds: int = 0
     max_runs: int | None = None
     runs_planned: int = 0  # scheduled occurrences written so far (counted for max_runs)
+    exclusions: Exclusions = NO_EXCLUSIONS  # its calendars' dates and policy (calendars.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +178,7 @@ class PlannedRun:
     # The overlap policy the run is gated by; None for 'allow' (never gated).
     overlap_policy: OverlapPolicy | None = None
     jitter_ms: int = 0  # fire_after = scheduled_for + this (domain/jitter.py)
+    skip_reason: SkipReason | None = None  # on a SKIPPED run: why (None: MISFIRE)
 
     @property
     def id(self) -> uuid.UUID:
@@ -209,12 +213,12 @@ class PlanDecision:
 LeaseKey = tuple[uuid.UUID, datetime, int]
 
 
-# The value objects made once or more per delivery (ClaimedRun, RunResolution,
-# AttemptRecord, DeliveryRequest, DeliveryResult) are not frozen=True: a frozen
-# dataclass's __init__ sets every field through object.__setattr__, about 5x a plain
-# slots __init__ (3.5 against 0.6 µs for 12 fields here), ~5% of an executor's CPU in the
-# 100k burst. Nothing assigns to them after construction (dataclasses.replace makes a
-# new one), and unsafe_hash keeps them hashable by value as frozen ones were.
+# The value objects made once or more per delivery (ClaimedRun, RunResolution, AttemptRecord,
+# DeliveryRequest, DeliveryResult) are not frozen=True: a frozen dataclass's __init__ sets every
+# field through object.__setattr__, about 5x a plain slots __init__ (3.5 against 0.6 µs for 12
+# fields here), ~5% of an executor's CPU in the 100k burst. Nothing assigns to them after
+# construction (dataclasses.replace makes a new one), and unsafe_hash keeps them hashable by value
+# as frozen ones were.
 @dataclass(slots=True, unsafe_hash=True)
 class ClaimedRun:
     """A run whose lease this replica holds, with everything needed to deliver it."""

@@ -26,6 +26,8 @@ Rules (ADR 0003, "Misfires"):
   last one is written the schedule is ``completed``, in the same transaction.
 * Each run carries its schedule's overlap policy (None for ``allow``) and its jitter
   offset (``domain/jitter.py``): ``fire_after = scheduled_for + offset``.
+* Calendars (``exclusions``): the *effective* timetable is planned (``calendars.py``);
+  an excluded date's instant is a ``skipped`` run, ``skip_reason`` ``calendar``.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cronwire.domain.cron import next_occurrences, occurrences_between
+from cronwire.domain.calendar_walk import calendar_skips, effective_between, effective_next
 from cronwire.domain.errors import DomainError
 from cronwire.domain.jitter import jitter_ms
 from cronwire.domain.model import (
@@ -46,6 +48,7 @@ from cronwire.domain.model import (
     PlannedRun,
     RunStatus,
     ScheduleAdvance,
+    SkipReason,
 )
 
 # Lateness that is still "on time" (Quartz's misfireThreshold has the same default): a slow
@@ -133,17 +136,21 @@ class _Timetable:
     fires: list[datetime]
     next_fire: datetime | None
     parked: bool = False
+    excluded: frozenset[datetime] = frozenset()  # of ``fires``: written skipped (calendar)
 
     def apply(self, s: DueSchedule) -> tuple[list[PlannedRun], ScheduleAdvance]:
         if self.parked:
             return [], ScheduleAdvance(s.id, None, s.last_fire_at)
         fires, next_fire = self.fires, self.next_fire
+        excluded = [at for at in fires if at in self.excluded] if self.excluded else []
+        fires = [at for at in fires if at not in self.excluded] if excluded else fires
         left = None if s.max_runs is None else max(0, s.max_runs - s.runs_planned)
         if left is not None and len(fires) >= left:
             fires, next_fire = fires[:left], None  # max_runs reached: nothing more
-        runs = [
-            PlannedRun(s.id, s.tenant_id, at, RunStatus.SKIPPED) for at in self.skipped
-        ]
+            excluded = [at for at in excluded if fires and at < fires[-1]]
+        runs = [PlannedRun(s.id, s.tenant_id, at, RunStatus.SKIPPED) for at in self.skipped]
+        runs += [PlannedRun(s.id, s.tenant_id, at, RunStatus.SKIPPED,
+                            skip_reason=SkipReason.CALENDAR) for at in excluded]
         gated = None if s.overlap_policy is OverlapPolicy.ALLOW else s.overlap_policy
         if gated is None and not s.jitter_seconds:  # the common case, as cheap as before
             runs += [PlannedRun(s.id, s.tenant_id, at) for at in fires]
@@ -151,7 +158,8 @@ class _Timetable:
             runs += [PlannedRun(s.id, s.tenant_id, at, overlap_policy=gated,
                                 jitter_ms=jitter_ms(s.id, at, s.jitter_seconds))
                      for at in fires]
-        last_fire = fires[-1] if fires else s.last_fire_at
+        written = fires[-1:] + excluded[-1:]  # the latest occurrence with a row
+        last_fire = max(written) if written else s.last_fire_at
         # Ends when nothing is left to fire: a one-time schedule once its occurrence is
         # written (fired or dropped as a misfire), a limited one at max_runs.
         completed = next_fire is None and (s.at is not None or left is not None)
@@ -160,7 +168,7 @@ class _Timetable:
 
 def timetable_key(s: DueSchedule) -> tuple[object, ...]:
     return (s.cron, s.at, s.timezone, s.next_fire_at, s.starts_at, s.ends_at,
-            s.misfire_policy, s.catchup_window_seconds)
+            s.misfire_policy, s.catchup_window_seconds, s.exclusions.key())
 
 
 def _timetable(
@@ -200,7 +208,8 @@ def _plan(
         fires = fires[:MAX_RUNS_PER_PASS]
     else:
         next_fire = _after(s, max(end, cursor - _TICK))
-    return _Timetable(skipped, fires, next_fire)
+    excluded = calendar_skips(s.exclusions, s.timezone, fires)
+    return _Timetable(skipped, fires, next_fire, excluded=excluded)
 
 
 def _first_kept(
@@ -223,8 +232,8 @@ def _after(s: DueSchedule, after: datetime) -> datetime | None:
     """The first occurrence strictly after ``after`` (within the schedule's bounds)."""
     if s.cron is None:
         return s.at if s.at is not None and s.at > after else None
-    following = next_occurrences(s.cron, s.timezone, after, 1, starts_at=s.starts_at,
-                                 ends_at=s.ends_at)
+    following = effective_next(s.cron, s.timezone, after, 1, s.exclusions,
+                               starts_at=s.starts_at, ends_at=s.ends_at)
     return following[0] if following else None
 
 
@@ -234,7 +243,7 @@ def _between(s: DueSchedule, lo: datetime, hi: datetime, limit: int) -> list[dat
         return []
     if s.cron is None:
         return [s.at] if s.at is not None and lo <= s.at <= hi and limit > 0 else []
-    return occurrences_between(s.cron, s.timezone, lo - _TICK, hi, limit)
+    return effective_between(s.cron, s.timezone, lo - _TICK, hi, limit, s.exclusions)
 
 
 def _tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[datetime]:
@@ -265,7 +274,7 @@ def _walk_tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[d
     last = hi - _TICK
     assert s.cron is not None  # _tail answers one-time schedules itself
     while True:
-        page = occurrences_between(s.cron, s.timezone, after, last, _PROBE_PAGE)
+        page = effective_between(s.cron, s.timezone, after, last, _PROBE_PAGE, s.exclusions)
         kept.extend(page)
         if len(page) < _PROBE_PAGE:
             return list(kept)
@@ -284,5 +293,6 @@ def due_on_resume(s: DueSchedule, db_now: datetime, limit: int) -> int:
         keep_from = _first_kept(s, cursor, min(missed_before, end + _TICK), db_now)
         once = s.misfire_policy is MisfirePolicy.FIRE_ONCE and keep_from < missed_before
         cursor = keep_from if once else max(keep_from, db_now - RECORD_HORIZON)
-    due = len(_between(s, cursor, end, limit))
+    found = _between(s, cursor, end, limit)  # a calendar's skips are not delivered:
+    due = len(found) - len(calendar_skips(s.exclusions, s.timezone, found))
     return due if s.max_runs is None else min(due, max(0, s.max_runs - s.runs_planned))

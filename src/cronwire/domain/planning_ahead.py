@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from cronwire.domain.cron import next_occurrences
+from cronwire.domain.calendar_walk import effective_next
 from cronwire.domain.errors import DomainError
 from cronwire.domain.model import DueSchedule, PlanDecision
 from cronwire.domain.planning import Span, decide, timetable_key
@@ -49,8 +49,8 @@ def _spaced(s: DueSchedule, gap: timedelta) -> bool:
         return True
     cursor = s.next_fire_at if s.starts_at is None else max(s.next_fire_at, s.starts_at)
     try:
-        fires = next_occurrences(s.cron, s.timezone, cursor - _TICK, 2,
-                                 starts_at=s.starts_at, ends_at=s.ends_at)
+        fires = effective_next(s.cron, s.timezone, cursor - _TICK, 2, s.exclusions,
+                               starts_at=s.starts_at, ends_at=s.ends_at)
     except DomainError:
         return True
     return len(fires) < 2 or fires[1] - fires[0] >= gap

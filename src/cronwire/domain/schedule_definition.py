@@ -3,11 +3,13 @@ brings back and what the audit log diffs (domain/audit.py). Pure; instants as RF
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from cronwire.domain.alerts import AlertRules
+from cronwire.domain.calendars import CalendarPolicy
 from cronwire.domain.documents import (
     retry_from_document,
     retry_to_document,
@@ -42,6 +44,8 @@ def spec_definition(spec: ScheduleSpec) -> dict[str, Any]:
                    "late_after_seconds": rules.late_after_seconds,
                    "max_duration_ms": rules.max_duration_ms},
         "flow_control": flow_to_document(spec.flow_control),
+        "exclude_calendars": [str(c) for c in spec.exclude_calendars],
+        "calendar_policy": spec.calendar_policy.value,
     }
 
 
@@ -60,6 +64,8 @@ def spec_from_definition(doc: Mapping[str, Any]) -> ScheduleSpec:
         alerts=AlertRules(alerts.get("after_failures"), alerts.get("late_after_seconds"),
                           alerts.get("max_duration_ms")),
         flow_control=flow_from_document(doc.get("flow_control")),
+        exclude_calendars=tuple(uuid.UUID(c) for c in doc.get("exclude_calendars") or ()),
+        calendar_policy=CalendarPolicy(doc.get("calendar_policy") or "skip"),
     )
 
 

@@ -54,6 +54,8 @@ def comparable(spec: ScheduleSpec) -> dict[str, Any]:
         "alerts.max_duration_ms": alerts.max_duration_ms,
         "flow_control": _flow(spec),
         "key": spec.key, "managed_by": spec.managed_by,
+        "exclude_calendars": [str(c) for c in spec.exclude_calendars],
+        "calendar_policy": spec.calendar_policy.value,
     }
 
 

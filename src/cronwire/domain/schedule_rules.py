@@ -13,8 +13,11 @@ import re
 from dataclasses import replace
 from datetime import datetime
 
+from cronwire.domain.calendar_specs import check_calendar_ids
+from cronwire.domain.calendar_walk import effective_next
+from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions
 from cronwire.domain.client_tls import check_not_expired
-from cronwire.domain.cron import canonical_timezone, load_timezone, next_occurrences
+from cronwire.domain.cron import canonical_timezone, load_timezone
 from cronwire.domain.delivery import HEADER_VALUE_CONTROLS
 from cronwire.domain.errors import (
     DomainError,
@@ -103,6 +106,7 @@ def validate_spec(spec: ScheduleSpec, limits: TenantLimits, now: datetime,
         if not spec.starts_at < spec.ends_at:
             raise RuleViolation("ends_at", "must be later than starts_at")
     _check_semantics(spec, before)
+    spec = replace(spec, exclude_calendars=check_calendar_ids(spec.exclude_calendars))
     spec.alerts.checked()
     if spec.timetable is None:  # a one-time schedule has no interval to limit
         return replace(spec, name=spec.name.strip(), target=target)
@@ -202,20 +206,23 @@ def _check_retry(retry: RetryPolicy) -> None:
         )
 
 
-def next_fire_after(spec: ScheduleSpec, after: datetime) -> datetime | None:
-    """The first fire strictly after ``after`` inside [starts_at, ends_at]; None if none."""
+def next_fire_after(spec: ScheduleSpec, after: datetime,
+                    exclusions: Exclusions = NO_EXCLUSIONS) -> datetime | None:
+    """The first fire strictly after ``after`` inside [starts_at, ends_at]; None if none.
+    With ``exclusions`` (the dates of the spec's calendars): of the effective timetable,
+    shifted and calendar-skipped instants included (domain/calendars.py)."""
     if spec.timetable is None:
         return spec.at if spec.at is not None and spec.at > after else None
-    fires = next_occurrences(
-        spec.timetable, spec.timezone, after, 1, starts_at=spec.starts_at, ends_at=spec.ends_at
-    )
+    fires = effective_next(spec.timetable, spec.timezone, after, 1, exclusions,
+                           starts_at=spec.starts_at, ends_at=spec.ends_at)
     return fires[0] if fires else None
 
 
-def first_fire(spec: ScheduleSpec, now: datetime) -> datetime | None:
+def first_fire(spec: ScheduleSpec, now: datetime,
+               exclusions: Exclusions = NO_EXCLUSIONS) -> datetime | None:
     """A new schedule's cursor: its ``at`` (even if past: the misfire policy then decides
     about it, as for any occurrence missed), else its first cron fire after ``now``."""
-    return spec.at if spec.timetable is None else next_fire_after(spec, now)
+    return spec.at if spec.timetable is None else next_fire_after(spec, now, exclusions)
 
 
 def rescheduled_next_fire(
@@ -224,8 +231,9 @@ def rescheduled_next_fire(
     next_fire_at: datetime | None,
     last_fire_at: datetime | None,
     now: datetime,
+    exclusions: Exclusions = NO_EXCLUSIONS,
 ) -> datetime | None:
-    """The planner cursor after an edit.
+    """The planner cursor after an edit (``exclusions``: those of ``new``).
 
     Unchanged unless the timing changed. Then the next fire is counted from the later of
     ``now`` and the last occurrence already materialised, so nothing the planner already
@@ -236,12 +244,12 @@ def rescheduled_next_fire(
     if new.timetable is None:
         return new.at  # a new `at` is planned as given, past or not (see first_fire)
     after = now if last_fire_at is None else max(now, last_fire_at)
-    return next_fire_after(new, after)
+    return next_fire_after(new, after, exclusions)
 
 
 def status_after_edit(
     current: ScheduleRecord, new: ScheduleSpec, next_fire_at: datetime | None,
-    last_fire_at: datetime | None, now: datetime,
+    last_fire_at: datetime | None, now: datetime, exclusions: Exclusions = NO_EXCLUSIONS,
 ) -> tuple[ScheduleStatus, datetime | None]:
     """The status and cursor after an edit. A ``max_runs`` at or below the runs already
     planned completes the schedule at once; a completed schedule given another occurrence
@@ -259,17 +267,33 @@ def status_after_edit(
     if used_up:
         return current.status, None
     after = now if last_fire_at is None else max(now, last_fire_at)
-    following = next_fire_after(new, after)
+    following = next_fire_after(new, after, exclusions)
     return (ScheduleStatus.COMPLETED, None) if following is None else (
         ScheduleStatus.ACTIVE, following)
 
 
-def preview(spec: ScheduleSpec, now: datetime, count: int) -> list[datetime]:
-    """The next ``count`` fire times after ``max(now, starts_at)``, none after ``ends_at``."""
+def preview(spec: ScheduleSpec, now: datetime, count: int,
+            exclusions: Exclusions = NO_EXCLUSIONS) -> list[datetime]:
+    """The next ``count`` fire times after ``max(now, starts_at)``, none after ``ends_at``
+    (of the effective timetable: calendar-skipped instants included, shifted ones where
+    they fire; :func:`cronwire.domain.calendars.verdict` tells them apart)."""
     if not 1 <= count <= PREVIEW_MAX:
         raise RuleViolation("count", f"must be between 1 and {PREVIEW_MAX}")
     if spec.timetable is None:
         return [spec.at] if spec.at is not None and spec.at > now else []
-    return next_occurrences(
-        spec.timetable, spec.timezone, now, count, starts_at=spec.starts_at, ends_at=spec.ends_at
-    )
+    return effective_next(spec.timetable, spec.timezone, now, count, exclusions,
+                          starts_at=spec.starts_at, ends_at=spec.ends_at)
+
+
+def replanned_cursor(record: ScheduleRecord, exclusions: Exclusions,
+                     last_fire_at: datetime | None, now: datetime) -> datetime | None:
+    """The cursor of a schedule whose calendars' dates changed, once the runs it planned
+    ahead are taken back: a cursor already due stays (the planner walks from it on the
+    new dates, and a paused schedule's misfire policy still decides on resume); one
+    ahead moves to the first effective instant after both now and ``last_fire_at``."""
+    if record.status is ScheduleStatus.COMPLETED:
+        return record.next_fire_at
+    if record.next_fire_at is not None and record.next_fire_at <= now:
+        return record.next_fire_at
+    after = now if last_fire_at is None else max(now, last_fire_at)
+    return next_fire_after(record.spec, after, exclusions)

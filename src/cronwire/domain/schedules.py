@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from cronwire.domain.alerts import AlertRules
+from cronwire.domain.calendars import CalendarPolicy
 from cronwire.domain.flow_control import FlowControl, effective_key
 from cronwire.domain.model import (
     MisfirePolicy,
@@ -26,12 +27,14 @@ from cronwire.domain.volume import DEFAULT_MAX_PENDING_RUNS
 DEFAULT_CATCHUP_WINDOW_SECONDS = 3600
 
 # Changing any of these moves the fire times, so the planner's cursor is recomputed.
-TIMING_FIELDS = frozenset({"cron", "rrule", "at", "timezone", "starts_at", "ends_at"})
+TIMING_FIELDS = frozenset({"cron", "rrule", "at", "timezone", "starts_at", "ends_at",
+                           "exclude_calendars", "calendar_policy"})
 # Fields a PATCH may carry (pause/resume have their own routes).
 EDITABLE_FIELDS = frozenset(
     {"name", "cron", "rrule", "at", "timezone", "target", "retry", "misfire_policy",
      "catchup_window_seconds", "starts_at", "ends_at", "overlap_policy", "jitter_seconds",
-     "max_runs", "pause_after_failures", "alerts", "flow_control", "key", "managed_by"}
+     "max_runs", "pause_after_failures", "alerts", "flow_control", "key", "managed_by",
+     "exclude_calendars", "calendar_policy"}
 )
 
 
@@ -83,6 +86,10 @@ class ScheduleSpec:
     # manages it; None for a schedule made by hand.
     key: str | None = None
     managed_by: str | None = None
+    # Calendars whose dates the timetable leaves out, and what an excluded occurrence
+    # becomes (domain/calendars.py, ADR 0064).
+    exclude_calendars: tuple[uuid.UUID, ...] = ()
+    calendar_policy: CalendarPolicy = CalendarPolicy.SKIP
 
     def with_changes(self, changes: dict[str, Any]) -> ScheduleSpec:
         """A copy with the PATCHed fields replaced (unknown names raise KeyError)."""

@@ -9,8 +9,8 @@ from datetime import datetime
 WINDOWS: dict[str, int] = {"1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400}
 DEFAULT_WINDOW = "24h"
 # Every skip reason a run can carry; each is reported, zero or not, so a client can rely on
-# the keys: the overlap policy's skips and the misfire policy's.
-SKIP_REASONS = ("overlap", "misfire")
+# the keys: the overlap policy's skips, the misfire policy's and the calendars' (ADR 0064).
+SKIP_REASONS = ("overlap", "misfire", "calendar")
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ and maintenance in :mod:`cronwire.ports.operations`; every one
 is re-exported here, so services import any port from ``cronwire.ports``.
 """
 
+from cronwire.ports.calendars import CalendarStore
 from cronwire.ports.core import (
     BreakerStore,
     ClaimSource,
@@ -46,6 +47,7 @@ __all__ = [
     "AuditReader",
     "BackfillPlanner",
     "BreakerStore",
+    "CalendarStore",
     "ClaimSource",
     "Clock",
     "CpuWork",

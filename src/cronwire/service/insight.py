@@ -8,12 +8,27 @@ import uuid
 from datetime import datetime
 from functools import partial
 
+from cronwire.domain.calendars import NO_EXCLUSIONS
 from cronwire.domain.errors import NotFound, RuleViolation
-from cronwire.domain.explain import Explanation, Facts, explain, first_at_or_after
+from cronwire.domain.explain import (
+    Explanation,
+    Facts,
+    calendar_verdict,
+    explain,
+    first_at_or_after,
+)
 from cronwire.domain.history import RunView
 from cronwire.domain.model import run_id_for
 from cronwire.domain.stats import WINDOWS, ScheduleStats
-from cronwire.ports import CpuWork, Metrics, OnTheLoop, RunHistory, ScheduleStore, StatsReader
+from cronwire.ports import (
+    CalendarStore,
+    CpuWork,
+    Metrics,
+    OnTheLoop,
+    RunHistory,
+    ScheduleStore,
+    StatsReader,
+)
 
 
 async def schedule_stats(schedules: ScheduleStore, stats: StatsReader, tenant: uuid.UUID,
@@ -34,13 +49,21 @@ async def schedule_stats(schedules: ScheduleStore, stats: StatsReader, tenant: u
 
 async def explain_instant(schedules: ScheduleStore, runs: RunHistory, stats: StatsReader,
                           tenant: uuid.UUID, schedule_id: uuid.UUID,
-                          at: datetime, cpu: CpuWork | None = None) -> Explanation:
+                          at: datetime, cpu: CpuWork | None = None,
+                          calendars: CalendarStore | None = None) -> Explanation:
     """The schedule's first occurrence at or after ``at``, its run if one was recorded
-    (run ids are derived from the occurrence, so it is one lookup), and why. The walks
-    (the occurrence before, up to 100,000 steps back) run in ``cpu`` when given."""
+    (run ids are derived from the occurrence, so it is one lookup; a calendar's shift
+    moves the occurrence first), and why. The walks (the occurrence before, up to 100,000
+    steps back) run in ``cpu`` when given."""
     lane = cpu or OnTheLoop()
     record = await schedules.get(tenant, schedule_id)
+    exclusions = NO_EXCLUSIONS
+    if calendars is not None and record.spec.exclude_calendars:
+        exclusions = await calendars.exclusions(tenant, record.spec)
     occurrence = await lane.run(partial(first_at_or_after, record, at))
+    moved = calendar_verdict(record, occurrence, exclusions)
+    if moved is not None:
+        occurrence = moved.at
     run: RunView | None = None
     if occurrence is not None:
         try:
@@ -48,5 +71,5 @@ async def explain_instant(schedules: ScheduleStore, runs: RunHistory, stats: Sta
         except NotFound:
             run = None
     facts = Facts(now=await schedules.db_now(), run=run,
-                  retained_since=await stats.retained_since())
+                  retained_since=await stats.retained_since(), exclusions=exclusions)
     return await lane.run(partial(explain, record, at, facts))

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from cronwire.domain.access import BY_SYSTEM, Change
 from cronwire.domain.backfill import BackfillPlan, BackfillRequest, BackfillResult, plan_backfill
+from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions
 from cronwire.domain.history import RunView
 from cronwire.domain.replay import ReplayQuery
 from cronwire.domain.schedules import ScheduleSpec, TenantLimits
@@ -22,13 +23,16 @@ from cronwire.ports import RunCommands
 async def backfill(
     commands: RunCommands, defaults: TenantLimits, tenant: uuid.UUID, schedule_id: uuid.UUID,
     request: BackfillRequest, change: Change = BY_SYSTEM,
+    exclusions: Exclusions = NO_EXCLUSIONS,
 ) -> BackfillResult:
     """One run per occurrence of ``[start, end)`` that has none, if they fit under the
     tenant's limit on runs not yet ended (a dry run writes nothing and says what would be
-    written, and whether the limit would refuse it)."""
+    written, and whether the limit would refuse it). ``exclusions``: the dates the
+    schedule's calendars exclude, read by the caller (shifted occurrences are backfilled
+    where they fire, skipped ones not at all)."""
 
     def plan(spec: ScheduleSpec, db_now: datetime, oldest: datetime | None) -> BackfillPlan:
-        return plan_backfill(spec, request, db_now, oldest)
+        return plan_backfill(spec, request, db_now, oldest, exclusions)
 
     return await commands.backfill(tenant, schedule_id, plan, dry_run=request.dry_run,
                                    max_pending_runs=defaults.max_pending_runs, change=change)

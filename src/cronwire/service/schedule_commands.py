@@ -15,6 +15,7 @@ from functools import partial
 
 from cronwire.domain.access import BY_SYSTEM, Change
 from cronwire.domain.audit import Revision
+from cronwire.domain.calendars import NO_EXCLUSIONS, Exclusions
 from cronwire.domain.delivery import new_signing_secret
 from cronwire.domain.errors import VersionMismatch
 from cronwire.domain.history import RunView
@@ -22,7 +23,7 @@ from cronwire.domain.keyset import Page, page_of
 from cronwire.domain.labels import check_label
 from cronwire.domain.model import DueSchedule, ScheduleStatus
 from cronwire.domain.planning import due_on_resume
-from cronwire.domain.schedule_rules import PAUSE_NOTE_MAX_CHARS, preview, validate_spec
+from cronwire.domain.schedule_rules import PAUSE_NOTE_MAX_CHARS, validate_spec
 from cronwire.domain.schedules import ScheduleRecord, ScheduleSpec, TenantLimits
 from cronwire.ports import CpuWork, OnTheLoop, ScheduleStore
 
@@ -79,17 +80,6 @@ async def list_revisions(store: ScheduleStore, tenant: uuid.UUID, schedule_id: u
     return await store.revisions(tenant, schedule_id, limit)
 
 
-async def preview_schedule(
-    store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, count: int,
-    cpu: CpuWork | None = None,
-) -> tuple[ScheduleRecord, list[datetime]]:
-    """The schedule and its next ``count`` fire times from the database's now (up to
-    PREVIEW_MAX of them: walked in ``cpu``, off the event loop, when given)."""
-    record = await store.get(tenant, schedule_id)
-    now = await store.db_now()
-    return record, await (cpu or OnTheLoop()).run(partial(preview, record.spec, now, count))
-
-
 async def rotate_secret(
     store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, overlap_seconds: int,
     change: Change = BY_SYSTEM,
@@ -136,29 +126,32 @@ async def set_paused(
 RESUME_COUNT_MAX = 10_000  # runs_due is counted up to this (a week of a 1-second cron is 604,800)
 
 
-def runs_due_on_resume(record: ScheduleRecord, db_now: datetime) -> int:
+def runs_due_on_resume(record: ScheduleRecord, db_now: datetime,
+                       exclusions: Exclusions = NO_EXCLUSIONS) -> int:
     """How many runs resuming ``record`` now makes due at once (0 unless it is paused with
-    an occurrence ahead), counted up to RESUME_COUNT_MAX."""
+    an occurrence ahead), counted up to RESUME_COUNT_MAX, on the timetable its calendars
+    (``exclusions``) leave: shifted occurrences where they fire, skipped ones not at all."""
     if record.status is not ScheduleStatus.PAUSED or record.next_fire_at is None:
         return 0
     spec = record.spec
     due = DueSchedule(record.id, record.tenant_id, spec.timetable, spec.timezone, spec.misfire_policy,
                       spec.catchup_window_seconds, record.next_fire_at, record.last_fire_at,
                       spec.starts_at, spec.ends_at, at=spec.at, max_runs=spec.max_runs,
-                      runs_planned=record.runs_planned)
+                      runs_planned=record.runs_planned, exclusions=exclusions)
     return due_on_resume(due, db_now, RESUME_COUNT_MAX)
 
 
 async def resume(
     store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, *, dry_run: bool,
     cpu: CpuWork | None = None, change: Change = BY_SYSTEM, if_match: int | None = None,
+    exclusions: Exclusions = NO_EXCLUSIONS,
 ) -> tuple[ScheduleRecord, int]:
     """Resume (unless ``dry_run``) and say how many runs that makes due at once, counted
     before the resume, off the event loop in ``cpu`` when given (a catch-up window can
     hold thousands of occurrences)."""
     record = await store.get(tenant, schedule_id)
     now = await store.db_now()
-    due = await (cpu or OnTheLoop()).run(partial(runs_due_on_resume, record, now))
+    due = await (cpu or OnTheLoop()).run(partial(runs_due_on_resume, record, now, exclusions))
     if dry_run:
         return record, due
     if if_match is not None and record.version != if_match:  # the store checks it again

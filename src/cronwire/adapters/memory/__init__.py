@@ -16,6 +16,7 @@ is atomic on one event loop, as a transaction is.
 """
 
 from cronwire.adapters.memory.breaker_store import MemoryBreakerStore
+from cronwire.adapters.memory.calendar_store import MemoryCalendarStore
 from cronwire.adapters.memory.claim_source import MemoryClaimSource
 from cronwire.adapters.memory.database import MemoryClock, MemoryDatabase, MemoryRun
 from cronwire.adapters.memory.keyed_claims import MemoryHints, MemoryKeyedClaims
@@ -26,6 +27,7 @@ from cronwire.adapters.memory.schedule_store import MemoryScheduleStore
 
 __all__ = [
     "MemoryBreakerStore",
+    "MemoryCalendarStore",
     "MemoryClaimSource",
     "MemoryClock",
     "MemoryDatabase",

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwire.domain.breaker import BreakerState
+from cronwire.domain.calendar_specs import CalendarRecord
 from cronwire.domain.errors import StorageError
 from cronwire.domain.model import (
     AttemptRecord,
@@ -171,6 +172,7 @@ class MemoryDatabase:
     breakers: dict[tuple[uuid.UUID, str], BreakerState] = field(default_factory=dict)
     overflow: dict[str, datetime] = field(default_factory=dict)  # kafka mode: owner -> until
     flow: dict[tuple[uuid.UUID, str], FlowRow] = field(default_factory=dict)  # flow_control
+    calendars: dict[uuid.UUID, CalendarRecord] = field(default_factory=dict)  # calendar
     _occurrences: set[tuple[uuid.UUID, datetime]] = field(default_factory=set)
 
     def now(self) -> datetime:

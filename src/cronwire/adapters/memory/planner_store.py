@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+from cronwire.adapters.memory.calendar_store import memory_exclusions
 from cronwire.adapters.memory.database import MemoryDatabase, MemorySchedule
 from cronwire.domain.model import (
     DueSchedule,
@@ -56,6 +57,7 @@ class MemoryPlannerStore:
                 starts_at=s.spec.starts_at, ends_at=s.spec.ends_at, at=s.spec.at,
                 overlap_policy=s.spec.overlap_policy, jitter_seconds=s.spec.jitter_seconds,
                 max_runs=s.spec.max_runs, runs_planned=s.runs_planned,
+                exclusions=memory_exclusions(self._db, s.tenant_id, s.spec, strict=False),
             ) for s in due if s.next_fire_at is not None
         ], now, EVERYWHERE)
         inserted = 0
@@ -66,7 +68,7 @@ class MemoryPlannerStore:
                 run.schedule_id, run.scheduled_for, status=run.status, trigger=run.trigger,
                 run_id=run.id, fire_after=fire_after,
                 overlap_policy=None if skipped else run.overlap_policy,
-                skip_reason=SkipReason.MISFIRE if skipped else None,
+                skip_reason=(run.skip_reason or SkipReason.MISFIRE) if skipped else None,
             ) is not None:
                 inserted += 1
         for advance in decision.advances:  # schedule_advance

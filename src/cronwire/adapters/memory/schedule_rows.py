@@ -11,6 +11,7 @@ from cronwire.adapters.memory.database import MemoryDatabase, MemoryRun, MemoryS
 from cronwire.domain.errors import NotFound, StateConflict
 from cronwire.domain.history import RunView
 from cronwire.domain.model import RunStatus, Trigger
+from cronwire.domain.schedules import ScheduleRecord
 
 
 def run_view(run: MemoryRun) -> RunView:
@@ -68,3 +69,14 @@ def check_key_free(db: MemoryDatabase, tenant_id: uuid.UUID, key: str | None,
            for s in db.schedules.values()):
         raise StateConflict(f"key: {key!r} is the key of another schedule of this tenant; "
                             "keys are unique among live schedules")
+
+
+def schedule_record(s: MemorySchedule) -> ScheduleRecord:
+    return ScheduleRecord(
+        id=s.id, tenant_id=s.tenant_id, spec=s.spec, status=s.status,
+        next_fire_at=s.next_fire_at, last_fire_at=s.last_fire_at, created_at=s.created_at,
+        updated_at=s.updated_at, previous_secret_expires_at=s.previous_secret_expires_at,
+        signing_secret=s.signing_secret, runs_planned=s.runs_planned,
+        consecutive_failures=s.consecutive_failures, paused_reason=s.paused_reason,
+        paused_at=s.paused_at, version=s.version,
+    )

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from cronwire.adapters.memory.calendar_store import memory_exclusions
 from cronwire.adapters.memory.database import RUNNABLE, MemoryDatabase, MemorySchedule
 from cronwire.adapters.memory.flow_gate import release_holds, save_flow_control, sync_keys
 from cronwire.adapters.memory.schedule_apply import apply_in_memory
@@ -17,6 +18,7 @@ from cronwire.adapters.memory.schedule_rows import (
     check_key_free,
     live_schedule,
     run_view,
+    schedule_record,
     unplan,
     unplan_ahead,
 )
@@ -40,22 +42,11 @@ from cronwire.ports.tenant import ApplyAdmission, ApplyDecider
 MANUAL_INSERT_TRIES = 5
 
 
-def _record(s: MemorySchedule) -> ScheduleRecord:
-    return ScheduleRecord(
-        id=s.id, tenant_id=s.tenant_id, spec=s.spec, status=s.status,
-        next_fire_at=s.next_fire_at, last_fire_at=s.last_fire_at, created_at=s.created_at,
-        updated_at=s.updated_at, previous_secret_expires_at=s.previous_secret_expires_at,
-        signing_secret=s.signing_secret, runs_planned=s.runs_planned,
-        consecutive_failures=s.consecutive_failures, paused_reason=s.paused_reason,
-        paused_at=s.paused_at, version=s.version,
-    )
-
-
 def _changed(schedule: MemorySchedule, before: ScheduleRecord | None,
              also: dict[str, Any] | None = None) -> None:
     """schedule_changes.record_change without the audit row: a new version and its
     revision when anything differs."""
-    after = _record(schedule)
+    after = schedule_record(schedule)
     changes = {**diff(schedule_fields(before) if before else None, schedule_fields(after)),
                **(also or {})}
     if not changes:
@@ -103,23 +94,24 @@ class MemoryScheduleStore:
                 "delete one first",
             )
         check_key_free(self._db, tenant_id, spec.key)
+        exclusions = memory_exclusions(self._db, tenant_id, spec)
         now = self._db.now()
         schedule = MemorySchedule(
             id=uuid.uuid4(), tenant_id=tenant_id, spec=spec, signing_secret=signing_secret,
             created_at=now, updated_at=now,
             status=ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE,
-            next_fire_at=first_fire(spec, now), paused_at=now if paused else None,
+            next_fire_at=first_fire(spec, now, exclusions), paused_at=now if paused else None,
         )
         self._db.schedules[schedule.id] = schedule
         sync_keys(self._db, tenant_id, [spec.flow_key])
         _changed(schedule, None)
-        return _record(schedule)
+        return schedule_record(schedule)
 
     async def db_now(self) -> datetime:
         return self._db.now()
 
     async def get(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID) -> ScheduleRecord:
-        return _record(self._live(tenant_id, schedule_id))
+        return schedule_record(self._live(tenant_id, schedule_id))
 
     async def list(
         self, tenant_id: uuid.UUID, *, after: uuid.UUID | None, limit: int
@@ -130,7 +122,7 @@ class MemoryScheduleStore:
              if s.tenant_id == tenant_id and s.live and s.id > floor),
             key=lambda s: s.id,
         )
-        return [_record(s) for s in mine[:limit]]
+        return [schedule_record(s) for s in mine[:limit]]
 
     async def update(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
@@ -139,25 +131,26 @@ class MemoryScheduleStore:
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
         _check_version(schedule, if_match)
-        before = _record(schedule)
+        before = schedule_record(schedule)
         spec = revise(schedule.spec)  # a domain error here leaves the row as it was
         check_key_free(self._db, tenant_id, spec.key, schedule_id)
+        exclusions = memory_exclusions(self._db, tenant_id, spec)
         now = self._db.now()
         if schedule.spec.timing_differs(spec):  # nothing more on the old timetable
             taken = unplan(self._db, schedule_id, now)
             if taken is not None:
                 schedule.last_fire_at = taken[1]
         next_fire_at = rescheduled_next_fire(
-            schedule.spec, spec, schedule.next_fire_at, schedule.last_fire_at, now
+            schedule.spec, spec, schedule.next_fire_at, schedule.last_fire_at, now, exclusions
         )
         schedule.status, schedule.next_fire_at = status_after_edit(
-            _record(schedule), spec, next_fire_at, schedule.last_fire_at, now)
+            schedule_record(schedule), spec, next_fire_at, schedule.last_fire_at, now, exclusions)
         previous = schedule.spec
         schedule.spec = spec
         schedule.updated_at = now
         save_flow_control(self._db, schedule, previous)
         _changed(schedule, before)
-        return _record(schedule)
+        return schedule_record(schedule)
 
     async def delete(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
                      change: Change = BY_SYSTEM, if_match: int | None = None) -> int:
@@ -191,7 +184,7 @@ class MemoryScheduleStore:
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
         _check_version(schedule, if_match)
-        before = _record(schedule)
+        before = schedule_record(schedule)
         if schedule.status not in (ScheduleStatus.ACTIVE, ScheduleStatus.PAUSED):
             verb = "paused" if paused else "resumed"
             raise StateConflict(
@@ -210,7 +203,7 @@ class MemoryScheduleStore:
             schedule.paused_reason = schedule.paused_at = None
             schedule.consecutive_failures = 0
         _changed(schedule, before)
-        return _record(schedule)
+        return schedule_record(schedule)
 
     async def trigger(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, *,
                       max_pending_runs: int, change: Change = BY_SYSTEM) -> RunView:
@@ -239,8 +232,8 @@ class MemoryScheduleStore:
         schedule.previous_secret_expires_at = now + timedelta(seconds=overlap_seconds)
         schedule.signing_secret = new_secret
         schedule.updated_at = now
-        _changed(schedule, _record(schedule), {"signing_secret": [SEALED, SEALED]})
-        return _record(schedule)
+        _changed(schedule, schedule_record(schedule), {"signing_secret": [SEALED, SEALED]})
+        return schedule_record(schedule)
 
     async def revisions(self, tenant_id: uuid.UUID, schedule_id: uuid.UUID,
                         limit: int) -> Sequence[Revision]:
@@ -259,7 +252,7 @@ class MemoryScheduleStore:
     async def get_by_key(self, tenant_id: uuid.UUID, key: str) -> ScheduleRecord:
         for schedule in self._db.schedules.values():
             if schedule.tenant_id == tenant_id and schedule.live and schedule.spec.key == key:
-                return _record(schedule)
+                return schedule_record(schedule)
         raise NotFound(f"schedule with key {key!r} not found")
 
     async def apply(

@@ -16,6 +16,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries, rows_affected
+from cronwire.domain.calendars import NO_EXCLUSIONS, CalendarPolicy, Exclusions
 from cronwire.domain.model import (
     IDEMPOTENCY_KEY_PREFIX,
     DueSchedule,
@@ -36,7 +37,7 @@ _POLICIES = {policy.value: policy for policy in MisfirePolicy}
 _OVERLAPS = {policy.value: policy for policy in OverlapPolicy}
 
 
-def _due_schedule(row: asyncpg.Record) -> DueSchedule:
+def _due_schedule(row: asyncpg.Record, exclusions: Exclusions = NO_EXCLUSIONS) -> DueSchedule:
     return DueSchedule(
         id=row["id"],
         tenant_id=row["tenant_id"],
@@ -53,7 +54,32 @@ def _due_schedule(row: asyncpg.Record) -> DueSchedule:
         jitter_seconds=row["jitter_seconds"],
         max_runs=row["max_runs"],
         runs_planned=row["runs_planned"],
+        exclusions=exclusions,
     )
+
+
+async def _exclusions(conn: asyncpg.Connection,
+                      rows: Sequence[asyncpg.Record]) -> dict[Any, Exclusions]:
+    """Each claimed schedule's excluded dates, by schedule id, read in one statement
+    (none when no schedule of the batch has a calendar). A calendar of another tenant
+    is never applied, and one deleted meanwhile is left out (its delete re-checks)."""
+    ids = {cid for row in rows for cid in row["exclude_calendars"]}
+    if not ids:
+        return {}
+    calendars = {c["id"]: c for c in await conn.fetch(Q["calendar_dates_of"], list(ids))}
+    made: dict[tuple[Any, ...], Exclusions] = {}
+    found: dict[Any, Exclusions] = {}
+    for row in rows:
+        if not row["exclude_calendars"]:
+            continue
+        own = [calendars[c] for c in row["exclude_calendars"]
+               if c in calendars and calendars[c]["tenant_id"] == row["tenant_id"]]
+        key = (row["calendar_policy"], *(c["id"] for c in own))
+        if key not in made:
+            made[key] = Exclusions.of(CalendarPolicy(row["calendar_policy"]),
+                                      ((c["name"], c["dates"]) for c in own))
+        found[row["id"]] = made[key]
+    return found
 
 
 class PostgresPlannerStore:
@@ -100,7 +126,9 @@ class PostgresPlannerStore:
         if writable is None:
             log.error("no job_run partition holds %s: nothing can be planned until the "
                       "partition keeper creates one (cronwire partitions maintain)", db_now)
-        decision = decide([_due_schedule(row) for row in rows], db_now, writable)
+        excluded = await _exclusions(conn, rows)
+        decision = decide([_due_schedule(row, excluded.get(row["id"], NO_EXCLUSIONS))
+                           for row in rows], db_now, writable)
         # Flow keys (ADR 0040) ride beside the decision: they do not change what is planned.
         flow_keys = {row["id"]: row["flow_key"] for row in rows if row["flow_key"] is not None}
         inserted = 0
@@ -144,6 +172,8 @@ def _run_columns(
         if shaped else None,
         [run.jitter_ms for run in runs] if shaped else None,
         [flow_keys.get(run.schedule_id) for run in runs] if flow_keys else None,
+        [run.skip_reason.value if run.skip_reason else None for run in runs]
+        if any(run.skip_reason for run in runs) else None,
     )
 
 

@@ -34,5 +34,6 @@ def semantics_columns(spec: ScheduleSpec) -> list[object]:
 
 
 def identity_columns(spec: ScheduleSpec) -> list[object]:
-    """key and managed_by (schedules as code, ADR 0057), last in both statements."""
-    return [spec.key, spec.managed_by]
+    """key and managed_by (schedules as code, ADR 0057), then exclude_calendars and
+    calendar_policy (ADR 0064), last in both statements."""
+    return [spec.key, spec.managed_by, list(spec.exclude_calendars), spec.calendar_policy.value]

@@ -13,6 +13,7 @@ import asyncpg
 
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.alerts import AlertRules
+from cronwire.domain.calendars import CalendarPolicy
 from cronwire.domain.documents import retry_from_document, target_from_document
 from cronwire.domain.errors import NotFound, StateConflict
 from cronwire.domain.flow_control import flow_from_document
@@ -77,6 +78,8 @@ def schedule_record(row: asyncpg.Record) -> ScheduleRecord:
                           row["alert_max_duration_ms"]),
         flow_control=flow_from_document(row["flow_control"]),
         key=row.get("key"), managed_by=row.get("managed_by"),
+        exclude_calendars=tuple(row.get("exclude_calendars") or ()),
+        calendar_policy=CalendarPolicy(row.get("calendar_policy") or "skip"),
     )
     return ScheduleRecord(
         id=row["id"], tenant_id=row["tenant_id"], spec=spec,

@@ -13,6 +13,7 @@ from datetime import datetime
 
 import asyncpg
 
+from cronwire.adapters.postgres.calendar_store import exclusions_on
 from cronwire.adapters.postgres.flow_store import resync_deleted, save_flow_control
 from cronwire.adapters.postgres.schedule_changes import audit_schedule, record_change
 from cronwire.adapters.postgres.schedule_columns import (
@@ -55,12 +56,13 @@ class ScheduleRowWriter:
         its flow control, version 1 and its audit row, in the caller's transaction, after
         the tenant lock."""
         status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
+        exclusions = await exclusions_on(conn, tenant_id, spec)
         schedule_id = uuid.uuid4()  # sealing binds each value to it, so it is made here
         columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
         secret = await sealed_secret(self._box, tenant_id, schedule_id, signing_secret)
         row = found_row(await conn.fetchrow(
             Q["schedule_insert"], schedule_id, tenant_id, *columns,
-            status.value, first_fire(spec, db_now), spec.starts_at,
+            status.value, first_fire(spec, db_now, exclusions), spec.starts_at,
             spec.ends_at, secret, *semantics_columns(spec),
             *alert_columns(spec), *identity_columns(spec),
         ), tenant_id, "tenant")
@@ -89,16 +91,17 @@ class ScheduleRowWriter:
         schedule_id = row["id"]
         current = await self._record(row)
         spec = revise(current.spec)  # a domain error here rolls the lock back
+        exclusions = await exclusions_on(conn, tenant_id, spec)
         last_fire_at = current.last_fire_at
         if current.spec.timing_differs(spec):  # nothing more on the old timetable
             taken = await unplan(conn, tenant_id, schedule_id)
             if taken is not None:
                 last_fire_at = taken[1]
         next_fire_at = rescheduled_next_fire(
-            current.spec, spec, current.next_fire_at, last_fire_at, row["db_now"],
+            current.spec, spec, current.next_fire_at, last_fire_at, row["db_now"], exclusions,
         )
         status, next_fire_at = status_after_edit(
-            current, spec, next_fire_at, last_fire_at, row["db_now"])
+            current, spec, next_fire_at, last_fire_at, row["db_now"], exclusions)
         columns = await spec_columns(self._box, tenant_id, schedule_id, spec)
         with key_conflicts(spec.key):
             updated = found_row(await conn.fetchrow(

@@ -30,7 +30,8 @@
 -- (cursor moved backwards, operator replan) is harmless. Skipped runs are terminal at once.
 -- $8 overlap policies and $9 jitter offsets (ms) are NULL when no run of the batch has
 -- one (every schedule on 'allow' without jitter): unnest pads a NULL array with NULLs.
--- So are $10 flow keys when no schedule of the batch has flow control.
+-- So are $10 flow keys when no schedule of the batch has flow control, and $11 skip
+-- reasons when no run of the batch is skipped by a calendar (NULL reads as 'misfire').
 INSERT INTO job_run (id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger,
                      status, fire_after, finished_at, last_error, skip_reason, overlap_policy,
                      flow_key)
@@ -39,14 +40,17 @@ SELECT r.id, r.tenant_id, r.schedule_id, r.scheduled_for, r.idempotency_key, r.t
        CASE WHEN r.jitter_ms IS NULL THEN r.scheduled_for
             ELSE r.scheduled_for + make_interval(secs => r.jitter_ms / 1000.0) END,
        CASE WHEN r.status = 'skipped' THEN now() END,
-       CASE WHEN r.status = 'skipped' THEN 'missed while no planner ran; dropped by the misfire policy' END,
-       CASE WHEN r.status = 'skipped' THEN 'misfire' END,
+       CASE WHEN r.status <> 'skipped' THEN NULL
+            WHEN r.skip_reason = 'calendar'
+            THEN 'its date is in a calendar the schedule excludes'
+            ELSE 'missed while no planner ran; dropped by the misfire policy' END,
+       CASE WHEN r.status = 'skipped' THEN COALESCE(r.skip_reason, 'misfire') END,
        CASE WHEN r.status = 'skipped' THEN NULL ELSE r.overlap_policy END,
        r.flow_key
 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::text[], $6::text[],
-            $7::text[], $8::text[], $9::integer[], $10::text[])
+            $7::text[], $8::text[], $9::integer[], $10::text[], $11::text[])
      AS r(id, tenant_id, schedule_id, scheduled_for, idempotency_key, trigger, status,
-          overlap_policy, jitter_ms, flow_key)
+          overlap_policy, jitter_ms, flow_key, skip_reason)
 ON CONFLICT DO NOTHING
 
 -- name: job_run_claim

@@ -9,7 +9,8 @@
 -- start time, returned so the pure planner decides with exactly the instant used here.
 SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
        next_fire_at, last_fire_at, starts_at, ends_at, run_at, overlap_policy,
-       jitter_seconds, max_runs, runs_planned, flow_key, now() AS db_now
+       jitter_seconds, max_runs, runs_planned, flow_key, exclude_calendars, calendar_policy,
+       now() AS db_now
 FROM schedule
 WHERE status = 'active' AND next_fire_at <= now() + make_interval(secs => $1)
 ORDER BY next_fire_at
@@ -28,7 +29,8 @@ FOR UPDATE SKIP LOCKED
 -- claim.
 SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
        next_fire_at, last_fire_at, starts_at, ends_at, run_at, overlap_policy,
-       jitter_seconds, max_runs, runs_planned, flow_key, now() AS db_now
+       jitter_seconds, max_runs, runs_planned, flow_key, exclude_calendars, calendar_policy,
+       now() AS db_now
 FROM schedule
 WHERE status = 'active'
   AND next_fire_at > now() + make_interval(secs => $1)
@@ -58,21 +60,24 @@ WHERE s.id = a.id AND s.id = ANY($1::uuid[])
 -- name: schedule_insert
 -- $3..$9, $15..$19, $20..$22 and $23..$24 in ScheduleStore's spec column order (name ..
 -- catchup_window_seconds, run_at .. pause_after_failures, the alert rules, key and
--- managed_by); paused_at is set when it is created paused. A key another live schedule
+-- managed_by), $25..$26 the calendars (exclude_calendars, calendar_policy); paused_at is
+-- set when it is created paused. A key another live schedule
 -- of the tenant holds violates schedule_tenant_key_idx (the store answers 409).
 INSERT INTO schedule (id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
                       catchup_window_seconds, status, next_fire_at, starts_at, ends_at,
                       signing_secret, run_at, overlap_policy, jitter_seconds, max_runs,
                       pause_after_failures, alert_after_failures, alert_late_after_seconds,
-                      alert_max_duration_ms, key, managed_by, paused_at)
+                      alert_max_duration_ms, key, managed_by, paused_at, exclude_calendars,
+                      calendar_policy)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-        $20, $21, $22, $23, $24, CASE WHEN $10 = 'paused' THEN now() END)
+        $20, $21, $22, $23, $24, CASE WHEN $10 = 'paused' THEN now() END, $25, $26)
 RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy
 
 -- name: schedule_get
 SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
@@ -80,7 +85,8 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 
@@ -92,7 +98,8 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by, now() AS db_now
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR UPDATE
@@ -104,7 +111,8 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy
 FROM schedule
 WHERE tenant_id = $1 AND key = $2 AND status <> 'deleted'
 
@@ -118,7 +126,8 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy
 FROM schedule
 WHERE tenant_id = $1 AND status <> 'deleted'
   AND (key = ANY ($2::text[]) OR managed_by = $3::text)
@@ -130,7 +139,8 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy
 FROM schedule
 WHERE tenant_id = $1 AND id > $2 AND status <> 'deleted'
 ORDER BY id
@@ -138,14 +148,15 @@ LIMIT $3
 
 -- name: schedule_update
 -- $14..$18 run_at .. pause_after_failures; $19 the status after the edit (a completed
--- schedule given another occurrence is active again); $23, $24 key and managed_by.
+-- schedule given another occurrence is active again); $23, $24 key and managed_by; $25,
+-- $26 exclude_calendars and calendar_policy.
 UPDATE schedule
 SET name = $3, cron = $4, timezone = $5, target = $6, retry = $7, misfire_policy = $8,
     catchup_window_seconds = $9, starts_at = $10, ends_at = $11, next_fire_at = $12,
     last_fire_at = $13, run_at = $14, overlap_policy = $15, jitter_seconds = $16,
     max_runs = $17, pause_after_failures = $18, status = $19,
     alert_after_failures = $20, alert_late_after_seconds = $21, alert_max_duration_ms = $22,
-    key = $23, managed_by = $24,
+    key = $23, managed_by = $24, exclude_calendars = $25, calendar_policy = $26,
     -- a rule removed or changed starts its state afresh (no stale "failing" to recover)
     alert_failing = alert_failing AND $20::integer IS NOT DISTINCT FROM alert_after_failures,
     alert_told_failing = alert_told_failing
@@ -159,7 +170,8 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy
 
 -- name: schedule_set_status
 -- Pause/resume of an active or paused schedule (a completed one is neither: the store
@@ -184,7 +196,8 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy
 
 -- name: schedule_rewind
 -- After a pause took back occurrences written ahead (job_run_unplan_ahead): the cursor
@@ -198,7 +211,8 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy
 
 -- name: schedule_rotate_secret
 -- Two slots only: rotating again within the overlap drops the oldest secret.
@@ -213,7 +227,8 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
           signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
           overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
           consecutive_failures, paused_reason, paused_at,
-          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by
+          alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy
 
 -- name: schedule_soft_delete
 UPDATE schedule
@@ -235,7 +250,8 @@ SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
        signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
        overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
        consecutive_failures, paused_reason, paused_at,
-       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by, now() AS db_now
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy, now() AS db_now
 FROM schedule
 WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
 FOR SHARE
@@ -296,3 +312,26 @@ WHERE status <> 'deleted' AND target ? 'tls'
 UPDATE schedule SET version = version + 1
 WHERE tenant_id = $1 AND id = $2
 RETURNING version
+
+-- name: schedule_lock_by_calendar
+-- The tenant's live schedules that exclude calendar $2, locked in id order before the
+-- calendar itself is (calendar_lock): a calendar's edit re-plans them, its delete names
+-- them. Reads the tenant's schedules through schedule_tenant_idx; each row's array holds
+-- at most 10 ids.
+SELECT id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
+       catchup_window_seconds, status, next_fire_at, last_fire_at, starts_at, ends_at,
+       signing_secret, previous_secret_expires_at, created_at, updated_at, run_at,
+       overlap_policy, jitter_seconds, max_runs, pause_after_failures, runs_planned,
+       consecutive_failures, paused_reason, paused_at,
+       alert_after_failures, alert_late_after_seconds, alert_max_duration_ms, flow_control, version, key, managed_by,
+       exclude_calendars, calendar_policy, now() AS db_now
+FROM schedule
+WHERE tenant_id = $1 AND $2 = ANY(exclude_calendars) AND status <> 'deleted'
+ORDER BY id
+FOR UPDATE
+
+-- name: schedule_replan
+-- A re-planned schedule's cursor after its calendars changed (the runs written ahead on
+-- the old dates taken back first). Not a change of the schedule: no version.
+UPDATE schedule SET next_fire_at = $3, last_fire_at = $4
+WHERE tenant_id = $1 AND id = $2
