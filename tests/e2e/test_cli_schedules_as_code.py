@@ -34,6 +34,11 @@ SCHEDULES = f"""\
   cron: "15 * * * *"
   target: {{url: {HOOK}, method: PUT, body: '{{"k": 1}}'}}
   paused: true
+- key: payroll.second-tuesday
+  name: payroll
+  rrule: "RRULE:FREQ=MONTHLY;BYDAY=2TU;BYHOUR=9;BYMINUTE=0;BYSECOND=0"
+  timezone: europe/berlin
+  target: {{url: {HOOK}}}
 """
 
 
@@ -56,7 +61,8 @@ def test_export_apply_export_round_trips(cli: InProcess, tmp_path: Path,
     files.mkdir()
     _write(files, "all.yaml", SCHEDULES)
     applied = cli.ok("apply", "-f", str(files), "--managed-by", "git:acme", token=token)
-    assert sorted(applied["created"]) == ["billing.nightly", "reports.hourly"]
+    assert sorted(applied["created"]) == ["billing.nightly", "payroll.second-tuesday",
+                                          "reports.hourly"]
     code, exported, _ = cli.run("export", token=token)
     assert code == 0 and "s3cret" not in exported
     assert "${CRONWIRE_BILLING_NIGHTLY_AUTHORIZATION}" in exported
@@ -65,7 +71,7 @@ def test_export_apply_export_round_trips(cli: InProcess, tmp_path: Path,
     # Applied to the tenant it came from, the export changes nothing at all.
     again = cli.ok("apply", "-f", _write(tmp_path, "export.yaml", exported), token=token)
     assert again["created"] == again["updated"] == again["deleted"] == [], again
-    assert again["unchanged"] == 2
+    assert again["unchanged"] == 3  # the RFC 5545 rule too (an export once left it out)
     other = cli.ok("tenant", "create", "git-two")["token"]
     cli.ok("apply", "-f", str(tmp_path / "export.yaml"), token=other)
     code, exported_again, _ = cli.run("export", token=other)
@@ -79,7 +85,7 @@ def test_plan_says_by_its_exit_status_whether_anything_would_change(
     monkeypatch.setenv("BILLING_TOKEN", "s3cret")
     path = _write(tmp_path, "s.yaml", SCHEDULES)
     code, out, _ = cli.run("plan", "-f", path, "--managed-by", "git", token=token)
-    assert code == 3 and len(json.loads(out)["created"]) == 2
+    assert code == 3 and len(json.loads(out)["created"]) == 3
     assert _schedules(cli, token) == []  # a plan writes nothing
     cli.ok("apply", "-f", path, "--managed-by", "git", token=token)
     assert cli.run("plan", "-f", path, "--managed-by", "git", token=token)[0] == 0

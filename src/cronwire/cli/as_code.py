@@ -101,7 +101,7 @@ def as_definition(schedule: dict[str, Any]) -> dict[str, Any]:
     if schedule["target"]["headers"]:
         target["headers"] = {name: placeholder(schedule["key"], name)
                              for name in sorted(schedule["target"]["headers"])}
-    fields = ["key", "managed_by", "name", "cron", "at", "timezone", "retry",
+    fields = ["key", "managed_by", "name", "cron", "rrule", "at", "timezone", "retry",
               "misfire_policy", "catchup_window_seconds", "starts_at", "ends_at",
               "overlap_policy", "jitter_seconds", "max_runs", "pause_after_failures",
               "flow_control"]
