@@ -50,11 +50,14 @@ LANGUAGE sql IMMUTABLE STRICT ROWS 256 AS $fn$
     SELECT * FROM unnest(p_candidates)
 $fn$;
 
--- No bitmap scans while the tail runs: with a claim's order of size, a kept plan read the
--- claimed rows' primary keys with the sorted id array through a bitmap, which takes every
--- dead row version's index entry as well (an index scan marks those dead for later scans,
--- a bitmap scan cannot) and then sorts the lot by page. Nothing the tail, the gate or the
--- admission reads needs a bitmap: they reach their rows by keys.
+-- No scans of whole tables and no bitmaps while the tail runs: everything the tail, the
+-- gate and the admission read they reach by key (a run by its primary key, a schedule, a
+-- tenant, a flow_control row by theirs), however the statistics read. A kept plan made
+-- without statistics (a burst's partition written since the last ANALYZE looks a few
+-- hundred rows long) read the claimed rows by a sequential scan of the partition, 32 ms a
+-- claim of 128 among 20,000 runs; with a claim's order of size it read the sorted id array
+-- through a bitmap, which takes every dead row version's index entry as well (an index
+-- scan marks those dead for later scans, a bitmap scan cannot) and then sorts the lot.
 CREATE FUNCTION cronwire_claim_tail(
     p_owner text, p_limit bigint, p_lease_seconds double precision,
     p_candidates cronwire_claim_candidate[], p_now timestamptz DEFAULT NULL)
@@ -64,6 +67,7 @@ RETURNS TABLE (id uuid, tenant_id uuid, schedule_id uuid, scheduled_for timestam
                replay_of_scheduled_for timestamptz, cancel_other boolean, target_json text,
                retry_json text, signing_secret text, previous_signing_secret text, flow text)
 LANGUAGE plpgsql
+SET enable_seqscan = off
 SET enable_bitmapscan = off
 AS $fn$
 #variable_conflict use_column
