@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from cronwire.adapters.postgres.sql import QUERY_DIR, parse_queries, queries, rows_affected
 from cronwire.adapters.postgres.migrator import MIGRATIONS_DIR
+from cronwire.adapters.postgres.sql import QUERY_DIR, parse_queries, queries, rows_affected
 from cronwire.domain.model import MAX_ATTEMPTS, RetryPolicy, RunStatus
 
 
@@ -34,7 +34,9 @@ def _claim_tail() -> str:
                 if header.search(path.read_text(encoding="utf-8"))]
     assert defining, "no migration defines cronwire_claim_tail"
     text = defining[-1]
-    return text[header.search(text).start():]  # type: ignore[union-attr]
+    start = header.search(text)
+    assert start is not None
+    return text[start.start():]
 
 
 def test_the_claims_retry_defaults_are_the_domains() -> None:
