@@ -12,6 +12,8 @@
 -- transaction, so nothing else can change them before the update below: the function's
 -- statement takes its own snapshot, later than the caller's, and reads the rows as locked.
 -- turn orders them: 0 for expired leases, then each tenant's 1, 2, ... (the fair claim).
+-- A claim casts its candidates' rows to the type by position, so each lists these columns
+-- in this order (tests/integration/test_claim_candidates.py).
 -- p_now is the clock of every due and lease decision here: NULL is the server's now(),
 -- a value pins it (tests). cronwire_flow_admit and cronwire_overlap_gate still read now().
 --
