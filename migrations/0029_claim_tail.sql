@@ -15,7 +15,7 @@
 -- A claim casts its candidates' rows to the type by position, so each lists these columns
 -- in this order (tests/integration/test_claim_candidates.py).
 -- p_now is the clock of every due and lease decision here: NULL is the server's now(),
--- a value pins it (tests). cronwire_flow_admit and cronwire_overlap_gate still read now().
+-- a value pins it (tests); the gate and the admission take it too.
 --
 -- PL/pgSQL keeps the statement's plan per session: custom plans for the first calls, then
 -- a generic one if it is estimated no worse; tests/integration/test_claim_plan.py checks
@@ -38,6 +38,191 @@ CREATE TYPE cronwire_claim_candidate AS (
     flow_key         text,
     flow_slots       smallint
 );
+
+-- The overlap gate (migration 0010) and flow control's admission (migration 0012) on the
+-- claim's clock: the same functions with the instant as a last argument, which the tail
+-- passes on. The earlier forms keep their arguments (replicas of the previous version call
+-- them) and call these with now(), so each function's rules are written once.
+CREATE FUNCTION cronwire_overlap_gate(
+    p_ids uuid[], p_ats timestamptz[], p_schedules uuid[], p_policies text[], p_running boolean[],
+    p_now timestamptz)
+RETURNS TABLE (id uuid, scheduled_for timestamptz, verdict text, ahead bigint, busy boolean,
+               overlap_run uuid, overlap_run_at timestamptz, overlap_policy text)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+BEGIN
+    IF cardinality(p_ids) = 0 THEN
+        RETURN;  -- nothing gated: the claim of 'allow' runs pays only this call
+    END IF;
+    RETURN QUERY
+    WITH picked AS (
+        SELECT * FROM unnest(p_ids, p_ats, p_schedules, p_policies, p_running)
+            AS c(id, scheduled_for, schedule_id, overlap_policy, running)
+    ),
+    gate_lock AS MATERIALIZED (
+        SELECT s.id, s.overlap_run, s.overlap_run_at
+          FROM schedule s
+         WHERE s.id = ANY (p_schedules)
+           FOR NO KEY UPDATE SKIP LOCKED
+    ),
+    gate_view AS (
+        SELECT p.id, p.scheduled_for, p.schedule_id, p.overlap_policy, p.running,
+               g.id IS NOT NULL AS locked, g.overlap_run, g.overlap_run_at,
+               (g.overlap_run IS NOT NULL AND NOT EXISTS (
+                    SELECT 1 FROM job_run o
+                     WHERE o.id = g.overlap_run AND o.scheduled_for = g.overlap_run_at
+                       AND o.status IN ('succeeded', 'failed', 'skipped', 'cancelled'))) AS occupied,
+               -- Buffer policies: runs of the schedule waiting ahead of this one (earlier
+               -- occurrences already arrived, not yet started), the occupant not counted.
+               CASE WHEN p.overlap_policy IN ('buffer_one', 'buffer_all') THEN (
+                   SELECT count(*) FROM (
+                       SELECT 1 FROM job_run w
+                        WHERE w.schedule_id = p.schedule_id AND w.overlap_policy IS NOT NULL
+                          AND w.status IN ('pending', 'retrying')
+                          AND w.scheduled_for < p.scheduled_for AND w.scheduled_for <= p_now
+                          AND w.id IS DISTINCT FROM g.overlap_run
+                        LIMIT 101) ahead)
+               ELSE 0 END AS earlier_waiting
+          FROM picked p
+          LEFT JOIN gate_lock g ON g.id = p.schedule_id
+         WHERE p.overlap_policy IS NOT NULL
+    ),
+    gate_group AS (
+        SELECT v.*,
+               v.occupied AND v.overlap_run IS DISTINCT FROM v.id AS busy,
+               min(v.scheduled_for) FILTER (WHERE NOT v.running)
+                   OVER (PARTITION BY v.schedule_id) AS first_fresh,
+               GREATEST(max(v.scheduled_for) FILTER (WHERE NOT v.running)
+                            OVER (PARTITION BY v.schedule_id),
+                        CASE WHEN v.occupied THEN v.overlap_run_at END) AS newest
+          FROM gate_view v
+    ),
+    gate AS (
+        SELECT v.id, v.scheduled_for, v.schedule_id, v.overlap_policy, v.busy, v.overlap_run,
+               v.overlap_run_at,
+               -- waiting ahead once started: when the gate is free, the earliest earlier
+               -- run is the next to start (picked now, or woken and not claimed yet)
+               v.earlier_waiting - CASE WHEN v.busy THEN 0 ELSE 1 END AS ahead,
+               CASE
+                 WHEN NOT v.locked THEN 'hold'
+                 WHEN v.overlap_policy = 'cancel_other'
+                   THEN CASE WHEN v.scheduled_for >= v.newest THEN 'lease' ELSE 'cancelled' END
+                 WHEN v.id = v.overlap_run OR v.running THEN 'lease'
+                 WHEN v.overlap_policy = 'skip'
+                   THEN CASE WHEN v.busy OR v.scheduled_for > v.first_fresh THEN 'skipped'
+                             ELSE 'lease' END
+                 -- buffer_one (1 may wait) and buffer_all (100 may wait)
+                 WHEN NOT v.busy AND v.earlier_waiting = 0 THEN 'lease'
+                 WHEN v.earlier_waiting - CASE WHEN v.busy THEN 0 ELSE 1 END
+                          >= CASE v.overlap_policy WHEN 'buffer_one' THEN 1 ELSE 100 END
+                   THEN 'skipped'
+                 ELSE 'wait'
+               END AS verdict
+          FROM gate_group v
+    ),
+    occupy AS (
+        -- The run that holds the gate from now on: the newest one that starts.
+        UPDATE schedule s
+           SET overlap_run = n.id, overlap_run_at = n.scheduled_for
+          FROM (SELECT DISTINCT ON (g.schedule_id) g.schedule_id, g.id, g.scheduled_for
+                  FROM gate g WHERE g.verdict = 'lease'
+                 ORDER BY g.schedule_id, g.scheduled_for DESC) n
+         WHERE s.id = n.schedule_id AND s.overlap_run IS DISTINCT FROM n.id
+    )
+    SELECT g.id, g.scheduled_for, g.verdict, g.ahead, g.busy, g.overlap_run, g.overlap_run_at,
+           g.overlap_policy
+      FROM gate g;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION cronwire_overlap_gate(
+    p_ids uuid[], p_ats timestamptz[], p_schedules uuid[], p_policies text[], p_running boolean[])
+RETURNS TABLE (id uuid, scheduled_for timestamptz, verdict text, ahead bigint, busy boolean,
+               overlap_run uuid, overlap_run_at timestamptz, overlap_policy text)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RETURN QUERY SELECT * FROM cronwire_overlap_gate(p_ids, p_ats, p_schedules, p_policies,
+                                                     p_running, now());
+END
+$fn$;
+
+CREATE FUNCTION cronwire_flow_admit(
+    p_ids uuid[], p_ats timestamptz[], p_tenants uuid[], p_keys text[], p_turns bigint[],
+    p_fire_afters timestamptz[], p_now timestamptz)
+RETURNS TABLE (id uuid, scheduled_for timestamptz, slots smallint, admitted boolean)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+BEGIN
+    IF cardinality(p_ids) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH candidate AS (
+        SELECT * FROM unnest(p_ids, p_ats, p_tenants, p_keys, p_turns, p_fire_afters)
+            AS c(id, scheduled_for, tenant_id, flow_key, turn, fire_after)
+    ),
+    limited AS (
+        -- The candidates' tenants with a limit: their column, else the replica's
+        -- SCHEDULER_TENANT_MAX_CONCURRENCY (a session setting, pool.py).
+        SELECT t.id AS tenant_id,
+               COALESCE(t.max_concurrency,
+                        NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
+                   AS max_concurrency
+          FROM tenant t
+         WHERE t.id = ANY (p_tenants)
+           AND COALESCE(t.max_concurrency,
+                        NULLIF(current_setting('cronwire.tenant_max_concurrency', true), '')::integer)
+               IS NOT NULL
+    ),
+    rows_locked AS MATERIALIZED (
+        SELECT f.tenant_id, f.key,
+               CASE WHEN f.held_until > p_now THEN 0
+                    ELSE LEAST(COALESCE(COALESCE(w.max_concurrency, f.max_concurrency) - f.in_flight,
+                                        2147483647),
+                               COALESCE(floor(LEAST(f.burst, f.tokens + f.rate_per_second
+                                                    * EXTRACT(EPOCH FROM p_now - f.tokens_at))),
+                                        2147483647)) END AS allowed
+          FROM (SELECT DISTINCT c.tenant_id, c.flow_key AS key, NULL::integer AS max_concurrency
+                  FROM candidate c WHERE c.flow_key IS NOT NULL
+                UNION ALL
+                SELECT l.tenant_id, '', l.max_concurrency FROM limited l) w
+         CROSS JOIN LATERAL (
+            SELECT * FROM flow_control f WHERE f.tenant_id = w.tenant_id AND f.key = w.key
+               FOR UPDATE SKIP LOCKED) f
+    ),
+    by_key AS (
+        SELECT c.id, c.scheduled_for, c.tenant_id, c.flow_key, c.turn, c.fire_after,
+               (CASE WHEN c.flow_key IS NOT NULL THEN 1 ELSE 0 END
+                + CASE WHEN l.tenant_id IS NOT NULL THEN 2 ELSE 0 END)::smallint AS slots,
+               c.flow_key IS NULL
+                   OR row_number() OVER (PARTITION BY c.tenant_id, c.flow_key
+                                         ORDER BY c.turn, c.fire_after)
+                      <= COALESCE(k.allowed, 0) AS key_ok
+          FROM candidate c
+          LEFT JOIN limited l ON l.tenant_id = c.tenant_id
+          LEFT JOIN rows_locked k ON k.tenant_id = c.tenant_id AND k.key = c.flow_key
+         WHERE c.flow_key IS NOT NULL OR l.tenant_id IS NOT NULL
+    )
+    SELECT b.id, b.scheduled_for, b.slots,
+           b.key_ok AND (b.slots & 2 = 0 OR b.tenant_rank <= COALESCE(t.allowed, 0))
+      FROM (SELECT b.*, CASE WHEN b.key_ok THEN row_number() OVER (
+                                PARTITION BY b.tenant_id, b.key_ok ORDER BY b.turn, b.fire_after)
+                        END AS tenant_rank
+              FROM by_key b) b
+      LEFT JOIN rows_locked t ON t.tenant_id = b.tenant_id AND t.key = '';
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION cronwire_flow_admit(
+    p_ids uuid[], p_ats timestamptz[], p_tenants uuid[], p_keys text[], p_turns bigint[],
+    p_fire_afters timestamptz[])
+RETURNS TABLE (id uuid, scheduled_for timestamptz, slots smallint, admitted boolean)
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    RETURN QUERY SELECT * FROM cronwire_flow_admit(p_ids, p_ats, p_tenants, p_keys, p_turns,
+                                                   p_fire_afters, now());
+END
+$fn$;
 
 -- The candidates as rows, for the tail's statement. Not unnest() inline: the statement's
 -- plan is kept per session, and a kept (generic) plan cannot see the array, so unnest() of
@@ -101,7 +286,7 @@ BEGIN
                         OR COALESCE(current_setting('cronwire.tenant_max_concurrency', true), '') <> ''
                         OR EXISTS (SELECT 1 FROM tenant t WHERE t.max_concurrency IS NOT NULL))) x
          CROSS JOIN LATERAL cronwire_flow_admit(x.ids, x.ats, x.tenants, x.keys, x.turns,
-                                                x.fire_afters) a
+                                                x.fire_afters, v_now) a
          WHERE x.ids IS NOT NULL  -- no candidate may need a slot: the function is not called
     ),
     admitted AS (
@@ -147,7 +332,8 @@ BEGIN
                        array_agg(p.schedule_id) AS schedules, array_agg(p.overlap_policy) AS policies,
                        array_agg(p.status = 'running') AS running
                   FROM picked p WHERE p.overlap_policy IS NOT NULL) a
-         CROSS JOIN LATERAL cronwire_overlap_gate(a.ids, a.ats, a.schedules, a.policies, a.running) g
+         CROSS JOIN LATERAL cronwire_overlap_gate(a.ids, a.ats, a.schedules, a.policies, a.running,
+                                                  v_now) g
          WHERE a.ids IS NOT NULL  -- nothing gated: the function is not even called
     ),
     decided AS (

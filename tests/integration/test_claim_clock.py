@@ -1,6 +1,7 @@
 """Every claim takes its clock as an optional last argument (NULL: Postgres's now()), and
 every due and lease decision of the claim reads it: pinned, a run due tomorrow is claimed
-tomorrow and not a second before, and its lease runs from the pinned instant."""
+tomorrow and not a second before, its lease runs from the pinned instant, and a flow-control
+key's tokens refill on the pinned clock."""
 
 from __future__ import annotations
 
@@ -10,21 +11,37 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.postgres.sql import queries
-from cronwire.harness.seeding import db_now, seed_due_run_ids, seed_schedule, seed_tenant
+from cronwire.harness.seeding import (
+    db_now,
+    seed_due_run_ids,
+    seed_flow_control,
+    seed_schedule,
+    seed_tenant,
+)
 
 Q = queries("job_run")
 LEASE = 30.0
 SECOND = timedelta(seconds=1)
 
 
-async def _run_due_tomorrow(pool: asyncpg.Pool) -> tuple[datetime, asyncpg.Record]:
-    """One pending run due a day after the database's clock: only a pinned clock can
-    reach it. Returns the instant it is due and its key."""
+async def _runs_due_tomorrow(pool: asyncpg.Pool, count: int = 1, **flow: float
+                             ) -> tuple[datetime, list[asyncpg.Record]]:
+    """``count`` pending runs due a day after the database's clock (only a pinned clock can
+    reach them), under a flow-control key with the ``flow`` limits if any. Returns the
+    instant they are due and their keys."""
     due = await db_now(pool) + timedelta(days=1)
     async with pool.acquire() as conn:
         schedule = await seed_schedule(conn, await seed_tenant(conn), "http://127.0.0.1:9/")
-        [run_id] = await seed_due_run_ids(conn, schedule, 1, due_at=due)
-    key = await pool.fetchrow("SELECT id, scheduled_for FROM job_run WHERE id = $1", run_id)
+        if flow:
+            await seed_flow_control(conn, schedule, "k", **flow)  # type: ignore[arg-type]
+        ids = await seed_due_run_ids(conn, schedule, count, due_at=due)
+    keys = await pool.fetch("SELECT id, scheduled_for FROM job_run WHERE id = ANY($1::uuid[])",
+                            ids)
+    return due, list(keys)
+
+
+async def _run_due_tomorrow(pool: asyncpg.Pool) -> tuple[datetime, asyncpg.Record]:
+    due, [key] = await _runs_due_tomorrow(pool)
     return due, key
 
 
@@ -85,6 +102,18 @@ async def test_the_claim_by_keys_takes_a_key_only_once_its_run_is_due_on_the_pin
     [run] = await claim_keys(due)
     assert run["id"] == key["id"]
     assert run["claim_expires_at"] == due + timedelta(seconds=LEASE)
+
+
+async def test_a_keys_tokens_refill_on_the_pinned_clock(db_pool: asyncpg.Pool) -> None:
+    # One token a second, a bucket of one: the claim at the due instant spends it, half a
+    # second later none has come back, a second later one has. The admission and the
+    # claim's count of what it spent both read the pinned clock.
+    due, _keys = await _runs_due_tomorrow(db_pool, 3, rate_per_second=1.0, burst=1)
+    assert len(await _claim(db_pool, due)) == 1
+    assert await _claim(db_pool, due + SECOND / 2) == []
+    assert len(await _claim(db_pool, due + SECOND)) == 1
+    row = await db_pool.fetchrow("SELECT tokens, tokens_at FROM flow_control WHERE key = 'k'")
+    assert (row["tokens"], row["tokens_at"]) == (0, due + SECOND)
 
 
 @pytest.mark.parametrize("statement", ["job_run_claim", "job_run_sweep"])
