@@ -137,7 +137,8 @@ async def run(args: argparse.Namespace, dsn: str) -> dict[str, object]:
             claim = [args.batch, 30.0, 0.0]
             cases = {
                 "claim_old": [(old["job_run_claim"], ["bench", *claim])],
-                "claim_new": [(new["job_run_claim"], ["bench", *claim])],
+                # today's claim takes its clock last: NULL, the server's
+                "claim_new": [(new["job_run_claim"], ["bench", *claim, None])],
                 "plan_old": planner_work(seeded[:args.batch], tenant, at,
                                          old["job_run_insert_planned"],
                                          old_schedule["schedule_advance"], new=False),

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cronwire.adapters.postgres.sql import queries
-from tests.support.plans import due_runs_on_a_connection, plan_nodes
+from tests.support.plans import due_runs_on_a_connection, executed_plans, plan_nodes
 
 Q = queries()
 RUNS = 40
@@ -23,8 +23,9 @@ async def test_a_batch_of_successes_under_allow_runs_no_per_row_subplan(
         database_url: str) -> None:
     async with due_runs_on_a_connection(database_url, RUNS) as (conn, schedule):
         tenant = schedule.tenant_id
-        claim_plan = await conn.fetchval(
-            "EXPLAIN (ANALYZE, FORMAT JSON) " + Q["job_run_claim"], "owner", RUNS, 30.0, 0.0)
+        # The claim's own plan and its tail function's (cronwire_claim_tail), as run.
+        async with executed_plans(conn) as claim_plans:
+            await conn.fetch(Q["job_run_claim"], "owner", RUNS, 30.0, 0.0, None)
         claimed = await conn.fetch(
             "SELECT id, scheduled_for, attempt_count, lease_generation FROM job_run"
             " WHERE claimed_by = 'owner' AND status = 'running'")
@@ -44,13 +45,12 @@ async def test_a_batch_of_successes_under_allow_runs_no_per_row_subplan(
         assert resolved == RUNS  # the statement really ran (EXPLAIN ANALYZE executes it)
     # Flow control reads, once per due tenant (not per run), which of the tenant's keys
     # admit nothing now (ADR 0040): one index probe of flow_control, empty here.
-    assert [(relation, loops) for _, _, relation, loops in _subplans_run(claim_plan)] == [
-        ("flow_control", 1)]
-    assert _subplans_run(raw) == []
+    assert [(relation, loops) for logged in claim_plans
+            for _, _, relation, loops in _subplans_run(logged["Plan"])] == [("flow_control", 1)]
+    assert _subplans_run((json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]) == []
 
 
-def _subplans_run(raw: Any) -> list[tuple[object, ...]]:
-    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+def _subplans_run(plan: dict[str, Any]) -> list[tuple[object, ...]]:
     return [(n.get("Subplan Name"), n["Node Type"], n.get("Relation Name"), n["Actual Loops"])
             for n in plan_nodes(plan)
             if n.get("Parent Relationship") == "SubPlan" and n["Actual Loops"] > 0]

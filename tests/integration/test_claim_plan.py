@@ -19,7 +19,7 @@ import asyncpg
 import pytest
 
 from cronwire.adapters.postgres.sql import queries
-from tests.support.plans import due_runs_on_a_connection, plan_nodes
+from tests.support.plans import due_runs_on_a_connection, executed_plans, plan_nodes
 
 Q = queries()
 RUNS = 20_000
@@ -32,23 +32,28 @@ def _sorts_by_id(node: dict[str, Any]) -> bool:
 
 
 async def _explain_prepared(conn: asyncpg.Connection, name: str, plan_mode: str,
-                            arguments: str) -> list[dict[str, Any]]:
+                            arguments: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The nodes of one analysed execution of the prepared statement ``name`` (rolled
-    back) under ``plan_mode``; it must have claimed LIMIT runs."""
+    back) under ``plan_mode``: of its update of the claimed rows (the statement of the tail
+    function every claim calls, planned under the same mode), and of every plan it ran. It
+    must have claimed LIMIT runs."""
     await conn.execute(f"SET plan_cache_mode = {plan_mode}")
     await conn.execute(f"PREPARE {name} AS {Q[name]}")
     transaction = conn.transaction()
     await transaction.start()
     try:
-        raw = await conn.fetchval(
-            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE {name}({arguments})")
+        async with executed_plans(conn) as plans:
+            await conn.execute(f"EXECUTE {name}({arguments})")
     finally:
         await transaction.rollback()
         await conn.execute(f"DEALLOCATE {name}")
-    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    every = [node for logged in plans for node in plan_nodes(logged["Plan"])]
+    updates = [logged["Plan"] for logged in plans if "UPDATE job_run j" in logged["Query Text"]]
+    assert len(updates) == 1, _describe(every)
+    plan = updates[0]
     nodes = list(plan_nodes(plan))
     assert plan["Node Type"] == "ModifyTable" and plan["Actual Rows"] == LIMIT, _describe(nodes)
-    return nodes
+    return nodes, every
 
 
 def _array(values: Iterable[object]) -> str:
@@ -68,11 +73,11 @@ async def test_the_claim_reaches_its_rows_by_primary_key_with_a_sorted_array(
     async with due_runs_on_a_connection(database_url, RUNS) as (conn, _schedule):
         await conn.execute("ANALYZE job_run")
         partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
-        nodes = await _explain_prepared(conn, "job_run_claim", plan_mode,
-                                        f"'owner', {LIMIT}, 30.0, 0.0")
+        nodes, every = await _explain_prepared(conn, "job_run_claim", plan_mode,
+                                               f"'owner', {LIMIT}, 30.0, 0.0, NULL")
+    assert not [n for n in every if n.get("Actual Loops", 0) > 0 and n["Node Type"] == "Seq Scan"
+                and n.get("Relation Name") == partition], _describe(every)
     ran = [n for n in nodes if n.get("Actual Loops", 0) > 0]
-    assert not [n for n in ran if n["Node Type"] == "Seq Scan"
-                and n.get("Relation Name") == partition], _describe(nodes)
     probes = [n for n in ran if n.get("Index Name", "") == f"{partition}_pkey"]
     assert probes, _describe(nodes)
     init_plans = {n["Subplan Name"]: n for n in nodes
@@ -113,10 +118,10 @@ async def test_the_claim_by_keys_reads_only_its_keys_rows(
         partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
         keys = await conn.fetch("SELECT id, scheduled_for FROM job_run ORDER BY random() "
                                 "LIMIT $1", LIMIT)
-        nodes = await _explain_prepared(
+        _update, nodes = await _explain_prepared(
             conn, "job_run_claim_keys", plan_mode,
             f"'owner', {LIMIT}, 30.0, {_array(k['id'] for k in keys)}::uuid[], "
-            f"{_array(k['scheduled_for'].isoformat() for k in keys)}::timestamptz[]")
+            f"{_array(k['scheduled_for'].isoformat() for k in keys)}::timestamptz[], NULL")
     compared = sum(n.get("Rows Removed by Join Filter", 0) for n in nodes)
     assert compared < LIMIT, f"{compared} rows compared with keys\n{_describe(nodes)}"
     read = max(n.get("Actual Rows", 0) for n in nodes
@@ -140,7 +145,7 @@ async def test_the_resolve_reaches_its_rows_by_primary_key_whatever_the_statisti
         partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
         leased: list[asyncpg.Record] = []
         while len(leased) < RUNS:
-            leased += await conn.fetch(Q["job_run_claim"], "owner", 1000, 300.0, 0.0)
+            leased += await conn.fetch(Q["job_run_claim"], "owner", 1000, 300.0, 0.0, None)
         batch = leased[:LIMIT]
         now = await conn.fetchval("SELECT now()")
         await conn.execute(f"SET plan_cache_mode = {plan_mode}")

@@ -78,13 +78,13 @@ async def test_a_claim_in_flight_holds_the_keys_row_against_another_replicas_cla
     claim = queries("job_run")["job_run_claim"]
     async with db_pool.acquire() as conn_a, db_pool.acquire() as conn_b:
         async with conn_a.transaction():
-            taken = await conn_a.fetch(claim, "a", 20, 30.0, 0.0)
+            taken = await conn_a.fetch(claim, "a", 20, 30.0, 0.0, None)
             assert len(taken) == 5
             async with conn_b.transaction():
                 # B must pass the locked row by, not wait for it (nor count past it): a
                 # wait would hang here, so a generous bound turns it into a failure.
                 await conn_b.execute("SET LOCAL statement_timeout = '60s'")
-                assert await conn_b.fetch(claim, "b", 20, 30.0, 0.0) == []
+                assert await conn_b.fetch(claim, "b", 20, 30.0, 0.0, None) == []
     assert await _running(db_pool) == 5
     assert (await _flow_row(db_pool, schedule.tenant_id))["in_flight"] == 5
 

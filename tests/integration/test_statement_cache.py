@@ -14,8 +14,8 @@ Q = queries()
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("name, args", [
-    ("job_run_claim", ["owner", 10, 30.0, 0.0]),
-    ("job_run_sweep", ["owner", 10, 30.0, 5.0]),
+    ("job_run_claim", ["owner", 10, 30.0, 0.0, None]),
+    ("job_run_sweep", ["owner", 10, 30.0, 5.0, None]),
 ])
 async def test_the_claims_are_prepared_once_and_kept(database_url: str, name: str,
                                                      args: list[object]) -> None:

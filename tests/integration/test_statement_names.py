@@ -18,9 +18,9 @@ from cronwire.loadtest.statements import production_query_names, statement_key
 Q = queries()
 # The statements of a burst, each with arguments that match nothing (nothing is written).
 HOT: dict[str, tuple[object, ...]] = {
-    "job_run_claim": ("owner", 10, 30.0, 1.0),
-    "job_run_claim_keys": ("owner", 10, 30.0, [], []),
-    "job_run_sweep": ("owner", 10, 30.0, 5.0),
+    "job_run_claim": ("owner", 10, 30.0, 1.0, None),
+    "job_run_claim_keys": ("owner", 10, 30.0, [], [], None),
+    "job_run_sweep": ("owner", 10, 30.0, 5.0, None),
     "job_run_resolve": ("owner", *([[]] * 15)),
     "job_run_outbox_take": (10, 1e9, 10),
 }

@@ -1,11 +1,12 @@
 """The named queries: one file per table, names unique across files, the retry
 constants the claim repeats in SQL equal to the domain's, every claim taking its leases
-with the same text, and the loose index scans over tenants written once."""
+through the one tail function, and the loose index scans over tenants written once."""
 
 from __future__ import annotations
 
 import re
 
+from cronwire.adapters.postgres.migrator import MIGRATIONS_DIR
 from cronwire.adapters.postgres.sql import QUERY_DIR, parse_queries, queries, rows_affected
 from cronwire.domain.model import MAX_ATTEMPTS, RetryPolicy, RunStatus
 
@@ -22,31 +23,58 @@ def test_every_query_name_is_unique_and_starts_with_its_files_entity() -> None:
         assert not stray, f"{path.name}: {stray}"
 
 
+CLAIMS = ("job_run_claim", "job_run_claim_keys", "job_run_sweep")
+
+
+def _claim_tail() -> str:
+    """The latest definition of ``cronwire_claim_tail``: the migration that last created or
+    replaced it, from its CREATE on (a change of the tail is a later migration)."""
+    header = re.compile(r"CREATE (?:OR REPLACE )?FUNCTION cronwire_claim_tail\(")
+    defining = [path.read_text(encoding="utf-8") for path in sorted(MIGRATIONS_DIR.glob("*.sql"))
+                if header.search(path.read_text(encoding="utf-8"))]
+    assert defining, "no migration defines cronwire_claim_tail"
+    text = defining[-1]
+    start = header.search(text)
+    assert start is not None
+    return text[start.start():]
+
+
 def test_the_claims_retry_defaults_are_the_domains() -> None:
-    claim = queries()["job_run_claim"]
+    claim = _claim_tail()
     default, ceiling = RetryPolicy().max_attempts, MAX_ATTEMPTS
     assert (f"LEAST(GREATEST(COALESCE((s.retry ->> 'max_attempts')::integer, {default}), 1), "
             f"{ceiling})") in claim
     assert f"LEAST(j.attempt_count + 1, {ceiling})" in claim
 
 
-def _lease_taking(statement: str) -> str:
-    """A claim's text from its candidates' flow control on (``flow_admission AS (``: the
-    admission, the overlap gate, the verdict, the lease, the flow slots) to the end."""
-    return statement[statement.index("\nflow_admission AS (") + 1:]
-
-
-def test_every_claim_takes_its_leases_with_the_polling_claims_text() -> None:
-    # Kafka mode's claims are whole statements; only their candidate rows differ, so the
-    # overlap gate, the expired-lease reclaim and the exhaustion rule must be the polling
-    # claim's, word for word.
-    named = queries("job_run")
-    tail = _lease_taking(named["job_run_claim"])
+def test_every_claim_takes_its_leases_through_the_one_tail() -> None:
+    # The three claims differ only in their candidate rows; the overlap gate, flow control,
+    # the expired-lease reclaim, the exhaustion rule and the lease are the tail function's,
+    # written once (ADR 0065), and no claim writes any of them again.
+    tail = _claim_tail()
     assert "UPDATE job_run j" in tail and "RETURNING" in tail
     assert "cronwire_overlap_gate(" in tail and "decided AS (" in tail
     assert "cronwire_flow_admit(" in tail and "flow_counted AS (" in tail
-    for kafka_claim in ("job_run_claim_keys", "job_run_sweep"):
-        assert _lease_taking(named[kafka_claim]) == tail, kafka_claim
+    named = queries("job_run")
+    for claim in CLAIMS:
+        statement = named[claim]
+        assert statement.count("cronwire_claim_tail(") == 1, claim
+        for own in ("UPDATE job_run", "decided AS (", "cronwire_overlap_gate(",
+                    "cronwire_flow_admit(", "flow_counted AS ("):
+            assert own not in statement, f"{claim} writes {own!r} itself"
+
+
+def test_every_claim_takes_its_clock_as_an_optional_parameter() -> None:
+    # No claim reads the clock but through its now parameter (NULL: the server's now()),
+    # so a test can pin it; the tail takes the same instant.
+    named = queries("job_run")
+    parameter = {"job_run_claim": "$5", "job_run_claim_keys": "$6", "job_run_sweep": "$5"}
+    for claim, now in parameter.items():
+        code = "\n".join(line.partition("--")[0] for line in named[claim].splitlines())
+        assert code.count("now()") == code.count(f"COALESCE({now}") > 0, claim
+        assert f"cronwire_claim_tail($1, $2, $3, a.rows, {now})" in code, claim
+    body = "\n".join(line.partition("--")[0] for line in _claim_tail().splitlines())
+    assert body.count("now()") == 1 and "COALESCE(p_now, now())" in body
 
 
 def test_the_loose_index_scans_over_tenants_are_written_once() -> None:

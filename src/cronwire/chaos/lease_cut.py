@@ -14,9 +14,9 @@ from cronwire.chaos.queries import Q
 from cronwire.chaos.report import Deliveries, Interruption, common_verdict
 from cronwire.chaos.scenario import Groups, Scenario
 
-# A line of the lease-taking tail every claim statement shares (job_run_claim,
+# The call of the lease-taking tail every claim statement makes (job_run_claim,
 # job_run_claim_keys, job_run_sweep): the proxy recognises the victim's claims by it.
-CLAIM_MARKER = b"lease_generation = j.lease_generation + 1"
+CLAIM_MARKER = b"cronwire_claim_tail("
 CUT_TRIES = 8
 RECOVERY_WINDOW_SECONDS = 5.0  # firing time after a cut ends in which a replica must work again
 

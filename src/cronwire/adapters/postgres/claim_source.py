@@ -22,6 +22,9 @@ from cronwire.ports.secrets import SecretBox
 
 Q = queries()
 log = logging.getLogger(__name__)
+# The claims' `now` argument: NULL, so every due and lease decision reads Postgres's now()
+# (one clock for every replica); tests pass an instant to pin it.
+SERVER_CLOCK = None
 
 
 # Dict lookups, not the enum calls (~1 µs a row: EnumType.__call__ and Enum.__new__).
@@ -84,7 +87,8 @@ class PostgresClaimSource:
         if limit <= 0:
             return ClaimBatch()
         with storage_errors("claim runs"):
-            rows = await self._pool.fetch(Q["job_run_claim"], owner, limit, lease_seconds, 0.0)
+            rows = await self._pool.fetch(
+                Q["job_run_claim"], owner, limit, lease_seconds, 0.0, SERVER_CLOCK)
             await self._opener.prepare(rows)
         runs = claimed_runs(rows, self._opener)
         self._empty_claims = 0 if runs.runs or runs.ended else self._empty_claims + 1

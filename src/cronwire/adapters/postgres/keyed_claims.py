@@ -4,10 +4,10 @@
 ``sweep`` is the SKIP LOCKED safety net for runs no message delivered (job_run_sweep);
 ``claim_fair`` is the polling claim itself with a grace (job_run_claim);
 ``report_overflow`` and ``peer_overflowing`` are the replicas' overflow signal
-(kafka_overflow.sql, ADR 0063). Only the claims' candidate rows differ: from
-``decided AS (`` on, the two kafka statements are job_run_claim's text word for word
-(tests/unit/test_queries.py holds them equal), so the lease, the expired-lease reclaim and
-the exhaustion rule are the same in every claim.
+(kafka_overflow.sql, ADR 0063). Only the claims' candidate rows differ: each statement
+hands its candidates to the one SQL function ``cronwire_claim_tail`` (migration 0029,
+ADR 0065), so the lease, the expired-lease reclaim and the exhaustion rule are the same in
+every claim.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import replace
 import asyncpg
 
 from cronwire.adapters.postgres.claim_opener import ClaimOpener
-from cronwire.adapters.postgres.claim_source import claimed_runs
+from cronwire.adapters.postgres.claim_source import SERVER_CLOCK, claimed_runs
 from cronwire.adapters.postgres.driver_errors import storage_errors
 from cronwire.adapters.postgres.sql import queries
 from cronwire.domain.model import ClaimBatch, RunStatus
@@ -52,7 +52,7 @@ class PostgresKeyedClaims:
         times = [at for _, at in unique]
         with storage_errors("claim runs by key"):
             rows = await self._pool.fetch(
-                self._claim_keys, owner, len(unique), lease_seconds, ids, times
+                self._claim_keys, owner, len(unique), lease_seconds, ids, times, SERVER_CLOCK
             )
             await self._opener.prepare(rows)
             batch = self._runs(rows)
@@ -90,11 +90,12 @@ class PostgresKeyedClaims:
         self, statement: str, what: str, owner: str, limit: int, lease_seconds: float,
         grace_seconds: float,
     ) -> ClaimBatch:
-        """A claim of due runs (no keys): $1 owner, $2 limit, $3 lease, $4 grace."""
+        """A claim of due runs (no keys): $1 owner, $2 limit, $3 lease, $4 grace, $5 now."""
         if limit <= 0:
             return ClaimBatch()
         with storage_errors(what):
-            rows = await self._pool.fetch(statement, owner, limit, lease_seconds, grace_seconds)
+            rows = await self._pool.fetch(
+                statement, owner, limit, lease_seconds, grace_seconds, SERVER_CLOCK)
             await self._opener.prepare(rows)
         return self._runs(rows)
 
