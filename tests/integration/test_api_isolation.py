@@ -24,7 +24,8 @@ class Call:
     # What B may see: "404" (not found), "empty" (an empty page), "own" (B's own new object),
     # "none" (a bulk action that found nothing of B's to act on), "mine" (B's own objects
     # only: a 200 or 201 showing nothing of A's), "nothing to prune" (an apply pruning A's
-    # managed_by label found nothing of B's).
+    # managed_by label found nothing of B's), "refused" (422 naming the field that holds A's
+    # id), "calendar" (B's own new calendar).
     expect: str = "404"
 
 
@@ -71,7 +72,18 @@ CALLS = [
     Call("POST", "/v1/schedules/apply",
          json={"schedules": [], "managed_by": "alpha-tool", "prune": True},
          expect="nothing to prune"),
+    Call("GET", "/v1/calendars", expect="empty"),
+    Call("GET", "/v1/calendars/{calendar}"),
+    Call("PATCH", "/v1/calendars/{calendar}", json={"dates": ["2027-01-01"]}),
+    Call("DELETE", "/v1/calendars/{calendar}"),
+    # A schedule of B's cannot exclude A's calendar (nor learn whether it exists).
+    Call("POST", "/v1/schedules", json={"name": "b", "cron": "@daily",
+                                        "target": {"url": "http://127.0.0.1:9/"},
+                                        "exclude_calendars": ["{calendar}"]},
+         expect="refused"),
     # Last, so the listings above still expect B to have nothing at all.
+    Call("POST", "/v1/calendars", json={"name": "beta-days", "dates": ["2027-01-01"]},
+         expect="calendar"),
     Call("PUT", "/v1/schedules/by-key/{key}",
          json={"name": "b", "cron": "@daily", "target": {"url": "http://127.0.0.1:9/"}},
          expect="own"),
@@ -86,9 +98,20 @@ def _fill(text: str, ids: dict[str, str]) -> str:
     return text
 
 
+def _fill_json(value: Any, ids: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return _fill(value, ids)
+    if isinstance(value, list):
+        return [_fill_json(item, ids) for item in value]
+    if isinstance(value, dict):
+        return {key: _fill_json(item, ids) for key, item in value.items()}
+    return value
+
+
 async def _send(api: Api, call: Call, ids: dict[str, str], headers: dict[str, str]) -> Any:
     params = {k: _fill(v, ids) for k, v in (call.params or {}).items()}
-    return await api.client.request(call.method, _fill(call.path, ids), json=call.json,
+    return await api.client.request(call.method, _fill(call.path, ids),
+                                    json=_fill_json(call.json, ids),
                                     params=params or None, headers=headers)
 
 
@@ -107,8 +130,12 @@ async def _tenant_a_state(api: Api, tenant: Tenant) -> list[Any]:
         "WHERE tenant_id = $1 ORDER BY key", tenant.id)
     tokens = await api.pool.fetch(
         "SELECT id, scope, revoked_at FROM api_token WHERE tenant_id = $1 ORDER BY id", tenant.id)
-    return ([tuple(r) for r in tokens] + [tuple(r) for r in schedules] + [tuple(r) for r in runs] + [tuple(r) for r in alerts]
-            + [tuple(r) for r in flows])
+    calendars = await api.pool.fetch(
+        "SELECT id, name, dates, updated_at FROM calendar WHERE tenant_id = $1 ORDER BY id",
+        tenant.id)
+    return ([tuple(r) for r in tokens] + [tuple(r) for r in schedules] + [tuple(r) for r in runs]
+            + [tuple(r) for r in alerts] + [tuple(r) for r in flows]
+            + [tuple(r) for r in calendars])
 
 
 async def _tenant_a_private_values(api: Api, tenant: Tenant) -> set[str]:
@@ -117,8 +144,10 @@ async def _tenant_a_private_values(api: Api, tenant: Tenant) -> set[str]:
         "SELECT id::text AS v FROM schedule WHERE tenant_id = $1 "
         "UNION ALL SELECT signing_secret FROM schedule WHERE tenant_id = $1 "
         "UNION ALL SELECT id::text FROM job_run WHERE tenant_id = $1 "
-        "UNION ALL SELECT id::text FROM api_token WHERE tenant_id = $1", tenant.id)
-    return {r["v"] for r in rows} | {str(tenant.id), "alpha-one", "alpha-two", "alpha-key"}
+        "UNION ALL SELECT id::text FROM api_token WHERE tenant_id = $1 "
+        "UNION ALL SELECT id::text FROM calendar WHERE tenant_id = $1", tenant.id)
+    return {r["v"] for r in rows} | {str(tenant.id), "alpha-one", "alpha-two", "alpha-key",
+                                     "alpha-days"}
 
 
 @pytest.fixture
@@ -145,18 +174,21 @@ async def tenant_a(api: Api) -> tuple[Tenant, dict[str, str]]:
         "VALUES (gen_random_uuid(), $1, $2, 'alpha-one', 'schedule.failing')",
         a.id, uuid.UUID(first["id"]))
     token = await api.pool.fetchval("SELECT id::text FROM api_token WHERE tenant_id = $1", a.id)
+    made = await api.client.post("/v1/calendars", headers=a.headers, json={
+        "name": "alpha-days", "dates": ["2026-12-24", "2026-12-31"]})
+    assert made.status_code == 201, made.text
     return a, {"schedule": first["id"], "run": runs["items"][0]["id"], "token": token,
                "run_cursor": runs["next_cursor"], "schedule_cursor": schedules["next_cursor"],
-               "key": "alpha-sched"}
+               "key": "alpha-sched", "calendar": made.json()["id"]}
 
 
 async def test_the_walk_covers_every_tenant_route(api: Api) -> None:
     spec = (await api.client.get("/openapi.json")).json()
     routes = {(method.upper(), path) for path, operations in spec["paths"].items()
               if path.startswith("/v1") for method in operations}
-    assert len(routes) == 31
+    assert len(routes) == 36
     walked = {(c.method, c.path.replace("{schedule}", "{id}").replace("{run}", "{id}")
-               .replace("{token}", "{id}").replace("/revisions/1/", "/revisions/{version}/"))
+               .replace("{token}", "{id}").replace("{calendar}", "{id}").replace("/revisions/1/", "/revisions/{version}/"))
               for c in CALLS}
     assert walked == routes
 
@@ -172,20 +204,32 @@ async def test_another_tenants_objects_answer_404_or_empty_and_stay_untouched(
     for call in CALLS:
         response = await _send(api, call, ids, b.headers)
         text = response.text
-        asked = {ids[name] for name in ids if "{" + name + "}" in f"{call.path}{call.params}"}
+        asked = {ids[name] for name in ids  # what B sent itself may come back
+                 if "{" + name + "}" in f"{call.path}{call.params}{call.json}"}
         shown = {value for value in private - asked if value in text}
         if shown:
             leaks.append(f"{call}: shows A's {sorted(shown)}: {text}")
         if call.expect == "404":
             twin = await _send(api, call, {**ids, "schedule": str(uuid.uuid4()),
                                            "run": str(uuid.uuid4()),
-                                           "token": str(uuid.uuid4())}, b.headers)
+                                           "token": str(uuid.uuid4()),
+                                           "calendar": str(uuid.uuid4())}, b.headers)
             ok = (response.status_code == 404 and response.json()["error"]["code"] == "not_found"
                   and twin.status_code == 404)
         elif call.expect == "empty":  # a page with no items (and no cursor, if it has one)
             body = response.json()
             ok = (response.status_code == 200 and body["items"] == []
                   and body.get("next_cursor") is None and set(body) <= {"items", "next_cursor"})
+        elif call.expect == "refused":  # the same answer as for an id nobody has
+            nobodys = str(uuid.uuid4())
+            twin = await _send(api, call, {**ids, "calendar": nobodys}, b.headers)
+            errors = [r.json()["error"] for r in (response, twin)]
+            ok = (response.status_code == twin.status_code == 422
+                  and errors[0]["field"] == errors[1]["field"] == "exclude_calendars"
+                  and errors[0]["message"].replace(ids["calendar"], "?")
+                  == errors[1]["message"].replace(nobodys, "?"))
+        elif call.expect == "calendar":  # B's own
+            ok = response.status_code == 201 and response.json()["id"] != ids["calendar"]
         elif call.expect == "mine":
             ok = response.status_code in (200, 201)
         elif call.expect == "nothing to prune":
