@@ -23,7 +23,7 @@ async def test_a_managed_schedule_shows_its_key_and_warns_before_an_edit(
         await expect(page.locator(".schedule-identity")).to_contain_text(
             "key billing.nightly · managed by git:acme/schedules")
         await page.get_by_role("link", name="nightly billing", exact=True).click()
-        await expect(page.locator("dl.facts")).to_contain_text("billing.nightly")
+        await expect(page.locator("dl.facts:not(#stats-facts)")).to_contain_text("billing.nightly")
         await expect(page.locator(".managed-by")).to_have_text("git:acme/schedules")
         await page.get_by_role("link", name="Edit").click()
         await expect(page.locator(".managed-warning")).to_contain_text(
