@@ -55,8 +55,7 @@ class OracleDays:
         self.both = not (dom.startswith("*") or dow.startswith("*"))
 
     def _dom(self, d: date) -> bool:
-        length = calendar.monthrange(d.year, d.month)[1]
-        workdays = _workdays(d.year, d.month)
+        length = _length(d.year, d.month)
         for item in self.dom_items:
             if item == "*" or (item.isdigit() and int(item) == d.day):
                 return True
@@ -64,11 +63,11 @@ class OracleDays:
                 return True
             if item.startswith("L-") and d.day == length - int(item[2:]):
                 return True
-            if item == "LW" and d.day == workdays[-1]:
+            if item == "LW" and d.day == _workdays(d.year, d.month)[-1]:
                 return True
             if item.endswith("W") and item[:-1].isdigit():
                 n = int(item[:-1])
-                if n <= length and d.day == min(workdays, key=lambda k: abs(k - n)):
+                if n <= length and d.day == _nearest_workday(d.year, d.month, n):
                     return True
         return False
 
@@ -95,10 +94,22 @@ class OracleDays:
         return (dom or dow) if self.both else (dom and dow)
 
 
+# The month facts below are cached: the walk asks them once a day for 7,000 expressions
+# (2.5 million dates a run), and they depend on the month alone.
+@cache
+def _length(year: int, month: int) -> int:
+    return calendar.monthrange(year, month)[1]
+
+
 @cache
 def _workdays(year: int, month: int) -> list[int]:
-    length = calendar.monthrange(year, month)[1]
-    return [k for k in range(1, length + 1) if date(year, month, k).weekday() < 5]
+    return [k for k in range(1, _length(year, month) + 1) if date(year, month, k).weekday() < 5]
+
+
+@cache
+def _nearest_workday(year: int, month: int, n: int) -> int:
+    """The Monday..Friday of the month nearest to day ``n`` (the earlier on a tie)."""
+    return min(_workdays(year, month), key=lambda k: abs(k - n))
 
 
 def _weekday(text: str) -> int:

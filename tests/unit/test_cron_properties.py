@@ -82,7 +82,17 @@ def _transitions(zone: str) -> list[datetime]:
     return found
 
 
-TRANSITIONS = {zone: _transitions(zone) for zone in ZONES}
+class _Transitions(dict[str, list[datetime]]):
+    """``zone -> _transitions(zone)``, each walked on first use: seven years of hours per
+    zone cost ~1 s, which every xdist worker paid at collection (four times a run) although
+    one worker runs these tests."""
+
+    def __missing__(self, zone: str) -> list[datetime]:
+        self[zone] = found = _transitions(zone)
+        return found
+
+
+TRANSITIONS = _Transitions()
 
 
 # ---------------------------------------------------------------- expressions
