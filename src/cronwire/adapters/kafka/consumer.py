@@ -15,6 +15,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from cronwire.adapters.kafka.link import KafkaLink
 
+# How stale the consumer's idea of each partition's leader may get (see ``consumer``).
+METADATA_MAX_AGE_MS = 3_000
+
 
 @dataclass(frozen=True)
 class ConsumerSettings:
@@ -42,6 +45,17 @@ class ConsumerSettings:
             # A fetch that waits for more bytes than one key costs a round trip of up to
             # this long after every resume; keys are tiny and wanted at once.
             fetch_max_wait_ms=50,
+            # aiokafka (0.14) asks a partition's offsets of the leader in its cached
+            # metadata and, on NotLeaderForPartition, asks the same broker again every
+            # retry_backoff without refreshing the metadata (its fetch path does refresh;
+            # Java's consumer had this bug: KAFKA-9535). A partition whose position had to
+            # be reset after its leader moved (a thawed or restarted broker, a preferred-
+            # leader election) then delivered nothing until the metadata aged out: 5
+            # minutes by default, all that time claimed by the sweeper. Refreshed every
+            # few seconds, the partition is read again within about that, under the
+            # default sweep grace (5 s); one metadata request for one topic that often is
+            # nothing beside the link's own probe every second.
+            metadata_max_age_ms=METADATA_MAX_AGE_MS,
             request_timeout_ms=max(link.request_timeout_ms, self.session_timeout_ms + 1000),
         )
 
