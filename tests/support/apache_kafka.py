@@ -349,6 +349,21 @@ class KafkaCluster:
         for node in self.nodes:
             node.stop(within=max(0.1, deadline - time.monotonic()))
 
+    def tool(self, main_class: str, *args: str, within: float = 120.0) -> str:
+        """Run one of Kafka's command-line tools (a ``main_class`` of kafka-tools, e.g.
+        ``org.apache.kafka.tools.LeaderElectionCommand``) against this cluster; its output.
+        A tool that exits non-zero raises with what it said."""
+        cp = os.pathsep.join((str(fetch_tools_jar()), self._cp or classpath()))
+        result = subprocess.run(
+            [java() or "java", "-Xmx128m", "-XX:+UseSerialGC", *QUICK_START,
+             f"-Dlog4j2.configurationFile={self.nodes[0].home / 'log4j2.yaml'}",
+             "-cp", cp, main_class, "--bootstrap-server", self.bootstrap, *args],
+            capture_output=True, text=True, timeout=within, stdin=subprocess.DEVNULL, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"{main_class} {' '.join(args)} exited {result.returncode}:\n"
+                               f"{result.stdout[-2000:]}{result.stderr[-2000:]}")
+        return result.stdout
+
     def quorum_leader(self) -> int | None:
         """The node id of the active controller (the KRaft quorum's leader), read from the
         nodes' logs: the highest epoch any node says it leads."""

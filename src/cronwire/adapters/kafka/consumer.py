@@ -8,12 +8,19 @@ the session timing the consumer was configured with.
 from __future__ import annotations
 
 import asyncio
+import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from cronwire.adapters.kafka.link import KafkaLink
+
+# A partition without a position this long has asked a broker that is no longer its
+# leader (see ``_refresh_stale_leaders``); a reset normally takes one round trip.
+STUCK_RESET_SECONDS = 1.0
+_stuck_since: weakref.WeakKeyDictionary[AIOKafkaConsumer, float] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -55,4 +62,33 @@ class ConsumerSettings:
             fetch.cancel()
             raise TimeoutError("getmany did not return")
         batches: dict[TopicPartition, Any] = fetch.result()
+        _refresh_stale_leaders(consumer)
         return batches
+
+
+def _refresh_stale_leaders(consumer: AIOKafkaConsumer) -> None:
+    """Refresh the metadata while an assigned partition stays without a position.
+
+    aiokafka (0.14) asks a partition's offset (after a seek, or with no committed offset)
+    of the leader in its cached metadata and, on NotLeaderForPartition, asks the same
+    broker again every ``retry_backoff_ms`` without refreshing that metadata — its fetch
+    path does refresh; Java's consumer had this bug (KAFKA-9535). The partition then got
+    no position, and delivered nothing, until the metadata aged out (5 minutes), its runs
+    all claimed by the sweeper. Seen after a thawed broker came back as a follower.
+    Refreshing only then (not every few seconds for every consumer through
+    ``metadata_max_age_ms``) costs nothing while the cluster is well. aiokafka has no
+    public way to ask; if its internals change, this does nothing, and
+    tests/integration/test_kafka_consumer_leader_move.py fails."""
+    try:
+        assignment = consumer._subscription.subscription.assignment
+        stuck = any(assignment.state_value(tp).awaiting_reset for tp in assignment.tps)
+    except AttributeError:  # no assignment yet (or aiokafka's internals moved)
+        stuck = False
+    if not stuck:
+        _stuck_since.pop(consumer, None)
+        return
+    now = time.monotonic()
+    since = _stuck_since.setdefault(consumer, now)
+    if now - since >= STUCK_RESET_SECONDS:
+        consumer._client.force_metadata_update()
+        _stuck_since[consumer] = now
