@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,6 +103,49 @@ def test_ctrl_c_while_a_command_waits_on_the_api_is_a_quiet_exit_130(
     finally:
         code, err = signal_and_wait(proc)
     assert code == 130 and "Traceback" not in err, err
+
+
+# Run as the console script does, with a finalizer that receives the SIGINT: a cyclic
+# object collected as ``module`` is imported, whose ``__del__`` sends the signal and keeps
+# running, so Python's handler raises inside the finalizer, where the exception is printed
+# as "Exception ignored" and dropped. Once, under a full suite's load, a real Ctrl-C met
+# that fate, and `runs list --follow` waited 30 s on a silent API before it failed.
+_SIGINT_IN_A_FINALIZER = """
+import gc, os, signal, sys
+class _Hook:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            sys.meta_path.remove(self)
+            class Finalized:
+                def __del__(self):
+                    os.kill(os.getpid(), signal.SIGINT)
+                    for _ in range(10_000):  # the handler runs in here
+                        pass
+            held = Finalized()
+            held.cycle = held
+            del held
+            gc.collect()
+        return None
+sys.meta_path.insert(0, _Hook())
+sys.argv = ["cronwire", "runs", "list", "--follow", "--timeout", "20"]
+from cronwire.cli import run
+sys.exit(run())
+"""
+
+
+@pytest.mark.parametrize("module", ["cronwire.cli.runs", "httpx", "httpcore"])
+def test_ctrl_c_dropped_by_a_finalizer_still_ends_the_command_with_130(
+    module: str, silent_api: SilentApi,
+) -> None:
+    # cronwire.cli.runs: while the CLI imports (its first handler); httpx and httpcore:
+    # after main() has put its own handler in, before the first request.
+    env = clean_env(CRONWIRE_URL=silent_api.url, CRONWIRE_TOKEN="cwt_x")
+    done = subprocess.run([sys.executable, "-c", _SIGINT_IN_A_FINALIZER.format(module=module)],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert "Exception ignored" in done.stderr, done.stderr[-2000:]  # the interrupt was dropped
+    assert done.returncode == 130, (done.returncode, done.stderr[-2000:])
+    assert "did not answer in time" not in done.stderr
+    assert not silent_api.accepted.is_set()  # it stopped before asking the API
 
 
 def _postgres_processes_of(home: Path) -> list[int]:

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from cronwire.cli import interrupted
 from cronwire.domain.errors import ConfigError, CronwireError
 from cronwire.version import version
 
@@ -65,6 +66,8 @@ class ApiClient:
              headers: Mapping[str, str] | None = None) -> Any:
         import httpx
 
+        if interrupted():  # Ctrl-C came, and a finalizer dropped its KeyboardInterrupt
+            raise KeyboardInterrupt
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             response = self._http.request(method, path, params=query, json=body,

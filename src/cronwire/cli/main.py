@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from cronwire.cli import interrupt, interrupted
 from cronwire.cli.access import add_access_commands
 from cronwire.cli.api_client import GROUP_HELP
 from cronwire.cli.calendars import add_calendar_commands
@@ -84,7 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # tasks, and the interrupt ends below as exit 130 without a traceback.
     with contextlib.suppress(ValueError):  # ValueError: not the main thread (a test's)
         if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGINT, interrupt)
+    if interrupted():  # a SIGINT whose exception a finalizer dropped while we imported
+        return EXIT_INTERRUPTED
     try:
         result: int = args.handler(settings, args)
     except KeyboardInterrupt:
