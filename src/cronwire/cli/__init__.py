@@ -7,30 +7,7 @@ from __future__ import annotations
 
 import signal
 
-_interrupted = False
-
-
-def _interrupted_while_starting(_signum: int, _frame: object) -> None:
-    global _interrupted
-    _interrupted = True
-    raise SystemExit(130)
-
-
-def interrupt(_signum: int, _frame: object) -> None:
-    """main()'s SIGINT handler: a KeyboardInterrupt, as Python's own, and remembered.
-    Python runs a signal handler wherever the main thread is, a finalizer (``__del__``,
-    a garbage collection an import set off) included, and an exception raised there is
-    printed as "Exception ignored" and dropped: the command went on to wait out its
-    whole timeout on a silent API. So the commands also ask ``interrupted()`` before they
-    wait on anything."""
-    global _interrupted
-    _interrupted = True
-    raise KeyboardInterrupt
-
-
-def interrupted() -> bool:
-    """Whether Ctrl-C (SIGINT) has arrived, even if the exception it raised was dropped."""
-    return _interrupted
+from cronwire.cli.interrupts import interrupted_while_starting
 
 
 def run() -> int:
@@ -41,7 +18,7 @@ def run() -> int:
     exit 130 too. A SIGINT ignored by whoever started us (``nohup``, a shell's ``&``)
     stays ignored."""
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, _interrupted_while_starting)
+        signal.signal(signal.SIGINT, interrupted_while_starting)
     from cronwire.cli.main import main
 
     return main()

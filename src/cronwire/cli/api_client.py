@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from cronwire.cli import interrupted
+from cronwire.cli.interrupts import interrupted
 from cronwire.domain.errors import ConfigError, CronwireError
 from cronwire.version import version
 

@@ -13,12 +13,12 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from cronwire.cli import interrupt, interrupted
 from cronwire.cli.access import add_access_commands
 from cronwire.cli.api_client import GROUP_HELP
 from cronwire.cli.calendars import add_calendar_commands
 from cronwire.cli.flow_control import add_flow_control_command
 from cronwire.cli.harness_flags import add_harness_commands
+from cronwire.cli.interrupts import interrupt, interrupted
 from cronwire.cli.keys import add_key_commands
 from cronwire.cli.operator import add_operator_commands
 from cronwire.cli.schedules import add_client_commands
