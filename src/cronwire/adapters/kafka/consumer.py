@@ -18,7 +18,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from cronwire.adapters.kafka.link import KafkaLink
 
 # A partition without a position this long has asked a broker that is no longer its
-# leader (see ``_refresh_stale_leaders``); a reset normally takes one round trip.
+# leader, and a subscribed topic missing from the metadata this long was created after
+# the group formed (see ``_refresh_stale_metadata``); either normally takes one round trip.
 STUCK_RESET_SECONDS = 1.0
 _stuck_since: weakref.WeakKeyDictionary[AIOKafkaConsumer, float] = weakref.WeakKeyDictionary()
 
@@ -62,29 +63,33 @@ class ConsumerSettings:
             fetch.cancel()
             raise TimeoutError("getmany did not return")
         batches: dict[TopicPartition, Any] = fetch.result()
-        _refresh_stale_leaders(consumer)
+        _refresh_stale_metadata(consumer)
         return batches
 
 
-def _refresh_stale_leaders(consumer: AIOKafkaConsumer) -> None:
-    """Refresh the metadata while an assigned partition stays without a position.
+def _refresh_stale_metadata(consumer: AIOKafkaConsumer) -> None:
+    """Refresh the metadata while it keeps the consumer from records, once a second.
 
-    aiokafka (0.14) asks a partition's offset (after a seek, or with no committed offset)
-    of the leader in its cached metadata and, on NotLeaderForPartition, asks the same
-    broker again every ``retry_backoff_ms`` without refreshing that metadata — its fetch
-    path does refresh; Java's consumer had this bug (KAFKA-9535). The partition then got
-    no position, and delivered nothing, until the metadata aged out (5 minutes), its runs
-    all claimed by the sweeper. Seen after a thawed broker came back as a follower.
+    Two cases, both found by tests/chaos/test_kafka_cluster_faults.py, where aiokafka
+    (0.14) waits for the metadata to age out (5 minutes by default) and the sweeper
+    claims every run meanwhile:
+
+    - An assigned partition stays without a position. aiokafka asks its offset (after a
+      seek, or with no committed offset) of the leader in its cached metadata and, on
+      NotLeaderForPartition, asks the same broker again every ``retry_backoff_ms``
+      without a refresh — its fetch path does refresh; Java's consumer had this bug
+      (KAFKA-9535). Seen after a thawed broker came back as a follower.
+    - A subscribed topic has no partitions in the metadata. A replica creates the topic
+      and subscribes at once; the broker that answers may not know the topic yet, and
+      the group leader then assigns nothing to anyone, and keeps doing so at each
+      rebalance with the same metadata. A refresh that names the topic makes it rejoin.
+
     Refreshing only then (not every few seconds for every consumer through
-    ``metadata_max_age_ms``) costs nothing while the cluster is well. aiokafka has no
-    public way to ask; if its internals change, this does nothing, and
-    tests/integration/test_kafka_consumer_leader_move.py fails."""
-    try:
-        assignment = consumer._subscription.subscription.assignment
-        stuck = any(assignment.state_value(tp).awaiting_reset for tp in assignment.tps)
-    except AttributeError:  # no assignment yet (or aiokafka's internals moved)
-        stuck = False
-    if not stuck:
+    ``metadata_max_age_ms``, which left sockets unclosed after a broker restart) costs
+    nothing while the cluster is well. aiokafka has no public way to ask; if its
+    internals change, this does nothing, and tests/integration/
+    test_kafka_consumer_leader_move.py and test_kafka_consumer_late_topic.py fail."""
+    if not (_awaits_position(consumer) or _lacks_a_topic(consumer)):
         _stuck_since.pop(consumer, None)
         return
     now = time.monotonic()
@@ -92,3 +97,19 @@ def _refresh_stale_leaders(consumer: AIOKafkaConsumer) -> None:
     if now - since >= STUCK_RESET_SECONDS:
         consumer._client.force_metadata_update()
         _stuck_since[consumer] = now
+
+
+def _awaits_position(consumer: AIOKafkaConsumer) -> bool:
+    try:
+        assignment = consumer._subscription.subscription.assignment
+        return any(assignment.state_value(tp).awaiting_reset for tp in assignment.tps)
+    except AttributeError:  # no assignment yet (or aiokafka's internals moved)
+        return False
+
+
+def _lacks_a_topic(consumer: AIOKafkaConsumer) -> bool:
+    try:
+        cluster = consumer._client.cluster
+        return any(not cluster.partitions_for_topic(topic) for topic in consumer.subscription())
+    except AttributeError:  # aiokafka's internals moved
+        return False
