@@ -17,9 +17,10 @@ import asyncpg
 import pytest
 
 from cronwire.harness.fleet import replica_env
-from cronwire.harness.processes import free_port, spawn, wait_http
+from cronwire.harness.processes import spawn, wait_http
 from cronwire.harness.seeding import db_now, seed_firing_schedules, seed_tenant
 from cronwire.harness.sink import Sink
+from cronwire.loopback import free_port
 from tests.support.kafka_fleet import group_stable, kafka_settings, new_topic
 from tests.support.processes import cronwire_executable
 from tests.support.replicas import ReplicaSet

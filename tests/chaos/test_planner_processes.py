@@ -15,9 +15,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from cronwire.adapters.embedded.postgres import free_port
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.planner_store import PostgresPlannerStore
+from cronwire.loopback import free_port
 from cronwire.service.planner import Planner
 from tests.support.planner_data import (
     all_planned,

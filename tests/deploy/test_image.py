@@ -30,9 +30,9 @@ from cronwire.bootstrap.factories import open_pool
 from cronwire.domain.documents import retry_to_document, target_to_document
 from cronwire.domain.model import RetryPolicy, Target
 from cronwire.harness.fleet import HARNESS_SECRET_KEYS
-from cronwire.harness.processes import free_port
 from cronwire.harness.seeding import db_now, seed_firing_schedules, seed_tenant
 from cronwire.harness.sink import Reply, Sink, always
+from cronwire.loopback import free_port
 from tests.support.podman import (
     IMAGE,
     Container,

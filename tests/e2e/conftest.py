@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cronwire.adapters.embedded.postgres import free_port
+from cronwire.loopback import free_port
 from tests.support.cli_shell import InProcess, Live, spawn_serve
 from tests.support.processes import stop_process
 from tests.support.servers import DatabaseFactory

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cronwire.adapters.embedded.postgres import free_port
 from cronwire.bootstrap.startup import wait_for_database
 from cronwire.domain.errors import ConfigError
+from cronwire.loopback import free_port
 from tests.support.processes import clean_env, cronwire_executable, run_cli, wait_http_ok
 from tests.support.servers import with_database
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronwire.adapters.embedded.postgres import free_port
+from cronwire.loopback import free_port
 from tests.support.cli_shell import InProcess, Live, follow_runs
 from tests.support.cli_shell import hook as _hook
 from tests.support.cli_shell import new_tenant as _tenant

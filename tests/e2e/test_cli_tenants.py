@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cronwire.adapters.embedded.postgres import EmbeddedPostgres, free_port
+from cronwire.adapters.embedded.postgres import EmbeddedPostgres
 from cronwire.cli.main import main
+from cronwire.loopback import free_port
 from tests.support.cli_shell import InProcess, Live
 from tests.support.cli_shell import hook as _hook
 from tests.support.cli_shell import ok as _ok

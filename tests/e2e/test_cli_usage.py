@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from cronwire.adapters.embedded.postgres import free_port
+from cronwire.loopback import free_port
 from cronwire.version import version
 from tests.support.cli_shell import InProcess, Live
 from tests.support.cli_shell import hook as _hook

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cronwire.adapters.embedded.postgres import free_port
+from cronwire.loopback import free_port
 from tests.support.polling import wait_until_sync
 from tests.support.processes import (
     clean_env,

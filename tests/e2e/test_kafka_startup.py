@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from cronwire.adapters.embedded.postgres import free_port
+from cronwire.loopback import free_port
 from tests.support.apache_kafka import KafkaCluster
 from tests.support.processes import clean_env, run_cli
 

@@ -44,8 +44,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from cronwire.adapters.embedded.postgres import free_port
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
+from cronwire.loopback import free_port
 from tests.support.processes import clean_env, cronwire_executable, wait_http_ok
 
 # Per generation mode. The routes doubled this round (tokens, audit, revisions, by key,

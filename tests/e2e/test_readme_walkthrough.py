@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from cronwire.adapters.embedded.postgres import free_port
+from cronwire.loopback import free_port
 from tests.support.cli_shell import follow_runs
 from tests.support.processes import clean_env, cronwire_executable, run_cli, wait_http_ok
 

@@ -23,8 +23,8 @@ from cronwire.domain.errors import ConfigError
 from cronwire.domain.model import Target
 from cronwire.domain.schedules import ScheduleSpec
 from cronwire.harness.fleet import HARNESS_SECRET_KEYS
-from cronwire.harness.processes import free_port
 from cronwire.harness.seeding import SeededSchedule, seed_due_runs, seed_tenant
+from cronwire.loopback import free_port
 from tests.support.processes import clean_env, run_cli
 from tests.support.secrets import secret_box
 

@@ -28,8 +28,8 @@ from cronwire.adapters.postgres.tenants import PostgresTenantStore
 from cronwire.bootstrap.replica import run_replica
 from cronwire.bootstrap.startup import bind_listener
 from cronwire.config import Settings
-from cronwire.harness.processes import free_port
 from cronwire.harness.sink import Sink
+from cronwire.loopback import free_port
 from tests.support.api import DEFAULT_LIMITS, schedule_body
 from tests.support.polling import wait_until
 from tests.support.secrets import TEST_SECRET_KEYS, secret_box

@@ -15,9 +15,9 @@ from standardwebhooks.webhooks import Webhook
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.domain.breaker import BreakerPolicy
 from cronwire.domain.model import RunStatus
-from cronwire.harness.processes import free_port as unused_port
 from cronwire.harness.seeding import seed_due_runs, seed_schedule, seed_tenant
 from cronwire.harness.sink import Reply, always, by_attempt
+from cronwire.loopback import free_port as unused_port
 from tests.support.executor_harness import OWNER, Harness, executor_harness, running, sample
 
 

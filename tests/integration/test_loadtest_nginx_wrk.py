@@ -12,7 +12,6 @@ import aiohttp
 import pytest
 
 from cronwire.harness.nginx_sink import NginxSink, nginx_binary, read_log
-from cronwire.harness.processes import free_port
 from cronwire.harness.sink import Reply, Sink, always
 from cronwire.harness.stats import cpu_seconds
 from cronwire.loadtest.http_bound import (
@@ -24,6 +23,7 @@ from cronwire.loadtest.http_bound import (
 )
 from cronwire.loadtest.plan import LoadTestError
 from cronwire.loadtest.report import build_report
+from cronwire.loopback import free_port
 from tests.support.polling import wait_until
 
 needs_nginx = pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed")

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.support.loopback_ports import answers, free_port_below_ephemeral
+from tests.support.loopback_ports import answers, free_port
 
 APACHE_KAFKA_VERSION = "4.1.1"
 # Kafka 4 logs through SLF4J 2 to log4j2; the broker's own distribution ships these.
@@ -305,8 +305,8 @@ class KafkaCluster:
             raise RuntimeError("Apache Kafka needs a Java runtime (java not on PATH)")
         self._cp = classpath()
         taken: set[int] = set()
-        self.nodes = [KafkaNode(i, free_port_below_ephemeral(taken),
-                                free_port_below_ephemeral(taken), self.home / f"node-{i}",
+        self.nodes = [KafkaNode(i, free_port(taken=taken),
+                                free_port(taken=taken), self.home / f"node-{i}",
                                 quick=self.quick) for i in range(1, self.size + 1)]
         cluster_id = _cluster_id()
         formats = []

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from cronwire.adapters.embedded.kafka import EmbeddedBroker
-from cronwire.adapters.embedded.postgres import free_port
+from cronwire.loopback import free_port
 from tests.support.apache_kafka import (
     APACHE_KAFKA_VERSION,
     KRAFT_SETTINGS,
@@ -87,9 +86,7 @@ def _container() -> Iterator[str]:
     from testcontainers.core.container import DockerContainer  # type: ignore[import-untyped]
     from testcontainers.core.waiting_utils import wait_for_logs  # type: ignore[import-untyped]
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     settings = {**KRAFT_SETTINGS, **replication_settings(1), **TEST_ONLY_SETTINGS,
                 "node.id": "1", "controller.quorum.voters": "1@localhost:9093",
                 "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",

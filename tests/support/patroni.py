@@ -34,7 +34,7 @@ from pathlib import Path
 
 from cronwire.adapters.embedded.postgres import _install_dir
 from cronwire.adapters.embedded.service_user import binaries_for, open_parents, service_user
-from cronwire.harness.processes import free_port
+from cronwire.loopback import free_port
 from tests.support.servers import own_directory
 
 SCOPE = "cronwire-test"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cronwire.harness.fleet import Fleet, Replica, replica_env
-from cronwire.harness.processes import free_port
+from cronwire.loopback import free_port
 from tests.support.processes import cronwire_executable
 
 __all__ = ["Replica", "ReplicaSet", "free_port"]

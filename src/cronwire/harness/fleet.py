@@ -35,11 +35,11 @@ import aiohttp
 from cronwire.bootstrap.factories import CLOCK_SKEW_VARIABLE
 from cronwire.harness.processes import (
     HarnessError,
-    free_port,
     spawn,
     stop_process,
     wait_http,
 )
+from cronwire.loopback import free_port
 
 START_SECONDS = 90.0  # a cold `serve` on a loaded 2-core machine takes several seconds
 SERVE = (sys.executable, "-m", "cronwire.cli", "serve")

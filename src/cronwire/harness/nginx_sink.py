@@ -24,8 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cronwire.harness.processes import HarnessError, free_port, spawn, stop_process, wait_http
+from cronwire.harness.processes import HarnessError, spawn, stop_process, wait_http
 from cronwire.harness.stats import child_pids, instant_seconds, percentile
+from cronwire.loopback import free_port
 
 START_SECONDS = 20.0
 SBIN = "/usr/sbin:/usr/local/sbin"  # where Debian puts it: not on every user's PATH

@@ -1,4 +1,4 @@
-"""The harnesses' child processes: a free loopback port, spawning, waiting until a process
+"""The harnesses' child processes: spawning, waiting until a process
 answers over HTTP, and stopping it. Every wait is bounded in time."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -20,14 +19,6 @@ from cronwire.domain.errors import CronwireError
 class HarnessError(CronwireError):
     """A harness could not set up what it needs (a process would not start or answer);
     not a broken guarantee."""
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on now (also a 'connection refused' target)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def spawn(args: Sequence[str], env: dict[str, str] | None = None,

@@ -24,8 +24,9 @@ from pathlib import Path
 
 import aiohttp
 
-from cronwire.harness.processes import free_port, spawn, stop_process, wait_http
+from cronwire.harness.processes import spawn, stop_process, wait_http
 from cronwire.harness.sink import Arrival, Behaviour, Reply, Sink
+from cronwire.loopback import free_port
 
 MAX_DELAY_MS = 60_000
 START_SECONDS = 20.0

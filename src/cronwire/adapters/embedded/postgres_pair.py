@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres, free_port
+from cronwire.adapters.embedded.postgres import FAST_UNSAFE_SETTINGS, EmbeddedPostgres
 from cronwire.domain.errors import EmbeddedServerError
+from cronwire.loopback import free_port
 
 log = logging.getLogger(__name__)
 SLOT = "cronwire_standby"  # a replication slot: the primary keeps WAL the standby still needs
