@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cronwire.loadtest.baselines import combined_bound
+from cronwire.loadtest.baselines import PgqConfig, PgqMeasure, combined_bound
 from cronwire.loadtest.report import Baselines, Costs, _plural, build_report
 from cronwire.loadtest.sinks import records_acknowledgements
 from cronwire.loadtest.wal import WalWritten, wal_note
@@ -51,6 +51,20 @@ def test_compare_adds_the_bound_the_references_the_ratios_and_cpu_per_run() -> N
     # 200 µs of replica CPU and 10 µs of the sink's over 2 delivered runs
     assert (summary["replica_cpu_us_per_run"], summary["sink_cpu_us_per_run"]) == (100.0, 5.0)
     assert "bound_http_note" not in summary
+    assert summary["pgqueuer_cpu_us_per_job"] == {}  # not measured: said, not made up
+
+
+def test_pgqueuers_cpu_split_is_reported_beside_cronwires() -> None:
+    measure = PgqMeasure(PgqConfig("pool", 100, 1000), 2.0, worker_us=150.04,
+                         postgres_us=61.0, sink_us=None)
+    baselines = Baselines(bound_db=40.0, bound_http=10.0, ceiling=combined_bound(40, 10),
+                          pgqueuer=measure.jobs_per_second,
+                          pgqueuer_cpu_us_per_job=measure.split())
+    summary = build_report("postgres", "burst", 1, 1, {"a": INSTANT}, _acks([("a", 0.5)]),
+                           0.5, baselines).summary
+    assert summary["pgqueuer_cpu_us_per_job"] == {"worker": 150.0, "postgres": 61.0}
+    assert measure.cpu_note() == "µs of CPU per job: worker 150, postgres 61"
+    assert PgqMeasure(PgqConfig("pool", 100, 1000), 2.0).cpu_note() == ""
 
 
 def test_a_fallback_bound_says_where_its_http_half_came_from() -> None:

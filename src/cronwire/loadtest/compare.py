@@ -22,8 +22,8 @@ import asyncpg
 
 from cronwire.bootstrap.factories import blank_database
 from cronwire.harness.processes import stop_process
-from cronwire.harness.stats import cpu_seconds, per_run_us
-from cronwire.loadtest.baselines import PGQ_CONFIGS, PgqConfig, combined_bound
+from cronwire.harness.stats import cpu_seconds, per_run_us, server_cpu_seconds
+from cronwire.loadtest.baselines import PGQ_CONFIGS, PgqConfig, PgqMeasure, combined_bound
 from cronwire.loadtest.http_bound import (
     CONNECTIONS,
     SECONDS,
@@ -80,10 +80,13 @@ async def _wait_for(dsn: str, query: str, check: object, seconds: float, what: s
     raise LoadTestError(f"{what} within {seconds:g}s")
 
 
-def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqConfig) -> float:
-    """pgqueuer's jobs/s in one configuration: from the instant the jobs became visible
+def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqConfig,
+              postmaster: int | None) -> PgqMeasure:
+    """pgqueuer in one configuration: its jobs/s from the instant the jobs became visible
     (their enqueue's commit) to the sink's last acknowledgement, as cronwire's runs are
-    timed from the instant they fall due."""
+    timed from the instant they fall due; and the CPU per acknowledged job of its
+    workers, of Postgres (``postmaster``: when the server is ours) and of the sink, from
+    that instant to the queue's end, as cronwire's split is measured."""
     sink = _started_sink(plan, f"pgqueuer-{config.driver}-{config.batch}")
     workers: list[subprocess.Popen[bytes]] = []
     try:
@@ -104,16 +107,14 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqCon
         time.sleep(2.0)  # let each worker finish its start-up and first empty dequeue
         visible_at = _baseline("pgqueuer-enqueue", "--dsn", dsn, "--jobs", str(jobs),
                                log=log)["visible_at"]
-        cpu_before = cpu_seconds(w.pid for w in workers)
+        before = _party_cpu(workers, postmaster, sink)
         note(f"pgqueuer ({config}): {jobs:,} jobs enqueued; {plan.replicas} worker "
              "process(es) at work")
         asyncio.run(_wait_for(
             dsn, "SELECT count(*) FROM pgqueuer", lambda n: n == 0, BASELINE_TIMEOUT,
             "pgqueuer did not finish its jobs",
         ))
-        cpu = per_run_us(cpu_before, cpu_seconds(w.pid for w in workers), jobs)
-        if cpu is not None:
-            note(f"pgqueuer: {cpu:,.0f} µs of worker CPU per job")
+        after = _party_cpu(workers, postmaster, sink)
     finally:
         for worker in workers:
             stop_process(worker, STOP_SECONDS)
@@ -121,7 +122,21 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqCon
     acked, last = _last_ack(sink)
     if acked < jobs:
         note(f"pgqueuer: only {acked:,} of {jobs:,} jobs were acknowledged by the sink")
-    return acked / max(last - float(visible_at), 1e-9)
+    worker_us, postgres_us, sink_us = (per_run_us(b, a, acked)
+                                       for b, a in zip(before, after, strict=True))
+    measure = PgqMeasure(config, acked / max(last - float(visible_at), 1e-9), worker_us,
+                         postgres_us, sink_us)
+    if measure.cpu_note():
+        note(f"pgqueuer: {measure.cpu_note()}")
+    return measure
+
+
+def _party_cpu(workers: list[subprocess.Popen[bytes]], postmaster: int | None,
+               sink: LoadSink) -> tuple[float | None, float | None, float | None]:
+    """CPU seconds so far of pgqueuer's workers, Postgres's processes and the sink's."""
+    return (cpu_seconds(w.pid for w in workers),
+            server_cpu_seconds(postmaster) if postmaster is not None else None,
+            cpu_seconds(sink.pids()))
 
 
 def _aiohttp_http(plan: LoadTestPlan, jobs: int, log: Path) -> float:
@@ -154,7 +169,10 @@ def _wrk_nginx(plan: LoadTestPlan) -> tuple[float | None, str | None]:
     return measured.per_second, None
 
 
-def measure_baselines(plan: LoadTestPlan, admin_dsn: str, jobs: int) -> Baselines:
+def measure_baselines(plan: LoadTestPlan, admin_dsn: str, jobs: int,
+                      postmaster: int | None = None) -> Baselines:
+    """The bound and pgqueuer at its best; ``postmaster``: the embedded Postgres's pid,
+    when the load test started it (pgqueuer's Postgres CPU per job is measured then)."""
     log = plan.out / "baselines" / "baselines.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     note(f"--compare: the bound's database half ({jobs:,} claims and terminal writes)")
@@ -169,14 +187,17 @@ def measure_baselines(plan: LoadTestPlan, admin_dsn: str, jobs: int) -> Baseline
     ceiling = combined_bound(db, http)
     note(f"--compare: bound = 1/(1/{db:,.0f} + 1/{http:,.0f} ({source})) = {ceiling:,.0f} "
          "runs/s; now pgqueuer on the same job")
-    swept: list[tuple[float, PgqConfig]] = []
+    swept: list[PgqMeasure] = []
     for n, config in enumerate(PGQ_CONFIGS):
         pgq_dsn = asyncio.run(blank_database(admin_dsn, database_name(f"pgqueuer{n}")))
-        swept.append((_pgqueuer(plan, pgq_dsn, jobs, log, config), config))
-        note(f"--compare: pgqueuer ({config}) {swept[-1][0]:,.0f} jobs/s")
-    pgq, best = max(swept, key=lambda s: s[0])
-    note(f"--compare: pgqueuer at its best: {pgq:,.0f} jobs/s ({best})")
-    return Baselines(bound_db=db, bound_http=http, ceiling=ceiling, pgqueuer=pgq,
-                     aiohttp_http=aiohttp, bound_http_source=source, bound_http_note=why_not,
-                     pgqueuer_config=str(best),
-                     pgqueuer_sweep=tuple((str(c), round(r, 1)) for r, c in swept))
+        swept.append(_pgqueuer(plan, pgq_dsn, jobs, log, config, postmaster))
+        note(f"--compare: pgqueuer ({config}) {swept[-1].jobs_per_second:,.0f} jobs/s")
+    best = max(swept, key=lambda m: m.jobs_per_second)
+    note(f"--compare: pgqueuer at its best: {best.jobs_per_second:,.0f} jobs/s ({best.config})")
+    return Baselines(bound_db=db, bound_http=http, ceiling=ceiling,
+                     pgqueuer=best.jobs_per_second, aiohttp_http=aiohttp,
+                     bound_http_source=source, bound_http_note=why_not,
+                     pgqueuer_config=str(best.config),
+                     pgqueuer_sweep=tuple((str(m.config), round(m.jobs_per_second, 1))
+                                          for m in swept),
+                     pgqueuer_cpu_us_per_job=best.split())

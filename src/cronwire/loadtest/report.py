@@ -28,6 +28,8 @@ class Baselines:
     bound_http_note: str | None = None  # why the fallback, when there was one
     pgqueuer_config: str = ""  # the configuration pgqueuer did best in
     pgqueuer_sweep: tuple[tuple[str, float], ...] = ()  # every configuration tried, jobs/s
+    # the best configuration's CPU per job (µs) by who spent it: worker, postgres, sink
+    pgqueuer_cpu_us_per_job: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,7 @@ def _compared(runs_per_second: float, delivered: int, baselines: Baselines,
         "replica_cpu_us_per_run": per_run_us(0.0, costs.replica_seconds, delivered),
         "sink_cpu_us_per_run": per_run_us(0.0, costs.sink_seconds, delivered),
         "postgres_cpu_us_per_run": per_run_us(0.0, costs.postgres_seconds, delivered),
+        "pgqueuer_cpu_us_per_job": dict(baselines.pgqueuer_cpu_us_per_job),
     }
     if baselines.bound_http_note:
         compared["bound_http_note"] = baselines.bound_http_note

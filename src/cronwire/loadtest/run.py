@@ -113,7 +113,8 @@ def run_loadtest(plan: LoadTestPlan) -> Report:
         if plan.compare:
             from cronwire.loadtest.compare import measure_baselines
 
-            baselines = measure_baselines(plan, admin_dsn, len(planned))
+            baselines = measure_baselines(plan, admin_dsn, len(planned),
+                                          _our_postmaster(plan))
     report = build_report(plan.mode, plan.scenario, plan.schedules, plan.replicas, planned,
                           acknowledgements, drain, baselines, costs)
     summary = report.summary
