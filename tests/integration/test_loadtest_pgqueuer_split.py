@@ -1,7 +1,8 @@
 """`loadtest --compare` measures pgqueuer's CPU per job the way it measures cronwire's
 (issue 55 asks for the split per run of both parties from one invocation): its workers',
 Postgres's and the sink's, from the instant the jobs become visible to the queue's end.
-Here a small real drain: pgqueuer's own worker process, the real Postgres, a real sink."""
+Here a small real drain: pgqueuer's own worker processes (two for the one replica:
+its best may need more than one), the real Postgres, a real sink."""
 
 from __future__ import annotations
 
@@ -37,14 +38,14 @@ async def _postmaster(admin_dsn: str) -> int | None:
 
 
 def test_pgqueuer_is_measured_with_its_cpu_per_job_by_who_spent_it(
-    admin_dsn: str, tmp_path: Path,
+    admin_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:
     postmaster = asyncio.run(_postmaster(admin_dsn))
     dsn = asyncio.run(blank_database(admin_dsn, f"pgq_split_{tmp_path.name[-8:].lower()}"))
     plan = LoadTestPlan(mode="postgres", schedules=JOBS, replicas=1, duration=0,
                         out=tmp_path, scenario="burst", sink="python")
     measure = _pgqueuer(plan, dsn, JOBS, tmp_path / "baselines.log",
-                        PgqConfig("pool", 100, 1000), postmaster)
+                        PgqConfig("pool", 100, 1000, processes=2), postmaster)
     log = (tmp_path / "baselines.log").read_text(errors="replace")[-2000:]
     assert measure.jobs_per_second > 0, log
     split = measure.split()
@@ -52,3 +53,5 @@ def test_pgqueuer_is_measured_with_its_cpu_per_job_by_who_spent_it(
     if postmaster is not None:
         assert split["postgres"] > 0, split
     assert measure.cpu_note().startswith("µs of CPU per job: worker ")
+    # two processes per replica, both counted
+    assert f"{JOBS} jobs enqueued; 2 worker process(es) at work" in capsys.readouterr().err

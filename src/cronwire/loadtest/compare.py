@@ -92,7 +92,7 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqCon
     try:
         _baseline("pgqueuer-enqueue", "--dsn", dsn, "--jobs", "0", log=log)
         with log.open("ab") as err:
-            for _ in range(plan.replicas):
+            for _ in range(plan.replicas * config.processes):
                 workers.append(subprocess.Popen(
                     [sys.executable, "-m", "cronwire.loadtest.baselines", "pgqueuer-worker",
                      "--dsn", dsn, "--sink", sink.url, *config.args()],
@@ -102,13 +102,13 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqCon
         asyncio.run(_wait_for(
             dsn, f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{database}' "
             "AND pid <> pg_backend_pid()",
-            lambda n: n >= plan.replicas, 60, "pgqueuer workers did not connect",
+            lambda n: n >= len(workers), 60, "pgqueuer workers did not connect",
         ))
         time.sleep(2.0)  # let each worker finish its start-up and first empty dequeue
         visible_at = _baseline("pgqueuer-enqueue", "--dsn", dsn, "--jobs", str(jobs),
                                log=log)["visible_at"]
         before = _party_cpu(workers, postmaster, sink)
-        note(f"pgqueuer ({config}): {jobs:,} jobs enqueued; {plan.replicas} worker "
+        note(f"pgqueuer ({config}): {jobs:,} jobs enqueued; {len(workers)} worker "
              "process(es) at work")
         asyncio.run(_wait_for(
             dsn, "SELECT count(*) FROM pgqueuer", lambda n: n == 0, BASELINE_TIMEOUT,
