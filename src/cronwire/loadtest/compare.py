@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -82,9 +84,9 @@ async def _wait_for(dsn: str, query: str, check: object, seconds: float, what: s
 
 def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqConfig,
               postmaster: int | None) -> PgqMeasure:
-    """pgqueuer in one configuration: its jobs/s from the instant the jobs became visible
-    (their enqueue's commit) to the sink's last acknowledgement, as cronwire's runs are
-    timed from the instant they fall due; and the CPU per acknowledged job of its
+    """pgqueuer in one configuration: its jobs/s from the instant its workers may take the
+    jobs (all enqueued) to the sink's last acknowledgement, as cronwire's runs are timed
+    from the instant they fall due (all written); and the CPU per acknowledged job of its
     workers, of Postgres (``postmaster``: when the server is ours) and of the sink, from
     that instant to the queue's end, as cronwire's split is measured."""
     sink = _started_sink(plan, f"pgqueuer-{config.driver}-{config.batch}")
@@ -105,9 +107,17 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqCon
             lambda n: n >= len(workers), 60, "pgqueuer workers did not connect",
         ))
         time.sleep(2.0)  # let each worker finish its start-up and first empty dequeue
-        visible_at = _baseline("pgqueuer-enqueue", "--dsn", dsn, "--jobs", str(jobs),
-                               log=log)["visible_at"]
-        before = _party_cpu(workers, postmaster, sink)
+        _autovacuum_done(dsn)
+        # The workers are stopped while the jobs are enqueued and the CPU read, and the
+        # clock starts when they go on: the enqueue's own Postgres work is not theirs, and
+        # a small queue would otherwise be drained before its CPU was first read.
+        _signal(workers, signal.SIGSTOP)
+        try:
+            _baseline("pgqueuer-enqueue", "--dsn", dsn, "--jobs", str(jobs), log=log)
+            before = _party_cpu(workers, postmaster, sink)
+            started = time.time()
+        finally:
+            _signal(workers, signal.SIGCONT)
         note(f"pgqueuer ({config}): {jobs:,} jobs enqueued; {len(workers)} worker "
              "process(es) at work")
         asyncio.run(_wait_for(
@@ -124,11 +134,31 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqCon
         note(f"pgqueuer: only {acked:,} of {jobs:,} jobs were acknowledged by the sink")
     worker_us, postgres_us, sink_us = (per_run_us(b, a, acked)
                                        for b, a in zip(before, after, strict=True))
-    measure = PgqMeasure(config, acked / max(last - float(visible_at), 1e-9), worker_us,
+    measure = PgqMeasure(config, acked / max(last - started, 1e-9), worker_us,
                          postgres_us, sink_us)
     if measure.cpu_note():
         note(f"pgqueuer: {measure.cpu_note()}")
     return measure
+
+
+def _signal(workers: list[subprocess.Popen[bytes]], signum: signal.Signals) -> None:
+    for worker in workers:
+        if worker.poll() is None:
+            os.kill(worker.pid, signum)
+
+
+def _autovacuum_done(dsn: str, within: float = 60.0) -> None:
+    """Wait (a bounded while) until no autovacuum worker runs on the server: the party
+    measured before (cronwire's burst, the bound, another configuration) leaves tables
+    to vacuum, which would count as this configuration's Postgres CPU and take its cores
+    (the first configuration measured 190-201 µs of Postgres per job, the same one
+    later 80-93)."""
+    try:
+        asyncio.run(_wait_for(
+            dsn, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'",
+            lambda n: n == 0, within, "autovacuum did not finish"))
+    except LoadTestError as exc:
+        note(f"pgqueuer: {exc}; measured beside it")
 
 
 def _party_cpu(workers: list[subprocess.Popen[bytes]], postmaster: int | None,
