@@ -150,9 +150,10 @@ def _signal(workers: list[subprocess.Popen[bytes]], signum: signal.Signals) -> N
 def _autovacuum_done(dsn: str, within: float = 60.0) -> None:
     """Wait (a bounded while) until no autovacuum worker runs on the server: the party
     measured before (cronwire's burst, the bound, another configuration) leaves tables
-    to vacuum, which would count as this configuration's Postgres CPU and take its cores
-    (the first configuration measured 190-201 µs of Postgres per job, the same one
-    later 80-93)."""
+    to vacuum, which would count as this configuration's Postgres CPU and take its
+    cores. (Suspected when the first configuration, batch 100 on a pool, measured
+    190-201 µs of Postgres per job against 80-93 for batch 250; it still measured 199
+    after this wait, so that cost is the small batch's own.)"""
     try:
         asyncio.run(_wait_for(
             dsn, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'",
