@@ -15,12 +15,13 @@ from __future__ import annotations
 import time
 import uuid
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from cronwire.adapters.kafka.consumer import ConsumerSettings
 from cronwire.adapters.kafka.link import KafkaLink
 from tests.support.apache_kafka import KafkaCluster
+from tests.support.kafka import produce_one
 
 BOUND = 20.0  # seconds; well under the 5-minute metadata age, above a loaded box's slack
 
@@ -29,15 +30,6 @@ async def _admin(bootstrap: str) -> AIOKafkaAdminClient:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
     await admin.start()
     return admin
-
-
-async def _produce_one(bootstrap: str, topic: str) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    try:
-        await producer.send_and_wait(topic, b"run-key", partition=0)
-    finally:
-        await producer.stop()
 
 
 async def _records(settings: ConsumerSettings, consumer: AIOKafkaConsumer,
@@ -68,7 +60,7 @@ async def test_a_topic_unknown_when_the_group_formed_is_read_within_seconds(
         assert await _records(settings, consumer, within=3.0) == 0
         assert consumer.assignment() == set(), "an assignment for a topic that is not there"
         await admin.create_topics([NewTopic(topic, 1, 1)])
-        await _produce_one(bootstrap, topic)
+        await produce_one(bootstrap, topic)
 
         started = time.monotonic()
         records = await _records(settings, consumer, within=BOUND)

@@ -18,12 +18,13 @@ import time
 import uuid
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from cronwire.adapters.kafka.consumer import ConsumerSettings
 from cronwire.adapters.kafka.link import KafkaLink
 from tests.support.apache_kafka import KafkaCluster
+from tests.support.kafka import produce_one
 from tests.support.polling import wait_until
 
 BOUND = 20.0  # seconds; well under the 5-minute metadata age, above a loaded box's slack
@@ -59,15 +60,6 @@ async def _delete(bootstrap: str, topic: str) -> None:
         await admin.delete_topics([topic])
     finally:
         await admin.close()
-
-
-async def _produce_one(bootstrap: str, topic: str) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
-    try:
-        await producer.send_and_wait(topic, b"run-key", partition=0)
-    finally:
-        await producer.stop()
 
 
 async def _read(settings: ConsumerSettings, consumer: AIOKafkaConsumer, tp: TopicPartition,
@@ -118,7 +110,7 @@ async def test_a_partition_whose_leader_moved_is_read_again_within_seconds(
     consumer: AIOKafkaConsumer | None = None
     try:
         await wait_until(lambda: _partition(cluster.bootstrap, topic), within=30)
-        await _produce_one(cluster.bootstrap, topic)
+        await produce_one(cluster.bootstrap, topic)
         # Built exactly as the executors build theirs (the link is not started: the
         # consumer only reads its bootstrap list and request timeout).
         settings = ConsumerSettings(group=f"group-{topic}")

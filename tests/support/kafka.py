@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import asyncpg
+from aiokafka import AIOKafkaProducer
 
 from cronwire.adapters.clock import SystemClock
 from cronwire.adapters.kafka.hints import KafkaRunHints
@@ -94,3 +95,13 @@ async def kafka_mode(
         await hints.close()
         await publisher.close()
         await link.close()
+
+
+async def produce_one(bootstrap: str, topic: str, value: bytes = b"run-key") -> None:
+    """One record to partition 0 of ``topic``, acknowledged by every in-sync replica."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, partition=0)
+    finally:
+        await producer.stop()
