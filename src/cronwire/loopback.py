@@ -30,14 +30,14 @@ def ephemeral_ports() -> range:
     return range(low, high + 1)
 
 
-def free_port(host: str = "127.0.0.1", taken: set[int] | None = None) -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing on ``host`` listens on now, below the ephemeral range, and not one
-    this process handed out before (nor one in ``taken``, which gets it). With an unusual
-    range that leaves too few ports below it, the kernel picks."""
+    this process handed out before. With an unusual range that leaves too few ports
+    below it, the kernel picks."""
     high = ephemeral_ports().start - 1
     for _ in range(200):
         port = _random.randint(_LOWEST, high) if high - _LOWEST >= 1000 else 0
-        if port and (port in _handed_out or (taken is not None and port in taken)):
+        if port and port in _handed_out:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
@@ -45,10 +45,8 @@ def free_port(host: str = "127.0.0.1", taken: set[int] | None = None) -> int:
             except OSError:
                 continue
             chosen = int(sock.getsockname()[1])
-        if len(_handed_out) > 5_000:  # a long-lived harness: forget the oldest choices
-            _handed_out.clear()
+        if len(_handed_out) > 5_000:  # a long-lived harness: start afresh (the servers
+            _handed_out.clear()       # given those ports have bound them long since)
         _handed_out.add(chosen)
-        if taken is not None:
-            taken.add(chosen)
         return chosen
     raise OSError(f"no free port on {host} below the ephemeral range after 200 tries")

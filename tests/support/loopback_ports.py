@@ -1,13 +1,10 @@
-"""Loopback ports for test servers: the choice is cronwire.loopback's (below the kernel's
-range for outgoing connections; see there why)."""
+"""Whether a test server answers on a loopback port. The ports themselves are chosen by
+cronwire.loopback.free_port (below the kernel's range for outgoing connections; see there
+why)."""
 
 from __future__ import annotations
 
 import socket
-
-from cronwire.loopback import ephemeral_ports, free_port
-
-__all__ = ["answers", "ephemeral_ports", "free_port"]
 
 
 def answers(port: int) -> bool:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.apache_kafka import fetch_jars, fetch_tools_jar
+from tests.support.kafka_jars import fetch_jars, fetch_tools_jar
 
 REPO = Path(__file__).resolve().parents[2]
 PODMAN_DIR = REPO / "deploy" / "podman"

@@ -165,8 +165,7 @@ async def aiohttp_http(sink: str, jobs: int, workers: int) -> dict[str, object]:
 
 
 async def pgqueuer_enqueue(dsn: str, jobs: int) -> dict[str, object]:
-    """Install pgqueuer's schema if needed and enqueue ``jobs`` jobs in one statement;
-    prints the wall-clock time the jobs became visible (the commit)."""
+    """Install pgqueuer's schema if needed and enqueue ``jobs`` jobs in one statement."""
     from pgqueuer.db import AsyncpgDriver
     from pgqueuer.queries import Queries
 
@@ -179,10 +178,9 @@ async def pgqueuer_enqueue(dsn: str, jobs: int) -> dict[str, object]:
             return {"baseline": "pgqueuer-install"}
         payloads: list[bytes | None] = [json.dumps({"job": n}).encode() for n in range(jobs)]
         await queries.enqueue([PGQ_ENTRYPOINT] * jobs, payloads, [0] * jobs)
-        visible_at = time.time()
     finally:
         await conn.close()
-    return {"baseline": "pgqueuer-enqueue", "jobs": jobs, "visible_at": visible_at}
+    return {"baseline": "pgqueuer-enqueue", "jobs": jobs}
 
 
 async def pgqueuer_worker(dsn: str, sink: str, config: PgqConfig) -> None:

@@ -107,7 +107,6 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqCon
             lambda n: n >= len(workers), 60, "pgqueuer workers did not connect",
         ))
         time.sleep(2.0)  # let each worker finish its start-up and first empty dequeue
-        _autovacuum_done(dsn)
         # The workers are stopped while the jobs are enqueued and the CPU read, and the
         # clock starts when they go on: the enqueue's own Postgres work is not theirs, and
         # a small queue would otherwise be drained before its CPU was first read.
@@ -145,21 +144,6 @@ def _signal(workers: list[subprocess.Popen[bytes]], signum: signal.Signals) -> N
     for worker in workers:
         if worker.poll() is None:
             os.kill(worker.pid, signum)
-
-
-def _autovacuum_done(dsn: str, within: float = 60.0) -> None:
-    """Wait (a bounded while) until no autovacuum worker runs on the server: the party
-    measured before (cronwire's burst, the bound, another configuration) leaves tables
-    to vacuum, which would count as this configuration's Postgres CPU and take its
-    cores. (Suspected when the first configuration, batch 100 on a pool, measured
-    190-201 µs of Postgres per job against 80-93 for batch 250; it still measured 199
-    after this wait, so that cost is the small batch's own.)"""
-    try:
-        asyncio.run(_wait_for(
-            dsn, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'",
-            lambda n: n == 0, within, "autovacuum did not finish"))
-    except LoadTestError as exc:
-        note(f"pgqueuer: {exc}; measured beside it")
 
 
 def _party_cpu(workers: list[subprocess.Popen[bytes]], postmaster: int | None,
