@@ -85,8 +85,8 @@ SELECT id, scheduled_for, tenant_id, attempt_count, now(), now(), 'success', 200
 
 -- name: bench_counts
 SELECT (SELECT count(*) FROM job_run WHERE status = 'succeeded') AS succeeded,
-       (SELECT count(*) FROM job_run_attempt) AS attempts,
-       (SELECT count(DISTINCT run_id) FROM job_run_attempt) AS attempted_runs
+       (SELECT count(*) FROM run_attempt) AS attempts,
+       (SELECT count(DISTINCT run_id) FROM run_attempt) AS attempted_runs
 
 -- name: bench_fillfactor
 -- Room on job_run's pages (each partition's fillfactor, set before the runs are written):

@@ -125,7 +125,7 @@ async def test_cancel_other_aborts_the_superseded_request_on_whichever_replica_h
         await receiver.stop()
     rows = await db_pool.fetch(
         "SELECT r.id::text AS id, r.status, r.last_error, a.claimed_by FROM job_run r "
-        "LEFT JOIN job_run_attempt a ON a.run_id = r.id WHERE r.schedule_id = $1 "
+        "LEFT JOIN run_attempt a ON a.run_id = r.id WHERE r.schedule_id = $1 "
         "ORDER BY r.scheduled_for", schedule)
     status = {r["id"]: r["status"] for r in rows}
     holder = {r["id"]: r["claimed_by"] for r in rows}

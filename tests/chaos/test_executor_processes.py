@@ -68,7 +68,7 @@ async def test_two_executors_deliver_ten_thousand_runs_exactly_once(
     assert await status_counts(db_pool) == {"succeeded": 10_000}
     assert sink.duplicates == 0
     per_owner = dict(await db_pool.fetch(
-        "SELECT claimed_by, count(*) FROM job_run_attempt GROUP BY claimed_by"))
+        "SELECT claimed_by, count(*) FROM run_attempt GROUP BY claimed_by"))
     assert set(per_owner) == {"a", "b"} and sum(per_owner.values()) == 10_000
     assert await a.stop() == 0 and await b.stop() == 0
     _report("two_executors", runs=10_000, duplicates=sink.duplicates, lost=0,
@@ -98,7 +98,7 @@ async def test_kill_9_mid_delivery_loses_nothing(
     # Every orphan re-claimed once: as attempt 2 when the victim's renewal had recorded
     # its request as started, else as attempt 1 again (an attempt counts once it left).
     reclaimed = await db_pool.fetchval(
-        "SELECT count(*) FROM job_run_attempt WHERE claimed_by = 'survivor' "
+        "SELECT count(*) FROM run_attempt WHERE claimed_by = 'survivor' "
         "AND run_id = ANY($1::uuid[])", orphans)
     assert reclaimed == orphaned
     assert sink.duplicates <= orphaned
@@ -141,7 +141,7 @@ async def test_a_stopped_executors_late_result_is_discarded(
     after = await db_pool.fetchrow("SELECT * FROM job_run")
     assert after == before
     assert (after["status"], after["claimed_by"], after["attempt_count"]) == ("succeeded", "other", 2)
-    attempts = await db_pool.fetch("SELECT attempt, claimed_by FROM job_run_attempt")
+    attempts = await db_pool.fetch("SELECT attempt, claimed_by FROM run_attempt")
     assert [tuple(r) for r in attempts] == [(2, "other")]
     assert (await frozen.metrics()).get('scheduler_runs_total{outcome="succeeded"}', 0) == 0
     assert await frozen.stop() == 0 and await other.stop() == 0

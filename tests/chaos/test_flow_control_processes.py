@@ -84,9 +84,9 @@ async def test_three_replicas_never_send_a_key_more_than_its_max_concurrency(
     assert peak <= 5
     assert sink.duplicates == 0
     # None deferred through the breaker path: each run took one attempt, the first.
-    assert await db_pool.fetchval("SELECT count(*) FROM job_run_attempt") == 300
+    assert await db_pool.fetchval("SELECT count(*) FROM run_attempt") == 300
     assert await _in_flight(db_pool, schedule) == 0
-    owners = await db_pool.fetchval("SELECT count(DISTINCT claimed_by) FROM job_run_attempt")
+    owners = await db_pool.fetchval("SELECT count(DISTINCT claimed_by) FROM run_attempt")
     for replica in replicas:
         assert await replica.stop() == 0
     print("flow_control_fleet: " + json.dumps({"mode": mode, "runs": 300, "peak_in_flight": peak,

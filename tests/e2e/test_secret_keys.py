@@ -68,7 +68,7 @@ async def test_serve_with_a_key_ring_that_does_not_open_the_data_keys_exits_2(
     assert result.returncode == 2, result.stderr
     line = _one_line(result.stderr)
     assert "SCHEDULER_SECRET_KEYS" in line and "does not open" in line
-    assert await db_pool.fetchval("SELECT count(*) FROM job_run_attempt") == 0
+    assert await db_pool.fetchval("SELECT count(*) FROM run_attempt") == 0
     assert await db_pool.fetchval("SELECT status FROM job_run") == "pending"  # not signed
 
 

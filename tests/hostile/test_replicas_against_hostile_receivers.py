@@ -69,7 +69,7 @@ async def _settled(pool: asyncpg.Pool, replica: Replica, within: float) -> None:
 
 async def _excerpts(pool: asyncpg.Pool, tenant_id: Any) -> list[str | None]:
     rows = await pool.fetch(
-        """SELECT a.response_excerpt FROM job_run_attempt a
+        """SELECT a.response_excerpt FROM run_attempt a
              JOIN job_run r ON r.id = a.run_id AND r.scheduled_for = a.scheduled_for
             WHERE r.tenant_id = $1 ORDER BY a.started_at""", tenant_id)
     return [row["response_excerpt"] for row in rows]
@@ -187,7 +187,7 @@ async def test_receivers_that_never_stop_sending_hold_no_attempt_past_its_timeou
                     worst_api = max(worst_api, time.monotonic() - began)
                     assert response.status_code == 200, response.text
                     await asyncio.sleep(0.1)
-    attempts = await db_pool.fetch("SELECT outcome, duration_ms, error FROM job_run_attempt")
+    attempts = await db_pool.fetch("SELECT outcome, duration_ms, error FROM run_attempt")
     assert len(attempts) == 12, [dict(a) for a in attempts]  # every run: its one attempt
     assert max(a["duration_ms"] for a in attempts) < (timeout + 1.5) * 1000, [
         dict(a) for a in attempts]

@@ -35,5 +35,5 @@ async def test_bench_executor_delivers_every_run_once(
     counts = dict(await db_pool.fetch("SELECT status, count(*) FROM job_run GROUP BY status"))
     assert counts == {"succeeded": 2000}
     evidence = await db_pool.fetchval(
-        "SELECT count(*) FROM job_run_attempt WHERE outcome = 'success' AND attempt = 1")
+        "SELECT count(*) FROM run_attempt WHERE outcome = 'success' AND attempt = 1")
     assert evidence == 2000

@@ -87,7 +87,7 @@ async def test_a_receiver_requiring_a_client_certificate_accepts_ours_and_refuse
     assert receiver.clients == ["commonName=billing-client"]  # one delivery, with our certificate
     rows = {str(r["schedule_id"]): r for r in await api.pool.fetch(
         "SELECT r.schedule_id, r.status, a.outcome, a.error, a.status_code "
-        "FROM job_run r JOIN job_run_attempt a ON a.run_id = r.id")}
+        "FROM job_run r JOIN run_attempt a ON a.run_id = r.id")}
     assert rows[with_cert["id"]]["status"] == "succeeded"
     assert rows[with_cert["id"]]["status_code"] == 200
     refused = rows[without["id"]]
@@ -100,7 +100,7 @@ async def test_a_receiver_requiring_a_client_certificate_accepts_ours_and_refuse
 
 async def _both_attempted(api: Api) -> bool:
     return int(await api.pool.fetchval(
-        "SELECT count(DISTINCT run_id) FROM job_run_attempt")) >= 2
+        "SELECT count(DISTINCT run_id) FROM run_attempt")) >= 2
 
 
 async def test_reads_show_subject_and_expiry_only_and_a_patch_keeps_or_replaces_it(

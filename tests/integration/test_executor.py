@@ -34,7 +34,7 @@ async def test_due_runs_are_delivered_signed_and_recorded(harness: Harness) -> N
         await signals.settled.wait_count(20, within=10)
     assert await harness.statuses() == {"succeeded": 20}
     assert harness.sink.unique == 20 and harness.sink.duplicates == 0
-    evidence = await harness.pool.fetch("SELECT * FROM job_run_attempt")
+    evidence = await harness.pool.fetch("SELECT * FROM run_attempt")
     assert len(evidence) == 20
     assert {(e["attempt"], e["outcome"], e["status_code"], e["response_excerpt"], e["claimed_by"])
             for e in evidence} == {(1, "success", 200, "ok", OWNER)}
@@ -101,7 +101,7 @@ async def test_retries_back_off_and_then_succeed(harness: Harness) -> None:
             if a.answered_at is not None]
     assert all(0 <= gap < 0.3 + 0.5 for gap in gaps)  # full jitter under the cap, plus polling
     rows = await harness.pool.fetch(
-        "SELECT attempt, outcome, status_code FROM job_run_attempt ORDER BY attempt")
+        "SELECT attempt, outcome, status_code FROM run_attempt ORDER BY attempt")
     assert [tuple(r) for r in rows] == [(1, "http_error", 500), (2, "http_error", 502),
                                         (3, "success", 200)]
     run = await harness.pool.fetchrow("SELECT status, attempt_count, last_status_code FROM job_run")
@@ -157,7 +157,7 @@ async def test_a_failing_target_ends_failed_with_evidence_of_every_attempt(
             lambda items: any(s is RunStatus.FAILED for _, s in items), within=15
         )
     rows = await harness.pool.fetch(
-        "SELECT attempt, outcome, status_code, error, response_excerpt FROM job_run_attempt "
+        "SELECT attempt, outcome, status_code, error, response_excerpt FROM run_attempt "
         "ORDER BY attempt")
     assert [(r["attempt"], r["outcome"], r["status_code"]) for r in rows] == [
         (n, outcome, status_code) for n in (1, 2, 3)]
@@ -211,7 +211,7 @@ async def test_open_breaker_defers_without_an_attempt_then_one_probe_decides(
         await harness.until(lambda: _gauge_is(metrics, 0.0))
     assert await harness.statuses() == {"failed": 3, "succeeded": 2}
     assert await harness.pool.fetchval("SELECT state FROM target_breaker") == "closed"
-    assert set(await harness.pool.fetch("SELECT DISTINCT attempt FROM job_run_attempt")) == {(1,)}
+    assert set(await harness.pool.fetch("SELECT DISTINCT attempt FROM run_attempt")) == {(1,)}
 
 
 async def _gauge_is(metrics: PrometheusMetrics, value: float) -> bool:

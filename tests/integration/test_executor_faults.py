@@ -126,7 +126,7 @@ async def test_a_database_outage_shorter_than_the_lease_delivers_nothing_twice(
             assert await status_counts(db_pool) == {"succeeded": 40}
             assert sink.duplicates == 0 and len(sink.arrivals) == 40
             assert signals.lost.items == []
-            attempts = await db_pool.fetchval("SELECT count(*) FROM job_run_attempt")
+            attempts = await db_pool.fetchval("SELECT count(*) FROM run_attempt")
             assert attempts == 40
     finally:
         await pool.close()
@@ -220,7 +220,7 @@ async def test_no_attempt_starts_after_the_schedule_is_deleted(db_pool: asyncpg.
     row = await db_pool.fetchrow("SELECT status, attempt_count, finished_at FROM job_run")
     assert (row["status"], row["attempt_count"]) == ("cancelled", 1)
     assert row["finished_at"] is not None
-    evidence = await db_pool.fetch("SELECT attempt, status_code FROM job_run_attempt")
+    evidence = await db_pool.fetch("SELECT attempt, status_code FROM run_attempt")
     assert [tuple(e) for e in evidence] == [(1, 500)]  # the attempt in flight is recorded
     assert metrics.registry.get_sample_value(
         "scheduler_runs_total", {"outcome": "cancelled"}) == 1
@@ -388,4 +388,4 @@ async def test_a_stalled_twin_with_the_same_instance_id_cannot_keep_the_other_on
     assert signals.settled.items == []
     row = await db_pool.fetchrow("SELECT status, claimed_by FROM job_run")
     assert tuple(row) == ("succeeded", "twin")
-    assert await db_pool.fetchval("SELECT count(*) FROM job_run_attempt") == 1
+    assert await db_pool.fetchval("SELECT count(*) FROM run_attempt") == 1

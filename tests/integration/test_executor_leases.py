@@ -58,7 +58,7 @@ async def test_a_lost_lease_cancels_the_request_and_discards_its_result(harness:
     assert signals.settled.items == []
     row = await harness.pool.fetchrow("SELECT status, claimed_by, last_error FROM job_run")
     assert tuple(row) == ("failed", "other", "decided by other")
-    assert await harness.pool.fetchval("SELECT count(*) FROM job_run_attempt") == 0
+    assert await harness.pool.fetchval("SELECT count(*) FROM run_attempt") == 0
 
 
 async def test_shutdown_drains_in_flight_deliveries_and_leaves_the_rest(harness: Harness) -> None:
@@ -126,7 +126,7 @@ async def test_a_malformed_target_fails_with_evidence_instead_of_crashing(harnes
     executor, signals, _ = harness.executor()
     async with running(executor):
         await signals.settled.wait_count(1, within=10)
-    row = await harness.pool.fetchrow("SELECT outcome, error FROM job_run_attempt")
+    row = await harness.pool.fetchrow("SELECT outcome, error FROM run_attempt")
     assert row["outcome"] == "blocked" and row["error"]
     assert await harness.statuses() == {"failed": 1}
 
@@ -144,7 +144,7 @@ async def test_a_deliverer_that_raises_records_a_retryable_failure(harness: Harn
     async with running(executor):
         await signals.settled.wait_for(
             lambda items: any(s is RunStatus.FAILED for _, s in items), within=10)
-    rows = await harness.pool.fetch("SELECT attempt, outcome, error FROM job_run_attempt "
+    rows = await harness.pool.fetch("SELECT attempt, outcome, error FROM run_attempt "
                                     "ORDER BY attempt")
     assert [(r["attempt"], r["outcome"]) for r in rows] == [(1, "connection_error"),
                                                             (2, "connection_error")]

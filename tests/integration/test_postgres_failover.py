@@ -237,7 +237,7 @@ async def test_the_executor_carries_its_results_through_a_failover(
             assert await status_counts(harness_pool) == {"succeeded": 40}
             assert sink.duplicates == 0 and len(sink.arrivals) == 40
             assert signals.lost.items == []
-            assert await harness_pool.fetchval("SELECT count(*) FROM job_run_attempt") == 40
+            assert await harness_pool.fetchval("SELECT count(*) FROM run_attempt") == 40
             assert await _server_port(harness_pool) == pg_pair.standby.port
     finally:
         await harness_pool.close()

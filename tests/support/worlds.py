@@ -342,7 +342,7 @@ class PostgresWorld:
         return [Row(**dict(r)) for r in await self.pool.fetch(ROW)]
 
     async def attempts(self) -> set[tuple[uuid.UUID, int, str]]:
-        rows = await self.pool.fetch("SELECT run_id, attempt, claimed_by FROM job_run_attempt")
+        rows = await self.pool.fetch("SELECT run_id, attempt, claimed_by FROM run_attempt")
         return {(r["run_id"], r["attempt"], r["claimed_by"]) for r in rows}
 
     async def version(self, run_id: uuid.UUID) -> object:

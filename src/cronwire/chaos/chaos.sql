@@ -30,7 +30,7 @@ SELECT id, status, claimed_by, lease_generation FROM job_run WHERE id = ANY($1::
 
 -- name: chaos_attempts_of_owner
 -- Evidence rows an owner wrote for these runs (rows land only with a landed result).
-SELECT run_id, attempt, started_at FROM job_run_attempt
+SELECT run_id, attempt, started_at FROM run_attempt
 WHERE claimed_by = $1 AND run_id = ANY($2::uuid[])
 
 -- name: chaos_final_owner
@@ -67,5 +67,5 @@ SELECT pg_is_in_recovery()
 -- How many delivery attempts the database holds for each run of these tenants: after a
 -- failover, a delivery the receiver saw but the new primary has no attempt for is one
 -- whose outcome was lost with the old primary (or never written).
-SELECT run_id, count(*) AS n FROM job_run_attempt WHERE tenant_id = ANY($1::uuid[])
+SELECT run_id, count(*) AS n FROM run_attempt WHERE tenant_id = ANY($1::uuid[])
 GROUP BY run_id

@@ -193,6 +193,9 @@ SELECT j.id
 -- of successes under 'allow' with no rule locks no schedule. One UPDATE of the schedule
 -- row carries the count, the pause and the alert state: two CTEs updating one row in a
 -- statement would keep only one of the writes.
+-- The attempt's evidence: a run ended 'succeeded' or 'failed' keeps its final attempt in
+-- its own row (last_outcome and the columns beside it, migration 0030); any other started
+-- attempt is a row of job_run_attempt. The view run_attempt reads both as one.
 -- Returns each landed id with the status written, then one row per schedule this batch
 -- paused (id NULL, paused_schedule and its tenant set).
 WITH outcome AS (
@@ -240,6 +243,18 @@ landed AS (
                                    ELSE o.error END,
            published_at     = NULL,  -- kafka mode: a retry is published again when due
            last_duration_ms = COALESCE(o.duration_ms, j.last_duration_ms),
+           -- The final attempt of a run that ends with it, kept in this row version
+           -- instead of a row of job_run_attempt (migration 0030, ADR 0066): written
+           -- exactly when evidence below writes no row for a started attempt.
+           last_outcome          = CASE WHEN o.status IN ('succeeded', 'failed')
+                                        AND o.started_at IS NOT NULL THEN o.outcome END,
+           last_attempt_started  = CASE WHEN o.status IN ('succeeded', 'failed')
+                                        THEN o.started_at END,
+           last_attempt_finished = CASE WHEN o.status IN ('succeeded', 'failed')
+                                             AND o.started_at IS NOT NULL
+                                        THEN o.finished_at END,
+           last_response_excerpt = CASE WHEN o.status IN ('succeeded', 'failed')
+                                        THEN o.response_excerpt END,
            updated_at       = now()
       FROM outcome o
      -- The lease test is a CASE, so that the rows are reached through the primary key:
@@ -289,7 +304,9 @@ evidence AS (
            o.outcome, o.status_code, o.error, o.duration_ms, o.response_excerpt, $1
       FROM outcome o
       JOIN landed l ON l.id = o.id AND l.scheduled_for = o.scheduled_for
-     WHERE o.started_at IS NOT NULL
+     -- An attempt followed by a retry, or whose run a retry's cancel ended: the run's
+     -- row holds the final attempt of a run that ended 'succeeded' or 'failed' (above).
+     WHERE o.started_at IS NOT NULL AND o.status NOT IN ('succeeded', 'failed')
     ON CONFLICT DO NOTHING
 ),
 woken AS (
