@@ -61,12 +61,12 @@ def test_resume_says_how_many_missed_runs_it_delivers_at_once(live: Live, cli: I
     assert f"would make {dry['runs_due']:,} runs due at once" in err and "fire_all" in err
     assert cli.ok("schedules", "get", sid, token=token)["status"] == "paused"
 
-    # runs_due is counted at the resume, the planner judges the window at its own pass a
-    # moment later: a minute boundary between the two slides the window by one minute
-    # (one missed run more skipped, the new minute's run beyond ``--until``), and CI once
-    # saw 9 runs to deliver listed against runs_due 10. So the resume is not made in a
-    # minute's last 15 seconds.
-    if datetime.now(UTC).second >= 45:
+    # runs_due is counted at the resume, and the planner judges the missed minutes at that
+    # same instant (schedule.resumed_at, migration 0031; before it, at its own pass a
+    # moment later, and CI once saw 9 runs listed against runs_due 10). This test's own
+    # ``--until`` is read from its clock after the answer: the resume is not made in a
+    # minute's last 3 seconds, so that the new minute's run stays beyond it.
+    if datetime.now(UTC).second >= 57:
         time.sleep(61 - datetime.now(UTC).second)
     code, out, err = cli.run("schedules", "resume", sid, token=token)
     resumed_at = datetime.now(UTC)

@@ -164,6 +164,9 @@ class DueSchedule:
     max_runs: int | None = None
     runs_planned: int = 0  # scheduled occurrences written so far (counted for max_runs)
     exclusions: Exclusions = NO_EXCLUSIONS  # its calendars' dates and policy (calendars.py)
+    # When it was last resumed: the instant its missed occurrences are judged at until the
+    # planner has planned past it (planning.judged_at).
+    resumed_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,6 @@ Rules (ADR 0003, "Misfires"):
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -40,6 +39,7 @@ from datetime import datetime, timedelta
 from cronwire.domain.calendar_walk import calendar_skips, effective_between, effective_next
 from cronwire.domain.errors import DomainError
 from cronwire.domain.jitter import jitter_ms
+from cronwire.domain.last_occurrences import last_occurrences
 from cronwire.domain.model import (
     DueSchedule,
     MisfirePolicy,
@@ -62,10 +62,6 @@ RECORD_HORIZON = timedelta(days=7)
 MAX_ROWS_PER_DECISION = 50_000
 
 _TICK = timedelta(microseconds=1)
-# Backward search for the latest occurrences: windows of 1 s, 4 s, 16 s, ... before a bound.
-_PROBE_FIRST = timedelta(seconds=1)
-_PROBE_GROWTH = 4
-_PROBE_PAGE = 4096
 
 
 # [start, end) of the job_run partitions a run may be written to.
@@ -168,7 +164,17 @@ class _Timetable:
 
 def timetable_key(s: DueSchedule) -> tuple[object, ...]:
     return (s.cron, s.at, s.timezone, s.next_fire_at, s.starts_at, s.ends_at,
-            s.misfire_policy, s.catchup_window_seconds, s.exclusions.key())
+            s.misfire_policy, s.catchup_window_seconds, s.exclusions.key(), s.resumed_at)
+
+
+def judged_at(s: DueSchedule, cursor: datetime, db_now: datetime) -> datetime:
+    """When ``s``'s missed occurrences are judged: at its resume, which counted them
+    (due_on_resume), until a pass plans past it, if within MISFIRE_TOLERANCE of it; else
+    now (ADR 0003, amendment of 2026-12-06)."""
+    resumed = s.resumed_at
+    if resumed is not None and cursor <= resumed <= db_now < resumed + MISFIRE_TOLERANCE:
+        return resumed
+    return db_now
 
 
 def _timetable(
@@ -193,12 +199,13 @@ def _plan(
         end = min(end, writable[1] - _TICK)  # the next tick resumes once the month exists
     floor = max(db_now - RECORD_HORIZON, oldest)
     skipped: list[datetime] = []
-    missed_before = db_now - MISFIRE_TOLERANCE
+    judged = judged_at(s, cursor, db_now)
+    missed_before = judged - MISFIRE_TOLERANCE
     if cursor < missed_before:
-        keep_from = _first_kept(s, cursor, min(missed_before, end + _TICK), db_now)
+        keep_from = _first_kept(s, cursor, min(missed_before, end + _TICK), judged)
         # Dropped: [cursor, keep_from), most recent first to keep, never below the floor.
         drop_until = min(keep_from, end + _TICK)
-        skipped = _tail(s, max(cursor, floor), drop_until, MAX_SKIPPED_ROWS)
+        skipped = last_occurrences(s, max(cursor, floor), drop_until, MAX_SKIPPED_ROWS)
         once = s.misfire_policy is MisfirePolicy.FIRE_ONCE and keep_from < missed_before
         # fire_once's one catch-up run is due however old it is, wherever a row can go.
         cursor = max(keep_from, oldest if once else floor)
@@ -223,7 +230,7 @@ def _first_kept(
         window_start = db_now - timedelta(seconds=s.catchup_window_seconds)
         return min(max(cursor, window_start), missed_before)
     if s.misfire_policy is MisfirePolicy.FIRE_ONCE:
-        latest = _tail(s, cursor, missed_before, 1)
+        latest = last_occurrences(s, cursor, missed_before, 1)
         return latest[0] if latest else missed_before
     return missed_before  # SKIP
 
@@ -244,41 +251,6 @@ def _between(s: DueSchedule, lo: datetime, hi: datetime, limit: int) -> list[dat
     if s.cron is None:
         return [s.at] if s.at is not None and lo <= s.at <= hi and limit > 0 else []
     return effective_between(s.cron, s.timezone, lo - _TICK, hi, limit, s.exclusions)
-
-
-def _tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[datetime]:
-    """The last ``count`` occurrences in ``[lo, hi)``, oldest first.
-
-    Cron maths only walks forward, so look back through growing windows before ``hi``
-    until one holds ``count`` occurrences (or reaches ``lo``), then walk that window,
-    keeping its tail. Every window before the last one held fewer than ``count``, so the
-    work stays near ``count`` times the growth factor for regular schedules.
-    """
-    if hi <= lo:
-        return []
-    if s.cron is None:
-        return [s.at] if s.at is not None and lo <= s.at < hi and count > 0 else []
-    span = _PROBE_FIRST
-    while True:
-        start = lo if span >= hi - lo else hi - span  # never computes a date before lo
-        kept = _walk_tail(s, start, hi, count)
-        if len(kept) >= count or start == lo:
-            return kept
-        span *= _PROBE_GROWTH
-
-
-def _walk_tail(s: DueSchedule, lo: datetime, hi: datetime, count: int) -> list[datetime]:
-    """Every occurrence in ``[lo, hi)`` walked page by page, the last ``count`` kept."""
-    kept: deque[datetime] = deque(maxlen=count)
-    after = lo - _TICK
-    last = hi - _TICK
-    assert s.cron is not None  # _tail answers one-time schedules itself
-    while True:
-        page = effective_between(s.cron, s.timezone, after, last, _PROBE_PAGE, s.exclusions)
-        kept.extend(page)
-        if len(page) < _PROBE_PAGE:
-            return list(kept)
-        after = page[-1]
 
 
 def due_on_resume(s: DueSchedule, db_now: datetime, limit: int) -> int:

@@ -123,11 +123,13 @@ class ScheduleStore(Protocol):
     async def set_paused(
         self, tenant_id: UUID, schedule_id: UUID, paused: bool, note: str | None = None, *,
         change: Change = ..., if_match: int | None = None,
+        resumed_at: datetime | None = None,
     ) -> ScheduleRecord:
         """Pause (``note`` kept as ``paused_reason``) or resume (clears the reason and the
         failure count). Resuming keeps ``next_fire_at`` so the planner's misfire policy
-        decides what happens to the occurrences missed while paused. StateConflict for a
-        completed schedule."""
+        decides what happens to the occurrences missed while paused, judged at
+        ``resumed_at`` (the instant the resume counted them at; None: the store's now).
+        StateConflict for a completed schedule."""
         ...
 
     async def trigger(self, tenant_id: UUID, schedule_id: UUID, *,

@@ -112,6 +112,7 @@ async def delete_schedule(store: ScheduleStore, tenant: uuid.UUID, schedule_id: 
 async def set_paused(
     store: ScheduleStore, tenant: uuid.UUID, schedule_id: uuid.UUID, *, paused: bool,
     note: str | None = None, change: Change = BY_SYSTEM, if_match: int | None = None,
+    resumed_at: datetime | None = None,
 ) -> ScheduleRecord:
     """Pause (nothing more is planned; ``note``, what a person wants the next reader to
     know, is kept as ``paused_reason``) or resume (the note and the failure count that may
@@ -120,7 +121,7 @@ async def set_paused(
     if note is not None:
         check_label("note", note, PAUSE_NOTE_MAX_CHARS)
     return await store.set_paused(tenant, schedule_id, paused, note, change=change,
-                                  if_match=if_match)
+                                  if_match=if_match, resumed_at=resumed_at)
 
 
 RESUME_COUNT_MAX = 10_000  # runs_due is counted up to this (a week of a 1-second cron is 604,800)
@@ -156,8 +157,11 @@ async def resume(
         return record, due
     if if_match is not None and record.version != if_match:  # the store checks it again
         raise VersionMismatch(f"schedule {schedule_id}", if_match, record.version)
+    # The planner judges the missed occurrences at the instant they were counted at, so
+    # it writes the runs_due this answer states (a minute boundary between the count and
+    # the planner's pass once dropped one).
     return await set_paused(store, tenant, schedule_id, paused=False, change=change,
-                            if_match=if_match), due
+                            if_match=if_match, resumed_at=now), due
 
 
 async def trigger_run(store: ScheduleStore, defaults: TenantLimits, tenant: uuid.UUID,

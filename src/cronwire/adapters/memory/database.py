@@ -111,6 +111,7 @@ class MemorySchedule:
     consecutive_failures: int = 0
     paused_reason: str | None = None
     paused_at: datetime | None = None
+    resumed_at: datetime | None = None  # schedule.resumed_at (migration 0031)
     # The overlap gate's holder (schedule.overlap_run, overlap_run_at).
     overlap_run: tuple[uuid.UUID, datetime] | None = None
     version: int = 1

@@ -58,6 +58,7 @@ class MemoryPlannerStore:
                 overlap_policy=s.spec.overlap_policy, jitter_seconds=s.spec.jitter_seconds,
                 max_runs=s.spec.max_runs, runs_planned=s.runs_planned,
                 exclusions=memory_exclusions(self._db, s.tenant_id, s.spec, strict=False),
+                resumed_at=s.resumed_at,
             ) for s in due if s.next_fire_at is not None
         ], now, EVERYWHERE)
         inserted = 0

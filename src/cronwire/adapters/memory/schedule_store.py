@@ -181,6 +181,7 @@ class MemoryScheduleStore:
     async def set_paused(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool,
         note: str | None = None, *, change: Change = BY_SYSTEM, if_match: int | None = None,
+        resumed_at: datetime | None = None,
     ) -> ScheduleRecord:
         schedule = self._live(tenant_id, schedule_id)
         _check_version(schedule, if_match)
@@ -199,6 +200,8 @@ class MemoryScheduleStore:
             schedule.status = ScheduleStatus.PAUSED
             unplan_ahead(self._db, schedule, now)
         else:
+            if was_paused:
+                schedule.resumed_at = resumed_at or now
             schedule.status = ScheduleStatus.ACTIVE
             schedule.paused_reason = schedule.paused_at = None
             schedule.consecutive_failures = 0

@@ -55,6 +55,7 @@ def _due_schedule(row: asyncpg.Record, exclusions: Exclusions = NO_EXCLUSIONS) -
         max_runs=row["max_runs"],
         runs_planned=row["runs_planned"],
         exclusions=exclusions,
+        resumed_at=row["resumed_at"],
     )
 
 

@@ -177,6 +177,7 @@ class PostgresScheduleStore:
     async def set_paused(
         self, tenant_id: uuid.UUID, schedule_id: uuid.UUID, paused: bool,
         note: str | None = None, *, change: Change = BY_SYSTEM, if_match: int | None = None,
+        resumed_at: datetime | None = None,
     ) -> ScheduleRecord:
         verb = "paused" if paused else "resumed"
         with storage_errors(f"setting schedule {schedule_id} {verb}"):
@@ -187,7 +188,8 @@ class PostgresScheduleStore:
                                                        schedule_id), schedule_id)
                 check_version(locked, if_match)
                 row, version = await self._writes.set_status_on(conn, tenant_id, locked, paused,
-                                                        note, change=change)
+                                                        note, change=change,
+                                                        resumed_at=resumed_at)
                 if row is None:
                     raise StateConflict(
                         f"schedule {schedule_id} is {locked['status']} and cannot be {verb}: "

@@ -131,6 +131,7 @@ class ScheduleRowWriter:
     async def set_status_on(
         self, conn: asyncpg.Connection, tenant_id: uuid.UUID, locked: asyncpg.Record,
         paused: bool, note: str | None = None, *, change: Change = BY_SYSTEM,
+        resumed_at: datetime | None = None,
     ) -> tuple[asyncpg.Record | None, int | None]:
         """Pause or resume a locked row in the caller's transaction, with its version and
         audit row: (the row, the new version), or (None, None) when it is neither active
@@ -138,7 +139,7 @@ class ScheduleRowWriter:
         schedule_id = locked["id"]
         status = ScheduleStatus.PAUSED if paused else ScheduleStatus.ACTIVE
         row: asyncpg.Record | None = await conn.fetchrow(
-            Q["schedule_set_status"], tenant_id, schedule_id, status.value, note)
+            Q["schedule_set_status"], tenant_id, schedule_id, status.value, note, resumed_at)
         if row is None:
             return None, None
         if paused:

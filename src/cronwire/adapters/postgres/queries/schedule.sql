@@ -10,7 +10,7 @@
 SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
        next_fire_at, last_fire_at, starts_at, ends_at, run_at, overlap_policy,
        jitter_seconds, max_runs, runs_planned, flow_key, exclude_calendars, calendar_policy,
-       now() AS db_now
+       resumed_at, now() AS db_now
 FROM schedule
 WHERE status = 'active' AND next_fire_at <= now() + make_interval(secs => $1)
 ORDER BY next_fire_at
@@ -30,7 +30,7 @@ FOR UPDATE SKIP LOCKED
 SELECT id, tenant_id, cron, timezone, misfire_policy, catchup_window_seconds,
        next_fire_at, last_fire_at, starts_at, ends_at, run_at, overlap_policy,
        jitter_seconds, max_runs, runs_planned, flow_key, exclude_calendars, calendar_policy,
-       now() AS db_now
+       resumed_at, now() AS db_now
 FROM schedule
 WHERE status = 'active'
   AND next_fire_at > now() + make_interval(secs => $1)
@@ -179,8 +179,12 @@ RETURNING id, tenant_id, name, cron, timezone, target, retry, misfire_policy,
 -- the schedule overdue and its misfire policy decides about the missed occurrences (a
 -- pause also takes back what was written ahead: schedule_rewind). $4 the pause note
 -- (paused_reason); a resume clears the note and the failure count that may have paused it.
+-- $5 the instant a resume counted its missed runs at (NULL: now()): the planner judges
+-- the missed occurrences at it (resumed_at, migration 0031), so it writes what was counted.
 UPDATE schedule
 SET status = $3, updated_at = now(),
+    resumed_at = CASE WHEN $3 = 'active' AND status = 'paused'
+                      THEN COALESCE($5::timestamptz, now()) ELSE resumed_at END,
     -- Pausing a paused schedule again keeps when it paused, and its reason unless a
     -- new note is given.
     paused_reason = CASE WHEN $3 = 'paused'
