@@ -59,27 +59,30 @@ async def test_a_run_its_first_attempt_ends_writes_no_attempt_row(harness: Harne
     assert await _detail(harness, schedule.tenant_id) == [(1, "success", 200, "ok")]
 
 
-async def test_the_attempts_a_retry_followed_keep_rows_of_their_own(harness: Harness) -> None:
-    harness.sink.behaviour = by_attempt({1: Reply(500, body=b"first"), 2: Reply(502, body=b"second")})
+async def _one_run_until(harness: Harness, ends: RunStatus) -> uuid.UUID:
+    """One run of a schedule with quick retries, delivered until it ends ``ends``; its
+    tenant."""
     schedule = await harness.schedule(1, retry=QUICK_RETRIES)
     executor, signals, _ = harness.executor()
     async with running(executor):
         await signals.settled.wait_for(
-            lambda items: any(s is RunStatus.SUCCEEDED for _, s in items), within=10)
+            lambda items: any(s is ends for _, s in items), within=10)
+    return schedule.tenant_id
+
+
+async def test_the_attempts_a_retry_followed_keep_rows_of_their_own(harness: Harness) -> None:
+    harness.sink.behaviour = by_attempt({1: Reply(500, body=b"first"), 2: Reply(502, body=b"second")})
+    tenant_id = await _one_run_until(harness, RunStatus.SUCCEEDED)
     assert await _own_rows(harness.pool) == [(1, "http_error"), (2, "http_error")]
-    assert await _detail(harness, schedule.tenant_id) == [
+    assert await _detail(harness, tenant_id) == [
         (1, "http_error", 500, "first"), (2, "http_error", 502, "second"), (3, "success", 200, "ok")]
 
 
 async def test_a_failed_run_keeps_its_last_error_in_its_own_row(harness: Harness) -> None:
     harness.sink.behaviour = always(Reply(500, body=b"boom"))
-    schedule = await harness.schedule(1, retry=QUICK_RETRIES)
-    executor, signals, _ = harness.executor()
-    async with running(executor):
-        await signals.settled.wait_for(
-            lambda items: any(s is RunStatus.FAILED for _, s in items), within=10)
+    tenant_id = await _one_run_until(harness, RunStatus.FAILED)
     assert await _own_rows(harness.pool) == [(1, "http_error"), (2, "http_error")]
-    assert await _detail(harness, schedule.tenant_id) == [
+    assert await _detail(harness, tenant_id) == [
         (n, "http_error", 500, "boom") for n in (1, 2, 3)]
     errors = await harness.pool.fetch("SELECT attempt, error FROM run_attempt ORDER BY attempt")
     assert [r["attempt"] for r in errors] == [1, 2, 3] and all(r["error"] for r in errors)
