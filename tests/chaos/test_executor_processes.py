@@ -22,7 +22,7 @@ from cronwire.harness.seeding import (
     status_counts,
 )
 from cronwire.harness.sink import Reply, Sink, always, by_attempt
-from tests.support.polling import wait_until
+from tests.support.polling import dead_clients_statements_ended, wait_until
 from tests.support.replicas import ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -87,6 +87,7 @@ async def test_kill_9_mid_delivery_loses_nothing(
     await sink.wait_for(lambda s: len(s.arrivals) >= 150, within=30)
     victim.kill()
     assert await victim.wait() == -9
+    await dead_clients_statements_ended(db_pool)
     orphans = [row["id"] for row in await db_pool.fetch(
         "SELECT id FROM job_run WHERE status = 'running' AND claimed_by = 'victim'")]
     orphaned = len(orphans)

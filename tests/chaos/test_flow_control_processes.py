@@ -31,6 +31,7 @@ from cronwire.harness.sink import Arrival, Reply, Sink, always
 from cronwire.harness.stats import percentile
 from tests.support.brokers import TANSU, broker_params, claim_mode_settings
 from tests.support.kafka_fleet import PARTITIONS, group_stable
+from tests.support.polling import dead_clients_statements_ended
 from tests.support.replicas import ReplicaSet
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -245,6 +246,7 @@ async def test_a_killed_replicas_slots_come_back_when_its_leases_expire(
     await sink.wait_for(lambda s: len(s.arrivals) >= 4, within=60)
     victim.kill()
     assert await victim.wait() == -9
+    await dead_clients_statements_ended(db_pool)
     held = await db_pool.fetchval("SELECT count(*) FROM job_run WHERE status = 'running' "
                                   "AND claimed_by = 'victim'")
     assert held > 0 and await _in_flight(db_pool, schedule) == held  # the dead one's slots
