@@ -5,6 +5,7 @@ On its own so that tests/unit/test_suite_plugin.py can run it against a small su
 from __future__ import annotations
 
 import gc
+import signal
 
 import pytest
 
@@ -92,7 +93,19 @@ class _GroupInNodeId:
             item._id = NodeId(path=known.path, names=(*known.names[:-1], f"{last}@{group}"))
 
 
+def answer_ctrl_c() -> None:
+    """Ctrl-C reaches the processes the tests start, however the suite was started. A
+    shell starts a background job (``cmd &`` without job control: a script, nohup, some
+    CI runners) with SIGINT ignored, every child inherits that, and the CLI rightly keeps
+    an ignored SIGINT ignored (cli/__init__.py): the tests that press Ctrl-C on a command
+    then saw it run on (11 failures in one such run on 2026-12-06). A handler of our own
+    is reset to the default by exec, so the children get SIGINT as a terminal gives it."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    answer_ctrl_c()  # in the controller and in every worker
     if getattr(config.option, "loadgroup", False):  # set by xdist, on its workers only
         config.pluginmanager.register(_GroupInNodeId(), "cronwire-xdist-group-in-node-id")
 
