@@ -94,7 +94,7 @@ async def test_poison_is_skipped_counted_and_committed_and_good_keys_still_flow(
     async with kafka_mode(db_pool, kafka_bootstrap, sweep_seconds=3600, partitions=1) as mode:
         await _publish(kafka_bootstrap, mode.link.topic, POISON)
         assert await mode.settle() == 3  # the three real keys arrive behind the poison
-        batch = await mode.source.claim("a", 10, 30)
+        batch = await mode.claim_keys(3)
         assert len(batch.runs) == 3 and batch.sources == (("kafka", 3),)
         assert mode.hints.skipped == len(POISON) and mode.hints.consuming
         await _publish(kafka_bootstrap, mode.link.topic, POISON[:2])  # only poison behind
@@ -137,7 +137,7 @@ async def test_a_failed_consumer_task_is_restarted_and_reported_meanwhile(
         await wait_until(lambda: hints.consuming and hints.healthy, within=30)
         await seed_due_runs(db_pool, schedule, 2)
         assert await mode.settle() == 2
-        assert len((await mode.source.claim("a", 10, 30)).runs) == 2
+        assert len((await mode.claim_keys(2)).runs) == 2
 
 
 @pytest.fixture

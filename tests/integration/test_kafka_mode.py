@@ -162,7 +162,7 @@ async def test_a_lost_broker_degrades_to_the_sweeper_and_recovers_without_a_rest
             assert mode.link.generation > generation
             await seed_due_runs(db_pool, schedule, 2, first=10)  # type: ignore[arg-type]
             assert await mode.settle() == 2
-            again = await mode.source.claim("a", 10, 30)
+            again = await mode.claim_keys(2)
             assert len(again.runs) == 2 and again.sources == (("kafka", 2),)
     finally:
         broker.stop()

@@ -60,7 +60,7 @@ async def _published(pool: asyncpg.Pool, bootstrap: str, count: int = 3,
         await seed_due_runs(conn, schedule, count)
     async with kafka_mode(pool, bootstrap, sweep_seconds=3600, topic=topic) as mode:
         assert await mode.settle() == count
-        claimed = await mode.source.claim("a", 10, 30)
+        claimed = await mode.claim_keys(count)
         assert len(claimed.runs) == count and claimed.sources == (("kafka", count),)
         yield mode
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from cronwire.adapters.kafka.publisher import KafkaRunPublisher
 from cronwire.adapters.postgres.claim_source import PostgresClaimSource
 from cronwire.adapters.postgres.keyed_claims import PostgresKeyedClaims
 from cronwire.adapters.postgres.outbox_store import PostgresOutboxStore
+from cronwire.domain.model import ClaimBatch, ClaimedRun
 from cronwire.harness.seeding import SeededSchedule, seed_schedule, seed_tenant
 from cronwire.service.executor.hybrid_claims import HybridClaimSource
 from cronwire.service.outbox_relay import OutboxRelay
@@ -63,6 +65,22 @@ class KafkaMode:
             raise TimeoutError(f"the consumer received {self.hints.delivered} of "
                                f"{self.relay.published} published keys within {within}s") from None
         return self.relay.published - before
+
+    async def claim_keys(self, count: int, within: float = 30.0) -> ClaimBatch:
+        """Claim until ``count`` runs are leased, as one batch with the sources summed.
+        One claim usually takes them all; under a loaded suite a rebalance (or a link probe
+        that timed out) can drop the received keys before the claim, and the consumer reads
+        them again from the committed offset, so the claim is repeated until they are back."""
+        runs: list[ClaimedRun] = []
+        sources: Counter[str] = Counter()
+        async with asyncio.timeout(within):
+            while len(runs) < count:
+                batch = await self.source.claim("a", count - len(runs), 30)
+                runs.extend(batch.runs)
+                sources.update({label: n for label, n in batch.sources if n})
+                if len(runs) < count:
+                    await self.hints.wait(0.2)
+        return ClaimBatch(tuple(runs), sources=tuple(sorted(sources.items())))
 
 
 @contextlib.asynccontextmanager
