@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import asyncpg
 from dependency_injector import containers, providers
@@ -17,11 +17,7 @@ from dependency_injector import containers, providers
 from cronwire.adapters.crypto.envelope import EnvelopeSecretBox
 from cronwire.adapters.crypto.key_ring import KeyRing
 from cronwire.adapters.http.guard import TargetGuard
-from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
 from cronwire.adapters.http.lean_deliverer import LeanDeliverer
-from cronwire.adapters.kafka.hints import KafkaRunHints
-from cronwire.adapters.kafka.link import KafkaLink
-from cronwire.adapters.kafka.publisher import KafkaRunPublisher
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.otel.setup import build_tracer
 from cronwire.adapters.postgres.alert_outbox import PostgresAlertOutbox
@@ -57,6 +53,14 @@ from cronwire.service.outbox_relay import OutboxRelay
 from cronwire.service.planner import Planner
 from cronwire.version import version
 
+# The optional adapters' libraries (aiokafka, httpx) are imported when a replica's mode or
+# settings first ask for them, not by every replica at start-up (docs/operating.md).
+if TYPE_CHECKING:
+    from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
+    from cronwire.adapters.kafka.hints import KafkaRunHints
+    from cronwire.adapters.kafka.link import KafkaLink
+    from cronwire.adapters.kafka.publisher import KafkaRunPublisher
+
 T = TypeVar("T")
 
 
@@ -79,6 +83,12 @@ async def _deliverer_resource(
         await deliverer.close()
 
 
+def _httpx_deliverer(**kwargs: Any) -> HttpxDeliverer:
+    from cronwire.adapters.http.httpx_deliverer import HttpxDeliverer
+
+    return HttpxDeliverer(**kwargs)
+
+
 async def _tracer_resource(settings: Settings) -> AsyncIterator[Tracer]:
     """OpenTelemetry when the standard OTEL_* variables ask for it (ADR 0035), else the
     port's NoTracer; buffered spans are exported at shutdown."""
@@ -97,6 +107,8 @@ async def _kafka_link_resource(
         yield None
         return
     assert settings.kafka_bootstrap_servers is not None, "serve resolves the embedded broker"
+    from cronwire.adapters.kafka.link import KafkaLink
+
     link = KafkaLink(
         settings.kafka_bootstrap_servers, settings.kafka_topic, settings.kafka_partitions,
         replication_factor=settings.kafka_replication_factor, on_change=metrics.set_broker_up,
@@ -115,6 +127,8 @@ async def _kafka_hints_resource(
     if link is None or "executor" not in settings.roles:
         yield None
         return
+    from cronwire.adapters.kafka.hints import KafkaRunHints
+
     hints = KafkaRunHints(
         # Per partition: a burst's partition refills in large steps (each refill costs a
         # fetch round trip after its resume), while other partitions keep their turn.
@@ -133,6 +147,8 @@ async def _kafka_publisher_resource(link: KafkaLink | None) -> AsyncIterator[Kaf
     if link is None:
         yield None
         return
+    from cronwire.adapters.kafka.publisher import KafkaRunPublisher
+
     publisher = KafkaRunPublisher(link)
     try:
         yield publisher
@@ -168,7 +184,7 @@ class Container(containers.DeclarativeContainer):
         deliverer=providers.Selector(
             settings.provided.deliverer,
             httpx=providers.Factory(
-                HttpxDeliverer, guard=target_guard,
+                _httpx_deliverer, guard=target_guard,
                 max_connections=settings.provided.executor_workers,
                 monotonic=clock.provided.monotonic,
             ),

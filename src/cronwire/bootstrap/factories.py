@@ -20,7 +20,6 @@ import asyncpg
 
 from cronwire.adapters.crypto.envelope import EnvelopeSecretBox
 from cronwire.adapters.crypto.key_ring import KeyRing
-from cronwire.adapters.kafka.link import unreachable_servers
 from cronwire.adapters.otel.setup import check_tracing
 from cronwire.adapters.postgres.data_key_store import PostgresDataKeyStore
 from cronwire.adapters.postgres.databases import create_database
@@ -71,6 +70,8 @@ def check_buildable(settings: Settings) -> None:
     mode, an explicit broker that nobody answers at; an OTLP endpoint without the SDK."""
     check_tracing(os.environ)
     if uses_kafka(settings) and settings.kafka_bootstrap_servers is not None:
+        from cronwire.adapters.kafka.link import unreachable_servers  # aiokafka: kafka mode only
+
         silent = unreachable_servers(settings.kafka_bootstrap_servers, within=5.0)
         if silent:
             raise ConfigError(

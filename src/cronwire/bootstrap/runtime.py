@@ -5,12 +5,11 @@ past this point knows about providers."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import asyncpg
 from fastapi import APIRouter
 
-from cronwire.adapters.kafka.hints import KafkaRunHints
-from cronwire.adapters.kafka.link import KafkaLink
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.alert_store import PostgresAlertStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
@@ -22,6 +21,10 @@ from cronwire.config import Settings
 from cronwire.domain.rate_limit import TenantRateLimit
 from cronwire.domain.schedules import TenantLimits
 from cronwire.service.supervisor import LoopBody
+
+if TYPE_CHECKING:  # aiokafka is imported only by a replica in kafka mode
+    from cronwire.adapters.kafka.hints import KafkaRunHints
+    from cronwire.adapters.kafka.link import KafkaLink
 
 
 def default_limits(settings: Settings) -> TenantLimits:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-
-from cryptography import x509
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
-from cryptography.utils import CryptographyDeprecationWarning
+from typing import TYPE_CHECKING
 
 from cronwire.domain.errors import RuleViolation
+
+# cryptography's X.509 and key parsing is imported by the three functions that parse PEM,
+# when a tenant first sends a certificate: every replica imports this module (the
+# executor's targets carry a ClientTls), and the parsers cost each start about 50 ms.
+if TYPE_CHECKING:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes, PublicKeyTypes
 
 CERTIFICATE_FIELD = "target.tls.client_certificate"
 KEY_FIELD = "target.tls.client_key"
@@ -45,6 +47,8 @@ def client_tls_from_pem(certificate: str, key: str) -> ClientTls:
     """The ClientTls of a PEM certificate (chain) and its key; RuleViolation naming the
     field for a PEM that does not parse, an encrypted key or a key that is not the
     certificate's. Expiry is :func:`check_not_expired`'s (it needs the clock)."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+
     leaf = _leaf(certificate)
     try:  # a certificate parses lazily: a damaged key or name fails only here
         public, subject, not_after = (_public(leaf.public_key()), leaf.subject.rfc4514_string(),
@@ -69,6 +73,9 @@ def check_not_expired(tls: ClientTls, now: datetime) -> None:
 
 
 def _leaf(certificate: str) -> x509.Certificate:
+    from cryptography import x509
+    from cryptography.utils import CryptographyDeprecationWarning
+
     if len(certificate) > MAX_PEM_CHARS:
         raise RuleViolation(CERTIFICATE_FIELD, f"is longer than {MAX_PEM_CHARS} characters")
     try:
@@ -86,6 +93,9 @@ def _leaf(certificate: str) -> x509.Certificate:
 
 
 def _private_key(key: str) -> PrivateKeyTypes:
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
     if len(key) > MAX_PEM_CHARS:
         raise RuleViolation(KEY_FIELD, f"is longer than {MAX_PEM_CHARS} characters")
     try:
@@ -113,6 +123,8 @@ def _private_key(key: str) -> PrivateKeyTypes:
 
 
 def _public(key: PublicKeyTypes) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
     return key.public_bytes(serialization.Encoding.DER,
                             serialization.PublicFormat.SubjectPublicKeyInfo)
 
