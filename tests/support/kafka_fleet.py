@@ -72,6 +72,18 @@ async def group_stable(replicas: list[Replica], within: float = 60.0) -> None:
     await until(stable, within)
 
 
+def group_events(replicas: list[Replica], last: int = 4) -> dict[str, list[str]]:
+    """Per replica, its partition assignments and warnings (the newest ``last``): what a
+    timing assertion shows when it fails, since a rebalance or a lost broker leaves runs to
+    the sweeper's full grace and the test's logs are gone by the time anyone reads it."""
+    events: dict[str, list[str]] = {}
+    for replica in replicas:
+        lines = [line.strip() for line in replica.log().splitlines()
+                 if "partitions assigned" in line or " WARNING " in line]
+        events[replica.name] = lines[-last:]
+    return events
+
+
 async def claims_by_source(replicas: list[Replica]) -> dict[str, float]:
     totals: dict[str, float] = {}
     for replica in replicas:
