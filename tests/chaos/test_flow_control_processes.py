@@ -140,20 +140,28 @@ async def test_three_replicas_start_no_more_than_the_keys_rate(
     await _keyed(db_pool, sink.url, 120, rate_per_second=20, burst=5)
     await sink.wait_for(lambda s: s.unique == 120, within=300)
     # On the clock the bucket runs on (the claims' now(), first_attempt_at), the bound is
-    # exact. At the receiver, requests of one second of claims can arrive closer together
-    # by however much their delivery times differ: a quarter of a second of that is
-    # allowed (at 20/s, five requests) on this shared machine.
-    started = [row[0] for row in await db_pool.fetch(
-        "SELECT EXTRACT(EPOCH FROM first_attempt_at)::float8 FROM job_run")]
-    assert _busiest_second(started) <= 20 + 5
+    # exact. At the receiver, the requests of a longer stretch of claims can arrive within
+    # one second when their delivery times differ: a bucket of 20/s and 5 admits at most
+    # 20 x (1 + spread) + 5 in it, the spread being how much the time from each run's
+    # start to its arrival varies. A quarter of a second of spread (five requests) is
+    # always allowed, as before; beyond it the measured spread is, not an assumed one
+    # (0.05 s alone; the fixed quarter second failed once at 31 requests with four test
+    # workers of chaos tests on two cores).
+    rows = await db_pool.fetch(
+        "SELECT id::text, EXTRACT(EPOCH FROM first_attempt_at)::float8 FROM job_run")
+    started = {run_id: at for run_id, at in rows}
+    assert _busiest_second(list(started.values())) <= 20 + 5
+    delays = [a.arrived_at - started[a.run_id] for a in sink.arrivals]
+    spread = max(delays) - min(delays)  # the two clocks' offset cancels out
     busiest = _busiest_second([a.arrived_at for a in sink.arrivals])
-    assert busiest <= 20 + 5 + 5
+    assert busiest <= 20 * (1 + max(spread, 0.25)) + 5, (busiest, round(spread, 3))
     assert sink.duplicates == 0
     for replica in replicas:
         assert await replica.stop() == 0
     print("flow_control_rate: " + json.dumps({"mode": mode, "runs": 120, "rate_per_second": 20, "burst": 5,
-                                               "busiest_second_started": _busiest_second(started),
-                                               "busiest_second_at_receiver": busiest}))
+                                               "busiest_second_started": _busiest_second(list(started.values())),
+                                               "busiest_second_at_receiver": busiest,
+                                               "delivery_spread_s": round(spread, 3)}))
 
 
 @pytest.mark.parametrize("mode", ["postgres", *broker_params(TANSU)])
