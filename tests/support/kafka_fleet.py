@@ -79,7 +79,8 @@ def group_events(replicas: list[Replica], last: int = 4) -> dict[str, list[str]]
     events: dict[str, list[str]] = {}
     for replica in replicas:
         lines = [line.strip() for line in replica.log().splitlines()
-                 if "partitions assigned" in line or " WARNING " in line]
+                 if "partitions assigned" in line or '"level": "warning"' in line
+                 or "overflow" in line]
         events[replica.name] = lines[-last:]
     return events
 
