@@ -180,6 +180,7 @@ def test_behind_for_the_overflow_time_reports_and_then_at_most_once_a_period() -
 @pytest.mark.parametrize(("taken", "leased", "keys_left"), [
     (9, 9, True),     # took fewer keys than it was let: its slots are not the limit
     (10, 10, False),  # nothing left buffered: caught up
+    (10, 4, True),    # most keys found nothing to lease: republished keys, not an overflow
 ])
 def test_a_claim_that_is_not_behind_starts_the_overflow_time_again(
         taken: int, leased: int, keys_left: bool) -> None:
@@ -190,32 +191,6 @@ def test_a_claim_that_is_not_behind_starts_the_overflow_time_again(
     assert report is None and state.behind_since is None
     state, report = _behind(state, 13.0)
     assert report is None and state.behind_since == 13.0
-
-
-def test_keys_that_mostly_find_their_runs_gone_do_not_start_being_behind() -> None:
-    # Republished keys of runs claimed long ago (a broker restart): not an overflow.
-    state, report = POLICY.keys_claimed(POLICY.start(0.0), 10.0, limit=10, taken=10,
-                                        leased=4, held=0, keys_left=True)
-    assert report is None and state.behind_since is None
-
-
-def test_keys_whose_runs_the_helpers_swept_do_not_end_being_behind() -> None:
-    # Behind, reported, and the other replicas' sweeps now take this partition's oldest
-    # runs: its next claims find most of their keys' runs gone. The report must go on
-    # while its slots stay full and keys wait, or the help stops as soon as it works.
-    state, _ = _behind(POLICY.start(0.0), 10.0)
-    state, report = _behind(state, 10.0 + OVERFLOW_AFTER_SECONDS)
-    assert report == ReportOverflow()
-    for step in range(1, 5):
-        state, report = POLICY.keys_claimed(
-            state, 10.0 + OVERFLOW_AFTER_SECONDS + step * 0.5, limit=10, taken=10, leased=1,
-            held=0, keys_left=True)
-        assert state.behind_since == 10.0
-        assert (report is not None) == (step % 2 == 0)  # paced: once a second, not stopped
-    # Caught up (no keys left): the report ends as before.
-    state, report = POLICY.keys_claimed(state, 14.0, limit=10, taken=3, leased=3, held=0,
-                                        keys_left=False)
-    assert report is None and state.behind_since is None
 
 
 def test_half_the_keys_leased_is_still_behind() -> None:

@@ -208,21 +208,12 @@ class KafkaClaimPolicy:
         """After a claim of ``taken`` keys (of at most ``limit``) that leased ``leased``
         runs and left ``held`` runnable behind a flow-control limit; ``keys_left``: more
         keys are buffered. Behind when it took all the slots let it, keys are left, and
-        most of those it took were runnable.
-
-        A full claim whose keys mostly found their runs gone neither starts nor ends being
-        behind. Such keys are republished ones for runs claimed long ago (worked through
-        in a few claims, not an overflow), or keys of runs the other replicas' sweeps took
-        because this replica reported it was behind. Ending the report on those stopped
-        it exactly when the help worked, and the fleet fell back to the full grace
-        until this replica had been behind for a second again (ADR 0063, amended
-        2026-12-07)."""
+        most of those it took were runnable (keys republished for runs claimed long ago
+        are worked through in a few claims, not an overflow)."""
         if held:
             state = replace(state, reclaim_until=now + self.grace_seconds)
-        if taken < limit or not keys_left:
+        if taken < limit or not keys_left or 2 * leased < taken:
             return replace(state, behind_since=None), None
-        if 2 * leased < taken and state.behind_since is None:
-            return state, None
         since = now if state.behind_since is None else state.behind_since
         state = replace(state, behind_since=since)
         if now - since < OVERFLOW_AFTER_SECONDS or now < state.next_report:
