@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 from pathlib import Path
@@ -22,15 +21,10 @@ from pathlib import Path
 from cronwire.adapters.embedded.postgres import run_on_database
 from cronwire.bootstrap.factories import fresh_database
 from cronwire.harness.fleet import Fleet, replica_env
+from cronwire.harness.stats import cpu_seconds
 
 ROLE_SETS = ("executor", "api,planner,executor")
 THIS_TREE = str(Path(__file__).resolve().parents[1] / "src")
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
 async def measure(admin_dsn: str, starts: int, trees: list[str]) -> None:
@@ -43,7 +37,9 @@ async def measure(admin_dsn: str, starts: int, trees: list[str]) -> None:
                     for roles in ROLE_SETS:
                         env = replica_env(dsn, roles=roles) | {"PYTHONPATH": tree}
                         replica = await fleet.launch(f"{roles.replace(',', '-')}-{start}", env)
-                        seconds.setdefault((tree, roles), []).append(cpu_seconds(replica.pid))
+                        used = cpu_seconds([replica.pid])
+                        assert used is not None, "no /proc here"
+                        seconds.setdefault((tree, roles), []).append(used)
                         await replica.stop()
     for (tree, roles), values in seconds.items():
         print(json.dumps({"src": tree, "roles": roles,
