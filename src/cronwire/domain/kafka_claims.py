@@ -27,8 +27,9 @@ The steps, in the order they are considered:
 
 After each claim of keys, :meth:`KafkaClaimPolicy.keys_claimed` says whether this
 replica reports its own overflow (:class:`ReportOverflow`): when every claim of keys for
-``OVERFLOW_AFTER_SECONDS`` took as many keys as it was let, left more buffered and leased
-most of them; again at most once ``OVERFLOW_AFTER_SECONDS`` while it lasts (ADR 0063).
+``OVERFLOW_AFTER_SECONDS`` took as many keys as it was let and left more buffered, and
+the claims that leased most of their keys came less than ``STALE_KEYS_SECONDS`` apart;
+again at most once ``OVERFLOW_AFTER_SECONDS`` while it lasts (ADR 0063).
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ OVERFLOW_AFTER_SECONDS = 1.0
 # How long one report holds on the database's clock: a few sweeps of the other replicas,
 # so a report a little late does not let the signal lapse while the overflow lasts.
 OVERFLOW_REPORT_SECONDS = 3.0
+# While behind, claims whose keys mostly found their runs gone (the helpers' sweeps took
+# the oldest runs, the ones the owner's next keys name) keep it behind for this long after
+# the last claim that leased most of its keys; then it is only working through stale keys.
+STALE_KEYS_SECONDS = 1.0
 
 _NEVER = float("-inf")
 
@@ -59,6 +64,8 @@ class ClaimState:
     # when this replica may report its overflow again.
     behind_since: float | None = None
     next_report: float = _NEVER
+    # When a claim last took all its slots allowed, left keys and leased most of them.
+    last_leasing_claim: float = _NEVER
     # A peer's overflow as last read, and when to read it again.
     peer_overflow: bool = False
     next_peer_read: float = _NEVER
@@ -209,10 +216,17 @@ class KafkaClaimPolicy:
         runs and left ``held`` runnable behind a flow-control limit; ``keys_left``: more
         keys are buffered. Behind when it took all the slots let it, keys are left, and
         most of those it took were runnable (keys republished for runs claimed long ago
-        are worked through in a few claims, not an overflow)."""
+        are worked through in a few claims, not an overflow). Once behind, a claim whose
+        keys mostly found nothing keeps it so for ``STALE_KEYS_SECONDS`` after the last
+        that leased most: the helpers' sweeps take the oldest runs, which are the ones its
+        next keys name, and the report must not stop because they help."""
         if held:
             state = replace(state, reclaim_until=now + self.grace_seconds)
-        if taken < limit or not keys_left or 2 * leased < taken:
+        if taken < limit or not keys_left:
+            return replace(state, behind_since=None), None
+        if 2 * leased >= taken:
+            state = replace(state, last_leasing_claim=now)
+        elif state.behind_since is None or now - state.last_leasing_claim > STALE_KEYS_SECONDS:
             return replace(state, behind_since=None), None
         since = now if state.behind_since is None else state.behind_since
         state = replace(state, behind_since=since)
