@@ -5,6 +5,7 @@ fleet's claim counters by source."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from collections.abc import Awaitable, Callable
@@ -105,4 +106,11 @@ async def readyz(replica: Replica) -> tuple[int, dict[str, Any]]:
 
 
 def report(name: str, **figures: object) -> None:
-    print(f"{name}: {json.dumps(figures, sort_keys=True)}")
+    """Print a fleet test's figures (``-s`` shows them); with ``CRONWIRE_TEST_FIGURES``
+    naming a file, also append them there as a JSON line, so a whole run's figures
+    survive xdist's capture."""
+    line = json.dumps(figures, sort_keys=True)
+    print(f"{name}: {line}")
+    if path := os.environ.get("CRONWIRE_TEST_FIGURES"):
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"test": name, **figures}, sort_keys=True) + "\n")
