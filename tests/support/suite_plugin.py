@@ -104,8 +104,27 @@ def answer_ctrl_c() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def compile_our_sources() -> bool:
+    """Write the bytecode of cronwire's own modules, once, before the workers start. The
+    machines we run on set ``PYTHONDONTWRITEBYTECODE=1``, so without this none is ever
+    written for an editable install's sources, and each of a run's ~150 replicas and
+    ~100 CLI processes compiled every module it imports (a replica with every role
+    started on 1.18 CPU-s instead of 0.89). Explicit compilation is not the implicit
+    writing that variable turns off; pip compiles the installed libraries the same way.
+    True when every module compiled (or its bytecode was already current)."""
+    import compileall
+    from pathlib import Path
+
+    import cronwire
+
+    source = Path(cronwire.__file__).parent
+    return bool(compileall.compile_dir(source, quiet=2, workers=1))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     answer_ctrl_c()  # in the controller and in every worker
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        compile_our_sources()
     if getattr(config.option, "loadgroup", False):  # set by xdist, on its workers only
         config.pluginmanager.register(_GroupInNodeId(), "cronwire-xdist-group-in-node-id")
 

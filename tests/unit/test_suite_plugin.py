@@ -6,12 +6,15 @@ with xdist's group suffix lost, pytest-xdist#1386) they land on both workers."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
 from collections import defaultdict
 from pathlib import Path
+
+from tests.support.suite_plugin import compile_our_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,3 +123,15 @@ def test_groups_stay_on_one_worker_and_the_run_ends_with_what_was_skipped(
     assert "1 x chromium is not installed" in summary
     assert "test_skips.py::test_chart_a\n" in summary  # by location: no xdist "@group"
     assert "@" not in summary
+
+
+def test_the_controller_writes_our_bytecode_whatever_the_environment_says() -> None:
+    """With ``PYTHONDONTWRITEBYTECODE=1`` (our machines set it) no process writes
+    bytecode for an editable install's modules, so every replica a run starts compiled
+    them again; the controller writes it once, before the workers start."""
+    import cronwire.loopback
+
+    cached = Path(importlib.util.cache_from_source(cronwire.loopback.__file__))
+    cached.unlink(missing_ok=True)
+    assert compile_our_sources()
+    assert cached.exists()
