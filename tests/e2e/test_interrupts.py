@@ -142,7 +142,12 @@ def test_ctrl_c_dropped_by_a_finalizer_still_ends_the_command_with_130(
     env = clean_env(CRONWIRE_URL=silent_api.url, CRONWIRE_TOKEN="cwt_x")
     done = subprocess.run([sys.executable, "-c", _SIGINT_IN_A_FINALIZER.format(module=module)],
                           env=env, capture_output=True, text=True, timeout=60)
-    assert "Exception ignored" in done.stderr, done.stderr[-2000:]  # the interrupt was dropped
+    if module.startswith("cronwire."):
+        # The first handler exits there and then: no exception to drop, so no traceback
+        # (CI once saw its SystemExit dropped from a module lock's callback so).
+        assert done.stderr == "", done.stderr[-2000:]
+    else:
+        assert "Exception ignored" in done.stderr, done.stderr[-2000:]  # dropped
     assert done.returncode == 130, (done.returncode, done.stderr[-2000:])
     assert "did not answer in time" not in done.stderr
     assert not silent_api.accepted.is_set()  # it stopped before asking the API
@@ -201,3 +206,4 @@ def test_ctrl_c_while_serve_starts_leaves_nothing_running(moment: str, server_di
     finally:
         code, err = signal_and_wait(again, signal.SIGTERM)
     assert code == 0, err[-3000:]
+
