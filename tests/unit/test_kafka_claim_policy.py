@@ -77,8 +77,20 @@ def test_between_sweeps_a_claim_takes_keys_and_changes_nothing() -> None:
     state = POLICY.start(100.0)
     assert state.next_sweep == 100.0 + SWEEP
     assert POLICY.next_step(state, 100.5) == (state, ClaimKeys())
-    assert POLICY.seconds_until_sweep(state, 100.5) == pytest.approx(0.5)
-    assert POLICY.seconds_until_sweep(state, 200.0) == 0.0
+    assert POLICY.seconds_until_claim(state, 100.5) == pytest.approx(0.5)
+    assert POLICY.seconds_until_claim(state, 200.0) == 0.0
+
+
+def test_while_reclaiming_an_empty_handed_loop_waits_a_sweep_interval_not_for_the_sweep(
+) -> None:
+    """The reclaim stands in for the sweep, which stays due: waiting for it meant waiting
+    for nothing, and the loop claimed every 10 ms (its floor) for the whole grace."""
+    state, _ = POLICY.next_step(POLICY.start(0.0), 1.0)
+    state, _ = POLICY.peer_read(state, False)
+    state = POLICY.swept(state, 1.0, limit=10, found=2, flow_keys=True)  # reclaim until 6.0
+    assert POLICY.next_step(state, 3.0)[1] == Reclaim()
+    assert POLICY.seconds_until_claim(state, 3.0) == SWEEP
+    assert POLICY.seconds_until_claim(state, 6.0) == 0.0  # reclaim over: the sweep is due
 
 
 # -- the sweep: its interval, a full sweep, the peers' overflow ----------------------------

@@ -234,5 +234,13 @@ class KafkaClaimPolicy:
             return state, None
         return replace(state, next_report=now + OVERFLOW_AFTER_SECONDS), ReportOverflow()
 
-    def seconds_until_sweep(self, state: ClaimState, now: float) -> float:
+    def seconds_until_claim(self, state: ClaimState, now: float) -> float:
+        """How long a claim loop that found nothing may wait before it claims again (a key
+        or a freed slot wakes it sooner): until the next sweep; while reclaiming, a sweep
+        interval. The reclaim's fair claim polls for what sends no key (a hold running
+        out), and the sweep it stands in for stays due meanwhile, so waiting for that sweep
+        would be waiting for nothing: the loop claimed every 10 ms for the whole grace (the
+        simulation's kafka seeds: 11,613 of 13,650 claims, all but 444 empty)."""
+        if now < state.reclaim_until:
+            return self.sweep_seconds
         return max(0.0, state.next_sweep - now)

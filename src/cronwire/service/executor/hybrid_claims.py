@@ -197,11 +197,12 @@ class HybridClaimSource:
                      ClaimBatch() if isinstance(keyed, BaseException) else keyed)
 
     async def seconds_until_due(self) -> float | None:
-        """Degraded: the polling source's answer. Otherwise the time to the next sweep
-        (hints end the executor's wait early through ``wait_for_work``)."""
+        """Degraded: the polling source's answer. Otherwise the policy's: the time to the
+        next sweep, or a sweep interval while reclaiming (hints end the executor's wait
+        early through ``wait_for_work``)."""
         if not self._hints.healthy:
             return await self._polling.seconds_until_due()
-        return self._policy.seconds_until_sweep(self._state, self._clock.monotonic())
+        return self._policy.seconds_until_claim(self._state, self._clock.monotonic())
 
     async def wait_for_work(self, seconds: float) -> None:
         if not self._hints.healthy:
