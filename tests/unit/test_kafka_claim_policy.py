@@ -81,16 +81,26 @@ def test_between_sweeps_a_claim_takes_keys_and_changes_nothing() -> None:
     assert POLICY.seconds_until_claim(state, 200.0) == 0.0
 
 
-def test_while_reclaiming_an_empty_handed_loop_waits_a_sweep_interval_not_for_the_sweep(
-) -> None:
+def test_while_reclaiming_empty_reclaims_back_off_as_the_polling_claim_does() -> None:
     """The reclaim stands in for the sweep, which stays due: waiting for it meant waiting
-    for nothing, and the loop claimed every 10 ms (its floor) for the whole grace."""
+    for nothing, and the loop claimed every 10 ms (its floor) for the whole grace. Now
+    10 ms doubling per empty reclaim in a row, from the start again when one finds runs
+    (a slot of the key freed elsewhere sends no key, so the first retries stay quick)."""
     state, _ = POLICY.next_step(POLICY.start(0.0), 1.0)
     state, _ = POLICY.peer_read(state, False)
     state = POLICY.swept(state, 1.0, limit=10, found=2, flow_keys=True)  # reclaim until 6.0
     assert POLICY.next_step(state, 3.0)[1] == Reclaim()
-    assert POLICY.seconds_until_claim(state, 3.0) == SWEEP
-    assert POLICY.seconds_until_claim(state, 6.0) == 0.0  # reclaim over: the sweep is due
+    assert POLICY.seconds_until_claim(state, 3.0) == 0.0
+    waits = []
+    for _ in range(5):
+        state = POLICY.reclaimed(state, 3.0, found=False)
+        waits.append(POLICY.seconds_until_claim(state, 3.0))
+    assert waits == pytest.approx([0.01, 0.02, 0.04, 0.04, 0.04])  # RECLAIM_WAIT_CAP_SECONDS
+    state = POLICY.reclaimed(state, 3.0, found=True)
+    assert POLICY.seconds_until_claim(state, 3.0) == 0.0
+    state = POLICY.reclaimed(state, 3.0, found=False)
+    assert POLICY.seconds_until_claim(state, 3.0) == pytest.approx(0.01)
+    assert POLICY.seconds_until_claim(state, 8.0 + 1) == 0.0  # reclaim over: the sweep is due
 
 
 # -- the sweep: its interval, a full sweep, the peers' overflow ----------------------------
@@ -159,7 +169,7 @@ def test_reclaiming_goes_on_while_the_fair_claim_finds_runs_and_stops_after() ->
     state = replace(POLICY.start(0.0), reclaim_until=5.0)
     state = POLICY.reclaimed(state, 4.0, found=True)
     assert state.reclaim_until == 4.0 + GRACE
-    assert POLICY.reclaimed(state, 8.0, found=False) == state
+    assert POLICY.reclaimed(state, 8.0, found=False).reclaim_until == state.reclaim_until
     assert POLICY.next_step(state, 9.0)[1] != Reclaim()
 
 

@@ -22,5 +22,11 @@ def seconds_until_next_claim(earliest: float | None, fresh: float | None,
     ``empty_claims``: claims in a row that leased and ended nothing."""
     if earliest is None or earliest > 0 or empty_claims == 0:
         return earliest
-    backoff = EMPTY_CLAIM_BACKOFF_SECONDS * 2.0 ** min(empty_claims - 1, 10)
+    backoff = empty_claim_backoff(empty_claims)
     return backoff if fresh is None else min(backoff, fresh)
+
+
+def empty_claim_backoff(empty_claims: int) -> float:
+    """The wait after ``empty_claims`` (at least one) claims in a row that took nothing
+    while runs were overdue: 10 ms, doubling (kafka mode's reclaim paces itself so too)."""
+    return EMPTY_CLAIM_BACKOFF_SECONDS * 2.0 ** min(max(empty_claims, 1) - 1, 10)
