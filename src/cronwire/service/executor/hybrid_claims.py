@@ -198,8 +198,8 @@ class HybridClaimSource:
 
     async def seconds_until_due(self) -> float | None:
         """Degraded: the polling source's answer. Otherwise the policy's: the time to the
-        next sweep, or a sweep interval while reclaiming (hints end the executor's wait
-        early through ``wait_for_work``)."""
+        next sweep, or while reclaiming 10 ms doubling up to 40 ms per empty reclaim (hints
+        end the executor's wait early through ``wait_for_work``)."""
         if not self._hints.healthy:
             return await self._polling.seconds_until_due()
         return self._policy.seconds_until_claim(self._state, self._clock.monotonic())
