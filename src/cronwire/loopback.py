@@ -18,6 +18,7 @@ server has bound its port."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
@@ -50,28 +51,31 @@ def reserve_port(port: int) -> bool:
     reservation younger than ``RESERVED_SECONDS``."""
     if port in _handed_out:
         return False
-    path = reservations() / str(port)
     try:
-        path.parent.mkdir(mode=0o700, exist_ok=True)
-        for _ in range(2):
-            try:
-                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-                break
-            except FileExistsError:
-                try:
-                    if time.time() - path.stat().st_mtime < RESERVED_SECONDS:
-                        return False
-                    path.unlink()  # lapsed: take it over
-                except FileNotFoundError:
-                    pass
-        else:
-            return False
+        reserved = _create_reservation(reservations() / str(port))
     except OSError:
-        pass  # no shared directory: this process's memory alone keeps its choices apart
+        reserved = True  # no shared directory: this process's memory alone keeps choices apart
+    if not reserved:
+        return False
     if len(_handed_out) > 5_000:  # a long-lived harness: start afresh (the servers
         _handed_out.clear()       # given those ports have bound them long since)
     _handed_out.add(port)
     return True
+
+
+def _create_reservation(path: Path) -> bool:
+    """Create ``path`` (``O_EXCL``: one creator wins), taking over a lapsed one."""
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    for _ in range(2):
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return True
+        except FileExistsError:
+            with contextlib.suppress(FileNotFoundError):  # gone meanwhile: try to create it again
+                if time.time() - path.stat().st_mtime < RESERVED_SECONDS:
+                    return False
+                path.unlink()  # lapsed: take it over
+    return False
 
 
 def free_port(host: str = "127.0.0.1") -> int:
