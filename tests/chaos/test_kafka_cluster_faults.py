@@ -49,6 +49,7 @@ pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(480)]
 WAVE, EVERY = 48, 0.5  # runs seeded per wave (over 6 tenants), seconds between waves
 HEALTHY_SWEEPER_SHARE = 0.05
 ELECT = "org.apache.kafka.tools.LeaderElectionCommand"
+ELECT_EVERY = 5.0  # seconds between preferred-leader elections while leadership is away
 
 
 @pytest.fixture
@@ -91,9 +92,10 @@ async def group_coordinator(bootstrap: str, group: str) -> int:
         await admin.close()
 
 
-async def whole(cluster: KafkaCluster, topic: str, within: float = 90.0) -> None:
+async def whole(cluster: KafkaCluster, topic: str, within: float = 90.0) -> float:
     """Every node runs, every partition of ``topic`` has all three replicas in sync, and
-    every partition of the cluster is led by its preferred replica again."""
+    every partition of the cluster is led by its preferred replica again; the seconds the
+    last took."""
 
     async def in_sync() -> bool:
         admin = await _admin(cluster.bootstrap)
@@ -106,39 +108,63 @@ async def whole(cluster: KafkaCluster, topic: str, within: float = 90.0) -> None
         return all(len(p["isr"]) == 3 for p in described["partitions"])
 
     await until(in_sync, within)
-    await until(lambda: _led_by_preferred(cluster), within, saw=lambda: _misled(cluster))
+    started = time.monotonic()
+    await led_by_preferred(cluster, within)
+    return time.monotonic() - started
 
 
-async def _misled(cluster: KafkaCluster) -> list[tuple[str, int, int, int]]:
-    """(topic, partition, leader, preferred) of every partition not led by its preferred
-    replica, the first of its replica list: where leadership moved in a fault."""
+@dataclass(frozen=True)
+class Misled:
+    """A partition led by another replica than its preferred one (the first of its replica
+    list), as a fault leaves it."""
+
+    topic: str
+    partition: int
+    leader: int
+    preferred: int
+    electable: bool  # the preferred replica is in sync, so an election can succeed
+
+
+async def _misled(cluster: KafkaCluster) -> list[Misled]:
     admin = await _admin(cluster.bootstrap)
     try:
         described = await admin.describe_topics(await admin.list_topics())
     finally:
         await admin.close()
-    return [(t["topic"], p["partition"], p["leader"], p["replicas"][0])
+    return [Misled(t["topic"], p["partition"], p["leader"], p["replicas"][0],
+                   p["replicas"][0] in p["isr"])
             for t in described for p in t["partitions"] if p["leader"] != p["replicas"][0]]
 
 
-async def _led_by_preferred(cluster: KafkaCluster) -> bool:
-    """Whether every partition is led by its preferred replica; if not, elect those
-    replicas (an election of one not yet back in sync fails, and is asked again).
+async def led_by_preferred(cluster: KafkaCluster, within: float) -> None:
+    """Every partition led by its preferred replica, electing it once each of them is in
+    sync again (an election then succeeds; each costs a JVM's start, so at most one every
+    ``ELECT_EVERY`` seconds).
 
     Left to itself, the controller moves leadership back at its imbalance check, every
     300 s by default, which on the session's shared cluster can fall inside a later
     healthy window: a thawed or restarted node's partitions, and the group's coordinator,
     change leader there, the replicas' keys stall, and the sweepers take the runs. Electing
     here puts that move in the fault's recovery, where loss and duplicates are counted."""
-    try:
-        if not await _misled(cluster):
+    last_election = -ELECT_EVERY
+
+    async def balanced() -> bool:
+        nonlocal last_election
+        try:
+            misled = await _misled(cluster)
+        except Exception:
+            return False
+        if not misled:
             return True
-    except Exception:
+        if (all(m.electable for m in misled)
+                and time.monotonic() - last_election >= ELECT_EVERY):
+            last_election = time.monotonic()
+            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+                await asyncio.to_thread(cluster.tool, ELECT, "--election-type", "PREFERRED",
+                                        "--all-topic-partitions", within=30.0)
         return False
-    with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
-        await asyncio.to_thread(cluster.tool, ELECT, "--election-type", "PREFERRED",
-                                "--all-topic-partitions", within=30.0)
-    return False
+
+    await until(balanced, within, saw=lambda: _misled(cluster))
 
 
 @dataclass
@@ -208,7 +234,7 @@ async def loaded_fleet(pool: asyncpg.Pool, sink: Sink, fleet: ReplicaSet,
     finally:
         load.stop()
         await feeder
-    await whole(cluster, topic)
+    figures["preferred_leaders_seconds"] = round(await whole(cluster, topic), 1)
     await sink.wait_for(lambda s: s.unique == load.seeded, within=120)
     await settled(pool, within=60)
     assert await status_counts(pool) == {"succeeded": load.seeded}
