@@ -31,7 +31,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from cronwire.harness.seeding import status_counts
 from cronwire.harness.sink import Reply, Sink, always
-from tests.support.apache_kafka import KafkaCluster
+from tests.support.apache_kafka import LEADER_ELECTION, KafkaCluster
 from tests.support.kafka_fleet import (
     claims_by_source,
     group_stable,
@@ -48,7 +48,6 @@ from tests.support.replicas import Replica, ReplicaSet
 pytestmark = [pytest.mark.chaos, pytest.mark.slow, pytest.mark.timeout(480)]
 WAVE, EVERY = 48, 0.5  # runs seeded per wave (over 6 tenants), seconds between waves
 HEALTHY_SWEEPER_SHARE = 0.05
-ELECT = "org.apache.kafka.tools.LeaderElectionCommand"
 ELECT_EVERY = 5.0  # seconds between preferred-leader elections while leadership is away
 
 
@@ -160,8 +159,8 @@ async def led_by_preferred(cluster: KafkaCluster, within: float) -> None:
                 and time.monotonic() - last_election >= ELECT_EVERY):
             last_election = time.monotonic()
             with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
-                await asyncio.to_thread(cluster.tool, ELECT, "--election-type", "PREFERRED",
-                                        "--all-topic-partitions", within=30.0)
+                await asyncio.to_thread(cluster.tool, LEADER_ELECTION, "--election-type",
+                                        "PREFERRED", "--all-topic-partitions", within=30.0)
         return False
 
     await until(balanced, within, saw=lambda: _misled(cluster))

@@ -23,13 +23,12 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from cronwire.adapters.kafka.consumer import ConsumerSettings
 from cronwire.adapters.kafka.link import KafkaLink
-from tests.support.apache_kafka import KafkaCluster
+from tests.support.apache_kafka import LEADER_ELECTION, KafkaCluster
 from tests.support.kafka import produce_one
 from tests.support.polling import wait_until
 
 BOUND = 20.0  # seconds; well under the 5-minute metadata age, above a loaded box's slack
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
-ELECT = "org.apache.kafka.tools.LeaderElectionCommand"
 
 
 async def _partition(bootstrap: str, topic: str) -> dict[str, object]:
@@ -88,7 +87,7 @@ async def _lead(cluster: KafkaCluster, topic: str, replicas: list[int], tmp: Pat
         return (await _partition(cluster.bootstrap, topic))["replicas"] == replicas
 
     await wait_until(reordered, within=30, every=0.2)
-    await asyncio.to_thread(cluster.tool, ELECT, "--election-type", "PREFERRED",
+    await asyncio.to_thread(cluster.tool, LEADER_ELECTION, "--election-type", "PREFERRED",
                             "--topic", topic, "--partition", "0")
 
     async def led() -> bool:

@@ -35,6 +35,9 @@ from tests.support.kafka_jars import (
 )
 from tests.support.loopback_ports import answers
 
+# kafka-tools' main class for leader elections (``KafkaCluster.tool``).
+LEADER_ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"
+
 # Small heaps: three nodes and the suite share two cores.
 JVM_OPTIONS = ("-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
                "-XX:-UsePerfData", "-Djava.awt.headless=true")
