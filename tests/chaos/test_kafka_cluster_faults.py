@@ -127,12 +127,13 @@ class Misled:
 async def _misled(cluster: KafkaCluster) -> list[Misled]:
     admin = await _admin(cluster.bootstrap)
     try:
-        described = await admin.describe_topics(await admin.list_topics())
+        described = await admin.describe_topics()  # every topic, internal ones included
     finally:
         await admin.close()
     return [Misled(t["topic"], p["partition"], p["leader"], p["replicas"][0],
                    p["replicas"][0] in p["isr"])
-            for t in described for p in t["partitions"] if p["leader"] != p["replicas"][0]]
+            for t in described for p in t["partitions"]
+            if p["replicas"] and p["leader"] != p["replicas"][0]]
 
 
 async def led_by_preferred(cluster: KafkaCluster, within: float) -> None:
