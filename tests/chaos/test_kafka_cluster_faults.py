@@ -137,9 +137,9 @@ async def _misled(cluster: KafkaCluster) -> list[Misled]:
 
 
 async def led_by_preferred(cluster: KafkaCluster, within: float) -> None:
-    """Every partition led by its preferred replica, electing it once each of them is in
-    sync again (an election then succeeds; each costs a JVM's start, so at most one every
-    ``ELECT_EVERY`` seconds).
+    """Every partition led by its preferred replica, electing those back in sync (the
+    election of one still catching up fails, and is asked again; each election costs a
+    JVM's start, so at most one every ``ELECT_EVERY`` seconds).
 
     Left to itself, the controller moves leadership back at its imbalance check, every
     300 s by default, which on the session's shared cluster can fall inside a later
@@ -156,7 +156,7 @@ async def led_by_preferred(cluster: KafkaCluster, within: float) -> None:
             return False
         if not misled:
             return True
-        if (all(m.electable for m in misled)
+        if (any(m.electable for m in misled)
                 and time.monotonic() - last_election >= ELECT_EVERY):
             last_election = time.monotonic()
             with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
