@@ -39,6 +39,7 @@ from tests.support.brokers import (
     own_broker,
 )
 from tests.support.pg_ha import postgres_pair
+from tests.support.root_logging import root_logging_as_found  # noqa: F401  (autouse)
 from tests.support.servers import DatabaseFactory, kafka_server, own_directory, postgres_server
 from tests.support.suite_plugin import (  # noqa: F401  (hooks: pytest finds them by name)
     pytest_collection_finish,
