@@ -11,6 +11,7 @@ import pytest
 
 from cronwire.api.app import create_app
 from cronwire.api.console import CONSOLE_DIR, console_router
+from cronwire.api.ops_app import OpsApp
 
 CONSOLE_FILES = sorted(p for p in CONSOLE_DIR.iterdir() if p.is_file())
 # Ways a string becomes markup or code in a browser; the console uses none of them.
@@ -111,9 +112,10 @@ def test_console_sources_load_nothing_remote_and_never_parse_html(path: Path) ->
         assert HTML_SINKS.search(text) is None
 
 
-async def test_console_exists_only_with_the_api_role_but_docs_always() -> None:
-    app = create_app(_ready, lambda: b"", [])  # what serve builds without the api role
+async def test_the_console_and_the_docs_exist_only_with_the_api_role() -> None:
+    app = OpsApp(_ready, lambda: b"")  # what serve builds without the api role
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://cronwire") as client:
-        assert (await client.get("/console")).status_code == 404
-        assert (await client.get("/docs")).status_code == 200
+        for path in ("/console", "/docs", "/redoc", "/openapi.json"):
+            assert (await client.get(path)).status_code == 404, path
+        assert (await client.get("/healthz")).status_code == 200

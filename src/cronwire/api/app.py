@@ -9,7 +9,8 @@ from fastapi import APIRouter, FastAPI
 from cronwire.api.context import ApiContext
 from cronwire.api.docs import docs_router
 from cronwire.api.errors import install_error_handlers
-from cronwire.api.ops import ReadinessCheck, ops_router
+from cronwire.api.ops import ops_router
+from cronwire.api.ops_app import ReadinessCheck
 
 DESCRIPTION = """\
 Multi-tenant durable cron: schedules, runs and their delivery evidence.

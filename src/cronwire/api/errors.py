@@ -8,8 +8,6 @@ exceptions are mapped to status codes here and nowhere else.
 from __future__ import annotations
 
 import logging
-import re
-import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -18,6 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from cronwire.api.error_shape import error_body, request_id_from
 from cronwire.domain.errors import (
     DomainError,
     LimitExceeded,
@@ -35,15 +34,9 @@ log = logging.getLogger(__name__)
 # Limits a tenant hits by how many objects it has (quota) answer 429; limits on the
 # content of one request answer 422 like any other invalid field.
 QUOTA_LIMITS = frozenset({"max_schedules", "max_pending_runs", "max_tokens", "max_calendars"})
-_CODES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-          405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-          412: "precondition_failed", 415: "unsupported_media_type", 422: "invalid_request",
-          429: "limit_exceeded", 500: "internal_error", 503: "unavailable"}
-# A caller's own X-Request-ID is echoed when it is a plain token; anything else is replaced.
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
-class ErrorDetail(BaseModel):
+class ErrorDetail(BaseModel):  # the shape error_shape.error_body builds, for the docs
     code: str = Field(examples=["invalid_request"])
     message: str = Field(examples=["retry.max_attempts: must be between 1 and 8"])
     field: str | None = Field(None, description="The request field at fault, dotted.",
@@ -69,12 +62,9 @@ class ApiError(Exception):
 def error_response(status: int, message: str, *, field: str | None = None,
                    limit: str | None = None, headers: dict[str, str] | None = None,
                    code: str | None = None, request_id: str | None = None) -> JSONResponse:
-    detail = ErrorDetail(code=code or _CODES.get(status, "error"), message=message,
-                         field=field, limit=limit, request_id=request_id)
-    # request_id only where there is one (a 500): every other error keeps its four members
-    body = ErrorBody(error=detail).model_dump(exclude={"error": {"request_id"}}
-                                             if request_id is None else None)
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(error_body(status, message, field=field, limit=limit, code=code,
+                                   request_id=request_id),
+                        status_code=status, headers=headers)
 
 
 def _described(description: str) -> dict[str, Any]:
@@ -213,8 +203,7 @@ async def _sealed(_: Request, exc: Exception) -> JSONResponse:
 
 def request_id_of(request: Request) -> str:
     """The caller's X-Request-ID when it is a plain token, else a new one."""
-    given = request.headers.get("x-request-id", "")
-    return given if _REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+    return request_id_from(request.headers.get("x-request-id", ""))
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -1,14 +1,15 @@
-"""Operations routes (no auth): liveness, readiness and Prometheus metrics."""
+"""Operations routes (no auth): liveness, readiness and Prometheus metrics, in the API's
+FastAPI application (a replica without the api role serves them from ops_app.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-ReadinessCheck = Callable[[], Awaitable[dict[str, bool]]]
+from cronwire.api.ops_app import ReadinessCheck, readiness_answer
 
 
 def ops_router(readiness: ReadinessCheck, exposition: Callable[[], bytes]) -> APIRouter:
@@ -24,13 +25,8 @@ def ops_router(readiness: ReadinessCheck, exposition: Callable[[], bytes]) -> AP
         responses={503: {"description": "Not ready; the body names the failing checks"}},
     )
     async def readyz() -> JSONResponse:
-        checks = await readiness()
-        ready = all(checks.values())
-        failing = [name for name, ok in checks.items() if not ok]
-        return JSONResponse(
-            {"status": "ready" if ready else "not ready", "checks": checks, "failing": failing},
-            status_code=200 if ready else 503,
-        )
+        status, body = readiness_answer(await readiness())
+        return JSONResponse(body, status_code=status)
 
     @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
     async def metrics() -> Response:

@@ -14,10 +14,11 @@ import logging
 import signal
 import socket
 from collections.abc import Awaitable, Callable, Generator
+from typing import Any
 
 import uvicorn
 
-from cronwire.api.app import create_app
+from cronwire.api.ops_app import OpsApp
 from cronwire.bootstrap.container import build_container, init_resources, shutdown_resources
 from cronwire.bootstrap.embedded import embedded_broker, embedded_postgres
 from cronwire.bootstrap.factories import check_buildable, database_checks, migrate, uses_kafka
@@ -75,6 +76,16 @@ def _readiness(runtime: Runtime, supervisor: Supervisor) -> Callable[[], Awaitab
     return check
 
 
+def _http_app(runtime: Runtime, readiness: Callable[[], Awaitable[dict[str, bool]]]) -> Any:
+    """The API's FastAPI application with the api role; without it, the bare operations
+    application, and FastAPI and pydantic are never imported (docs/operating.md#start-up)."""
+    if runtime.api is None:
+        return OpsApp(readiness, runtime.metrics.exposition)
+    from cronwire.api.app import create_app
+
+    return create_app(readiness, runtime.metrics.exposition, api_routers(runtime))
+
+
 async def run_replica(settings: Settings, stop: asyncio.Event | None = None,
                       listener: socket.socket | None = None) -> None:
     """Run until ``stop`` is set or SIGTERM/SIGINT arrives; HTTP on ``listener`` if given
@@ -110,13 +121,8 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None,
     # scheduler_readiness is exported from the first scrape, and kept fresh without anyone
     # calling /readyz (an alert on it must not depend on a probe being configured).
     await readiness()
-    app = create_app(
-        readiness,
-        runtime.metrics.exposition,
-        api_routers(runtime) if "api" in settings.roles else [],
-    )
     server = _Server(uvicorn.Config(
-        app, host=settings.http_host, port=settings.http_port, log_level="warning",
+        _http_app(runtime, readiness), host=settings.http_host, port=settings.http_port, log_level="warning",
         lifespan="off", access_log=False, log_config=None,  # uvicorn logs via our handler
     ))
     sockets = [listener] if listener is not None else None

@@ -8,12 +8,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import asyncpg
-from fastapi import APIRouter
 
 from cronwire.adapters.metrics import PrometheusMetrics
 from cronwire.adapters.postgres.alert_store import PostgresAlertStore
 from cronwire.adapters.postgres.tenants import PostgresTenantStore
-from cronwire.api.app import build_tenant_routers
 from cronwire.api.context import ApiContext
 from cronwire.bootstrap.container import Container, resolved
 from cronwire.bootstrap.factories import uses_kafka
@@ -22,7 +20,9 @@ from cronwire.domain.rate_limit import TenantRateLimit
 from cronwire.domain.schedules import TenantLimits
 from cronwire.service.supervisor import LoopBody
 
-if TYPE_CHECKING:  # aiokafka is imported only by a replica in kafka mode
+if TYPE_CHECKING:  # aiokafka only in kafka mode, FastAPI only with the api role
+    from fastapi import APIRouter
+
     from cronwire.adapters.kafka.hints import KafkaRunHints
     from cronwire.adapters.kafka.link import KafkaLink
 
@@ -102,7 +102,11 @@ async def _api_context(container: Container, settings: Settings) -> ApiContext:
 
 def api_routers(runtime: Runtime) -> list[APIRouter]:
     """Tenant-facing routers served by the ``api`` role (none without it)."""
-    return [] if runtime.api is None else build_tenant_routers(runtime.api)
+    if runtime.api is None:
+        return []
+    from cronwire.api.app import build_tenant_routers
+
+    return build_tenant_routers(runtime.api)
 
 
 async def role_loops(container: Container, settings: Settings) -> dict[str, LoopBody]:
