@@ -135,3 +135,69 @@ def test_the_controller_writes_our_bytecode_whatever_the_environment_says() -> N
     cached.unlink(missing_ok=True)
     assert compile_our_sources()
     assert cached.exists()
+
+
+GARBAGE_CONFTEST = '''
+from tests.support.suite_plugin import (  # noqa: F401
+    pytest_collection_finish, pytest_runtest_teardown,
+)
+'''
+GARBAGE_MODULES = {
+    # an earlier module that keeps many objects alive for the rest of the run
+    "test_1_keeps.py": '''
+KEPT = []
+
+
+def test_keeps_a_hundred_thousand_objects():
+    KEPT.extend([n] for n in range(100_000))  # lists: always tracked by the collector
+''',
+    # a later module: the collector now looks at its objects only
+    "test_2_looks.py": '''
+import gc
+
+
+def test_the_collector_no_longer_tracks_what_earlier_modules_kept():
+    assert len(gc.get_objects()) < 50_000, len(gc.get_objects())
+''',
+    # a module that leaves a socket unclosed in a reference cycle ...
+    "test_3_leaks.py": '''
+import socket
+
+
+def test_drops_an_open_socket_in_a_cycle():
+    holder = {"socket": socket.socket()}
+    holder["self"] = holder
+''',
+    # ... which the collection at its end finds; pytest reports it at the next test
+    "test_4_after.py": '''
+def test_after_the_leak():
+    pass
+''',
+}
+
+
+def test_a_module_leak_fails_the_run_at_once_and_collections_skip_what_was_kept(
+    tmp_path: Path,
+) -> None:
+    """The per-module collection (suite_plugin.pytest_runtest_teardown): what survives a
+    module is frozen, so the next module's collection does not scan it again (it used to
+    scan 1.4 million objects by mid-run, 0.33 s a module), and a socket a module leaves in
+    a cycle is still found at that module's end (pytest reports it at the next test)."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n"
+                                         "asyncio_default_fixture_loop_scope = function\n")
+    (tmp_path / "conftest.py").write_text(GARBAGE_CONFTEST)
+    for name, text in GARBAGE_MODULES.items():
+        (tmp_path / name).write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(tmp_path / "pytest.ini"), "--rootdir",
+         str(tmp_path), "-p", "no:cacheprovider", "-n", "0", "-rA", str(tmp_path)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+        text=True, timeout=120,
+    )
+    out = done.stdout
+    assert "PASSED test_1_keeps.py::test_keeps_a_hundred_thousand_objects" in out, out
+    assert ("PASSED test_2_looks.py::test_the_collector_no_longer_tracks_what_earlier_"
+            "modules_kept") in out, out
+    assert "PASSED test_3_leaks.py::test_drops_an_open_socket_in_a_cycle" in out, out
+    assert "ERROR test_4_after.py::test_after_the_leak" in out, out
+    assert "ResourceWarning: unclosed <socket.socket" in out, out
