@@ -177,8 +177,8 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     is freed by its reference count as before; only a cycle among survivors that later
     becomes garbage is no longer collected (as for what the collection's freeze keeps),
     and a socket in such a cycle no longer warns. tests/unit/test_suite_plugin.py checks
-    both halves: a module's own leak still fails that module, and what an earlier module
-    kept is not scanned again."""
+    both halves: a module's own leak is still found at its end (pytest reports it as an
+    error of the next test), and what an earlier module kept is not scanned again."""
     if nextitem is None or nextitem.path != item.path:
         gc.collect()
         gc.freeze()

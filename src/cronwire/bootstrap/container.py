@@ -18,7 +18,7 @@ from cronwire.bootstrap.quiet_import import hiding
 # dependency-injector imports, when it is first imported, every integration it supports
 # that is installed: FastAPI (and with it pydantic's models), pydantic-settings, werkzeug,
 # yaml. We use none of them (no @inject wiring, no configuration from pydantic or yaml), and
-# on a replica without the api role they were a third of its start-up CPU
+# on a replica without the api role they were about 40 % of its start-up CPU
 # (docs/operating.md#start-up). So the library is loaded without seeing them; they import
 # as usual afterwards, for the API or anyone else.
 with hiding("fastapi", "starlette", "pydantic", "pydantic_settings", "werkzeug", "yaml",

@@ -13,12 +13,12 @@ import gc
 import logging
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Generator
 from typing import Any
 
 import uvicorn
 
-from cronwire.api.ops_app import OpsApp
+from cronwire.api.ops_app import OpsApp, ReadinessCheck
 from cronwire.bootstrap.container import build_container, init_resources, shutdown_resources
 from cronwire.bootstrap.embedded import embedded_broker, embedded_postgres
 from cronwire.bootstrap.factories import check_buildable, database_checks, migrate, uses_kafka
@@ -56,7 +56,7 @@ def tune_gc() -> None:
     gc.set_threshold(20_000, 20, 20)
 
 
-def _readiness(runtime: Runtime, supervisor: Supervisor) -> Callable[[], Awaitable[dict[str, bool]]]:
+def _readiness(runtime: Runtime, supervisor: Supervisor) -> ReadinessCheck:
     async def check() -> dict[str, bool]:
         checks = {"database": False}
         try:
@@ -76,7 +76,7 @@ def _readiness(runtime: Runtime, supervisor: Supervisor) -> Callable[[], Awaitab
     return check
 
 
-def _http_app(runtime: Runtime, readiness: Callable[[], Awaitable[dict[str, bool]]]) -> Any:
+def _http_app(runtime: Runtime, readiness: ReadinessCheck) -> Any:
     """The API's FastAPI application with the api role; without it, the bare operations
     application, and FastAPI and pydantic are never imported (docs/operating.md#start-up)."""
     if runtime.api is None:
@@ -122,7 +122,8 @@ async def run_replica(settings: Settings, stop: asyncio.Event | None = None,
     # calling /readyz (an alert on it must not depend on a probe being configured).
     await readiness()
     server = _Server(uvicorn.Config(
-        _http_app(runtime, readiness), host=settings.http_host, port=settings.http_port, log_level="warning",
+        _http_app(runtime, readiness), host=settings.http_host, port=settings.http_port,
+        log_level="warning",
         lifespan="off", access_log=False, log_config=None,  # uvicorn logs via our handler
     ))
     sockets = [listener] if listener is not None else None
