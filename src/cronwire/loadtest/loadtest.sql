@@ -51,10 +51,10 @@ SELECT query, calls, rows, total_exec_time
 CREATE EXTENSION IF NOT EXISTS pg_walinspect
 
 -- name: loadtest_wal_position
--- The server's WAL insert position now (not pg_current_wal_lsn, the write position: with
--- synchronous_commit off a commit's records sit in the WAL buffers until the WAL writer
--- writes them, so a window read from write positions could be empty), and how far WAL is
--- flushed.
+-- The server's WAL insert position now (not pg_current_wal_lsn, the write position:
+-- records no commit has flushed yet, such as those of a transaction still open, sit in the
+-- WAL buffers until the WAL writer writes them, and a window read from write positions
+-- would leave them out), and how far WAL is flushed.
 SELECT pg_current_wal_insert_lsn()::text AS lsn, pg_current_wal_flush_lsn()::text AS flushed
 
 -- name: loadtest_wal_flushed_to

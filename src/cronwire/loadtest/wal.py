@@ -6,8 +6,11 @@ row version and index entry is a record.
 
 Not pg_stat_wal: its counts are what backends have reported, each at most once a second
 while busy and ten seconds after going idle, so a drain that ends with its writers idle
-misses their last second (kafka mode once read 0.3 records per run). Full-page images
-are not counted: the embedded server runs with ``full_page_writes`` off."""
+misses their last second (kafka mode once read 0.3 records per run). The load test's
+server runs with the settings ``serve`` uses (fsync, ``synchronous_commit`` and
+``full_page_writes`` on), so the bytes include the full-page images written after a
+checkpoint that falls inside the window; the records count each such image once, inside
+its record."""
 
 from __future__ import annotations
 
@@ -21,7 +24,9 @@ import asyncpg
 from cronwire.bootstrap.factories import Pool, harness_queries
 
 Q = harness_queries(Path(__file__).with_name("loadtest.sql"))
-FLUSH_WAIT_SECONDS = 5.0  # synchronous_commit is off: the WAL writer flushes within 0.2 s
+# Commits flush their own WAL; what no commit flushed (the harness's last writes, an open
+# transaction's records) waits for the WAL writer, which flushes within 0.2 s.
+FLUSH_WAIT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
