@@ -96,7 +96,8 @@ def test_a_jittered_burst_spreads_over_the_window_and_is_measured_from_fire_afte
     the lag (from each run's jittered fire_after) stays small. Without the jitter the same
     burst would have been done in about a second. With --statements, the Postgres the run
     started names the claim and the resolve among the statements it spent its time on. Its
-    WAL per delivered run is logged: at least the claim's and the resolve's row versions."""
+    WAL per delivered run is logged: at least the claim's and the resolve's row versions;
+    and so are the machine's busy cores, of which the three parties are a part."""
     stderr: list[str] = []
     report = _loadtest(tmp_path, "--scenario", "burst", "--schedules", "1000",
                        "--replicas", "1", "--jitter-seconds", "10", "--statements",
@@ -111,6 +112,12 @@ def test_a_jittered_burst_spreads_over_the_window_and_is_measured_from_fire_afte
     assert wal is not None, stderr[0][-2000:]
     records, written = (float(wal.group(i).replace(",", "")) for i in (1, 2))
     assert records >= 2 and written >= 2 * 50  # two heap records of 50+ bytes at least
+    # The machine's busy cores over the same window hold the three parties' CPU.
+    cores = re.search(r"\[loadtest\] the machine: ([0-9.]+) of (\d+) cores busy, .*; the "
+                      r"replicas, Postgres and the sink: ([0-9.]+) of them", stderr[0])
+    assert cores is not None, stderr[0][-2000:]
+    busy, total, parties = float(cores.group(1)), int(cores.group(2)), float(cores.group(3))
+    assert 0 < parties <= busy + 0.05 and busy <= total  # 0.05: /proc counts in ticks
 
 
 @pytest.mark.slow

@@ -82,6 +82,37 @@ def server_cpu_seconds(root_pid: int) -> float | None:
     return total / ticks
 
 
+# /proc/stat's first line, after "cpu": user nice system idle iowait irq softirq steal ...
+# Busy is everything but idle and iowait (guest time is inside user already).
+_IDLE_FIELDS = (3, 4)
+_COUNTED_FIELDS = 8
+
+
+def busy_cpu_seconds(proc_stat: str) -> float | None:
+    """CPU seconds the whole machine has been busy since boot, every process and the
+    kernel's own work (interrupts) together, from the text of /proc/stat; None when the
+    text has no ``cpu`` line."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    for line in proc_stat.splitlines():
+        fields = line.split()
+        if fields[:1] != ["cpu"]:
+            continue
+        try:
+            counts = [int(value) for value in fields[1:1 + _COUNTED_FIELDS]]
+        except ValueError:
+            return None
+        return sum(c for i, c in enumerate(counts) if i not in _IDLE_FIELDS) / ticks
+    return None
+
+
+def machine_busy_seconds() -> float | None:
+    """:func:`busy_cpu_seconds` of this machine now; None where /proc cannot tell."""
+    try:
+        return busy_cpu_seconds(Path("/proc/stat").read_text())
+    except OSError:
+        return None
+
+
 def per_run_us(before: float | None, after: float | None, runs: int) -> float | None:
     if before is None or after is None or runs <= 0:
         return None

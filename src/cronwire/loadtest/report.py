@@ -43,6 +43,10 @@ class Costs:
     sink: str = "python"
     postgres_seconds: float | None = None
     wal: WalWritten | None = None  # what the server wrote in the window, when it is ours
+    # The whole machine over the same window (every process and the kernel, /proc/stat),
+    # so the parties' share of the cores can be told from the cores left idle.
+    machine_busy_seconds: float | None = None
+    window_seconds: float | None = None
 
 
 @dataclass

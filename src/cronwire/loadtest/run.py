@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -102,6 +103,25 @@ def _note_costs(costs: Costs, delivered: int) -> None:
     receiver = per_run_us(0.0, costs.sink_seconds, delivered)
     if receiver is not None:
         note(f"the {costs.sink} sink: {receiver:,.0f} µs of CPU per delivered run")
+    cores = cores_note(costs, os.cpu_count())
+    if cores is not None:
+        note(cores)
+
+
+def cores_note(costs: Costs, cores: int | None) -> str | None:
+    """How many of the machine's cores were busy over the window, and how many of them
+    the three parties account for: what is neither is idle (a pipeline that waits) or
+    someone else's (the harness, the kernel, other work on a shared machine)."""
+    busy, window = costs.machine_busy_seconds, costs.window_seconds
+    if busy is None or not window or window <= 0 or not cores:
+        return None
+    line = (f"the machine: {busy / window:.2f} of {cores} cores busy, first instant to the end "
+            "of the drain (/proc/stat: every process and the kernel)")
+    parties = (costs.replica_seconds, costs.postgres_seconds, costs.sink_seconds)
+    if all(seconds is not None for seconds in parties):
+        used = sum(seconds for seconds in parties if seconds is not None)
+        line += f"; the replicas, Postgres and the sink: {used / window:.2f} of them"
+    return line
 
 
 def run_loadtest(plan: LoadTestPlan) -> Report:

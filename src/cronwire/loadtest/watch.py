@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cronwire.bootstrap.factories import Pool, harness_queries, open_pool
 from cronwire.harness.seeding import db_now
-from cronwire.harness.stats import cpu_seconds, server_cpu_seconds
+from cronwire.harness.stats import cpu_seconds, machine_busy_seconds, server_cpu_seconds
 from cronwire.loadtest.progress import Progress
 from cronwire.loadtest.report import Costs
 from cronwire.loadtest.setup import note
@@ -49,9 +49,12 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
         sink_cpu_at_first: float | None = None
         postgres_cpu_at_first: float | None = None
         wal_at_first: WalMark | None = None
+        machine_at_first: float | None = None
+        first_seen = 0.0
         while time.monotonic() < deadline:
             if cpu_at_first is None and progress.seconds_to_first() <= 0:
                 cpu_at_first = cpu_seconds(replica_pids)
+                machine_at_first, first_seen = machine_busy_seconds(), time.monotonic()
                 sink_pids = sink.pids()
                 sink_cpu_at_first = cpu_seconds(sink_pids)
                 if postgres_pid is not None:
@@ -83,6 +86,8 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
                     break
             to_first = progress.seconds_to_first()
             await asyncio.sleep(0.25 if past else min(1.0, to_first) if to_first > 0 else 1.0)
+        machine = machine_busy_seconds()
+        window = time.monotonic() - first_seen if cpu_at_first is not None else None
         postgres_cpu = (server_cpu_seconds(postgres_pid)
                         if postgres_pid is not None and postgres_cpu_at_first is not None
                         else None)
@@ -90,7 +95,9 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
                       sink.kind,
                       None if postgres_cpu is None or postgres_cpu_at_first is None
                       else postgres_cpu - postgres_cpu_at_first,
-                      None if wal_at_first is None else await wal_since(pool, wal_at_first))
+                      None if wal_at_first is None else await wal_since(pool, wal_at_first),
+                      None if machine is None or machine_at_first is None
+                      else machine - machine_at_first, window)
         final = sink.stats()
         progress.show(final)  # the last sample; the closing line waits for the report
         if statements:
