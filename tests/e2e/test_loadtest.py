@@ -97,7 +97,8 @@ def test_a_jittered_burst_spreads_over_the_window_and_is_measured_from_fire_afte
     burst would have been done in about a second. With --statements, the Postgres the run
     started names the claim and the resolve among the statements it spent its time on. Its
     WAL per delivered run is logged: at least the claim's and the resolve's row versions;
-    and so are the machine's busy cores, of which the three parties are a part."""
+    and so are the machine's busy cores, of which the three parties are a part, and what
+    the backends waited for, sampled through the window."""
     stderr: list[str] = []
     report = _loadtest(tmp_path, "--scenario", "burst", "--schedules", "1000",
                        "--replicas", "1", "--jitter-seconds", "10", "--statements",
@@ -118,6 +119,10 @@ def test_a_jittered_burst_spreads_over_the_window_and_is_measured_from_fire_afte
     assert cores is not None, stderr[0][-2000:]
     busy, total, parties = float(cores.group(1)), int(cores.group(2)), float(cores.group(3))
     assert 0 < parties <= busy + 0.05 and busy <= total  # 0.05: /proc counts in ticks
+    # --statements also samples what the backends wait for, all through the ~10 s window.
+    sampled = re.search(r"\[loadtest\] waits: ([0-9,]+) samples of pg_stat_activity", stderr[0])
+    assert sampled is not None, stderr[0][-2000:]
+    assert int(sampled.group(1).replace(",", "")) >= 100
 
 
 @pytest.mark.slow

@@ -178,7 +178,9 @@ def add_harness_commands(commands: argparse._SubParsersAction[Any]) -> None:
     loadtest.add_argument("--statements", action="store_true",
                           help="the embedded Postgres loads pg_stat_statements; after the "
                           "drain, the ten heaviest statements of the first instant to the "
-                          "end are logged, each with its statement time per delivered run")
+                          "end are logged, each with its statement time per delivered "
+                          "run, and for the statements most often active, their share "
+                          "on the CPU and in each wait (pg_stat_activity, every 10 ms)")
     loadtest.set_defaults(handler=cmd_loadtest)
 
     chaos = commands.add_parser(

@@ -45,6 +45,14 @@ SELECT query, calls, rows, total_exec_time
  ORDER BY total_exec_time DESC
  LIMIT $1
 
+-- name: loadtest_active_backends
+-- --statements (waits.py): the statements running in this database now and what each
+-- waits for (NULL: on the CPU). The sampler's own backend is left out.
+SELECT query, wait_event_type, wait_event
+  FROM pg_stat_activity
+ WHERE datname = current_database() AND state = 'active'
+   AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+
 -- name: loadtest_wal_extension
 -- pg_walinspect reads the records of an LSN range from the WAL itself (superuser; only on
 -- the Postgres the load test started).

@@ -19,6 +19,9 @@ SETTINGS: dict[str, str] = {
     **DURABLE_SETTINGS,
     "shared_preload_libraries": "pg_stat_statements",
     "pg_stat_statements.track": "top",
+    # pg_stat_activity keeps 1 KiB of a statement by default; waits.py names a statement
+    # by its text, and a long comment before the SQL would leave too little of it.
+    "track_activity_query_size": "16384",
 }
 SHOWN = 10  # the heaviest statements logged
 LABEL_CHARACTERS = 60  # of a statement that is not one of ours (the harness's own)

@@ -18,6 +18,7 @@ from cronwire.loadtest.report import Costs
 from cronwire.loadtest.setup import note
 from cronwire.loadtest.sinks import LoadSink
 from cronwire.loadtest.statements import heaviest, start_counting
+from cronwire.loadtest.waits import Samples, sample_waits, wait_lines
 from cronwire.loadtest.wal import WalMark, wal_mark, wal_since
 
 Q = harness_queries(Path(__file__).with_name("loadtest.sql"))
@@ -40,6 +41,8 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
     watching costs the replicas nothing before it. With ``statements`` (the server loads
     pg_stat_statements), the heaviest statements of the same window are logged."""
     pool = await open_pool(dsn, 2)
+    sampling_done = asyncio.Event()
+    sampler: asyncio.Task[Samples] | None = None
     try:
         deadline = time.monotonic() + MAX_DRAIN_SECONDS + progress.seconds_to_horizon()
         next_check = 0.0
@@ -62,6 +65,7 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
                     wal_at_first = await wal_mark(pool)
                 if statements:
                     await start_counting(pool)
+                    sampler = asyncio.create_task(sample_waits(dsn, sampling_done))
                 # Nothing is asked of the database here: the count of what the planner
                 # had written by now is read after the drain (a count of the burst's rows
                 # at this instant cost Postgres ~85 ms, billed to the burst).
@@ -87,6 +91,7 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
             to_first = progress.seconds_to_first()
             await asyncio.sleep(0.25 if past else min(1.0, to_first) if to_first > 0 else 1.0)
         machine = machine_busy_seconds()
+        sampling_done.set()
         window = time.monotonic() - first_seen if cpu_at_first is not None else None
         postgres_cpu = (server_cpu_seconds(postgres_pid)
                         if postgres_pid is not None and postgres_cpu_at_first is not None
@@ -103,6 +108,9 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
         if statements:
             for line in await heaviest(pool, int(final.get("unique") or 0)):
                 note(f"statement {line}")
+            if sampler is not None:
+                for line in wait_lines(await sampler):
+                    note(f"waits: {line}")
         # The burst's lag is the executor's only if the planner was done by the first instant.
         written = await pool.fetchval(Q["loadtest_materialised"], tenant_id, horizon, first)
         note(f"at the first instant the planner had written {written:,} of "
@@ -113,6 +121,9 @@ async def watch(dsn: str, tenant_id: uuid.UUID, horizon: datetime, sink: LoadSin
         note(f"run states up to the horizon: {counts}")
         return max(0.0, (now - horizon).total_seconds()), costs
     finally:
+        sampling_done.set()
+        if sampler is not None and not sampler.done():
+            sampler.cancel()
         await pool.close()
 
 
