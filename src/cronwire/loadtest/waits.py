@@ -30,6 +30,7 @@ COMMENT = re.compile(r"--[^\n]*")  # a harness statement is labelled by its SQL
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class Samples:
     taken: int = 0  # samples of pg_stat_activity
@@ -44,7 +45,7 @@ async def sample_waits(dsn: str, stop: asyncio.Event) -> Samples:
     seen = samples.seen
     try:
         conn = await asyncpg.connect(dsn)
-    except (OSError, asyncpg.PostgresError):
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
         log.warning("--statements: no connection to sample pg_stat_activity", exc_info=True)
         return samples
     try:
@@ -59,7 +60,7 @@ async def sample_waits(dsn: str, stop: asyncio.Event) -> Samples:
                 await asyncio.wait_for(stop.wait(), SAMPLE_SECONDS)
             except TimeoutError:
                 pass
-    except (OSError, asyncpg.PostgresError):
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
         log.warning("--statements: sampling pg_stat_activity stopped", exc_info=True)
     finally:
         await conn.close()
