@@ -115,7 +115,8 @@ def test_a_jittered_burst_spreads_over_the_window_and_is_measured_from_fire_afte
     assert records >= 2 and written >= 2 * 50  # two heap records of 50+ bytes at least
     # The machine's busy cores over the same window hold the three parties' CPU.
     cores = re.search(r"\[loadtest\] the machine: ([0-9.]+) of (\d+) cores busy, .*; the "
-                      r"replicas, Postgres and the sink: ([0-9.]+) of them", stderr[0])
+                      r"replicas [0-9.]+, Postgres [0-9.]+ and the sink [0-9.]+: ([0-9.]+) "
+                      r"of them", stderr[0])
     assert cores is not None, stderr[0][-2000:]
     busy, total, parties = float(cores.group(1)), int(cores.group(2)), float(cores.group(3))
     assert 0 < parties <= busy + 0.05 and busy <= total  # 0.05: /proc counts in ticks

@@ -51,8 +51,8 @@ def test_the_line_says_the_cores_busy_and_the_parties_share_of_them() -> None:
                   machine_busy_seconds=16.0, window_seconds=10.0)
     assert cores_note(costs, 2) == (
         "the machine: 1.60 of 2 cores busy, first instant to the end of the drain "
-        "(/proc/stat: every process and the kernel); the replicas, Postgres and the sink: "
-        "1.50 of them")
+        "(/proc/stat: every process and the kernel); the replicas 0.72, Postgres 0.65 and "
+        "the sink 0.13: 1.50 of them")
 
 
 def test_without_postgres_of_its_own_the_line_gives_the_machine_alone() -> None:

@@ -117,10 +117,11 @@ def cores_note(costs: Costs, cores: int | None) -> str | None:
         return None
     line = (f"the machine: {busy / window:.2f} of {cores} cores busy, first instant to the end "
             "of the drain (/proc/stat: every process and the kernel)")
-    parties = (costs.replica_seconds, costs.postgres_seconds, costs.sink_seconds)
-    if all(seconds is not None for seconds in parties):
-        used = sum(seconds for seconds in parties if seconds is not None)
-        line += f"; the replicas, Postgres and the sink: {used / window:.2f} of them"
+    replicas, postgres, sink = costs.replica_seconds, costs.postgres_seconds, costs.sink_seconds
+    if replicas is not None and postgres is not None and sink is not None:
+        line += (f"; the replicas {replicas / window:.2f}, Postgres {postgres / window:.2f} "
+                 f"and the sink {sink / window:.2f}: {(replicas + postgres + sink) / window:.2f}"
+                 " of them")
     return line
 
 
