@@ -36,10 +36,7 @@ def statement_key(sql: str) -> str:
     not a comment, with every constant made a parameter, the parameters renumbered and
     lists of constants folded into one, so here comments, parameters, quoted and numeric
     constants, booleans, NULLs, commas, minus signs and whitespace are all left out."""
-    lines = sql.splitlines()
-    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
-        lines.pop(0)
-    text = re.sub(r"--[^\n]*|/\*.*?\*/", "", "\n".join(lines), flags=re.DOTALL)
+    text = re.sub(r"--[^\n]*|/\*.*?\*/", "", _from_the_sql(sql), flags=re.DOTALL)
     # EXTRACT's field is a constant to Postgres (EXTRACT($1 FROM ...)).
     text = re.sub(r"EXTRACT\s*\(\s*(?:\$\d+|\w+)\s+FROM", "EXTRACT(FROM", text,
                   flags=re.IGNORECASE)
@@ -49,6 +46,21 @@ def statement_key(sql: str) -> str:
     # constant's minus goes with it: no commas, no minus signs. Only the start is kept, in
     # case some other keyword is a constant to Postgres further in.
     return "".join(text.replace(",", "").replace("-", "").split())[:STATEMENT_KEY_LENGTH]
+
+
+def _from_the_sql(sql: str) -> str:
+    """``sql`` from its first line that is neither blank nor a comment."""
+    lines = sql.splitlines()
+    while lines and (not lines[0].strip() or lines[0].lstrip().startswith("--")):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def statement_label(sql: str, names: dict[str, str]) -> str:
+    """How the load test names a statement it saw: its ``-- name:`` when it is one of
+    ours (``names``: :func:`production_query_names`), else the start of its SQL."""
+    return names.get(statement_key(sql)) or " ".join(
+        _from_the_sql(sql).split())[:LABEL_CHARACTERS]
 
 
 def production_query_names() -> dict[str, str]:
@@ -78,8 +90,7 @@ async def heaviest(pool: Pool, delivered: int) -> list[str]:
     names = production_query_names()
     lines = []
     for row in rows:
-        label = names.get(statement_key(row["query"])) or " ".join(
-            row["query"].split())[:LABEL_CHARACTERS]
+        label = statement_label(row["query"], names)
         per_run = row["total_exec_time"] * 1000 / max(1, delivered)
         lines.append(f"{label}: {per_run:,.1f} µs per delivered run "
                      f"({row['calls']:,} calls, {row['rows']:,} rows)")

@@ -10,8 +10,8 @@ fraction of a millisecond, which is why it runs only with ``--statements``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,14 +19,13 @@ from pathlib import Path
 import asyncpg
 
 from cronwire.bootstrap.factories import harness_queries
-from cronwire.loadtest.statements import LABEL_CHARACTERS, production_query_names, statement_key
+from cronwire.loadtest.statements import production_query_names, statement_label
 
 Q = harness_queries(Path(__file__).with_name("loadtest.sql"))
 SAMPLE_SECONDS = 0.01
 SHOWN = 6  # statements with the most samples
 WAITS_SHOWN = 3  # per statement, besides the CPU
 ON_CPU = "CPU"
-COMMENT = re.compile(r"--[^\n]*")  # a harness statement is labelled by its SQL
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +55,8 @@ async def sample_waits(dsn: str, stop: asyncio.Event) -> Samples:
                 wait = (f"{row['wait_event_type']}:{row['wait_event']}"
                         if row["wait_event_type"] else ON_CPU)
                 seen[(row["query"], wait)] += 1
-            try:
+            with contextlib.suppress(TimeoutError):  # the next sample is due
                 await asyncio.wait_for(stop.wait(), SAMPLE_SECONDS)
-            except TimeoutError:
-                pass
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
         log.warning("--statements: sampling pg_stat_activity stopped", exc_info=True)
     finally:
@@ -74,8 +71,7 @@ def wait_lines(samples: Samples) -> list[str]:
     names = production_query_names()
     by_statement: dict[str, Counter[str]] = {}
     for (query, wait), count in samples.seen.items():
-        label = names.get(statement_key(query)) or " ".join(
-            COMMENT.sub("", query).split())[:LABEL_CHARACTERS]
+        label = statement_label(query, names)
         by_statement.setdefault(label, Counter())[wait] += count
     ranked = sorted(by_statement.items(), key=lambda item: -sum(item[1].values()))
     lines = [f"{samples.taken:,} samples of pg_stat_activity, one every "
