@@ -619,11 +619,14 @@ WHERE status IN ('pending', 'retrying')
 -- expired-lease and attempt-exhaustion rules are the same. $1 owner, $2 limit, $3 lease
 -- seconds, $4 run ids, $5 their scheduled_for, $6 now (NULL: the server's now()).
 -- A key is a hint: only rows that are runnable now (or hold an expired lease) are taken.
--- The two arrays steer each partition's primary key; a row found through them is then
--- checked against its own key, found by position (a run id names one occurrence: it is
--- derived from the schedule and the instant, so a second key with the same id and another
--- instant is not a key of any run, and the first one decides). A semi-join with the key
--- list did the same check as a nested loop, every row against half the list on average.
+-- Each distinct key is one probe of its partition's primary key, in id order (the order
+-- the rows are locked in, so two claims sharing keys queue instead of deadlocking): a
+-- key names a run only with its own instant. The probe is a LATERAL subquery that locks
+-- its row, which Postgres cannot flatten into a join: as a join (or with "id = ANY" over
+-- the key array), a partition without statistics yet, as a burst's is while its runs are
+-- new, was read whole by a sequential scan, every row of it for each claim
+-- (tests/integration/test_claim_plan.py). A semi-join with the key list compared every
+-- row with half the list on average.
 -- In a burst the statistics predate the burst (its runs were planned since), so runnable
 -- and leased runs look rare, and Postgres ANDed the primary key's bitmap with the whole
 -- claim and lease indexes (every unclaimed and every leased run of the burst, 4-8 ms a
@@ -634,22 +637,25 @@ WHERE status IN ('pending', 'retrying')
 -- not keep it must not make this claim drop the key (nothing would deliver it again until
 -- the sweeper's grace).
 WITH candidates AS (
-    SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
-           r.attempt_started, r.cancel_requested, r.overlap_policy,
-           CASE WHEN r.status = 'running' THEN 0 ELSE 1 END::bigint AS turn,
-           r.tenant_id, r.flow_key, r.flow_slots
-      FROM job_run r
-     WHERE r.id = ANY ($4::uuid[]) AND r.scheduled_for = ANY ($5::timestamptz[])
-       AND r.scheduled_for = ($5::timestamptz[])[array_position($4::uuid[], r.id)]
-       -- Runnable now, as a CASE: a test no index can serve and no partial index's
-       -- predicate follows from, so only the primary key finds the rows (see above).
-       AND CASE WHEN r.status IN ('pending', 'retrying')
-                THEN r.fire_after <= COALESCE($6::timestamptz, now())
-                     AND (r.claim_expires_at IS NULL OR r.claim_expires_at < COALESCE($6, now()))
-                WHEN r.status = 'running' THEN r.claim_expires_at < COALESCE($6, now())
-                ELSE false END
-     ORDER BY r.id
-       FOR UPDATE OF r
+    SELECT r.*
+      FROM (SELECT DISTINCT k.id, k.scheduled_for
+              FROM unnest($4::uuid[], $5::timestamptz[]) AS k(id, scheduled_for)
+             ORDER BY k.id) k
+     CROSS JOIN LATERAL (
+        SELECT r.id, r.scheduled_for, r.schedule_id, r.status, r.attempt_count, r.fire_after,
+               r.attempt_started, r.cancel_requested, r.overlap_policy,
+               CASE WHEN r.status = 'running' THEN 0 ELSE 1 END::bigint AS turn,
+               r.tenant_id, r.flow_key, r.flow_slots
+          FROM job_run r
+         WHERE r.id = k.id AND r.scheduled_for = k.scheduled_for
+           -- Runnable now, as a CASE: a test no index can serve and no partial index's
+           -- predicate follows from, so only the primary key finds the rows (see above).
+           AND CASE WHEN r.status IN ('pending', 'retrying')
+                    THEN r.fire_after <= COALESCE($6::timestamptz, now())
+                         AND (r.claim_expires_at IS NULL OR r.claim_expires_at < COALESCE($6, now()))
+                    WHEN r.status = 'running' THEN r.claim_expires_at < COALESCE($6, now())
+                    ELSE false END
+           FOR UPDATE OF r) r
 )
 -- The lease-taking tail every claim shares, written once: cronwire_claim_tail (migration
 -- 0029) admits, gates, decides and leases these candidates, and returns the claimed rows.
