@@ -5,8 +5,8 @@
 ``claim_fair`` is the polling claim itself with a grace (job_run_claim);
 ``report_overflow`` and ``peer_overflowing`` are the replicas' overflow signal
 (kafka_overflow.sql, ADR 0063). Only the claims' candidate rows differ: each statement
-hands its candidates to the one SQL function ``cronwire_claim_tail`` (migration 0029,
-ADR 0065), so the lease, the expired-lease reclaim and the exhaustion rule are the same in
+hands its candidates to the one SQL function ``cronwire_claim_tail`` (migrations
+0029 and 0032, ADR 0065), so the lease, the expired-lease reclaim and the exhaustion rule are the same in
 every claim.
 """
 

@@ -66,8 +66,8 @@ ON CONFLICT DO NOTHING
 -- $5 now: the clock of every due and lease decision (NULL: the server's now(); a value
 -- pins it, for tests). This statement only selects and locks the candidates; what happens
 -- to each (flow control, the overlap gate, an expired lease's verdict, the lease) is
--- cronwire_claim_tail's (migration 0029), which every claim calls, so kafka mode's claims
--- (job_run_claim_keys, job_run_sweep) apply the same rules.
+-- cronwire_claim_tail's (migrations 0029 and 0032), which every claim calls, so kafka
+-- mode's claims (job_run_claim_keys, job_run_sweep) apply the same rules.
 WITH due_tenants AS (
     -- Longest-waiting tenants first when more tenants are due than one claim can serve,
     -- each with its flow keys that admit nothing now (read without a lock: the admission
@@ -139,8 +139,9 @@ candidates AS (
     UNION ALL
     SELECT * FROM fair
 )
--- The lease-taking tail every claim shares, written once: cronwire_claim_tail (migration
--- 0029) admits, gates, decides and leases these candidates, and returns the claimed rows.
+-- The lease-taking tail every claim shares, written once: cronwire_claim_tail (migrations
+-- 0029 and 0032) admits, gates, decides and leases these candidates, and returns the
+-- claimed rows.
 SELECT t.*
   FROM (SELECT array_agg(c::cronwire_claim_candidate) AS rows FROM candidates c) a
  CROSS JOIN LATERAL cronwire_claim_tail($1, $2, $3, a.rows, $5) t
@@ -657,8 +658,9 @@ WITH candidates AS (
                     ELSE false END
            FOR UPDATE OF r) r
 )
--- The lease-taking tail every claim shares, written once: cronwire_claim_tail (migration
--- 0029) admits, gates, decides and leases these candidates, and returns the claimed rows.
+-- The lease-taking tail every claim shares, written once: cronwire_claim_tail (migrations
+-- 0029 and 0032) admits, gates, decides and leases these candidates, and returns the
+-- claimed rows.
 SELECT t.*
   FROM (SELECT array_agg(c::cronwire_claim_candidate) AS rows FROM candidates c) a
  CROSS JOIN LATERAL cronwire_claim_tail($1, $2, $3, a.rows, $6) t
@@ -724,8 +726,9 @@ candidates AS (
     UNION ALL
     SELECT * FROM overdue
 )
--- The lease-taking tail every claim shares, written once: cronwire_claim_tail (migration
--- 0029) admits, gates, decides and leases these candidates, and returns the claimed rows.
+-- The lease-taking tail every claim shares, written once: cronwire_claim_tail (migrations
+-- 0029 and 0032) admits, gates, decides and leases these candidates, and returns the
+-- claimed rows.
 SELECT t.*
   FROM (SELECT array_agg(c::cronwire_claim_candidate) AS rows FROM candidates c) a
  CROSS JOIN LATERAL cronwire_claim_tail($1, $2, $3, a.rows, $5) t
