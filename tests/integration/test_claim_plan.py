@@ -148,6 +148,35 @@ async def test_the_claim_by_keys_reads_only_its_keys_rows(
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
+@pytest.mark.parametrize("statistics", STATISTICS)
+async def test_the_count_of_held_keys_reads_only_their_rows(
+        database_url: str, plan_mode: str, statistics: str) -> None:
+    """After a claim of keys that flow control held back, kafka mode counts which of those
+    keys' runs are still runnable (job_run_held_keys): one probe per key, as the claim of
+    keys does. Written with "id = ANY" over the key array, a partition without statistics
+    was read whole by a sequential scan for it."""
+    async with due_runs_on_a_connection(database_url, RUNS) as (conn, _schedule):
+        await _statistics(conn, statistics)
+        partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
+        keys = await conn.fetch("SELECT id, scheduled_for FROM job_run ORDER BY random() "
+                                "LIMIT $1", LIMIT)
+        await conn.execute(f"SET plan_cache_mode = {plan_mode}")
+        explain = await conn.prepare(f"EXPLAIN (ANALYZE, FORMAT JSON) {Q['job_run_held_keys']}")
+        raw = await explain.fetchval([k["id"] for k in keys],
+                                     [k["scheduled_for"] for k in keys])
+    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
+    nodes = list(plan_nodes(plan))
+    assert plan["Actual Rows"] == 1 and not [
+        n for n in nodes if n.get("Actual Loops", 0) > 0
+        and n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan")
+        and n.get("Relation Name") == partition], _describe(nodes)
+    read = sum(n["Actual Rows"] * n["Actual Loops"] for n in nodes
+               if n.get("Actual Loops", 0) > 0 and n.get("Index Name", "").startswith(partition))
+    assert read <= 2 * LIMIT, f"{read} entries read for {LIMIT} keys\n{_describe(nodes)}"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
 async def test_the_resolve_reaches_its_rows_by_primary_key_whatever_the_statistics(
         database_url: str, plan_mode: str) -> None:
     """The resolve of 128 results among 20,000 leases taken after the statistics were (a

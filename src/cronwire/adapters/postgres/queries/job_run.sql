@@ -671,16 +671,22 @@ SELECT t.*
 -- ended): how many of their runs are still runnable, due and not leased. A flow-control
 -- limit held them back (ADR 0040); their messages are consumed, so the hybrid claim
 -- source claims fairly for a while rather than leave them to the sweeper's grace. Read only
--- when a claim of keys left some, by primary key.
+-- when a claim of keys left some, one probe of the primary key per distinct key, as in
+-- job_run_claim_keys (LIMIT 1 keeps the LATERAL subquery from being flattened into a join,
+-- which a partition without statistics answered with a sequential scan).
 SELECT count(*)
-  FROM job_run r
- WHERE r.id = ANY ($1::uuid[]) AND r.scheduled_for = ANY ($2::timestamptz[])
-   AND r.scheduled_for = ($2::timestamptz[])[array_position($1::uuid[], r.id)]
-   -- A CASE as in job_run_claim_keys: only the primary key finds the rows.
-   AND CASE WHEN r.status IN ('pending', 'retrying')
-            THEN r.fire_after <= now()
-                 AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
-            ELSE false END
+  FROM (SELECT DISTINCT k.id, k.scheduled_for
+          FROM unnest($1::uuid[], $2::timestamptz[]) AS k(id, scheduled_for)) k
+ CROSS JOIN LATERAL (
+    SELECT 1
+      FROM job_run r
+     WHERE r.id = k.id AND r.scheduled_for = k.scheduled_for
+       -- A CASE as in job_run_claim_keys: only the primary key finds the rows.
+       AND CASE WHEN r.status IN ('pending', 'retrying')
+                THEN r.fire_after <= now()
+                     AND (r.claim_expires_at IS NULL OR r.claim_expires_at < now())
+                ELSE false END
+     LIMIT 1) r
 
 -- name: job_run_sweep
 -- Kafka mode's safety net: runs due longer than the grace ($4 seconds) that no message
