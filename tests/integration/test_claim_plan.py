@@ -177,13 +177,14 @@ async def test_the_count_of_held_keys_reads_only_their_rows(
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
+@pytest.mark.parametrize("statistics", STATISTICS)
 async def test_the_resolve_reaches_its_rows_by_primary_key_whatever_the_statistics(
-        database_url: str, plan_mode: str) -> None:
+        database_url: str, plan_mode: str, statistics: str) -> None:
     """The resolve of 128 results among 20,000 leases taken after the statistics were (a
     burst's): written with plain lease conditions, it read the whole lease index, every
     lease of the burst, to write 128 rows (docs/benchmarks.md#levers)."""
     async with due_runs_on_a_connection(database_url, RUNS) as (conn, _schedule):
-        await conn.execute("ANALYZE job_run")
+        await _statistics(conn, statistics)
         partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
         leased: list[asyncpg.Record] = []
         while len(leased) < RUNS:
@@ -212,3 +213,6 @@ async def test_the_resolve_reaches_its_rows_by_primary_key_whatever_the_statisti
                if n.get("Index Name", "").startswith(partition))
     # Each leased row has one dead version beside it (the claim's update): 2 entries a row.
     assert read <= 3 * LIMIT, f"{read} index entries read for {LIMIT} rows\n{_describe(nodes)}"
+    assert not [n for n in nodes if n.get("Actual Loops", 0) > 0
+                and n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan")
+                and n.get("Relation Name") == partition], _describe(nodes)
