@@ -44,8 +44,10 @@ def test_pgqueuer_is_measured_with_its_cpu_per_job_by_who_spent_it(
     dsn = asyncio.run(blank_database(admin_dsn, f"pgq_split_{tmp_path.name[-8:].lower()}"))
     plan = LoadTestPlan(mode="postgres", schedules=JOBS, replicas=1, duration=0,
                         out=tmp_path, scenario="burst", sink="python")
-    measure = _pgqueuer(plan, dsn, JOBS, tmp_path / "baselines.log",
-                        PgqConfig("pool", 100, 1000, processes=2), postmaster)
+    config = PgqConfig("pool", 100, 1000, processes=2)
+    measure = _pgqueuer(plan, dsn, JOBS, tmp_path / "baselines.log", config, postmaster)
+    # its sink's records are where the load test's clean-up looks for them
+    assert (tmp_path / f"{config.sink_name}.jsonl").is_file(), sorted(tmp_path.iterdir())
     log = (tmp_path / "baselines.log").read_text(errors="replace")[-2000:]
     assert measure.jobs_per_second > 0, log
     split = measure.split()

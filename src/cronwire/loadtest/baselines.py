@@ -63,6 +63,11 @@ class PgqConfig:
         return ["--driver", self.driver, "--batch", str(self.batch),
                 "--in-flight", str(self.in_flight)]
 
+    @property
+    def sink_name(self) -> str:
+        """The directory of its sink in --out (the number of processes shares it)."""
+        return f"pgqueuer-{self.driver}-{self.batch}"
+
 
 @dataclass(frozen=True, slots=True)
 class PgqMeasure:

@@ -89,7 +89,7 @@ def _pgqueuer(plan: LoadTestPlan, dsn: str, jobs: int, log: Path, config: PgqCon
     from the instant they fall due (all written); and the CPU per acknowledged job of its
     workers, of Postgres (``postmaster``: when the server is ours) and of the sink, from
     that instant to the queue's end, as cronwire's split is measured."""
-    sink = _started_sink(plan, f"pgqueuer-{config.driver}-{config.batch}")
+    sink = _started_sink(plan, config.sink_name)
     workers: list[subprocess.Popen[bytes]] = []
     try:
         _baseline("pgqueuer-enqueue", "--dsn", dsn, "--jobs", "0", log=log)

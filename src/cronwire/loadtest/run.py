@@ -24,6 +24,7 @@ from cronwire.domain.jitter import jittered
 from cronwire.domain.model import idempotency_key_for, run_id_for
 from cronwire.harness.fleet import Fleet
 from cronwire.harness.stats import per_run_us
+from cronwire.loadtest.baselines import PGQ_CONFIGS
 from cronwire.loadtest.plan import LoadTestPlan
 from cronwire.loadtest.progress import Progress
 from cronwire.loadtest.report import Baselines, Costs, Report, build_report, write_chart
@@ -36,7 +37,10 @@ from cronwire.loadtest.watch import watch
 # records are NAME.jsonl (the Python sink) or the directory NAME (nginx's).
 DATA_ENTRIES = ("postgres", LINKED_BINARIES, "broker.log", "replicas", "baselines",
                 *(f"{name}{suffix}" for name in ("deliveries", "aiohttp-http", "pgqueuer")
-                  for suffix in (".jsonl", "")))
+                  for suffix in (".jsonl", "")),
+                # --compare's sinks, one per configuration of pgqueuer it tries
+                *dict.fromkeys(f"{config.sink_name}{suffix}" for config in PGQ_CONFIGS
+                               for suffix in (".jsonl", "")))
 
 
 STOP_SECONDS = 30.0  # a process's drain at SIGTERM, before SIGKILL
