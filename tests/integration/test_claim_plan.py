@@ -175,6 +175,41 @@ async def test_the_count_of_held_keys_reads_only_their_rows(
     assert read <= 2 * LIMIT, f"{read} entries read for {LIMIT} keys\n{_describe(nodes)}"
 
 
+async def _leased(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+    """Every run of the connection's schedule leased by "owner": 20,000 leases in flight,
+    taken after the statistics were."""
+    leased: list[asyncpg.Record] = []
+    while len(leased) < RUNS:
+        leased += await conn.fetch(Q["job_run_claim"], "owner", 1000, 300.0, 0.0, None)
+    return leased
+
+
+async def _analysed(conn: asyncpg.Connection, plan_mode: str, name: str,
+                    *args: object) -> list[dict[str, Any]]:
+    """The nodes of one analysed execution of statement ``name`` under ``plan_mode``,
+    rolled back."""
+    await conn.execute(f"SET plan_cache_mode = {plan_mode}")
+    transaction = conn.transaction()
+    await transaction.start()
+    try:
+        explain = await conn.prepare(f"EXPLAIN (ANALYZE, FORMAT JSON) {Q[name]}")
+        raw = await explain.fetchval(*args)
+    finally:
+        await transaction.rollback()
+    return list(plan_nodes((json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]))
+
+
+def _assert_reached_by_key(nodes: list[dict[str, Any]], partition: str, rows: int) -> None:
+    """No scan of the partition, no bitmap, and at most three index entries a row (each
+    leased row has one dead version beside it, the claim's update)."""
+    ran = [n for n in nodes if n.get("Actual Loops", 0) > 0]
+    assert not [n for n in ran if n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan")
+                and n.get("Relation Name") == partition], _describe(nodes)
+    read = sum(n.get("Actual Rows", 0) * n["Actual Loops"] for n in ran
+               if n.get("Index Name", "").startswith(partition))
+    assert read <= 3 * rows, f"{read} index entries read for {rows} rows\n{_describe(nodes)}"
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
 @pytest.mark.parametrize("statistics", STATISTICS)
@@ -186,33 +221,43 @@ async def test_the_resolve_reaches_its_rows_by_primary_key_whatever_the_statisti
     async with due_runs_on_a_connection(database_url, RUNS) as (conn, _schedule):
         await _statistics(conn, statistics)
         partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
-        leased: list[asyncpg.Record] = []
-        while len(leased) < RUNS:
-            leased += await conn.fetch(Q["job_run_claim"], "owner", 1000, 300.0, 0.0, None)
-        batch = leased[:LIMIT]
+        batch = (await _leased(conn))[:LIMIT]
         now = await conn.fetchval("SELECT now()")
-        await conn.execute(f"SET plan_cache_mode = {plan_mode}")
-        transaction = conn.transaction()
-        await transaction.start()
-        try:
-            explain = await conn.prepare(f"EXPLAIN (ANALYZE, FORMAT JSON) {Q['job_run_resolve']}")
-            raw = await explain.fetchval(
-                "owner", [r["id"] for r in batch], [r["scheduled_for"] for r in batch],
-                ["succeeded"] * LIMIT, [r["attempt_count"] for r in batch], [0.0] * LIMIT,
-                [200] * LIMIT, [None] * LIMIT, [r["tenant_id"] for r in batch], [now] * LIMIT,
-                [now] * LIMIT, ["success"] * LIMIT, [3] * LIMIT, [None] * LIMIT,
-                [r["lease_generation"] for r in batch], [None] * LIMIT)
-        finally:
-            await transaction.rollback()
-    plan = (json.loads(raw) if isinstance(raw, str) else raw)[0]["Plan"]
-    nodes = list(plan_nodes(plan))
+        nodes = await _analysed(
+            conn, plan_mode, "job_run_resolve",
+            "owner", [r["id"] for r in batch], [r["scheduled_for"] for r in batch],
+            ["succeeded"] * LIMIT, [r["attempt_count"] for r in batch], [0.0] * LIMIT,
+            [200] * LIMIT, [None] * LIMIT, [r["tenant_id"] for r in batch], [now] * LIMIT,
+            [now] * LIMIT, ["success"] * LIMIT, [3] * LIMIT, [None] * LIMIT,
+            [r["lease_generation"] for r in batch], [None] * LIMIT)
     written = [n for n in nodes if n["Node Type"] == "ModifyTable"
                and n.get("Relation Name") == "job_run"]
     assert written and written[0]["Actual Rows"] == LIMIT, _describe(nodes)
-    read = max(n.get("Actual Rows", 0) for n in nodes
-               if n.get("Index Name", "").startswith(partition))
-    # Each leased row has one dead version beside it (the claim's update): 2 entries a row.
-    assert read <= 3 * LIMIT, f"{read} index entries read for {LIMIT} rows\n{_describe(nodes)}"
-    assert not [n for n in nodes if n.get("Actual Loops", 0) > 0
-                and n["Node Type"] in ("Seq Scan", "Bitmap Heap Scan")
-                and n.get("Relation Name") == partition], _describe(nodes)
+    _assert_reached_by_key(nodes, partition, LIMIT)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("plan_mode", ["force_custom_plan", "force_generic_plan"])
+@pytest.mark.parametrize("statistics", STATISTICS)
+@pytest.mark.parametrize("name", ["job_run_renew", "job_run_give_back", "job_run_superseded"])
+async def test_the_lease_upkeep_reaches_its_rows_by_primary_key(
+        database_url: str, plan_mode: str, statistics: str, name: str) -> None:
+    """One replica's renewal, give-back or superseded check of 128 leases among 20,000 in
+    flight. Written with plain lease conditions, each read the whole lease index (every
+    lease in flight, on every replica: 20,000 entries for 128 here), so each replica's
+    upkeep cost grew with the whole fleet's load; written as the resolve's CASE, each
+    lease is one probe of the primary key."""
+    async with due_runs_on_a_connection(database_url, RUNS) as (conn, _schedule):
+        await _statistics(conn, statistics)
+        partition = await conn.fetchval("SELECT tableoid::regclass::text FROM job_run LIMIT 1")
+        batch = (await _leased(conn))[:LIMIT]
+        keys = ([r["id"] for r in batch], [r["scheduled_for"] for r in batch],
+                [r["lease_generation"] for r in batch])
+        extra: tuple[object, ...] = {"job_run_renew": ([True] * LIMIT, 300.0),
+                                     "job_run_give_back": (None,),
+                                     "job_run_superseded": ()}[name]
+        nodes = await _analysed(conn, plan_mode, name, "owner", *keys, *extra)
+    if name != "job_run_superseded":  # none of these leases is cancel_other
+        assert nodes[0]["Actual Rows"] == (LIMIT if name == "job_run_renew" else 1), \
+            _describe(nodes)
+    _assert_reached_by_key(nodes, partition, LIMIT)

@@ -6,7 +6,9 @@
 --             these writes predicates on claimed_by = $1 (the owner), status = 'running' and
 --             the lease_generation its claim returned, so a replica whose lease was reaped or
 --             re-claimed writes nothing, even when the re-claim was made under the same
---             instance id (a twin process, or this process's own later claim).
+--             instance id (a twin process, or this process's own later claim). The writes
+--             on a batch of leases say it as a CASE on the status, so that only the
+--             primary key can find their rows (job_run_renew, job_run_resolve).
 --   kafka     the outbox on job_run.published_at: a runnable run's key is published once it
 --             is due, and published_at is reset whenever the run becomes runnable again
 --             (retry, release, defer: job_run_resolve, job_run_give_back), so no key reaches
@@ -160,7 +162,12 @@ UPDATE job_run j
   FROM unnest($2::uuid[], $3::timestamptz[], $4::bigint[], $5::boolean[])
        AS l(id, scheduled_for, generation, started)
  WHERE j.id = l.id AND j.scheduled_for = l.scheduled_for
-   AND j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
+   -- The lease test as a CASE, as in job_run_resolve: written as plain conditions,
+   -- "status = 'running'" let Postgres read the whole lease index, every lease in flight
+   -- on every replica, to renew one replica's batch (tests/integration/test_claim_plan.py).
+   AND CASE WHEN j.status = 'running'
+            THEN j.claimed_by = $1 AND j.lease_generation = l.generation
+            ELSE false END
 RETURNING j.id
 
 -- name: job_run_superseded
@@ -172,7 +179,9 @@ SELECT j.id
   FROM unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
   JOIN job_run j ON j.id = l.id AND j.scheduled_for = l.scheduled_for
   JOIN schedule s ON s.id = j.schedule_id
- WHERE j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
+ WHERE CASE WHEN j.status = 'running'  -- a CASE, as in job_run_renew
+            THEN j.claimed_by = $1 AND j.lease_generation = l.generation
+            ELSE false END
    AND j.overlap_policy = 'cancel_other' AND s.overlap_run IS DISTINCT FROM j.id
 
 -- name: job_run_resolve
@@ -562,7 +571,9 @@ WITH ending AS (
       FROM job_run j
       JOIN unnest($2::uuid[], $3::timestamptz[], $4::bigint[]) AS l(id, scheduled_for, generation)
         ON j.id = l.id AND j.scheduled_for = l.scheduled_for
-     WHERE j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = l.generation
+     WHERE CASE WHEN j.status = 'running'  -- a CASE, as in job_run_renew
+                THEN j.claimed_by = $1 AND j.lease_generation = l.generation
+                ELSE false END
 ),
 given AS (
 UPDATE job_run j
@@ -580,7 +591,9 @@ UPDATE job_run j
        updated_at       = now()
   FROM ending e
  WHERE j.id = e.id AND j.scheduled_for = e.scheduled_for
-   AND j.claimed_by = $1 AND j.status = 'running' AND j.lease_generation = e.generation
+   AND CASE WHEN j.status = 'running'
+            THEN j.claimed_by = $1 AND j.lease_generation = e.generation
+            ELSE false END
 RETURNING j.tenant_id, j.flow_key, j.flow_slots
 ),
 flow_released AS (
