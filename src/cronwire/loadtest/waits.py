@@ -26,6 +26,12 @@ SAMPLE_SECONDS = 0.01
 SHOWN = 6  # statements with the most samples
 WAITS_SHOWN = 3  # per statement, besides the CPU
 ON_CPU = "CPU"
+# A lost connection, however asyncpg reports it: a server gone (OSError), an error from the
+# server, a closed connection (InterfaceError), or a protocol left mid-operation by a
+# terminated backend (InternalClientError, seen when the termination's FATAL arrived
+# between two samples).
+CONNECTION_LOST = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError,
+                   asyncpg.InternalClientError)
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +50,7 @@ async def sample_waits(dsn: str, stop: asyncio.Event) -> Samples:
     seen = samples.seen
     try:
         conn = await asyncpg.connect(dsn)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+    except CONNECTION_LOST:
         log.warning("--statements: no connection to sample pg_stat_activity", exc_info=True)
         return samples
     try:
@@ -57,7 +63,7 @@ async def sample_waits(dsn: str, stop: asyncio.Event) -> Samples:
                 seen[(row["query"], wait)] += 1
             with contextlib.suppress(TimeoutError):  # the next sample is due
                 await asyncio.wait_for(stop.wait(), SAMPLE_SECONDS)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+    except CONNECTION_LOST:
         log.warning("--statements: sampling pg_stat_activity stopped", exc_info=True)
     finally:
         await conn.close()
